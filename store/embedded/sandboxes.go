@@ -1,0 +1,200 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"froog.tech/froog/store"
+)
+
+// live returns the sandbox with id that is not deleted.
+func (s *Store) live(id string) (*store.Sandbox, error) {
+	sb, ok := s.sandboxes[id]
+	if !ok || sb.DeletedAt != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", id, store.ErrNotFound)
+	}
+	return sb, nil
+}
+
+// checkSandbox applies the rules every sandbox write shares: a free name
+// and room in the account for one more running sandbox.
+func (s *Store) checkSandbox(old, sb *store.Sandbox) error {
+	for _, o := range s.sandboxes {
+		if o.ID != sb.ID && o.DeletedAt == nil && o.AccountID == sb.AccountID && o.Name == sb.Name {
+			return fmt.Errorf("sandbox name %q: %w", sb.Name, store.ErrConflict)
+		}
+	}
+	if !store.StartsRunning(old, sb) {
+		return nil
+	}
+	acct, ok := s.accounts[sb.AccountID]
+	if !ok {
+		return fmt.Errorf("account %s: %w", sb.AccountID, store.ErrNotFound)
+	}
+	n := 0
+	for _, o := range s.sandboxes {
+		if o.ID != sb.ID && o.DeletedAt == nil && o.AccountID == sb.AccountID && o.DesiredState == store.StateRunning {
+			n++
+		}
+	}
+	if n >= acct.MaxSandboxes {
+		return &store.LimitError{Limit: "sandboxes_at_once", Max: acct.MaxSandboxes}
+	}
+	return nil
+}
+
+func (s *Store) CreateSandbox(ctx context.Context, sb store.Sandbox, ev *store.AuditEvent) (store.Sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb.ID == "" {
+		sb.ID = store.NewID("sbx")
+	}
+	sb.CreatedAt = store.Micro(sb.CreatedAt)
+	if _, ok := s.sandboxes[sb.ID]; ok {
+		return store.Sandbox{}, fmt.Errorf("create sandbox %s: %w", sb.ID, store.ErrConflict)
+	}
+	if _, ok := s.accounts[sb.AccountID]; !ok {
+		return store.Sandbox{}, fmt.Errorf("create sandbox: account %s: %w", sb.AccountID, store.ErrNotFound)
+	}
+	if err := s.checkSandbox(nil, &sb); err != nil {
+		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	if err := s.commit([]record{put(tSandbox, sb.ID, clone(&sb))}, ev); err != nil {
+		return store.Sandbox{}, err
+	}
+	return sb, nil
+}
+
+func (s *Store) Sandbox(ctx context.Context, accountID, name string) (store.Sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sb := range s.sandboxes {
+		if sb.AccountID == accountID && sb.Name == name && sb.DeletedAt == nil {
+			return *clone(sb), nil
+		}
+	}
+	return store.Sandbox{}, fmt.Errorf("sandbox %q: %w", name, store.ErrNotFound)
+}
+
+func (s *Store) SandboxByID(ctx context.Context, id string) (store.Sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, ok := s.sandboxes[id]
+	if !ok {
+		return store.Sandbox{}, fmt.Errorf("sandbox %s: %w", id, store.ErrNotFound)
+	}
+	return *clone(sb), nil
+}
+
+func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]store.Sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Sandbox
+	for _, sb := range s.sandboxes {
+		if f.Match(sb) {
+			out = append(out, *clone(sb))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out, nil
+}
+
+func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox, *store.AuditEvent) error, ev *store.AuditEvent) (store.Sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, err := s.live(id)
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("update sandbox: %w", err)
+	}
+	sb := clone(old)
+	if err := fn(sb, ev); err != nil {
+		return store.Sandbox{}, err
+	}
+	sb.ID, sb.AccountID = old.ID, old.AccountID
+	if err := s.checkSandbox(old, sb); err != nil {
+		return store.Sandbox{}, fmt.Errorf("update sandbox: %w", err)
+	}
+	if err := s.commit([]record{put(tSandbox, sb.ID, clone(sb))}, ev); err != nil {
+		return store.Sandbox{}, err
+	}
+	return *sb, nil
+}
+
+func (s *Store) StopSandbox(ctx context.Context, id string, at time.Time, ev *store.AuditEvent) (store.Stop, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, err := s.live(id)
+	if err != nil {
+		return store.Stop{}, fmt.Errorf("stop sandbox: %w", err)
+	}
+	if st, ok := s.stops[old.PendingStopID]; ok && st.Status == store.StopPending {
+		return *clone(st), nil
+	}
+	sb := clone(old)
+	st := store.NewStop(sb, at)
+	if err := s.commit([]record{put(tSandbox, sb.ID, sb), put(tStop, st.ID, clone(&st))}, ev); err != nil {
+		return store.Stop{}, err
+	}
+	return st, nil
+}
+
+func (s *Store) Stop(ctx context.Context, accountID, id string) (store.Stop, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.stops[id]
+	if !ok || st.AccountID != accountID {
+		return store.Stop{}, fmt.Errorf("stop %s: %w", id, store.ErrNotFound)
+	}
+	return *clone(st), nil
+}
+
+func (s *Store) FinishStop(ctx context.Context, id, status, errMsg string, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.stops[id]
+	if !ok || st.Status != store.StopPending {
+		return fmt.Errorf("finish stop %s: %w", id, store.ErrNotFound)
+	}
+	st = clone(st)
+	st.Status, st.Error, st.EndedAt = status, errMsg, &at
+	recs := []record{put(tStop, st.ID, st)}
+	if sb, ok := s.sandboxes[st.SandboxID]; ok && sb.PendingStopID == id {
+		sb = clone(sb)
+		sb.PendingStopID = ""
+		recs = append(recs, put(tSandbox, sb.ID, sb))
+	}
+	return s.commit(recs, nil)
+}
+
+func (s *Store) DeleteSandbox(ctx context.Context, id string, at time.Time, ev *store.AuditEvent) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, err := s.live(id)
+	if err != nil {
+		return fmt.Errorf("delete sandbox: %w", err)
+	}
+	sb := clone(old)
+	sb.DeletedAt, sb.DesiredState, sb.UpdatedAt = &at, store.StateDeleted, at
+	recs := []record{put(tSandbox, sb.ID, sb)}
+	for _, u := range s.urls {
+		if u.SandboxID == id {
+			recs = append(recs, s.deleteURLRecords(u)...)
+		}
+	}
+	for _, l := range s.links {
+		if l.SandboxID == id {
+			recs = append(recs, del(tLink, l.ID))
+		}
+	}
+	return s.commit(recs, ev)
+}

@@ -1,0 +1,357 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"froog.tech/froog/store"
+)
+
+func (s *Store) urlFor(sandboxID string, port int) *store.URL {
+	for _, u := range s.urls {
+		if u.SandboxID == sandboxID && u.Port == port {
+			return u
+		}
+	}
+	return nil
+}
+
+// deleteURLRecords removes a URL and its viewer tokens.
+func (s *Store) deleteURLRecords(u *store.URL) []record {
+	recs := []record{del(tURL, u.ID)}
+	for _, t := range s.tokens {
+		if t.URLID == u.ID {
+			recs = append(recs, del(tURLToken, t.ID))
+		}
+	}
+	return recs
+}
+
+func (s *Store) PutURL(ctx context.Context, sandboxID string, port int, fn func(*store.URL, *store.AuditEvent) (store.URL, error), ev *store.AuditEvent) (store.URL, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, err := s.live(sandboxID)
+	if err != nil {
+		return store.URL{}, fmt.Errorf("put url: %w", err)
+	}
+	old := s.urlFor(sandboxID, port)
+	var arg *store.URL
+	if old != nil {
+		arg = clone(old)
+	}
+	u, err := fn(arg, ev)
+	if err != nil {
+		return store.URL{}, err
+	}
+	u.SandboxID, u.Port, u.AccountID = sandboxID, port, sb.AccountID
+	if old != nil {
+		u.ID = old.ID
+	} else if u.ID == "" {
+		u.ID = store.NewID("url")
+	}
+	eff := store.URLEffects(old, &u)
+	var recs []record
+	if eff.New {
+		n := 0
+		for _, o := range s.urls {
+			if o.SandboxID == sandboxID {
+				n++
+			}
+		}
+		if n >= store.MaxURLsPerSandbox {
+			return store.URL{}, fmt.Errorf("put url: %w", &store.LimitError{Limit: "urls_per_sandbox", Max: store.MaxURLsPerSandbox})
+		}
+	}
+	if eff.NewName {
+		for _, o := range s.urls {
+			if o.Hostname == u.Hostname && o.ID != u.ID {
+				return store.URL{}, fmt.Errorf("put url: host name %q: %w", u.Hostname, store.ErrConflict)
+			}
+		}
+		acct := s.accounts[sb.AccountID]
+		day := store.Day(u.UpdatedAt)
+		n := 0
+		for id, name := range s.urlNames {
+			switch {
+			case name.Day < day:
+				recs = append(recs, del(tURLName, id)) // an old day: forget it
+			case name.AccountID == sb.AccountID && name.Day == day:
+				n++
+			}
+		}
+		id := day + "/" + sb.AccountID + "/" + u.Hostname
+		if _, ok := s.urlNames[id]; !ok {
+			if n >= acct.URLNamesPerDay {
+				return store.URL{}, fmt.Errorf("put url: %w", &store.LimitError{Limit: "url_names_per_day", Max: acct.URLNamesPerDay})
+			}
+			recs = append(recs, put(tURLName, id, &urlName{AccountID: sb.AccountID, Hostname: u.Hostname, Day: day}))
+		}
+	}
+	if eff.DropViews {
+		for _, t := range s.tokens {
+			if t.URLID == u.ID {
+				recs = append(recs, del(tURLToken, t.ID))
+			}
+		}
+	}
+	recs = append(recs, put(tURL, u.ID, clone(&u)))
+	if err := s.commit(recs, ev); err != nil {
+		return store.URL{}, err
+	}
+	return u, nil
+}
+
+func (s *Store) URLs(ctx context.Context, sandboxID string) ([]store.URL, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.URL
+	for _, u := range s.urls {
+		if u.SandboxID == sandboxID {
+			out = append(out, *clone(u))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Port < out[j].Port })
+	return out, nil
+}
+
+func (s *Store) URL(ctx context.Context, sandboxID string, port int) (store.URL, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.urlFor(sandboxID, port)
+	if u == nil {
+		return store.URL{}, fmt.Errorf("url for port %d: %w", port, store.ErrNotFound)
+	}
+	return *clone(u), nil
+}
+
+func (s *Store) DeleteURL(ctx context.Context, sandboxID string, port int, ev *store.AuditEvent) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.urlFor(sandboxID, port)
+	if u == nil {
+		return fmt.Errorf("delete url for port %d: %w", port, store.ErrNotFound)
+	}
+	return s.commit(s.deleteURLRecords(u), ev)
+}
+
+func (s *Store) CreateURLToken(ctx context.Context, t store.URLToken, ev *store.AuditEvent) (store.URLToken, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.urls[t.URLID]
+	if !ok {
+		return store.URLToken{}, fmt.Errorf("create url token: url %s: %w", t.URLID, store.ErrNotFound)
+	}
+	if u.Public {
+		return store.URLToken{}, fmt.Errorf("create url token: %w", store.ErrURLPublic)
+	}
+	if t.ID == "" {
+		t.ID = store.NewID("utk")
+	}
+	var recs []record
+	n := 0
+	for _, o := range s.tokens {
+		switch {
+		case o.URLID != t.URLID:
+		case o.Live(t.CreatedAt):
+			n++
+		default:
+			recs = append(recs, del(tURLToken, o.ID)) // dead tokens go
+		}
+	}
+	if n >= store.MaxLiveTokensPerURL {
+		return store.URLToken{}, fmt.Errorf("create url token: %w", &store.LimitError{Limit: "tokens_per_url", Max: store.MaxLiveTokensPerURL})
+	}
+	recs = append(recs, put(tURLToken, t.ID, clone(&t)))
+	if err := s.commit(recs, ev); err != nil {
+		return store.URLToken{}, err
+	}
+	return t, nil
+}
+
+func (s *Store) URLTokens(ctx context.Context, urlID string, now time.Time) ([]store.URLToken, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []store.URLToken
+	for _, t := range s.tokens {
+		if t.URLID == urlID {
+			all = append(all, *clone(t))
+		}
+	}
+	return store.LiveTokens(all, now), nil
+}
+
+func (s *Store) RevokeURLToken(ctx context.Context, urlID, id string, at time.Time, ev *store.AuditEvent) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tokens[id]
+	if !ok || t.URLID != urlID || t.RevokedAt != nil {
+		return fmt.Errorf("revoke url token %s: %w", id, store.ErrNotFound)
+	}
+	t = clone(t)
+	t.RevokedAt = &at
+	return s.commit([]record{put(tURLToken, t.ID, t)}, ev)
+}
+
+// --- audit and idempotency ---
+
+func (s *Store) Audit(ctx context.Context, accountID string, before int64, limit int) ([]store.AuditEvent, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.AuditEvent
+	for _, e := range s.audit {
+		if e.AccountID == accountID && (before <= 0 || e.ID < before) {
+			out = append(out, *clone(e))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func idemID(accountID, key string) string { return accountID + "\x00" + key }
+
+func (s *Store) BeginIdempotent(ctx context.Context, rec store.Idempotency) (*store.Idempotency, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := idemID(rec.AccountID, rec.Key)
+	if old, ok := s.idem[id]; ok && rec.CreatedAt.Sub(old.CreatedAt) < store.IdempotencyWindow {
+		switch {
+		case old.RequestHash != rec.RequestHash:
+			return nil, store.ErrIdempotencyReused
+		case old.Status == 0:
+			return nil, store.ErrIdempotencyInUse
+		}
+		return clone(old), nil
+	}
+	recs := []record{put(tIdem, id, clone(&rec))}
+	for oid, old := range s.idem {
+		if rec.CreatedAt.Sub(old.CreatedAt) >= store.IdempotencyWindow && oid != id {
+			recs = append(recs, del(tIdem, oid))
+		}
+	}
+	return nil, s.commit(recs, nil)
+}
+
+func (s *Store) FinishIdempotent(ctx context.Context, accountID, key string, status int, body []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := idemID(accountID, key)
+	old, ok := s.idem[id]
+	if !ok {
+		return fmt.Errorf("finish idempotency key: %w", store.ErrNotFound)
+	}
+	rec := clone(old)
+	rec.Status, rec.Body = status, body
+	return s.commit([]record{put(tIdem, id, rec)}, nil)
+}
+
+func (s *Store) AbandonIdempotent(ctx context.Context, accountID, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := idemID(accountID, key)
+	if _, ok := s.idem[id]; !ok {
+		return nil
+	}
+	return s.commit([]record{del(tIdem, id)}, nil)
+}
+
+// --- certificate storage ---
+
+func (s *Store) KVGet(ctx context.Context, key string) (store.KV, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kv, ok := s.kv[key]
+	if !ok {
+		return store.KV{}, fmt.Errorf("kv %s: %w", key, store.ErrNotFound)
+	}
+	return *clone(kv), nil
+}
+
+func (s *Store) KVPut(ctx context.Context, key string, value []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commit([]record{put(tKV, key, &store.KV{Key: key, Value: value, Modified: time.Now().UTC()})}, nil)
+}
+
+func (s *Store) KVDelete(ctx context.Context, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var recs []record
+	for k := range s.kv {
+		if k == key || strings.HasPrefix(k, key+"/") {
+			recs = append(recs, del(tKV, k))
+		}
+	}
+	if len(recs) == 0 {
+		return fmt.Errorf("kv %s: %w", key, store.ErrNotFound)
+	}
+	return s.commit(recs, nil)
+}
+
+func (s *Store) KVList(ctx context.Context, prefix string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k := range s.kv {
+		if prefix == "" || strings.HasPrefix(k, prefix+"/") {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (s *Store) AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if l, ok := s.leases[name]; ok && l.Owner != owner && now.UnixNano() < l.Expires {
+		return false, nil
+	}
+	return true, s.commit([]record{put(tLease, name, &lease{Name: name, Owner: owner, Expires: now.Add(ttl).UnixNano()})}, nil)
+}
+
+func (s *Store) ReleaseLease(ctx context.Context, name, owner string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.leases[name]; !ok || l.Owner != owner {
+		return nil
+	}
+	return s.commit([]record{del(tLease, name)}, nil)
+}
+
+// --- change feed ---
+
+func (s *Store) Subscribe(ctx context.Context, after int64) (*store.Subscription, error) {
+	return store.NewSubscription(ctx, s, after)
+}
+
+func (s *Store) Head(ctx context.Context) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.meta.Seq, nil
+}
+
+func (s *Store) Changed() <-chan struct{} { return s.signal.Changed() }
+
+func (s *Store) ChangesAfter(ctx context.Context, after int64, limit int) ([]store.Change, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("read changes: store is closed")
+	}
+	if after >= s.meta.Seq {
+		return nil, nil
+	}
+	if len(s.changes) == 0 || after < s.changes[0].Seq-1 {
+		return nil, fmt.Errorf("read changes after %d: %w", after, store.ErrFeedGap)
+	}
+	i := sort.Search(len(s.changes), func(i int) bool { return s.changes[i].Seq > after })
+	end := min(i+limit, len(s.changes))
+	return append([]store.Change(nil), s.changes[i:end]...), nil
+}

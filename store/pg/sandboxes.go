@@ -1,0 +1,308 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"froog.tech/froog/store"
+)
+
+func (s *Store) CreateAccount(ctx context.Context, a store.Account) (store.Account, error) {
+	if a.ID == "" {
+		a.ID = store.NewID("acct")
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO accounts (id, doc) VALUES ($1, $2)`, a.ID, mustJSON(a))
+	if isUnique(err) {
+		return store.Account{}, fmt.Errorf("create account %s: %w", a.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return store.Account{}, fmt.Errorf("create account: %w", err)
+	}
+	return a, nil
+}
+
+func (s *Store) Account(ctx context.Context, id string) (store.Account, error) {
+	var a store.Account
+	err := getDoc(ctx, s.pool, &a, "account "+id, `SELECT doc FROM accounts WHERE id = $1`, id)
+	return a, err
+}
+
+func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey, ev *store.AuditEvent) (store.APIKey, error) {
+	if k.ID == "" {
+		k.ID = store.NewID("key")
+	}
+	err := s.inTx(ctx, ev, func(t *txn) error {
+		var a store.Account
+		if err := getDoc(ctx, t, &a, "account "+k.AccountID, `SELECT doc FROM accounts WHERE id = $1`, k.AccountID); err != nil {
+			return err
+		}
+		_, err := t.Exec(ctx, `INSERT INTO api_keys (id, account_id, secret_hash, doc) VALUES ($1, $2, $3, $4)`, k.ID, k.AccountID, k.SecretHash, mustJSON(k))
+		if isUnique(err) {
+			return store.ErrConflict
+		}
+		return err
+	})
+	if err != nil {
+		return store.APIKey{}, fmt.Errorf("create api key: %w", err)
+	}
+	return k, nil
+}
+
+func (s *Store) APIKeyByHash(ctx context.Context, hash string) (store.APIKey, error) {
+	var k store.APIKey
+	err := getDoc(ctx, s.pool, &k, "api key", `SELECT doc FROM api_keys WHERE secret_hash = $1`, hash)
+	return k, err
+}
+
+// checkSandbox applies the rules every sandbox write shares (the name is
+// left to the unique index): room in the account for one more running
+// sandbox. It locks the account row, so concurrent starts count in turn.
+func checkSandbox(ctx context.Context, t *txn, old, sb *store.Sandbox) error {
+	if !store.StartsRunning(old, sb) {
+		return nil
+	}
+	var a store.Account
+	if err := getDoc(ctx, t, &a, "account "+sb.AccountID, `SELECT doc FROM accounts WHERE id = $1 FOR UPDATE`, sb.AccountID); err != nil {
+		return err
+	}
+	var n int
+	if err := t.QueryRow(ctx, `SELECT count(*) FROM sandboxes WHERE account_id = $1 AND NOT deleted AND desired_running AND id <> $2`, sb.AccountID, sb.ID).Scan(&n); err != nil {
+		return fmt.Errorf("count running sandboxes: %w", err)
+	}
+	if n >= a.MaxSandboxes {
+		return &store.LimitError{Limit: "sandboxes_at_once", Max: a.MaxSandboxes}
+	}
+	return nil
+}
+
+func writeSandbox(ctx context.Context, t *txn, sb *store.Sandbox, insert bool) error {
+	var err error
+	if insert {
+		_, err = t.Exec(ctx, `INSERT INTO sandboxes (id, account_id, name, created_at, deleted, desired_running, doc) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			sb.ID, sb.AccountID, sb.Name, sb.CreatedAt, sb.DeletedAt != nil, sb.DesiredState == store.StateRunning, mustJSON(sb))
+	} else {
+		_, err = t.Exec(ctx, `UPDATE sandboxes SET name = $2, deleted = $3, desired_running = $4, doc = $5 WHERE id = $1`,
+			sb.ID, sb.Name, sb.DeletedAt != nil, sb.DesiredState == store.StateRunning, mustJSON(sb))
+	}
+	if isUnique(err) {
+		return fmt.Errorf("sandbox name %q: %w", sb.Name, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("write sandbox: %w", err)
+	}
+	t.changed(store.KindSandbox, sb.ID, sb)
+	return nil
+}
+
+func (s *Store) CreateSandbox(ctx context.Context, sb store.Sandbox, ev *store.AuditEvent) (store.Sandbox, error) {
+	if sb.ID == "" {
+		sb.ID = store.NewID("sbx")
+	}
+	sb.CreatedAt = store.Micro(sb.CreatedAt)
+	err := s.inTx(ctx, ev, func(t *txn) error {
+		var a store.Account
+		if err := getDoc(ctx, t, &a, "account "+sb.AccountID, `SELECT doc FROM accounts WHERE id = $1`, sb.AccountID); err != nil {
+			return err
+		}
+		if err := checkSandbox(ctx, t, nil, &sb); err != nil {
+			return err
+		}
+		return writeSandbox(ctx, t, &sb, true)
+	})
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	return sb, nil
+}
+
+func (s *Store) Sandbox(ctx context.Context, accountID, name string) (store.Sandbox, error) {
+	var sb store.Sandbox
+	err := getDoc(ctx, s.pool, &sb, fmt.Sprintf("sandbox %q", name), `SELECT doc FROM sandboxes WHERE account_id = $1 AND name = $2 AND NOT deleted`, accountID, name)
+	return sb, err
+}
+
+func (s *Store) SandboxByID(ctx context.Context, id string) (store.Sandbox, error) {
+	var sb store.Sandbox
+	err := getDoc(ctx, s.pool, &sb, "sandbox "+id, `SELECT doc FROM sandboxes WHERE id = $1`, id)
+	return sb, err
+}
+
+func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]store.Sandbox, error) {
+	where := []string{"account_id = $1", "NOT deleted"}
+	args := []any{f.AccountID}
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if f.Name != "" {
+		where = append(where, "name = "+arg(f.Name))
+	}
+	if f.NamePrefix != "" {
+		where = append(where, "starts_with(name, "+arg(f.NamePrefix)+")")
+	}
+	if len(f.States) > 0 {
+		where = append(where, "doc->>'state' = ANY("+arg(f.States)+")")
+	}
+	if f.Names != nil {
+		where = append(where, "name = ANY("+arg(f.Names)+")")
+	}
+	if len(f.Labels) > 0 {
+		where = append(where, "doc->'labels' @> "+arg(mustJSON(f.Labels))+"::jsonb")
+	}
+	for _, k := range f.LabelKeys {
+		where = append(where, "jsonb_exists(doc->'labels', "+arg(k)+")")
+	}
+	if !f.AfterTime.IsZero() {
+		where = append(where, "(created_at, id) > ("+arg(f.AfterTime)+", "+arg(f.AfterID)+")")
+	}
+	q := "SELECT doc FROM sandboxes WHERE " + strings.Join(where, " AND ") + " ORDER BY created_at, id"
+	if f.Limit > 0 {
+		q += " LIMIT " + arg(f.Limit)
+	}
+	return docs[store.Sandbox](ctx, s.pool, "sandboxes", q, args...)
+}
+
+// lockSandbox reads a live sandbox and locks its row to commit.
+func lockSandbox(ctx context.Context, t *txn, id string) (*store.Sandbox, error) {
+	var sb store.Sandbox
+	if err := getDoc(ctx, t, &sb, "sandbox "+id, `SELECT doc FROM sandboxes WHERE id = $1 AND NOT deleted FOR UPDATE`, id); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox, *store.AuditEvent) error, ev *store.AuditEvent) (store.Sandbox, error) {
+	var out store.Sandbox
+	err := s.inTx(ctx, ev, func(t *txn) error {
+		old, err := lockSandbox(ctx, t, id)
+		if err != nil {
+			return err
+		}
+		sb := *old
+		sb.Labels = cloneMap(old.Labels)
+		sb.Env = cloneMap(old.Env)
+		if err := fn(&sb, ev); err != nil {
+			return err
+		}
+		sb.ID, sb.AccountID, sb.CreatedAt = old.ID, old.AccountID, old.CreatedAt
+		if err := checkSandbox(ctx, t, old, &sb); err != nil {
+			return err
+		}
+		out = sb
+		return writeSandbox(ctx, t, &sb, false)
+	})
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("update sandbox: %w", err)
+	}
+	return out, nil
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *Store) StopSandbox(ctx context.Context, id string, at time.Time, ev *store.AuditEvent) (store.Stop, error) {
+	var out store.Stop
+	err := s.inTx(ctx, nil, func(t *txn) error {
+		sb, err := lockSandbox(ctx, t, id)
+		if err != nil {
+			return err
+		}
+		if sb.PendingStopID != "" {
+			err := getDoc(ctx, t, &out, "stop", `SELECT doc FROM stops WHERE id = $1 AND pending`, sb.PendingStopID)
+			if err == nil {
+				return nil // stopping again answers the pending stop
+			}
+		}
+		out = store.NewStop(sb, at)
+		if _, err := t.Exec(ctx, `INSERT INTO stops (id, account_id, sandbox_id, pending, doc) VALUES ($1, $2, $3, $4, $5)`,
+			out.ID, out.AccountID, out.SandboxID, out.Status == store.StopPending, mustJSON(out)); err != nil {
+			return fmt.Errorf("write stop: %w", err)
+		}
+		if err := writeSandbox(ctx, t, sb, false); err != nil {
+			return err
+		}
+		if ev != nil {
+			return insertAudit(ctx, t, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Stop{}, fmt.Errorf("stop sandbox: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) Stop(ctx context.Context, accountID, id string) (store.Stop, error) {
+	var st store.Stop
+	err := getDoc(ctx, s.pool, &st, "stop "+id, `SELECT doc FROM stops WHERE id = $1 AND account_id = $2`, id, accountID)
+	return st, err
+}
+
+func (s *Store) FinishStop(ctx context.Context, id, status, errMsg string, at time.Time) error {
+	return s.inTx(ctx, nil, func(t *txn) error {
+		var st store.Stop
+		if err := getDoc(ctx, t, &st, "stop "+id, `SELECT doc FROM stops WHERE id = $1 AND pending FOR UPDATE`, id); err != nil {
+			return fmt.Errorf("finish stop: %w", err)
+		}
+		st.Status, st.Error, st.EndedAt = status, errMsg, &at
+		if _, err := t.Exec(ctx, `UPDATE stops SET pending = false, doc = $2 WHERE id = $1`, id, mustJSON(st)); err != nil {
+			return fmt.Errorf("finish stop: %w", err)
+		}
+		var sb store.Sandbox
+		err := getDoc(ctx, t, &sb, "sandbox", `SELECT doc FROM sandboxes WHERE id = $1 FOR UPDATE`, st.SandboxID)
+		if err != nil || sb.PendingStopID != id {
+			return nil
+		}
+		sb.PendingStopID = ""
+		return writeSandbox(ctx, t, &sb, false)
+	})
+}
+
+func (s *Store) DeleteSandbox(ctx context.Context, id string, at time.Time, ev *store.AuditEvent) error {
+	err := s.inTx(ctx, ev, func(t *txn) error {
+		sb, err := lockSandbox(ctx, t, id)
+		if err != nil {
+			return err
+		}
+		sb.DeletedAt, sb.DesiredState, sb.UpdatedAt = &at, store.StateDeleted, at
+		if err := writeSandbox(ctx, t, sb, false); err != nil {
+			return err
+		}
+		if err := deleteIDs(ctx, t, store.KindURLToken, `DELETE FROM url_tokens WHERE url_id IN (SELECT id FROM urls WHERE sandbox_id = $1) RETURNING id`, id); err != nil {
+			return err
+		}
+		if err := deleteIDs(ctx, t, store.KindURL, `DELETE FROM urls WHERE sandbox_id = $1 RETURNING id`, id); err != nil {
+			return err
+		}
+		return deleteIDs(ctx, t, store.KindDesktopLink, `DELETE FROM desktop_links WHERE sandbox_id = $1 RETURNING id`, id)
+	})
+	if err != nil {
+		return fmt.Errorf("delete sandbox: %w", err)
+	}
+	return nil
+}
+
+// deleteIDs runs a DELETE … RETURNING id and publishes each deletion.
+func deleteIDs(ctx context.Context, t *txn, kind, q string, args ...any) error {
+	rows, err := t.Query(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", kind, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", kind, err)
+	}
+	for _, id := range ids {
+		t.changed(kind, id, nil)
+	}
+	return nil
+}

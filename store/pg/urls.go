@@ -1,0 +1,373 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"froog.tech/froog/store"
+)
+
+func (s *Store) PutURL(ctx context.Context, sandboxID string, port int, fn func(*store.URL, *store.AuditEvent) (store.URL, error), ev *store.AuditEvent) (store.URL, error) {
+	var out store.URL
+	err := s.inTx(ctx, ev, func(t *txn) error {
+		// The sandbox row lock serializes every URL write of the sandbox.
+		sb, err := lockSandbox(ctx, t, sandboxID)
+		if err != nil {
+			return err
+		}
+		var old *store.URL
+		var cur store.URL
+		err = getDoc(ctx, t, &cur, "url", `SELECT doc FROM urls WHERE sandbox_id = $1 AND port = $2`, sandboxID, port)
+		switch {
+		case err == nil:
+			old = &cur
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		var arg *store.URL
+		if old != nil {
+			c := *old
+			arg = &c
+		}
+		u, err := fn(arg, ev)
+		if err != nil {
+			return err
+		}
+		u.SandboxID, u.Port, u.AccountID = sandboxID, port, sb.AccountID
+		if old != nil {
+			u.ID = old.ID
+		} else if u.ID == "" {
+			u.ID = store.NewID("url")
+		}
+		eff := store.URLEffects(old, &u)
+		if eff.New {
+			var n int
+			if err := t.QueryRow(ctx, `SELECT count(*) FROM urls WHERE sandbox_id = $1`, sandboxID).Scan(&n); err != nil {
+				return fmt.Errorf("count urls: %w", err)
+			}
+			if n >= store.MaxURLsPerSandbox {
+				return &store.LimitError{Limit: "urls_per_sandbox", Max: store.MaxURLsPerSandbox}
+			}
+		}
+		if eff.NewName {
+			if err := takeName(ctx, t, sb.AccountID, u.Hostname, u.UpdatedAt); err != nil {
+				return err
+			}
+		}
+		if eff.DropViews {
+			if err := deleteIDs(ctx, t, store.KindURLToken, `DELETE FROM url_tokens WHERE url_id = $1 RETURNING id`, u.ID); err != nil {
+				return err
+			}
+		}
+		_, err = t.Exec(ctx, `INSERT INTO urls (id, sandbox_id, port, hostname, doc) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, doc = excluded.doc`,
+			u.ID, u.SandboxID, u.Port, u.Hostname, mustJSON(u))
+		if isUnique(err) {
+			return fmt.Errorf("host name %q: %w", u.Hostname, store.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("write url: %w", err)
+		}
+		t.changed(store.KindURL, u.ID, &u)
+		out = u
+		return nil
+	})
+	if err != nil {
+		return store.URL{}, fmt.Errorf("put url: %w", err)
+	}
+	return out, nil
+}
+
+// takeName counts a new host name against the account's names per day.
+// It locks the account row, so concurrent writers count in turn.
+func takeName(ctx context.Context, t *txn, accountID, hostname string, at time.Time) error {
+	var a store.Account
+	if err := getDoc(ctx, t, &a, "account "+accountID, `SELECT doc FROM accounts WHERE id = $1 FOR UPDATE`, accountID); err != nil {
+		return err
+	}
+	var taken bool
+	if err := t.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM urls WHERE hostname = $1)`, hostname).Scan(&taken); err != nil {
+		return fmt.Errorf("check host name: %w", err)
+	}
+	if taken {
+		return fmt.Errorf("host name %q: %w", hostname, store.ErrConflict)
+	}
+	day := store.Day(at)
+	if _, err := t.Exec(ctx, `DELETE FROM url_names WHERE day < $1::date`, day); err != nil {
+		return fmt.Errorf("forget old url names: %w", err)
+	}
+	var n int
+	var again bool
+	if err := t.QueryRow(ctx, `SELECT count(*), bool_or(hostname = $3) IS TRUE FROM url_names WHERE day = $1::date AND account_id = $2`, day, accountID, hostname).Scan(&n, &again); err != nil {
+		return fmt.Errorf("count url names: %w", err)
+	}
+	if again {
+		return nil
+	}
+	if n >= a.URLNamesPerDay {
+		return &store.LimitError{Limit: "url_names_per_day", Max: a.URLNamesPerDay}
+	}
+	if _, err := t.Exec(ctx, `INSERT INTO url_names (day, account_id, hostname) VALUES ($1::date, $2, $3)`, day, accountID, hostname); err != nil {
+		return fmt.Errorf("record url name: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) URLs(ctx context.Context, sandboxID string) ([]store.URL, error) {
+	return docs[store.URL](ctx, s.pool, "urls", `SELECT doc FROM urls WHERE sandbox_id = $1 ORDER BY port`, sandboxID)
+}
+
+func (s *Store) URL(ctx context.Context, sandboxID string, port int) (store.URL, error) {
+	var u store.URL
+	err := getDoc(ctx, s.pool, &u, fmt.Sprintf("url for port %d", port), `SELECT doc FROM urls WHERE sandbox_id = $1 AND port = $2`, sandboxID, port)
+	return u, err
+}
+
+func (s *Store) DeleteURL(ctx context.Context, sandboxID string, port int, ev *store.AuditEvent) error {
+	err := s.inTx(ctx, ev, func(t *txn) error {
+		var id string
+		if err := t.QueryRow(ctx, `DELETE FROM urls WHERE sandbox_id = $1 AND port = $2 RETURNING id`, sandboxID, port).Scan(&id); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("url for port %d: %w", port, store.ErrNotFound)
+			}
+			return err
+		}
+		t.changed(store.KindURL, id, nil)
+		return deleteIDs(ctx, t, store.KindURLToken, `DELETE FROM url_tokens WHERE url_id = $1 RETURNING id`, id)
+	})
+	if err != nil {
+		return fmt.Errorf("delete url: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) CreateURLToken(ctx context.Context, tok store.URLToken, ev *store.AuditEvent) (store.URLToken, error) {
+	if tok.ID == "" {
+		tok.ID = store.NewID("utk")
+	}
+	err := s.inTx(ctx, ev, func(t *txn) error {
+		var u store.URL
+		if err := getDoc(ctx, t, &u, "url "+tok.URLID, `SELECT doc FROM urls WHERE id = $1 FOR UPDATE`, tok.URLID); err != nil {
+			return err
+		}
+		if u.Public {
+			return store.ErrURLPublic
+		}
+		all, err := docs[store.URLToken](ctx, t, "url tokens", `SELECT doc FROM url_tokens WHERE url_id = $1`, tok.URLID)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, o := range all {
+			if o.Live(tok.CreatedAt) {
+				n++
+				continue
+			}
+			if _, err := t.Exec(ctx, `DELETE FROM url_tokens WHERE id = $1`, o.ID); err != nil { // dead tokens go
+				return err
+			}
+			t.changed(store.KindURLToken, o.ID, nil)
+		}
+		if n >= store.MaxLiveTokensPerURL {
+			return &store.LimitError{Limit: "tokens_per_url", Max: store.MaxLiveTokensPerURL}
+		}
+		if _, err := t.Exec(ctx, `INSERT INTO url_tokens (id, url_id, doc) VALUES ($1, $2, $3)`, tok.ID, tok.URLID, mustJSON(tok)); err != nil {
+			return fmt.Errorf("write url token: %w", err)
+		}
+		t.changed(store.KindURLToken, tok.ID, &tok)
+		return nil
+	})
+	if err != nil {
+		return store.URLToken{}, fmt.Errorf("create url token: %w", err)
+	}
+	return tok, nil
+}
+
+func (s *Store) URLTokens(ctx context.Context, urlID string, now time.Time) ([]store.URLToken, error) {
+	all, err := docs[store.URLToken](ctx, s.pool, "url tokens", `SELECT doc FROM url_tokens WHERE url_id = $1`, urlID)
+	if err != nil {
+		return nil, err
+	}
+	return store.LiveTokens(all, now), nil
+}
+
+func (s *Store) RevokeURLToken(ctx context.Context, urlID, id string, at time.Time, ev *store.AuditEvent) error {
+	err := s.inTx(ctx, ev, func(t *txn) error {
+		var tok store.URLToken
+		if err := getDoc(ctx, t, &tok, "url token "+id, `SELECT doc FROM url_tokens WHERE id = $1 AND url_id = $2 FOR UPDATE`, id, urlID); err != nil {
+			return err
+		}
+		if tok.RevokedAt != nil {
+			return fmt.Errorf("url token %s: %w", id, store.ErrNotFound)
+		}
+		tok.RevokedAt = &at
+		if _, err := t.Exec(ctx, `UPDATE url_tokens SET doc = $2 WHERE id = $1`, id, mustJSON(tok)); err != nil {
+			return fmt.Errorf("write url token: %w", err)
+		}
+		t.changed(store.KindURLToken, id, &tok)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("revoke url token: %w", err)
+	}
+	return nil
+}
+
+// --- audit and idempotency ---
+
+func (s *Store) Audit(ctx context.Context, accountID string, before int64, limit int) ([]store.AuditEvent, error) {
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, doc FROM audit_events WHERE account_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`, accountID, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	defer rows.Close()
+	var out []store.AuditEvent
+	for rows.Next() {
+		var id int64
+		var e store.AuditEvent
+		if err := rows.Scan(&id, &e); err != nil {
+			return nil, fmt.Errorf("read audit log: %w", err)
+		}
+		e.ID = id
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) BeginIdempotent(ctx context.Context, rec store.Idempotency) (*store.Idempotency, error) {
+	var out *store.Idempotency
+	err := s.inTx(ctx, nil, func(t *txn) error {
+		if _, err := t.Exec(ctx, `DELETE FROM idempotency_keys WHERE account_id = $1 AND created_at <= $2`, rec.AccountID, rec.CreatedAt.Add(-store.IdempotencyWindow)); err != nil {
+			return err
+		}
+		tag, err := t.Exec(ctx, `INSERT INTO idempotency_keys (account_id, key, created_at, doc) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+			rec.AccountID, rec.Key, rec.CreatedAt, mustJSON(rec))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		var old store.Idempotency
+		if err := getDoc(ctx, t, &old, "idempotency key", `SELECT doc FROM idempotency_keys WHERE account_id = $1 AND key = $2`, rec.AccountID, rec.Key); err != nil {
+			return err
+		}
+		switch {
+		case old.RequestHash != rec.RequestHash:
+			return store.ErrIdempotencyReused
+		case old.Status == 0:
+			return store.ErrIdempotencyInUse
+		}
+		out = &old
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim idempotency key: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) FinishIdempotent(ctx context.Context, accountID, key string, status int, body []byte) error {
+	err := s.inTx(ctx, nil, func(t *txn) error {
+		var rec store.Idempotency
+		if err := getDoc(ctx, t, &rec, "idempotency key", `SELECT doc FROM idempotency_keys WHERE account_id = $1 AND key = $2 FOR UPDATE`, accountID, key); err != nil {
+			return err
+		}
+		rec.Status, rec.Body = status, body
+		_, err := t.Exec(ctx, `UPDATE idempotency_keys SET doc = $3 WHERE account_id = $1 AND key = $2`, accountID, key, mustJSON(rec))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("finish idempotency key: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) AbandonIdempotent(ctx context.Context, accountID, key string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2`, accountID, key); err != nil {
+		return fmt.Errorf("abandon idempotency key: %w", err)
+	}
+	return nil
+}
+
+// --- certificate storage ---
+
+func (s *Store) KVGet(ctx context.Context, key string) (store.KV, error) {
+	kv := store.KV{Key: key}
+	err := s.pool.QueryRow(ctx, `SELECT value, modified FROM kv WHERE key = $1`, key).Scan(&kv.Value, &kv.Modified)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.KV{}, fmt.Errorf("kv %s: %w", key, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.KV{}, fmt.Errorf("read kv %s: %w", key, err)
+	}
+	kv.Modified = kv.Modified.UTC()
+	return kv, nil
+}
+
+func (s *Store) KVPut(ctx context.Context, key string, value []byte) error {
+	if value == nil {
+		value = []byte{}
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO kv (key, value, modified) VALUES ($1, $2, now())
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value, modified = excluded.modified`, key, value)
+	if err != nil {
+		return fmt.Errorf("write kv %s: %w", key, err)
+	}
+	return nil
+}
+
+func (s *Store) KVDelete(ctx context.Context, key string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM kv WHERE key = $1 OR starts_with(key, $1 || '/')`, key)
+	if err != nil {
+		return fmt.Errorf("delete kv %s: %w", key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("kv %s: %w", key, store.ErrNotFound)
+	}
+	return nil
+}
+
+func (s *Store) KVList(ctx context.Context, prefix string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT key FROM kv WHERE $1 = '' OR starts_with(key, $1 || '/') ORDER BY key COLLATE "C"`, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("list kv %s: %w", prefix, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list kv %s: %w", prefix, err)
+	}
+	return keys, nil
+}
+
+func (s *Store) AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error) {
+	rows, err := s.pool.Query(ctx, `INSERT INTO leases (name, owner, expires) VALUES ($1, $2, now() + $3 * interval '1 microsecond')
+		ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
+		WHERE leases.owner = excluded.owner OR leases.expires <= now()
+		RETURNING owner`, name, owner, ttl.Microseconds())
+	if err != nil {
+		return false, fmt.Errorf("acquire lease %s: %w", name, err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return false, fmt.Errorf("acquire lease %s: %w", name, err)
+	}
+	return len(got) == 1, nil
+}
+
+func (s *Store) ReleaseLease(ctx context.Context, name, owner string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM leases WHERE name = $1 AND owner = $2`, name, owner); err != nil {
+		return fmt.Errorf("release lease %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,236 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors every implementation returns, wrapped with what was being done.
+var (
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a name or host name is taken, or the record changed in a
+	// way that forbids the write.
+	ErrConflict = errors.New("conflict")
+	// ErrLimit: a plan or product limit would be passed (see LimitError).
+	ErrLimit = errors.New("limit reached")
+	// ErrURLPublic: viewer tokens are for private URLs only.
+	ErrURLPublic = errors.New("url is public")
+	// ErrIdempotencyInUse: the first request with this key is still running.
+	ErrIdempotencyInUse = errors.New("idempotency key in use")
+	// ErrIdempotencyReused: the key was used with a different request.
+	ErrIdempotencyReused = errors.New("idempotency key reused with another request")
+	// ErrFeedGap: the subscription fell behind what the change log keeps;
+	// the subscriber must reload everything and subscribe again.
+	ErrFeedGap = errors.New("change feed gap: reload and resubscribe")
+)
+
+// LimitError says which limit a write would have passed. It matches
+// ErrLimit with errors.Is.
+type LimitError struct {
+	Limit string // e.g. "sandboxes_at_once", "url_names_per_day"
+	Max   int
+}
+
+func (e *LimitError) Error() string        { return fmt.Sprintf("limit reached: %s (%d)", e.Limit, e.Max) }
+func (e *LimitError) Is(target error) bool { return target == ErrLimit }
+
+// Store is everything the API needs. Every write that takes an
+// *AuditEvent records it in the same transaction (nil records nothing).
+// Functions passed to Update* run inside the transaction, may run again,
+// and must not have side effects beyond the values they are given.
+type Store interface {
+	CreateAccount(ctx context.Context, a Account) (Account, error)
+	Account(ctx context.Context, id string) (Account, error)
+
+	CreateAPIKey(ctx context.Context, k APIKey, ev *AuditEvent) (APIKey, error)
+	APIKeyByHash(ctx context.Context, secretHash string) (APIKey, error)
+
+	// CreateSandbox adds a sandbox; ErrConflict when the account already
+	// has one of that name, a LimitError when a running desired state would
+	// pass the account's sandboxes at once.
+	CreateSandbox(ctx context.Context, sb Sandbox, ev *AuditEvent) (Sandbox, error)
+	Sandbox(ctx context.Context, accountID, name string) (Sandbox, error)
+	SandboxByID(ctx context.Context, id string) (Sandbox, error)
+	ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, error)
+	// UpdateSandbox reads the sandbox, applies fn and writes the result,
+	// with the same checks as CreateSandbox. fn may fill in ev.
+	UpdateSandbox(ctx context.Context, id string, fn func(*Sandbox, *AuditEvent) error, ev *AuditEvent) (Sandbox, error)
+	// StopSandbox sets the desired state to stopped and returns the stop
+	// that tracks it: the pending one when a stop is already under way.
+	StopSandbox(ctx context.Context, id string, at time.Time, ev *AuditEvent) (Stop, error)
+	Stop(ctx context.Context, accountID, id string) (Stop, error)
+	// FinishStop records the end of a pending stop.
+	FinishStop(ctx context.Context, id string, status, errMsg string, at time.Time) error
+	// DeleteSandbox frees the name at once, removes the sandbox's URLs,
+	// tokens and desktop links, and leaves the rest for hostctl to reap.
+	DeleteSandbox(ctx context.Context, id string, at time.Time, ev *AuditEvent) error
+
+	// PutURL creates or changes the URL for (sandboxID, port): fn gets the
+	// current one (nil when new) and returns what to store. A new host
+	// name counts against the account's names per day (LimitError), a
+	// taken one is ErrConflict, a new URL past MaxURLsPerSandbox is a
+	// LimitError, and a URL made public loses its viewer tokens.
+	PutURL(ctx context.Context, sandboxID string, port int, fn func(old *URL, ev *AuditEvent) (URL, error), ev *AuditEvent) (URL, error)
+	URLs(ctx context.Context, sandboxID string) ([]URL, error)
+	URL(ctx context.Context, sandboxID string, port int) (URL, error)
+	DeleteURL(ctx context.Context, sandboxID string, port int, ev *AuditEvent) error
+
+	// CreateURLToken adds a viewer token: ErrURLPublic on a public URL, a
+	// LimitError past MaxLiveTokensPerURL live ones.
+	CreateURLToken(ctx context.Context, t URLToken, ev *AuditEvent) (URLToken, error)
+	// URLTokens lists the tokens of a URL that are live at now.
+	URLTokens(ctx context.Context, urlID string, now time.Time) ([]URLToken, error)
+	RevokeURLToken(ctx context.Context, urlID, id string, at time.Time, ev *AuditEvent) error
+
+	// Audit lists an account's events newest first, with ids below before
+	// (0: from the newest).
+	Audit(ctx context.Context, accountID string, before int64, limit int) ([]AuditEvent, error)
+
+	// BeginIdempotent claims a key. It returns the finished record for a
+	// replay, nil when the caller now owns the key, ErrIdempotencyInUse or
+	// ErrIdempotencyReused. Keys older than IdempotencyWindow are forgotten.
+	BeginIdempotent(ctx context.Context, rec Idempotency) (*Idempotency, error)
+	FinishIdempotent(ctx context.Context, accountID, key string, status int, body []byte) error
+	// AbandonIdempotent forgets a key whose request failed, so a retry
+	// runs again.
+	AbandonIdempotent(ctx context.Context, accountID, key string) error
+
+	Feed
+	Close() error
+}
+
+// SandboxFilter selects sandboxes of one account, oldest first.
+type SandboxFilter struct {
+	AccountID  string
+	Name       string
+	NamePrefix string
+	States     []string
+	// Labels: every entry must match; an empty value matches any value of
+	// that key when the key is in LabelKeys.
+	Labels    map[string]string
+	LabelKeys []string
+	// Names limits the result to these names (a key's sandbox scope).
+	Names []string
+	// After is a cursor: only sandboxes after (created_at, id).
+	AfterTime time.Time
+	AfterID   string
+	Limit     int // 0: no limit
+}
+
+// Match reports whether sb passes the filter (cursor and limit aside).
+// Both implementations use it, so they agree on what a filter means.
+func (f SandboxFilter) Match(sb *Sandbox) bool {
+	if sb.DeletedAt != nil || sb.AccountID != f.AccountID {
+		return false
+	}
+	if f.Name != "" && sb.Name != f.Name {
+		return false
+	}
+	if f.NamePrefix != "" && (len(sb.Name) < len(f.NamePrefix) || sb.Name[:len(f.NamePrefix)] != f.NamePrefix) {
+		return false
+	}
+	if len(f.States) > 0 && !contains(f.States, sb.State) {
+		return false
+	}
+	if f.Names != nil && !contains(f.Names, sb.Name) {
+		return false
+	}
+	for k, v := range f.Labels {
+		if got, ok := sb.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	for _, k := range f.LabelKeys {
+		if _, ok := sb.Labels[k]; !ok {
+			return false
+		}
+	}
+	if !f.AfterTime.IsZero() {
+		if sb.CreatedAt.Before(f.AfterTime) || (sb.CreatedAt.Equal(f.AfterTime) && sb.ID <= f.AfterID) {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// NewID returns prefix + "_" + 16 random hex digits.
+func NewID(prefix string) string {
+	var b [8]byte
+	rand.Read(b[:])
+	return prefix + "_" + hex.EncodeToString(b[:])
+}
+
+// Day is the UTC day that t falls in, as counted by per-day limits.
+func Day(t time.Time) string { return t.UTC().Format("2006-01-02") }
+
+// CertStorage is the key-value area with leases that certificate storage
+// (certs) is built on. Keys are slash-separated paths.
+type CertStorage interface {
+	KVGet(ctx context.Context, key string) (KV, error)
+	KVPut(ctx context.Context, key string, value []byte) error
+	// KVDelete removes key and every key below key + "/".
+	KVDelete(ctx context.Context, key string) error
+	// KVList lists the keys below prefix + "/" (all of them when prefix is
+	// empty), sorted.
+	KVList(ctx context.Context, prefix string) ([]string, error)
+	// AcquireLease takes or renews the lease name for owner until ttl from
+	// now, and reports false when another owner holds it unexpired.
+	AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
+	// ReleaseLease ends owner's lease; another owner's lease is untouched.
+	ReleaseLease(ctx context.Context, name, owner string) error
+}
+
+// URLChangeEffects says what a PutURL write does besides storing the URL.
+type URLChangeEffects struct {
+	New       bool // a URL that did not exist
+	NewName   bool // a host name the URL did not have: counts per day
+	DropViews bool // made public: its viewer tokens go
+}
+
+// URLEffects is the one place that decides what changing old into u means.
+func URLEffects(old *URL, u *URL) URLChangeEffects {
+	if old == nil {
+		return URLChangeEffects{New: true, NewName: true, DropViews: u.Public}
+	}
+	return URLChangeEffects{
+		NewName:   old.Hostname != u.Hostname,
+		DropViews: u.Public && !old.Public,
+	}
+}
+
+// StartsRunning reports whether a write that turns old into sb asks for a
+// sandbox to run that was not asked to before, so it counts against the
+// account's sandboxes at once.
+func StartsRunning(old, sb *Sandbox) bool {
+	return sb.DesiredState == StateRunning && (old == nil || old.DesiredState != StateRunning)
+}
+
+// NewStop asks sb to stop (desired state stopped) and returns the stop
+// that tracks it: completed at once when sb is stopped already.
+func NewStop(sb *Sandbox, at time.Time) Stop {
+	st := Stop{ID: NewID("stop"), AccountID: sb.AccountID, SandboxID: sb.ID, Sandbox: sb.Name, Status: StopPending, RequestedAt: at}
+	sb.DesiredState, sb.UpdatedAt = StateStopped, at
+	if sb.State == StateStopped {
+		st.Status, st.EndedAt = StopCompleted, &at
+		sb.PendingStopID = ""
+	} else {
+		sb.PendingStopID = st.ID
+	}
+	return st
+}
+
+// Micro is t in UTC to the microsecond, the precision every store keeps.
+func Micro(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }

@@ -1,0 +1,214 @@
+package store
+
+import (
+	"sort"
+	"time"
+)
+
+// Sandbox states, desired and observed.
+const (
+	StateCreating = "creating"
+	StateStarting = "starting"
+	StateRunning  = "running"
+	StateStopping = "stopping"
+	StateStopped  = "stopped"
+	StateError    = "error"
+	// StateDeleted is only ever a desired state: the sandbox is gone from
+	// the API at once and hostctl removes what is left of it.
+	StateDeleted = "deleted"
+)
+
+// Stop statuses.
+const (
+	StopPending   = "pending"
+	StopCompleted = "completed"
+	StopFailed    = "failed"
+)
+
+// Product limits that the store enforces inside its transactions, so that
+// concurrent writers cannot overshoot them.
+const (
+	MaxURLsPerSandbox   = 50
+	MaxLiveTokensPerURL = 100
+	// IdempotencyWindow is how long an Idempotency-Key is remembered.
+	IdempotencyWindow = 24 * time.Hour
+)
+
+// Account is a customer, with the limits of its plan.
+type Account struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// MaxSandboxes is how many sandboxes may be running (desired) at once.
+	MaxSandboxes int `json:"max_sandboxes"`
+	// URLNamesPerDay is how many new public-URL host names the account may
+	// take in one UTC day.
+	URLNamesPerDay int       `json:"url_names_per_day"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// APIKey is an API key. Only the SHA-256 of its secret is kept.
+type APIKey struct {
+	ID         string            `json:"id"`
+	AccountID  string            `json:"account_id"`
+	Name       string            `json:"name"`
+	SecretHash string            `json:"secret_hash"` // hex SHA-256
+	Actions    []string          `json:"actions"`
+	Sandboxes  []string          `json:"sandboxes,omitempty"` // names; empty: any
+	Labels     map[string]string `json:"labels,omitempty"`    // required labels
+	ExpiresAt  *time.Time        `json:"expires_at,omitempty"`
+	RevokedAt  *time.Time        `json:"revoked_at,omitempty"`
+	CreatedAt  time.Time         `json:"created_at"`
+}
+
+// Host is a machine that runs sandboxes.
+type Host struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Capacity  int       `json:"capacity"` // sandboxes it can run at once
+	CreatedAt time.Time `json:"created_at"`
+	SeenAt    time.Time `json:"seen_at"`
+}
+
+// Sandbox is one VM: its intent (desired state and settings, written by the
+// API) and what hostctl observed.
+type Sandbox struct {
+	ID        string `json:"id"`
+	AccountID string `json:"account_id"`
+	Name      string `json:"name"`
+	Size      string `json:"size"`
+	OS        string `json:"os"`
+
+	DesiredState string `json:"desired_state"`
+	State        string `json:"state"`
+	Error        string `json:"error,omitempty"`
+
+	HostID     string `json:"host_id,omitempty"`
+	SSHHost    string `json:"ssh_host,omitempty"`
+	SSHPort    int    `json:"ssh_port,omitempty"`
+	SSHHostKey string `json:"ssh_host_key,omitempty"` // authorized_keys format
+
+	AutoStart       bool              `json:"auto_start"`
+	TTLSecs         int64             `json:"ttl_secs"` // 0: no auto-stop
+	MaxLifetimeSecs int64             `json:"max_lifetime_secs"`
+	DeleteAfterSecs int64             `json:"delete_after_secs"`
+	Labels          map[string]string `json:"labels"`
+	Env             map[string]string `json:"env,omitempty"`
+
+	CreatedByKey string     `json:"created_by_key,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	StartedAt    *time.Time `json:"started_at,omitempty"`
+	StoppedAt    *time.Time `json:"stopped_at,omitempty"`
+	WarmUntil    *time.Time `json:"warm_until,omitempty"`
+	// PendingStopID is the stop that is under way, if any.
+	PendingStopID string `json:"pending_stop_id,omitempty"`
+	// DeletedAt is set when the sandbox was deleted: its name is free and
+	// the API no longer shows it, and hostctl reaps what is left.
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+}
+
+// Stop is one request to stop a sandbox and its outcome.
+type Stop struct {
+	ID          string     `json:"id"`
+	AccountID   string     `json:"account_id"`
+	SandboxID   string     `json:"sandbox_id"`
+	Sandbox     string     `json:"sandbox"` // its name when asked
+	Status      string     `json:"status"`
+	RequestedAt time.Time  `json:"requested_at"`
+	EndedAt     *time.Time `json:"ended_at,omitempty"`
+	Error       string     `json:"error,omitempty"`
+}
+
+// URL is a public address for one port of a sandbox.
+type URL struct {
+	ID        string `json:"id"`
+	AccountID string `json:"account_id"`
+	SandboxID string `json:"sandbox_id"`
+	Port      int    `json:"port"`
+	Hostname  string `json:"hostname"` // the single label under the public domain
+	Public    bool   `json:"public"`
+	Title     string `json:"title,omitempty"`
+	// TokenHash is the hex SHA-256 of the URL's own token (private URLs).
+	TokenHash string `json:"token_hash,omitempty"`
+	// TokenSealed is the URL's own token encrypted by the API, so that it
+	// can show the link again. The store never sees the key.
+	TokenSealed []byte    `json:"token_sealed,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// URLToken is a viewer token of a private URL.
+type URLToken struct {
+	ID        string     `json:"id"`
+	URLID     string     `json:"url_id"`
+	Hash      string     `json:"hash"` // hex SHA-256
+	Label     string     `json:"label,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// Live reports whether the token still opens its URL at now.
+func (t URLToken) Live(now time.Time) bool {
+	return t.RevokedAt == nil && now.Before(t.ExpiresAt)
+}
+
+// DesktopLink is a link to a sandbox's desktop or browser view.
+type DesktopLink struct {
+	ID        string    `json:"id"`
+	SandboxID string    `json:"sandbox_id"`
+	Hash      string    `json:"hash"` // hex SHA-256 of the dt_ token
+	Kind      string    `json:"kind"` // desktop or browser
+	ViewOnly  bool      `json:"view_only"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// AuditEvent is one entry of an account's audit log.
+type AuditEvent struct {
+	ID         int64             `json:"id"`
+	AccountID  string            `json:"account_id"`
+	At         time.Time         `json:"at"`
+	Action     string            `json:"action"`
+	Target     string            `json:"target"`
+	Actor      string            `json:"actor"`
+	ActorLabel string            `json:"actor_label,omitempty"`
+	IP         string            `json:"ip,omitempty"`
+	RequestID  string            `json:"request_id,omitempty"`
+	Detail     map[string]string `json:"detail,omitempty"`
+}
+
+// Idempotency records the outcome of a request sent with an
+// Idempotency-Key. Status 0 means the first request is still running.
+type Idempotency struct {
+	AccountID   string    `json:"account_id"`
+	Key         string    `json:"key"`
+	RequestHash string    `json:"request_hash"`
+	Status      int       `json:"status"`
+	Body        []byte    `json:"body,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// KV is one entry of the key-value area (certificate storage).
+type KV struct {
+	Key      string    `json:"key"`
+	Value    []byte    `json:"value"`
+	Modified time.Time `json:"modified"`
+}
+
+// LiveTokens keeps the tokens live at now, oldest first.
+func LiveTokens(all []URLToken, now time.Time) []URLToken {
+	var out []URLToken
+	for _, t := range all {
+		if t.Live(now) {
+			out = append(out, t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
