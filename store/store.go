@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -113,8 +114,10 @@ type SandboxFilter struct {
 	// that key when the key is in LabelKeys.
 	Labels    map[string]string
 	LabelKeys []string
-	// Names limits the result to these names (a key's sandbox scope).
-	Names []string
+	// Names limits the result to these names, and to those created by the
+	// key OrCreatedBy when it is set (a key's sandbox scope).
+	Names       []string
+	OrCreatedBy string
 	// After is a cursor: only sandboxes after (created_at, id).
 	AfterTime time.Time
 	AfterID   string
@@ -136,7 +139,7 @@ func (f SandboxFilter) Match(sb *Sandbox) bool {
 	if len(f.States) > 0 && !contains(f.States, sb.State) {
 		return false
 	}
-	if f.Names != nil && !contains(f.Names, sb.Name) {
+	if f.Names != nil && !contains(f.Names, sb.Name) && (f.OrCreatedBy == "" || sb.CreatedByKey != f.OrCreatedBy) {
 		return false
 	}
 	for k, v := range f.Labels {
@@ -230,6 +233,13 @@ func NewStop(sb *Sandbox, at time.Time) Stop {
 		sb.PendingStopID = st.ID
 	}
 	return st
+}
+
+// HashSecret is the form in which the store keeps a secret (API key, URL
+// token, viewer token, desktop-link token): hex SHA-256.
+func HashSecret(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
 }
 
 // Micro is t in UTC to the microsecond, the precision every store keeps.

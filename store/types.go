@@ -98,8 +98,11 @@ type Sandbox struct {
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
 	StartedAt    *time.Time `json:"started_at,omitempty"`
-	StoppedAt    *time.Time `json:"stopped_at,omitempty"`
-	WarmUntil    *time.Time `json:"warm_until,omitempty"`
+	// AutoStopAt is when the auto-stop timer stops it: set at each start,
+	// and moved by a change of ttl_secs while it runs.
+	AutoStopAt *time.Time `json:"auto_stop_at,omitempty"`
+	StoppedAt  *time.Time `json:"stopped_at,omitempty"`
+	WarmUntil  *time.Time `json:"warm_until,omitempty"`
 	// PendingStopID is the stop that is under way, if any.
 	PendingStopID string `json:"pending_stop_id,omitempty"`
 	// DeletedAt is set when the sandbox was deleted: its name is free and

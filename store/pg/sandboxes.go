@@ -145,7 +145,11 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]sto
 		where = append(where, "doc->>'state' = ANY("+arg(f.States)+")")
 	}
 	if f.Names != nil {
-		where = append(where, "name = ANY("+arg(f.Names)+")")
+		scope := "name = ANY(" + arg(f.Names) + ")"
+		if f.OrCreatedBy != "" {
+			scope = "(" + scope + " OR doc->>'created_by_key' = " + arg(f.OrCreatedBy) + ")"
+		}
+		where = append(where, scope)
 	}
 	if len(f.Labels) > 0 {
 		where = append(where, "doc->'labels' @> "+arg(mustJSON(f.Labels))+"::jsonb")

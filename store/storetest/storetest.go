@@ -185,7 +185,13 @@ func testSandboxList(t *testing.T, o func() Backend) {
 		if i < 2 {
 			labels["job"] = fmt.Sprint(i)
 		}
-		sandbox(t, s, a.ID, fmt.Sprintf("ci-%d", i), labels, now.Add(time.Duration(i)*time.Second))
+		sb := store.Sandbox{AccountID: a.ID, Name: fmt.Sprintf("ci-%d", i), State: store.StateCreating, Labels: labels, CreatedAt: now.Add(time.Duration(i) * time.Second)}
+		if i == 5 {
+			sb.CreatedByKey = "key_maker"
+		}
+		if _, err := s.CreateSandbox(ctx, sb, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	sandbox(t, s, a.ID, "dev", nil, now.Add(time.Hour))
 	names := func(f store.SandboxFilter) []string {
@@ -214,6 +220,7 @@ func testSandboxList(t *testing.T, o func() Backend) {
 		{"label key", store.SandboxFilter{LabelKeys: []string{"job"}}, "[ci-0 ci-1]"},
 		{"names", store.SandboxFilter{Names: []string{"dev", "ci-3", "nope"}}, "[ci-3 dev]"},
 		{"no names", store.SandboxFilter{Names: []string{}}, "[]"},
+		{"names or created by", store.SandboxFilter{Names: []string{"dev"}, OrCreatedBy: "key_maker"}, "[ci-5 dev]"},
 		{"state", store.SandboxFilter{States: []string{store.StateCreating}, Limit: 2}, "[ci-0 ci-1]"},
 		{"other state", store.SandboxFilter{States: []string{store.StateRunning}}, "[]"},
 		{"cursor", store.SandboxFilter{AfterTime: now.Add(2 * time.Second), AfterID: "~", Limit: 3}, "[ci-3 ci-4 ci-5]"},

@@ -1,0 +1,186 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"froog.tech/froog/api"
+	"froog.tech/froog/store"
+	"froog.tech/froog/store/embedded"
+	"froog.tech/froog/store/pg"
+)
+
+// backends are the stores every API test runs against.
+var backends = []struct {
+	name string
+	open func(t *testing.T) store.Store
+}{
+	{"embedded", func(t *testing.T) store.Store {
+		s, err := embedded.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}},
+	{"postgres", func(t *testing.T) store.Store {
+		s, err := pg.Open(context.Background(), pg.TestOptions(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}},
+}
+
+// forEachStore runs fn once per store, in parallel subtests.
+func forEachStore(t *testing.T, fn func(t *testing.T, e *env)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newEnv(t, b.open(t), api.Options{}))
+		})
+	}
+}
+
+// env is an API server on loopback with an account and an admin key.
+type env struct {
+	t       *testing.T
+	store   store.Store
+	srv     *httptest.Server
+	account store.Account
+	admin   string
+	logs    *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func newEnv(t *testing.T, s store.Store, o api.Options) *env {
+	t.Helper()
+	t.Cleanup(func() { s.Close() })
+	e := &env{t: t, store: s, logs: &syncBuffer{}}
+	key := make([]byte, 32)
+	rand.Read(key)
+	o.Store, o.Domain, o.SecretKey, o.PublicPort = s, "froog.test", key, 8443
+	o.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
+	srv, err := api.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = httptest.NewServer(srv)
+	t.Cleanup(e.srv.Close)
+	e.account, err = s.CreateAccount(context.Background(), store.Account{Name: "test", MaxSandboxes: 5, URLNamesPerDay: 20, CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.admin = e.key("admin", "*")
+	return e
+}
+
+// key makes an API key with actions and returns its secret.
+func (e *env) key(name string, actions ...string) string {
+	return e.keyWith(name, func(*store.APIKey) {}, actions...)
+}
+
+func (e *env) keyWith(name string, edit func(*store.APIKey), actions ...string) string {
+	e.t.Helper()
+	secret, k := api.NewAPIKey(e.account.ID, name, actions, 0, time.Now())
+	edit(&k)
+	if _, err := e.store.CreateAPIKey(context.Background(), k, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	return secret
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+func (r response) code(t *testing.T) string {
+	t.Helper()
+	var b struct {
+		Error struct{ Code, Message, RequestID string } `json:"error"`
+	}
+	json.Unmarshal(r.body, &b)
+	return b.Error.Code
+}
+
+// do sends a request with the key (none when key is "").
+func (e *env) do(method, path, key string, body any, headers ...string) response {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// want checks a status (and error code when code is not "").
+func (r response) want(t *testing.T, status int, code string) response {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("got status %d, want %d: %s", r.status, status, r.body)
+	}
+	if code != "" && r.code(t) != code {
+		t.Fatalf("got code %q, want %q: %s", r.code(t), code, r.body)
+	}
+	return r
+}
+
+func (e *env) now() time.Time { return store.Micro(time.Now()) }

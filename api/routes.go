@@ -1,0 +1,46 @@
+package api
+
+import "net/http"
+
+// route is one endpoint. The OpenAPI document must describe exactly these
+// (a test checks it).
+type route struct {
+	Method  string
+	Pattern string
+	// Action is the key action the route needs; "" when the handler
+	// decides (or Public).
+	Action string
+	Public bool // no API key needed
+	handle func(*Server, http.ResponseWriter, *http.Request) error
+}
+
+var routes = []route{
+	{Method: "GET", Pattern: "/v1/openapi.json", Public: true, handle: (*Server).openAPI},
+
+	{Method: "POST", Pattern: "/v1/sandboxes", Action: "sandbox.create", handle: (*Server).createSandbox},
+	{Method: "GET", Pattern: "/v1/sandboxes", Action: "sandbox.read", handle: (*Server).listSandboxes},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}", Action: "sandbox.read", handle: (*Server).getSandbox},
+	{Method: "PATCH", Pattern: "/v1/sandboxes/{name}", Action: "sandbox.update", handle: (*Server).patchSandbox},
+	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}", handle: (*Server).deleteSandbox},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/start", Action: "sandbox.resume", handle: (*Server).startSandbox},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/stop", Action: "sandbox.stop", handle: (*Server).stopSandbox},
+	{Method: "GET", Pattern: "/v1/stops/{id}", Action: "sandbox.read", handle: (*Server).getStop},
+
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/urls", Action: "sandbox.read", handle: (*Server).listURLs},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/urls", Action: "host", handle: (*Server).putURL},
+	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/urls/{port}", Action: "host", handle: (*Server).deleteURL},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/urls/{port}/tokens", Action: "sandbox.read", handle: (*Server).listURLTokens},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/urls/{port}/tokens", Action: "host", handle: (*Server).createURLToken},
+	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/urls/{port}/tokens/{id}", Action: "host", handle: (*Server).revokeURLToken},
+
+	{Method: "GET", Pattern: "/v1/audit", Action: "account.admin", handle: (*Server).listAudit},
+}
+
+// Routes lists "METHOD pattern" for every route (for tests and docs).
+func Routes() []string {
+	out := make([]string, len(routes))
+	for i, rt := range routes {
+		out[i] = rt.Method + " " + rt.Pattern
+	}
+	return out
+}

@@ -1,0 +1,673 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"froog.tech/froog/store"
+)
+
+// Limits of the docs.
+const (
+	defaultTTL     = 3600
+	maxTTL         = 30 * 24 * 3600
+	maxLifetime    = 30 * 24 * 3600
+	maxDeleteAfter = 365 * 24 * 3600
+	maxLabels      = 32
+	maxEnv         = 100
+	maxListLimit   = 200
+)
+
+var (
+	sizes    = []string{"small", "default", "large"}
+	systems  = []string{"ubuntu-24.04", "ubuntu-26.04", "debian-13", "omarchy"}
+	states   = []string{store.StateCreating, store.StateStarting, store.StateRunning, store.StateStopping, store.StateStopped, store.StateError}
+	nameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
+	labelKey = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
+	envKey   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+)
+
+func checkName(field, name string) error {
+	if !nameRE.MatchString(name) {
+		return invalid("%s must be 1-40 lowercase letters, digits and dashes, starting with a letter or digit", field)
+	}
+	if name == "self" {
+		return invalid("%s cannot be \"self\"", field)
+	}
+	return nil
+}
+
+func checkLabel(k, v string) error {
+	if !labelKey.MatchString(k) {
+		return invalid("label key %q must be 1-63 letters, digits, '.', '_', '-' or '/', starting with a letter or digit", k)
+	}
+	if len(v) > 255 || strings.ContainsAny(v, "\r\n") {
+		return invalid("label %q: values are up to 255 characters on one line", k)
+	}
+	return nil
+}
+
+func checkSecs(field string, v *int64, max int64) error {
+	if v != nil && (*v < 0 || *v > max) {
+		return invalid("%s must be from 0 to %d", field, max)
+	}
+	return nil
+}
+
+// sandboxView is a sandbox as the API shows it.
+type sandboxView struct {
+	ID              string            `json:"id"`
+	Name            string            `json:"name"`
+	State           string            `json:"state"`
+	DesiredState    string            `json:"desired_state"`
+	Error           string            `json:"error,omitempty"`
+	Size            string            `json:"size"`
+	OS              string            `json:"os"`
+	Labels          map[string]string `json:"labels"`
+	AutoStart       bool              `json:"auto_start"`
+	TTLSecs         int64             `json:"ttl_secs"`
+	AutoStopAt      *time.Time        `json:"auto_stop_at"`
+	MaxLifetimeSecs int64             `json:"max_lifetime_secs"`
+	StopAt          *time.Time        `json:"stop_at"`
+	DeleteAfterSecs int64             `json:"delete_after_secs"`
+	DeleteAt        *time.Time        `json:"delete_at"`
+	StopID          string            `json:"stop_id,omitempty"`
+	CreatedAt       time.Time         `json:"created_at"`
+	StartedAt       *time.Time        `json:"started_at"`
+	StoppedAt       *time.Time        `json:"stopped_at"`
+}
+
+func viewSandbox(sb *store.Sandbox) sandboxView {
+	v := sandboxView{
+		ID: sb.ID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, Error: sb.Error,
+		Size: sb.Size, OS: sb.OS, Labels: sb.Labels, AutoStart: sb.AutoStart, TTLSecs: sb.TTLSecs,
+		MaxLifetimeSecs: sb.MaxLifetimeSecs, DeleteAfterSecs: sb.DeleteAfterSecs, StopID: sb.PendingStopID,
+		CreatedAt: sb.CreatedAt, StartedAt: sb.StartedAt, StoppedAt: sb.StoppedAt,
+	}
+	if v.Labels == nil {
+		v.Labels = map[string]string{}
+	}
+	running := sb.State == store.StateRunning || sb.State == store.StateStarting
+	if running && sb.TTLSecs > 0 {
+		v.AutoStopAt = sb.AutoStopAt
+	}
+	if running && sb.MaxLifetimeSecs > 0 && sb.StartedAt != nil {
+		t := sb.StartedAt.Add(time.Duration(sb.MaxLifetimeSecs) * time.Second)
+		v.StopAt = &t
+	}
+	if sb.State == store.StateStopped && sb.DeleteAfterSecs > 0 && sb.StoppedAt != nil {
+		t := sb.StoppedAt.Add(time.Duration(sb.DeleteAfterSecs) * time.Second)
+		v.DeleteAt = &t
+	}
+	return v
+}
+
+// sandboxFor finds the sandbox named in the path and checks that the key
+// reaches it.
+func (s *Server) sandboxFor(r *http.Request) (*store.Sandbox, error) {
+	name := r.PathValue("name")
+	if err := checkName("the sandbox name", name); err != nil {
+		return nil, err
+	}
+	k := keyFrom(r.Context())
+	sb, err := s.store.Sandbox(r.Context(), k.AccountID, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errorf(http.StatusNotFound, "not_found", "no sandbox named %q", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !reaches(k, &sb) {
+		return nil, errorf(http.StatusForbidden, "api_key_sandbox_forbidden", "this API key cannot reach sandbox %q", name)
+	}
+	return &sb, nil
+}
+
+// unsupported are create fields of the docs that this deployment does not
+// offer: asking for one is an error, never silently ignored.
+type unsupported struct {
+	Count       json.RawMessage `json:"count"`
+	Setup       json.RawMessage `json:"setup"`
+	Environment json.RawMessage `json:"environment"`
+	From        json.RawMessage `json:"from"`
+	Snapshots   json.RawMessage `json:"snapshots"`
+	Monitoring  json.RawMessage `json:"monitoring"`
+	Files       json.RawMessage `json:"files"`
+	Repo        json.RawMessage `json:"repo"`
+}
+
+func (u *unsupported) check() error {
+	for name, v := range map[string]json.RawMessage{"count": u.Count, "setup": u.Setup, "environment": u.Environment,
+		"from": u.From, "snapshots": u.Snapshots, "monitoring": u.Monitoring, "files": u.Files, "repo": u.Repo} {
+		if v != nil {
+			return badRequest("unsupported_field", "%s is not supported by this froog deployment", name)
+		}
+	}
+	return nil
+}
+
+type createRequest struct {
+	Name            *string           `json:"name"`
+	Size            *string           `json:"size"`
+	OS              *string           `json:"os"`
+	TTLSecs         *int64            `json:"ttl_secs"`
+	Labels          map[string]string `json:"labels"`
+	AutoStart       *bool             `json:"auto_start"`
+	MaxLifetimeSecs *int64            `json:"max_lifetime_secs"`
+	DeleteAfterSecs *int64            `json:"delete_after_secs"`
+	Env             map[string]string `json:"env"`
+	unsupported
+}
+
+func checkEnv(env map[string]string) error {
+	if len(env) > maxEnv {
+		return invalid("env holds at most %d variables", maxEnv)
+	}
+	for k := range env {
+		if !envKey.MatchString(k) {
+			return invalid("env: %q is not a variable name", k)
+		}
+	}
+	return nil
+}
+
+func (req *createRequest) sandbox(k *store.APIKey, now time.Time) (store.Sandbox, error) {
+	if err := req.unsupported.check(); err != nil {
+		return store.Sandbox{}, err
+	}
+	sb := store.Sandbox{
+		AccountID: k.AccountID, Size: "default", OS: "ubuntu-24.04", TTLSecs: defaultTTL,
+		DesiredState: store.StateRunning, State: store.StateCreating, Labels: map[string]string{},
+		Env: req.Env, CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now,
+	}
+	if req.Name != nil {
+		if err := checkName("name", *req.Name); err != nil {
+			return sb, err
+		}
+		sb.Name = *req.Name
+	} else {
+		sb.Name = "sandbox-" + randomLabel(6)
+	}
+	if req.Size != nil {
+		if !slices.Contains(sizes, *req.Size) {
+			return sb, invalid("size must be one of %s", strings.Join(sizes, ", "))
+		}
+		sb.Size = *req.Size
+	}
+	if req.OS != nil {
+		if !slices.Contains(systems, *req.OS) {
+			return sb, invalid("os must be one of %s", strings.Join(systems, ", "))
+		}
+		sb.OS = *req.OS
+	}
+	for _, c := range []error{checkSecs("ttl_secs", req.TTLSecs, maxTTL), checkSecs("max_lifetime_secs", req.MaxLifetimeSecs, maxLifetime),
+		checkSecs("delete_after_secs", req.DeleteAfterSecs, maxDeleteAfter), checkEnv(req.Env)} {
+		if c != nil {
+			return sb, c
+		}
+	}
+	if req.TTLSecs != nil {
+		sb.TTLSecs = *req.TTLSecs
+	}
+	if req.MaxLifetimeSecs != nil {
+		sb.MaxLifetimeSecs = *req.MaxLifetimeSecs
+	}
+	if req.DeleteAfterSecs != nil {
+		sb.DeleteAfterSecs = *req.DeleteAfterSecs
+	}
+	if req.AutoStart != nil {
+		sb.AutoStart = *req.AutoStart
+	}
+	if len(req.Labels) > maxLabels {
+		return sb, invalid("a sandbox has at most %d labels", maxLabels)
+	}
+	for lk, lv := range req.Labels {
+		if err := checkLabel(lk, lv); err != nil {
+			return sb, err
+		}
+		sb.Labels[lk] = lv
+	}
+	// A label-limited key's sandboxes carry its labels.
+	for lk, lv := range k.Labels {
+		if v, ok := sb.Labels[lk]; ok && v != lv {
+			return sb, errorf(http.StatusForbidden, "api_key_label_forbidden", "this API key only makes sandboxes with %s=%s", lk, lv)
+		}
+		sb.Labels[lk] = lv
+	}
+	if len(sb.Labels) > maxLabels {
+		return sb, invalid("a sandbox has at most %d labels", maxLabels)
+	}
+	return sb, nil
+}
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
+	k := keyFrom(r.Context())
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	idemKey := r.Header.Get("Idempotency-Key")
+	if _, ok := r.Header["Idempotency-Key"]; ok && (idemKey == "" || len(idemKey) > 255) {
+		return badRequest("invalid_header", "Idempotency-Key must be 1-255 characters")
+	}
+	var req createRequest
+	if err := decodeJSON(body, &req, true); err != nil {
+		return err
+	}
+	now := s.now()
+	sb, err := req.sandbox(k, now)
+	if err != nil {
+		return err
+	}
+	if idemKey != "" {
+		sum := sha256.Sum256(body)
+		prev, err := s.store.BeginIdempotent(r.Context(), store.Idempotency{AccountID: k.AccountID, Key: idemKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: now})
+		if err != nil {
+			return err
+		}
+		if prev != nil {
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(prev.Status)
+			w.Write(prev.Body)
+			return nil
+		}
+	}
+	ev := s.audit(r, "sandbox.create", sb.Name, map[string]string{"size": sb.Size, "os": sb.OS, "labels": labelString(sb.Labels)})
+	created, err := s.store.CreateSandbox(r.Context(), sb, ev)
+	if errors.Is(err, store.ErrConflict) {
+		err = errorf(http.StatusConflict, "conflict", "a sandbox named %q exists", sb.Name)
+	}
+	if err != nil {
+		if idemKey != "" {
+			// Errors aren't kept: a retry runs again.
+			s.store.AbandonIdempotent(r.Context(), k.AccountID, idemKey)
+		}
+		return err
+	}
+	out, _ := json.Marshal(viewSandbox(&created))
+	if idemKey != "" {
+		if err := s.store.FinishIdempotent(r.Context(), k.AccountID, idemKey, http.StatusAccepted, out); err != nil {
+			return err
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	w.Write(out)
+	return nil
+}
+
+func labelString(l map[string]string) string {
+	keys := slices.Sorted(maps.Keys(l))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + l[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+// checkQuery refuses parameters a route does not know.
+func checkQuery(q url.Values, known ...string) error {
+	for p := range q {
+		if !slices.Contains(known, p) {
+			return badRequest("invalid_query", "unknown query parameter %q", p)
+		}
+	}
+	return nil
+}
+
+func queryLimit(q url.Values, def int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxListLimit {
+		return 0, badRequest("invalid_query", "limit must be from 1 to %d", maxListLimit)
+	}
+	return n, nil
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) error {
+	k := keyFrom(r.Context())
+	q := r.URL.Query()
+	if err := checkQuery(q, "label", "name", "name_prefix", "state", "limit", "cursor"); err != nil {
+		return err
+	}
+	f := store.SandboxFilter{AccountID: k.AccountID, Name: q.Get("name"), NamePrefix: q.Get("name_prefix"), Labels: map[string]string{}}
+	limit, err := queryLimit(q, 0)
+	if err != nil {
+		return err
+	}
+	f.Limit = limit
+	for _, l := range q["label"] {
+		lk, lv, hasValue := strings.Cut(l, "=")
+		if err := checkLabel(lk, lv); err != nil {
+			return badRequest("invalid_query", "label must be KEY=VALUE or KEY: %s", err.(*Error).Message)
+		}
+		if !hasValue {
+			f.LabelKeys = append(f.LabelKeys, lk)
+			continue
+		}
+		if old, ok := f.Labels[lk]; ok && old != lv {
+			return writeList(w, nil)
+		}
+		f.Labels[lk] = lv
+	}
+	if st := q.Get("state"); st != "" {
+		for _, one := range strings.Split(st, ",") {
+			if !slices.Contains(states, one) {
+				return badRequest("invalid_query", "state must be among %s", strings.Join(states, ", "))
+			}
+			f.States = append(f.States, one)
+		}
+	}
+	if c := q.Get("cursor"); c != "" {
+		ts, id, ok := strings.Cut(c, "_")
+		t, err := time.Parse(time.RFC3339Nano, ts)
+		if !ok || err != nil || id == "" {
+			return badRequest("invalid_query", "cursor is not one this API gave out")
+		}
+		f.AfterTime, f.AfterID = t, id
+	}
+	// A key reaches only its sandboxes, and only those with its labels.
+	if scoped(k) {
+		f.Names, f.OrCreatedBy = slices.Clone(k.Sandboxes), k.ID
+	}
+	for lk, lv := range k.Labels {
+		if old, ok := f.Labels[lk]; ok && old != lv {
+			return writeList(w, nil)
+		}
+		f.Labels[lk] = lv
+	}
+	list, err := s.store.ListSandboxes(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	if limit > 0 && len(list) == limit {
+		last := list[len(list)-1]
+		w.Header().Set("X-Next-Cursor", last.CreatedAt.UTC().Format(time.RFC3339Nano)+"_"+last.ID)
+	}
+	return writeList(w, list)
+}
+
+func writeList(w http.ResponseWriter, list []store.Sandbox) error {
+	out := make([]sandboxView, len(list))
+	for i := range list {
+		out[i] = viewSandbox(&list[i])
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	sb, err := s.sandboxFor(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewSandbox(sb))
+	return nil
+}
+
+type patchRequest struct {
+	Name            *string            `json:"name"`
+	TTLSecs         *int64             `json:"ttl_secs"`
+	Labels          map[string]*string `json:"labels"`
+	MaxLifetimeSecs *int64             `json:"max_lifetime_secs"`
+	DeleteAfterSecs *int64             `json:"delete_after_secs"`
+	AutoStart       *bool              `json:"auto_start"`
+}
+
+func (req *patchRequest) check() error {
+	if req.Name != nil {
+		if err := checkName("name", *req.Name); err != nil {
+			return err
+		}
+	}
+	for _, c := range []error{checkSecs("ttl_secs", req.TTLSecs, maxTTL), checkSecs("max_lifetime_secs", req.MaxLifetimeSecs, maxLifetime),
+		checkSecs("delete_after_secs", req.DeleteAfterSecs, maxDeleteAfter)} {
+		if c != nil {
+			return c
+		}
+	}
+	for lk, lv := range req.Labels {
+		v := ""
+		if lv != nil {
+			v = *lv
+		}
+		if err := checkLabel(lk, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) error {
+	k := keyFrom(r.Context())
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var req patchRequest
+	if err := decodeJSON(body, &req, false); err != nil {
+		return err
+	}
+	if err := req.check(); err != nil {
+		return err
+	}
+	for lk, lv := range req.Labels {
+		if kv, ok := k.Labels[lk]; ok && (lv == nil || *lv != kv) {
+			return errorf(http.StatusForbidden, "api_key_label_forbidden", "this API key cannot change label %q", lk)
+		}
+	}
+	sb, err := s.sandboxFor(r)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	detail := map[string]string{}
+	up, err := s.store.UpdateSandbox(r.Context(), sb.ID, func(sb *store.Sandbox, ev *store.AuditEvent) error {
+		if req.Name != nil && *req.Name != sb.Name {
+			detail["name"] = *req.Name
+			sb.Name = *req.Name
+		}
+		if req.TTLSecs != nil {
+			detail["ttl_secs"] = fmt.Sprint(*req.TTLSecs)
+			sb.TTLSecs = *req.TTLSecs
+			// A running sandbox then stops that long from now.
+			sb.AutoStopAt = nil
+			if sb.TTLSecs > 0 && sb.DesiredState == store.StateRunning {
+				t := now.Add(time.Duration(sb.TTLSecs) * time.Second)
+				sb.AutoStopAt = &t
+			}
+		}
+		if req.MaxLifetimeSecs != nil {
+			detail["max_lifetime_secs"] = fmt.Sprint(*req.MaxLifetimeSecs)
+			sb.MaxLifetimeSecs = *req.MaxLifetimeSecs
+		}
+		if req.DeleteAfterSecs != nil {
+			detail["delete_after_secs"] = fmt.Sprint(*req.DeleteAfterSecs)
+			sb.DeleteAfterSecs = *req.DeleteAfterSecs
+		}
+		if req.AutoStart != nil {
+			detail["auto_start"] = fmt.Sprint(*req.AutoStart)
+			sb.AutoStart = *req.AutoStart
+		}
+		if len(req.Labels) > 0 {
+			if sb.Labels == nil {
+				sb.Labels = map[string]string{}
+			}
+			for lk, lv := range req.Labels {
+				if lv == nil {
+					delete(sb.Labels, lk)
+				} else {
+					sb.Labels[lk] = *lv
+				}
+			}
+			if len(sb.Labels) > maxLabels {
+				return invalid("a sandbox has at most %d labels", maxLabels)
+			}
+			detail["labels"] = labelString(sb.Labels)
+		}
+		sb.UpdatedAt = now
+		ev.Detail = detail
+		return nil
+	}, s.audit(r, "sandbox.update", sb.Name, nil))
+	if errors.Is(err, store.ErrConflict) {
+		err = errorf(http.StatusConflict, "conflict", "a sandbox named %q exists", *req.Name)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewSandbox(&up))
+	return nil
+}
+
+type startRequest struct {
+	Size        *string           `json:"size"`
+	TTLSecs     *int64            `json:"ttl_secs"`
+	Env         map[string]string `json:"env"`
+	Environment json.RawMessage   `json:"environment"`
+}
+
+func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var req startRequest
+	if err := decodeJSON(body, &req, true); err != nil {
+		return err
+	}
+	if req.Environment != nil {
+		return badRequest("unsupported_field", "environment is not supported by this froog deployment")
+	}
+	if req.Size != nil && !slices.Contains(sizes, *req.Size) {
+		return invalid("size must be one of %s", strings.Join(sizes, ", "))
+	}
+	if err := checkSecs("ttl_secs", req.TTLSecs, maxTTL); err != nil {
+		return err
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return err
+	}
+	sb, err := s.sandboxFor(r)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	up, err := s.store.UpdateSandbox(r.Context(), sb.ID, func(sb *store.Sandbox, ev *store.AuditEvent) error {
+		if req.Size != nil && *req.Size != sb.Size {
+			if sb.State != store.StateStopped || sb.DesiredState != store.StateStopped {
+				return errorf(http.StatusConflict, "conflict", "the size changes only while the sandbox is stopped")
+			}
+			sb.Size = *req.Size
+			ev.Detail["size"] = sb.Size
+		}
+		if req.TTLSecs != nil {
+			sb.TTLSecs = *req.TTLSecs
+			ev.Detail["ttl_secs"] = fmt.Sprint(sb.TTLSecs)
+		}
+		if len(req.Env) > 0 {
+			if sb.Env == nil {
+				sb.Env = map[string]string{}
+			}
+			maps.Copy(sb.Env, req.Env)
+		}
+		sb.DesiredState, sb.UpdatedAt = store.StateRunning, now
+		return nil
+	}, s.audit(r, "sandbox.start", sb.Name, map[string]string{}))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, viewSandbox(&up))
+	return nil
+}
+
+type stopView struct {
+	ID          string     `json:"id"`
+	StopID      string     `json:"stop_id"`
+	Sandbox     string     `json:"sandbox"`
+	Status      string     `json:"status"`
+	RequestedAt time.Time  `json:"requested_at"`
+	EndedAt     *time.Time `json:"ended_at"`
+	Error       string     `json:"error,omitempty"`
+}
+
+func viewStop(st *store.Stop) stopView {
+	return stopView{ID: st.ID, StopID: st.ID, Sandbox: st.Sandbox, Status: st.Status, RequestedAt: st.RequestedAt, EndedAt: st.EndedAt, Error: st.Error}
+}
+
+func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if err := decodeJSON(body, &struct{}{}, true); err != nil {
+		return err
+	}
+	sb, err := s.sandboxFor(r)
+	if err != nil {
+		return err
+	}
+	st, err := s.store.StopSandbox(r.Context(), sb.ID, s.now(), s.audit(r, "sandbox.stop", sb.Name, nil))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, viewStop(&st))
+	return nil
+}
+
+func (s *Server) getStop(w http.ResponseWriter, r *http.Request) error {
+	k := keyFrom(r.Context())
+	id := r.PathValue("id")
+	if !strings.HasPrefix(id, "stop_") || len(id) > 64 {
+		return errorf(http.StatusNotFound, "not_found", "no such stop")
+	}
+	st, err := s.store.Stop(r.Context(), k.AccountID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(http.StatusNotFound, "not_found", "no such stop")
+	}
+	if err != nil {
+		return err
+	}
+	sb, err := s.store.SandboxByID(r.Context(), st.SandboxID)
+	if err != nil {
+		return err
+	}
+	if !reaches(k, &sb) {
+		return errorf(http.StatusForbidden, "api_key_sandbox_forbidden", "this API key cannot reach that sandbox")
+	}
+	writeJSON(w, http.StatusOK, viewStop(&st))
+	return nil
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) error {
+	k := keyFrom(r.Context())
+	sb, err := s.sandboxFor(r)
+	if err != nil {
+		return err
+	}
+	if !can(k, "sandbox.delete") && !(can(k, "sandbox.delete-own") && sb.CreatedByKey == k.ID) {
+		return errorf(http.StatusForbidden, "api_key_action_forbidden", "this API key cannot sandbox.delete")
+	}
+	if err := s.store.DeleteSandbox(r.Context(), sb.ID, s.now(), s.audit(r, "sandbox.delete", sb.Name, nil)); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"name": sb.Name, "deleted": true})
+	return nil
+}
