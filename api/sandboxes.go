@@ -284,7 +284,11 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
-	ev := s.audit(r, "sandbox.create", sb.Name, map[string]string{"size": sb.Size, "os": sb.OS, "labels": labelString(sb.Labels)})
+	detail := map[string]string{"size": sb.Size, "os": sb.OS}
+	if len(sb.Labels) > 0 {
+		detail["labels"] = labelString(sb.Labels)
+	}
+	ev := s.audit(r, "sandbox.create", sb.Name, detail)
 	created, err := s.store.CreateSandbox(r.Context(), sb, ev)
 	if errors.Is(err, store.ErrConflict) {
 		err = errorf(http.StatusConflict, "conflict", "a sandbox named %q exists", sb.Name)

@@ -94,6 +94,17 @@ func New(o Options) (*Server, error) {
 			writeError(w, r, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed here", r.Method))
 		})
 	}
+	// Operational endpoints, outside /v1 and the OpenAPI document.
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := s.store.Head(r.Context()); err != nil {
+			writeError(w, r, errorf(http.StatusServiceUnavailable, "store_unavailable", "the store does not answer"))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errorf(http.StatusNotFound, "not_found", "no such endpoint"))
 	})

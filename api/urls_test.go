@@ -166,7 +166,9 @@ func TestURLTokenLimitAndExpiry(t *testing.T) {
 			e.do("POST", "/v1/sandboxes/box/urls/3000/tokens", e.admin, map[string]any{"label": fmt.Sprint(i)}).want(t, 201, "")
 		}
 		e.do("POST", "/v1/sandboxes/box/urls/3000/tokens", e.admin, nil).want(t, 429, "limit_reached")
-		var toks []struct{ ExpiresAt string `json:"expires_at"` }
+		var toks []struct {
+			ExpiresAt string `json:"expires_at"`
+		}
 		e.do("GET", "/v1/sandboxes/box/urls/3000/tokens", e.admin, nil).want(t, 200, "").json(t, &toks)
 		if len(toks) != 100 {
 			t.Fatalf("%d live tokens, want 100", len(toks))

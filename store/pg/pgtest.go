@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +19,16 @@ const DefaultTestURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disa
 // when the test ends. Tests that need Postgres fail (not skip) when it is
 // not there: make test starts it.
 func TestOptions(t testing.TB) Options {
+	t.Helper()
+	o := TestSchema(t)
+	if err := Migrate(context.Background(), o); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return o
+}
+
+// TestSchema is TestOptions without the migration.
+func TestSchema(t testing.TB) Options {
 	t.Helper()
 	url := os.Getenv("FROOG_TEST_DATABASE_URL")
 	if url == "" {
@@ -46,8 +57,15 @@ func TestOptions(t testing.TB) Options {
 			t.Errorf("drop test schema: %v", err)
 		}
 	})
-	if err := Migrate(ctx, o); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
 	return o
+}
+
+// URLWithSchema is o.URL with the schema as its search path, for a process
+// that only takes a connection string.
+func (o Options) URLWithSchema() string {
+	sep := "?"
+	if strings.Contains(o.URL, "?") {
+		sep = "&"
+	}
+	return o.URL + sep + "search_path=" + o.Schema
 }

@@ -1,0 +1,27 @@
+# froog edge: the Makefile is the interface for people and CI.
+GO ?= go
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+.PHONY: help build run test bench lint
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+build: ## build bin/froogd
+	$(GO) build -o bin/froogd ./cmd/froogd
+
+run: build ## start froog on this machine: embedded store, no setup
+	./bin/froogd dev
+
+test: ## install what the tests need, then run every test with the race detector
+	./deploy/testdeps.sh
+	$(GO) test -race -count=1 ./...
+
+bench: ## run the benchmarks
+	./deploy/testdeps.sh
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+lint: ## gofmt, go vet and staticcheck
+	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...

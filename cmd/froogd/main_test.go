@@ -1,0 +1,256 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"froog.tech/froog/store/pg"
+)
+
+var froogd string // the binary under test
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "froogd-test")
+	if err != nil {
+		panic(err)
+	}
+	froogd = filepath.Join(dir, "froogd")
+	if out, err := exec.Command("go", "build", "-race", "-o", froogd, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build froogd: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running froogd.
+type proc struct {
+	cmd    *exec.Cmd
+	stdout *bufio.Reader
+	stderr bytes.Buffer
+}
+
+// start runs froogd with args and waits for the line matching re.
+func start(t *testing.T, re *regexp.Regexp, args ...string) (*proc, []string) {
+	t.Helper()
+	p := &proc{cmd: exec.Command(froogd, args...)}
+	p.cmd.Stderr = &p.stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stdout = bufio.NewReader(out)
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
+	lines := make(chan []string, 1)
+	go func() {
+		for {
+			line, err := p.stdout.ReadString('\n')
+			if m := re.FindStringSubmatch(line); m != nil {
+				lines <- m
+				io.Copy(io.Discard, p.stdout)
+				return
+			}
+			if err != nil {
+				close(lines)
+				return
+			}
+		}
+	}()
+	select {
+	case m, ok := <-lines:
+		if !ok {
+			p.cmd.Wait()
+			t.Fatalf("froogd %v exited: %s", args, p.stderr.String())
+		}
+		return p, m
+	case <-time.After(30 * time.Second):
+		t.Fatalf("froogd %v did not start: %s", args, p.stderr.String())
+	}
+	return nil, nil
+}
+
+// stop ends p with SIGTERM and checks it exits cleanly.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("froogd exited with %v: %s", err, p.stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("froogd did not stop on SIGTERM")
+	}
+}
+
+type client struct {
+	t    *testing.T
+	base string
+	key  string
+}
+
+func (c client) call(method, path string, body string, want int, out any) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, c.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != want {
+		c.t.Fatalf("%s %s: got %d, want %d: %s", method, path, res.StatusCode, want, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			c.t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
+		}
+	}
+}
+
+var devReady = regexp.MustCompile(`API:\s+(http://\S+)/v1`)
+
+// The README's walkthrough, step by step, against froogd dev.
+func TestDevWalkthrough(t *testing.T) {
+	data := t.TempDir()
+	args := []string{"dev", "--data", data, "--api-addr", "127.0.0.1:0"}
+	p, m := start(t, devReady, args...)
+	key, err := os.ReadFile(filepath.Join(data, "api-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+
+	var sb struct{ Name, State string }
+	c.call("POST", "/v1/sandboxes", `{"name": "my-box", "size": "small"}`, 202, &sb)
+	var u struct{ URL string }
+	c.call("POST", "/v1/sandboxes/my-box/urls", `{"port": 3000}`, 201, &u)
+	if !regexp.MustCompile(`^https://my-box-3000-[a-z0-9]{6}\.froog\.localhost:8443/\?_token=pt_`).MatchString(u.URL) {
+		t.Fatalf("url %s", u.URL)
+	}
+	var list []struct{ URL string }
+	c.call("GET", "/v1/sandboxes/my-box/urls", "", 200, &list)
+	if len(list) != 1 || list[0].URL != u.URL {
+		t.Fatalf("list: %+v", list)
+	}
+	var tok struct{ ID, Token string }
+	c.call("POST", "/v1/sandboxes/my-box/urls/3000/tokens", `{"ttl_secs": 7200, "label": "alice"}`, 201, &tok)
+	var toks []struct{ ID string }
+	c.call("GET", "/v1/sandboxes/my-box/urls/3000/tokens", "", 200, &toks)
+	if len(toks) != 1 || toks[0].ID != tok.ID {
+		t.Fatalf("tokens: %+v", toks)
+	}
+	c.call("DELETE", "/v1/sandboxes/my-box/urls/3000/tokens/"+tok.ID, "", 200, nil)
+	var audit struct {
+		Events []struct{ Action string } `json:"events"`
+	}
+	c.call("GET", "/v1/audit", "", 200, &audit)
+	var actions []string
+	for _, e := range audit.Events {
+		actions = append(actions, e.Action)
+	}
+	if fmt.Sprint(actions) != "[url_token.revoke url_token.create url.create sandbox.create]" {
+		t.Fatalf("audit: %v", actions)
+	}
+	c.call("POST", "/v1/sandboxes/my-box/urls", `{"port": 3000, "public": true}`, 200, nil)
+	c.call("DELETE", "/v1/sandboxes/my-box/urls/3000", "", 200, nil)
+
+	// Secrets stay out of the logs.
+	p.stop(t)
+	if logs := p.stderr.String(); strings.Contains(logs, c.key) || strings.Contains(logs, tok.Token) || !strings.Contains(logs, `"msg":"request"`) {
+		t.Fatalf("logs hold a secret, or no access log: %s", logs)
+	}
+
+	// A restart keeps everything, and the same key.
+	_, m = start(t, devReady, args...)
+	c.base = m[1]
+	c.call("GET", "/v1/sandboxes/my-box", "", 200, &sb)
+	c.call("GET", "/v1/audit", "", 200, &audit)
+	if len(audit.Events) != 6 {
+		t.Fatalf("%d audit events after restart, want 6", len(audit.Events))
+	}
+}
+
+func TestDevRefusesBadFlags(t *testing.T) {
+	out, err := exec.Command(froogd, "dev", "--data", t.TempDir(), "--api-addr", "nope", "--domain", "x").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--api-addr") || !strings.Contains(string(out), "--domain") {
+		t.Fatalf("got %v: %s; want both problems reported", err, out)
+	}
+	cmd := exec.Command(froogd, "dev", "--data", t.TempDir())
+	cmd.Env = append(os.Environ(), "FROOG_EDGE_ADDR=bad")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "--edge-addr") {
+		t.Fatalf("FROOG_EDGE_ADDR=bad: got %v: %s", err, out)
+	}
+}
+
+func TestDataFolderInUse(t *testing.T) {
+	data := t.TempDir()
+	start(t, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0")
+	out, err := exec.Command(froogd, "dev", "--data", data, "--api-addr", "127.0.0.1:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "in use") {
+		t.Fatalf("second froogd dev on one folder: %v: %s", err, out)
+	}
+}
+
+// Self-hosting on Postgres: migrate, an account, a key, the API.
+func TestPostgresRoles(t *testing.T) {
+	db := pg.TestSchema(t).URLWithSchema()
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(froogd, args...).Output()
+		if err != nil {
+			t.Fatalf("froogd %v: %v", args[:2], err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run("migrate", "--database-url", db)
+	run("migrate", "--database-url", db)
+	acct := run("admin", "create-account", "--database-url", db, "--name", "acme")
+	key := run("admin", "api-key", "create", "--database-url", db, "--account", acct, "--preset", "ci", "--ttl", "30d")
+	keyFile := filepath.Join(t.TempDir(), "secret.key")
+	os.WriteFile(keyFile, bytes.Repeat([]byte{7}, 32), 0o600)
+	_, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
+		"--domain", "froogusercontent.test", "--secret-key-file", keyFile)
+	c := client{t: t, base: m[1], key: key}
+	c.call("POST", "/v1/sandboxes", `{"name": "ci-1"}`, 202, nil)
+	var u struct{ URL string }
+	c.call("POST", "/v1/sandboxes/ci-1/urls", `{"port": 8080, "public": true}`, 201, &u)
+	if !strings.HasPrefix(u.URL, "https://ci-1-8080-") || !strings.HasSuffix(u.URL, ".froogusercontent.test/") {
+		t.Fatalf("url %s", u.URL)
+	}
+	c.call("GET", "/v1/audit", "", 403, nil) // ci keys cannot read the audit log
+	res, err := http.Get(m[1] + "/readyz")
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("readyz: %v %v", res, err)
+	}
+
+	// Bad admin input is refused with every problem named.
+	out, err := exec.Command(froogd, "admin", "api-key", "create", "--database-url", db, "--preset", "root", "--ttl", "400d").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--account") || !strings.Contains(string(out), "root") || !strings.Contains(string(out), "400d") {
+		t.Fatalf("bad api-key create: %v: %s", err, out)
+	}
+}
