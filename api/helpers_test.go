@@ -23,16 +23,16 @@ import (
 // backends are the stores every API test runs against.
 var backends = []struct {
 	name string
-	open func(t *testing.T) store.Store
+	open func(t testing.TB) store.Store
 }{
-	{"embedded", func(t *testing.T) store.Store {
+	{"embedded", func(t testing.TB) store.Store {
 		s, err := embedded.Open(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}},
-	{"postgres", func(t *testing.T) store.Store {
+	{"postgres", func(t testing.TB) store.Store {
 		s, err := pg.Open(context.Background(), pg.TestOptions(t))
 		if err != nil {
 			t.Fatal(err)
@@ -53,8 +53,9 @@ func forEachStore(t *testing.T, fn func(t *testing.T, e *env)) {
 
 // env is an API server on loopback with an account and an admin key.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	store   store.Store
+	handler http.Handler
 	srv     *httptest.Server
 	account store.Account
 	admin   string
@@ -78,7 +79,7 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-func newEnv(t *testing.T, s store.Store, o api.Options) *env {
+func newEnv(t testing.TB, s store.Store, o api.Options) *env {
 	t.Helper()
 	t.Cleanup(func() { s.Close() })
 	e := &env{t: t, store: s, logs: &syncBuffer{}}
@@ -90,6 +91,7 @@ func newEnv(t *testing.T, s store.Store, o api.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.handler = srv
 	e.srv = httptest.NewServer(srv)
 	t.Cleanup(e.srv.Close)
 	e.account, err = s.CreateAccount(context.Background(), store.Account{Name: "test", MaxSandboxes: 5, URLNamesPerDay: 20, CreatedAt: time.Now()})
