@@ -14,13 +14,16 @@ import (
 const maxBody = 1 << 20
 
 // readBody reads a request body of at most maxBody bytes.
-func readBody(r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+func readBody(r *http.Request) ([]byte, error) { return readBodyMax(r, maxBody) }
+
+// readBodyMax reads a request body of at most limit bytes.
+func readBodyMax(r *http.Request, limit int) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
 	if err != nil {
 		return nil, badRequest("invalid_body", "reading the request body failed")
 	}
-	if len(b) > maxBody {
-		return nil, badRequest("request_too_large", "the request body is over 1 MiB")
+	if len(b) > limit {
+		return nil, badRequest("request_too_large", "the request body is over %d MiB", limit>>20)
 	}
 	return b, nil
 }

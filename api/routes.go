@@ -33,6 +33,13 @@ var routes = []route{
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/urls/{port}/tokens", Action: "host", handle: (*Server).createURLToken},
 	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/urls/{port}/tokens/{id}", Action: "host", handle: (*Server).revokeURLToken},
 
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/exec", Action: "exec", handle: (*Server).exec},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/wait", Action: "sandbox.read", handle: (*Server).wait},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/jobs", Action: "sandbox.read", handle: (*Server).listJobs},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/jobs", Action: "exec", handle: (*Server).startJob},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/jobs/{id}", Action: "sandbox.read", handle: (*Server).getJob},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/jobs/{id}/stop", Action: "exec", handle: (*Server).stopJob},
+
 	{Method: "GET", Pattern: "/v1/audit", Action: "account.admin", handle: (*Server).listAudit},
 }
 

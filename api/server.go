@@ -25,6 +25,9 @@ type Options struct {
 	PublicPort int
 	// SecretKey (32 bytes) encrypts URL tokens in the store. Required.
 	SecretKey []byte
+	// Sessions runs commands in sandboxes; nil answers 503 to exec, wait
+	// and jobs.
+	Sessions Sessions
 	// Logger gets the access log; nil discards it.
 	Logger *slog.Logger
 	// RateLimit is requests per IP per RateWindow; 0 means 10,000 per 60 s.
@@ -44,6 +47,9 @@ type Server struct {
 	limiter *ipLimiter
 	clock   func() time.Time
 	mux     *http.ServeMux
+
+	sessions Sessions
+	slots    slots
 }
 
 // New checks the options and builds the handler; it starts nothing.
@@ -83,6 +89,8 @@ func New(o Options) (*Server, error) {
 		limiter: newIPLimiter(o.RateLimit, o.RateWindow),
 		clock:   o.Now,
 		mux:     http.NewServeMux(),
+
+		sessions: o.Sessions,
 	}
 	paths := map[string]bool{}
 	for _, rt := range routes {

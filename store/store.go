@@ -70,6 +70,15 @@ type Store interface {
 	// tokens and desktop links, and leaves the rest for hostctl to reap.
 	DeleteSandbox(ctx context.Context, id string, at time.Time, ev *AuditEvent) error
 
+	// RegisterHost adds a host, or refreshes the one of that name
+	// (capacity, seen_at), and returns it with its id.
+	RegisterHost(ctx context.Context, h Host) (Host, error)
+	// HostSandboxes lists the sandboxes placed on host, and those placed
+	// nowhere yet, deleted ones included (hostctl reaps them).
+	HostSandboxes(ctx context.Context, hostID string) ([]Sandbox, error)
+	// PurgeSandbox removes a deleted sandbox for good, once its VM is gone.
+	PurgeSandbox(ctx context.Context, id string) error
+
 	// PutURL creates or changes the URL for (sandboxID, port): fn gets the
 	// current one (nil when new) and returns what to store. A new host
 	// name counts against the account's names per day (LimitError), a

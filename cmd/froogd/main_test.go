@@ -3,7 +3,10 @@ package main_test
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/store/pg"
 )
@@ -233,8 +238,9 @@ func TestPostgresRoles(t *testing.T) {
 	key := run("admin", "api-key", "create", "--database-url", db, "--account", acct, "--preset", "ci", "--ttl", "30d")
 	keyFile := filepath.Join(t.TempDir(), "secret.key")
 	os.WriteFile(keyFile, bytes.Repeat([]byte{7}, 32), 0o600)
+	ctlKey := writeControlKey(t)
 	_, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
-		"--domain", "froogusercontent.test", "--secret-key-file", keyFile)
+		"--domain", "froogusercontent.test", "--secret-key-file", keyFile, "--control-key-file", ctlKey)
 	c := client{t: t, base: m[1], key: key}
 	c.call("POST", "/v1/sandboxes", `{"name": "ci-1"}`, 202, nil)
 	var u struct{ URL string }
@@ -253,4 +259,22 @@ func TestPostgresRoles(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "--account") || !strings.Contains(string(out), "root") || !strings.Contains(string(out), "400d") {
 		t.Fatalf("bad api-key create: %v: %s", err, out)
 	}
+}
+
+// writeControlKey writes a new control-plane SSH key and returns its path.
+func writeControlKey(t *testing.T) string {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "control_key")
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

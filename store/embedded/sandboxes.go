@@ -198,3 +198,43 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string, at time.Time, ev *
 	}
 	return s.commit(recs, ev)
 }
+
+func (s *Store) RegisterHost(ctx context.Context, h store.Host) (store.Host, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.hosts {
+		if o.Name == h.Name {
+			h.ID, h.CreatedAt = o.ID, o.CreatedAt
+		}
+	}
+	if h.ID == "" {
+		h.ID = store.NewID("host")
+	}
+	if err := s.commit([]record{put(tHost, h.ID, clone(&h))}, nil); err != nil {
+		return store.Host{}, err
+	}
+	return h, nil
+}
+
+func (s *Store) HostSandboxes(ctx context.Context, hostID string) ([]store.Sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Sandbox
+	for _, sb := range s.sandboxes {
+		if sb.HostID == hostID || sb.HostID == "" {
+			out = append(out, *clone(sb))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (s *Store) PurgeSandbox(ctx context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, ok := s.sandboxes[id]
+	if !ok || sb.DeletedAt == nil {
+		return fmt.Errorf("purge sandbox %s: %w", id, store.ErrNotFound)
+	}
+	return s.commit([]record{del(tSandbox, id)}, nil)
+}

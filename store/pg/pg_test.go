@@ -80,9 +80,16 @@ func TestFeedSurvivesDroppedListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
+	// The listener connects in the background: wait for it, then kill it.
 	var killed int
-	if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'froog-listen' AND query LIKE '%`+o.Schema+`%'`).Scan(&killed); err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(10 * time.Second); killed == 0; {
+		if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'froog-listen' AND query LIKE '%`+o.Schema+`%'`).Scan(&killed); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the listen connection never showed up")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if killed != 1 {
 		t.Fatalf("killed %d listen connections, want 1", killed)

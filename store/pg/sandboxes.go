@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -309,4 +310,45 @@ func deleteIDs(ctx context.Context, t *txn, kind, q string, args ...any) error {
 		t.changed(kind, id, nil)
 	}
 	return nil
+}
+
+func (s *Store) RegisterHost(ctx context.Context, h store.Host) (store.Host, error) {
+	err := s.inTx(ctx, nil, func(t *txn) error {
+		var old store.Host
+		err := getDoc(ctx, t, &old, "host", `SELECT doc FROM hosts WHERE name = $1 FOR UPDATE`, h.Name)
+		switch {
+		case err == nil:
+			h.ID, h.CreatedAt = old.ID, old.CreatedAt
+		case errors.Is(err, store.ErrNotFound):
+			if h.ID == "" {
+				h.ID = store.NewID("host")
+			}
+		default:
+			return err
+		}
+		_, err = t.Exec(ctx, `INSERT INTO hosts (id, name, doc) VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET doc = excluded.doc`, h.ID, h.Name, mustJSON(h))
+		return err
+	})
+	if err != nil {
+		return store.Host{}, fmt.Errorf("register host %s: %w", h.Name, err)
+	}
+	return h, nil
+}
+
+func (s *Store) HostSandboxes(ctx context.Context, hostID string) ([]store.Sandbox, error) {
+	return docs[store.Sandbox](ctx, s.pool, "sandboxes", `SELECT doc FROM sandboxes WHERE coalesce(doc->>'host_id', '') IN ($1, '') ORDER BY id`, hostID)
+}
+
+func (s *Store) PurgeSandbox(ctx context.Context, id string) error {
+	return s.inTx(ctx, nil, func(t *txn) error {
+		tag, err := t.Exec(ctx, `DELETE FROM sandboxes WHERE id = $1 AND deleted`, id)
+		if err != nil {
+			return fmt.Errorf("purge sandbox %s: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("purge sandbox %s: %w", id, store.ErrNotFound)
+		}
+		t.changed(store.KindSandbox, id, nil)
+		return nil
+	})
 }

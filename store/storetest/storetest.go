@@ -35,6 +35,7 @@ func Run(t *testing.T, f Factory) {
 		{"SameNameConcurrently", testSameNameConcurrently},
 		{"RunningLimit", testRunningLimit},
 		{"Stops", testStops},
+		{"Hosts", testHosts},
 		{"URLs", testURLs},
 		{"URLLimits", testURLLimits},
 		{"URLTokens", testURLTokens},
@@ -663,4 +664,45 @@ func testLeases(t *testing.T, o func() Backend) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func testHosts(t *testing.T, o func() Backend) {
+	s := open(t, o)
+	h, err := s.RegisterHost(ctx, store.Host{Name: "h1", Capacity: 4, CreatedAt: now, SeenAt: now})
+	if err != nil || h.ID == "" {
+		t.Fatalf("RegisterHost: %+v, %v", h, err)
+	}
+	again, err := s.RegisterHost(ctx, store.Host{Name: "h1", Capacity: 8, CreatedAt: now.Add(time.Hour), SeenAt: now.Add(time.Hour)})
+	if err != nil || again.ID != h.ID || again.Capacity != 8 || !again.CreatedAt.Equal(now) {
+		t.Fatalf("RegisterHost again: %+v, %v", again, err)
+	}
+	a := account(t, s, 10)
+	placed := sandbox(t, s, a.ID, "placed", nil, now)
+	sandbox(t, s, a.ID, "unplaced", nil, now)
+	elsewhere := sandbox(t, s, a.ID, "elsewhere", nil, now)
+	for id, host := range map[string]string{placed.ID: h.ID, elsewhere.ID: "host_other"} {
+		if _, err := s.UpdateSandbox(ctx, id, func(sb *store.Sandbox, _ *store.AuditEvent) error { sb.HostID = host; return nil }, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteSandbox(ctx, placed.ID, now, nil); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.HostSandboxes(ctx, h.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, sb := range list {
+		names = append(names, sb.Name)
+	}
+	if len(names) != 2 || !(names[0] == "placed" || names[1] == "placed") || !(names[0] == "unplaced" || names[1] == "unplaced") {
+		t.Fatalf("HostSandboxes: %v, want placed (deleted) and unplaced", names)
+	}
+	wantErr(t, "purge a live sandbox", s.PurgeSandbox(ctx, elsewhere.ID), store.ErrNotFound)
+	if err := s.PurgeSandbox(ctx, placed.ID); err != nil {
+		t.Fatalf("PurgeSandbox: %v", err)
+	}
+	_, err = s.SandboxByID(ctx, placed.ID)
+	wantErr(t, "SandboxByID(purged)", err, store.ErrNotFound)
 }

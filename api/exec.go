@@ -1,0 +1,354 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/store"
+	"froog.tech/froog/tunnel"
+)
+
+// Sessions opens exec sessions in sandboxes (package tunnel).
+type Sessions interface {
+	Session(ctx context.Context, sandboxID string) (*ssh.Session, error)
+}
+
+// Limits of commands (the docs' Limits section).
+const (
+	maxOutput      = 1 << 20 // per stream, for a command's answer
+	maxStdin       = 1 << 20
+	maxCommand     = 64 << 10
+	maxExecTimeout = 3600
+	commandsAtOnce = 8
+	// execBody is the body limit of routes that carry stdin: 1 MiB of
+	// input, base64-encoded, plus the rest of the request.
+	execBody = 2 << 20
+)
+
+// slots bounds the commands running at once in each sandbox.
+type slots struct {
+	mu   sync.Mutex
+	used map[string]int
+}
+
+func (s *slots) take(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used == nil {
+		s.used = map[string]int{}
+	}
+	if s.used[id] >= commandsAtOnce {
+		return false
+	}
+	s.used[id]++
+	return true
+}
+
+func (s *slots) give(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used[id]--; s.used[id] <= 0 {
+		delete(s.used, id)
+	}
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// prelude is the shell that puts a command in its directory and
+// environment: cwd relative to ~ or absolute, variables for it alone.
+func prelude(cwd string, env map[string]string) string {
+	var b strings.Builder
+	b.WriteString("cd && ")
+	if cwd != "" {
+		b.WriteString("cd -- " + shellQuote(cwd) + " && ")
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteString("export " + k + "=" + shellQuote(env[k]) + " && ")
+	}
+	return b.String()
+}
+
+// commandRequest is what exec and jobs share.
+type commandRequest struct {
+	Command  *string           `json:"command"`
+	Cwd      *string           `json:"cwd"`
+	Env      map[string]string `json:"env"`
+	Stdin    *string           `json:"stdin"`
+	StdinB64 *string           `json:"stdin_b64"`
+}
+
+// check validates the request and returns the decoded stdin.
+func (req *commandRequest) check() ([]byte, error) {
+	if req.Command == nil || strings.TrimSpace(*req.Command) == "" {
+		return nil, invalid("command is required")
+	}
+	if len(*req.Command) > maxCommand || strings.ContainsRune(*req.Command, 0) {
+		return nil, invalid("command is up to 64 KiB of text")
+	}
+	if req.Cwd != nil && (len(*req.Cwd) > 4096 || strings.ContainsRune(*req.Cwd, 0)) {
+		return nil, invalid("cwd is a path of up to 4096 bytes")
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return nil, err
+	}
+	var stdin []byte
+	switch {
+	case req.Stdin != nil && req.StdinB64 != nil:
+		return nil, invalid("give stdin or stdin_b64, not both")
+	case req.Stdin != nil:
+		stdin = []byte(*req.Stdin)
+	case req.StdinB64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*req.StdinB64)
+		if err != nil {
+			return nil, invalid("stdin_b64 is not base64")
+		}
+		stdin = b
+	}
+	if len(stdin) > maxStdin {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "stdin_too_large", "stdin is up to 1 MiB; upload a file for more")
+	}
+	return stdin, nil
+}
+
+func (req *commandRequest) cwd() string {
+	if req.Cwd == nil {
+		return ""
+	}
+	return *req.Cwd
+}
+
+type execRequest struct {
+	commandRequest
+	TimeoutSecs *int64 `json:"timeout_secs"`
+	Stream      *bool  `json:"stream"`
+}
+
+// runningSandbox finds the path's sandbox and checks it runs and has a
+// free command slot; release gives the slot back.
+func (s *Server) runningSandbox(r *http.Request) (*store.Sandbox, func(), error) {
+	sb, err := s.sandboxFor(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.sessions == nil {
+		return nil, nil, errorf(http.StatusServiceUnavailable, "unavailable", "this API has no connection to sandboxes")
+	}
+	if sb.State != store.StateRunning {
+		return nil, nil, errorf(http.StatusConflict, "conflict", "sandbox %q is not running (it is %s)", sb.Name, sb.State)
+	}
+	if !s.slots.take(sb.ID) {
+		return nil, nil, errorf(http.StatusTooManyRequests, "limit_reached", "%d commands already run in %q; run long ones in the background", commandsAtOnce, sb.Name)
+	}
+	return sb, func() { s.slots.give(sb.ID) }, nil
+}
+
+// errLost: the connection to the sandbox broke under a command.
+var errLost = errors.New("the connection to the sandbox was lost")
+
+// runResult is how a command ended.
+type runResult struct {
+	code     int
+	timedOut bool
+}
+
+// run runs a shell command in the sandbox, wired to stdin, stdout and
+// stderr. Past timeout (when positive) it is killed (exit 124); when ctx
+// ends (the client hung up) it is killed too.
+func (s *Server) run(ctx context.Context, sb *store.Sandbox, command string, stdin []byte, stdout, stderr io.Writer, timeout time.Duration) (runResult, error) {
+	sess, err := s.sessions.Session(ctx, sb.ID)
+	if err != nil {
+		return runResult{}, unreachable(sb, err)
+	}
+	defer sess.Close()
+	sess.Stdin = bytes.NewReader(stdin)
+	sess.Stdout, sess.Stderr = stdout, stderr
+	if err := sess.Start(command); err != nil {
+		return runResult{}, unreachable(sb, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case err := <-done:
+		var ee *ssh.ExitError
+		switch {
+		case err == nil:
+			return runResult{}, nil
+		case errors.As(err, &ee):
+			return runResult{code: ee.ExitStatus()}, nil
+		}
+		return runResult{}, errLost
+	case <-expired:
+		sess.Signal(ssh.SIGKILL)
+		sess.Close()
+		<-done
+		return runResult{code: 124, timedOut: true}, nil
+	case <-ctx.Done():
+		sess.Signal(ssh.SIGKILL)
+		sess.Close()
+		<-done
+		return runResult{}, ctx.Err()
+	}
+}
+
+func unreachable(sb *store.Sandbox, err error) error {
+	if errors.Is(err, tunnel.ErrNotRunning) {
+		return errorf(http.StatusConflict, "conflict", "sandbox %q is not running", sb.Name)
+	}
+	return &Error{Status: http.StatusBadGateway, Code: "sandbox_unreachable", Message: fmt.Sprintf("cannot reach sandbox %q: %v", sb.Name, err)}
+}
+
+// capped keeps the first max bytes written to it and drops the rest.
+type capped struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBodyMax(r, execBody)
+	if err != nil {
+		return err
+	}
+	var req execRequest
+	if err := decodeJSON(body, &req, false); err != nil {
+		return err
+	}
+	stdin, err := req.check()
+	if err != nil {
+		return err
+	}
+	timeout := int64(maxExecTimeout)
+	if req.TimeoutSecs != nil {
+		if *req.TimeoutSecs < 1 || *req.TimeoutSecs > maxExecTimeout {
+			return invalid("timeout_secs must be from 1 to %d", maxExecTimeout)
+		}
+		timeout = *req.TimeoutSecs
+	}
+	stream := (req.Stream != nil && *req.Stream) || strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
+	sb, release, err := s.runningSandbox(r)
+	if err != nil {
+		return err
+	}
+	defer release()
+	id := store.NewID("cmd")
+	command := prelude(req.cwd(), req.Env) + "exec sh -c " + shellQuote(*req.Command)
+	if stream {
+		return s.execStream(w, r, sb, id, command, stdin, time.Duration(timeout)*time.Second)
+	}
+	stdout, stderr := &capped{max: maxOutput}, &capped{max: maxOutput}
+	res, err := s.run(r.Context(), sb, command, stdin, stdout, stderr, time.Duration(timeout)*time.Second)
+	if errors.Is(err, errLost) {
+		return &Error{Status: http.StatusBadGateway, Code: "sandbox_connection_lost", Message: "the connection to the sandbox was lost while the command ran"}
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"exit_code": res.code, "stdout": strings.ToValidUTF8(stdout.buf.String(), "\uFFFD"),
+		"stderr": strings.ToValidUTF8(stderr.buf.String(), "\uFFFD"), "timed_out": res.timedOut, "command_id": id,
+	})
+	return nil
+}
+
+// ndjson writes one JSON object per line and flushes it.
+type ndjson struct {
+	mu sync.Mutex
+	w  http.ResponseWriter
+}
+
+func (n *ndjson) send(v any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	b, _ := json.Marshal(v)
+	n.w.Write(append(b, '\n'))
+	http.NewResponseController(n.w).Flush()
+}
+
+// chunks turns a stream of bytes into "stdout"/"stderr" lines of UTF-8
+// text, holding back a character cut in two until its end arrives.
+type chunks struct {
+	out  *ndjson
+	kind string
+	rest []byte
+}
+
+func (c *chunks) Write(p []byte) (int, error) {
+	b := append(c.rest, p...)
+	cut := len(b)
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				cut = i // the last character is not all here yet
+			}
+			break
+		}
+	}
+	c.rest = append([]byte(nil), b[cut:]...)
+	if cut > 0 {
+		c.out.send(map[string]string{"type": c.kind, "data": strings.ToValidUTF8(string(b[:cut]), "\uFFFD")})
+	}
+	return len(p), nil
+}
+
+func (c *chunks) flush() {
+	if len(c.rest) > 0 {
+		c.out.send(map[string]string{"type": c.kind, "data": strings.ToValidUTF8(string(c.rest), "\uFFFD")})
+		c.rest = nil
+	}
+}
+
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sb *store.Sandbox, id, command string, stdin []byte, timeout time.Duration) error {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	out := &ndjson{w: w}
+	out.send(map[string]string{"type": "started", "command_id": id})
+	stdout, stderr := &chunks{out: out, kind: "stdout"}, &chunks{out: out, kind: "stderr"}
+	res, err := s.run(r.Context(), sb, command, stdin, stdout, stderr, timeout)
+	stdout.flush()
+	stderr.flush()
+	switch {
+	case err == nil:
+		out.send(map[string]any{"type": "exit", "exit_code": res.code, "timed_out": res.timedOut})
+	case r.Context().Err() != nil:
+		// The client hung up: the command was killed, nobody to tell.
+	default:
+		code := "sandbox_connection_lost"
+		var e *Error
+		if errors.As(err, &e) {
+			code = e.Code
+		}
+		out.send(map[string]string{"type": "error", "code": code, "message": "the connection to the sandbox was lost while the command ran"})
+	}
+	return nil
+}

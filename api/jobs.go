@@ -1,0 +1,309 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"froog.tech/froog/store"
+)
+
+// Background jobs live on the sandbox's own disk, under ~/.froog/jobs/ID:
+// command, stdin, output (stdout and stderr together), pid, exit_code once
+// it ends, and killed once it was stopped. So they survive a stop, and
+// every state is read from there: running (its process group is alive),
+// exited, killed, or lost (it was running when the sandbox stopped).
+
+var jobID = regexp.MustCompile(`^job_[0-9a-f]{16}$`)
+
+const (
+	jobDir      = `"$HOME/.froog/jobs/`
+	maxJobChunk = 1 << 20
+)
+
+// script runs a short shell script of our own in the sandbox and returns
+// its stdout; exit 3 means the job does not exist.
+func (s *Server) script(r *http.Request, sb *store.Sandbox, script string, stdin []byte) ([]byte, error) {
+	out, errOut := &capped{max: maxJobChunk + 4096}, &capped{max: 4096}
+	res, err := s.run(r.Context(), sb, script, stdin, out, errOut, time.Minute)
+	if errors.Is(err, errLost) {
+		return nil, &Error{Status: http.StatusBadGateway, Code: "sandbox_connection_lost", Message: "the connection to the sandbox was lost"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch res.code {
+	case 0:
+		return out.buf.Bytes(), nil
+	case 3:
+		return nil, errorf(http.StatusNotFound, "not_found", "no such job")
+	}
+	return nil, errorf(http.StatusBadGateway, "sandbox_error", "the sandbox could not do it: %s", strings.TrimSpace(errOut.buf.String()))
+}
+
+func (s *Server) startJob(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBodyMax(r, execBody)
+	if err != nil {
+		return err
+	}
+	var req commandRequest
+	if err := decodeJSON(body, &req, false); err != nil {
+		return err
+	}
+	stdin, err := req.check()
+	if err != nil {
+		return err
+	}
+	sb, release, err := s.runningSandbox(r)
+	if err != nil {
+		return err
+	}
+	defer release()
+	id := store.NewID("job")
+	// The job runs in a session of its own (setsid: its process group is
+	// its id for stop), reads the stdin file, and records its exit code.
+	inner := "(" + prelude(req.cwd(), req.Env) + "sh -c " + shellQuote(*req.Command) + ")"
+	wrap := `d=$1; ` + inner + `; echo $? > "$d/exit_code.tmp" && mv "$d/exit_code.tmp" "$d/exit_code"`
+	script := `d=` + jobDir + id + `" && mkdir -p "$d" && cat > "$d/stdin" && printf %s ` + shellQuote(*req.Command) + ` > "$d/command" && date +%s > "$d/started_at" && ` +
+		`{ setsid sh -c ` + shellQuote(wrap) + ` sh "$d" < "$d/stdin" > "$d/output" 2>&1 & echo $! > "$d/pid"; }`
+	if _, err := s.script(r, sb, script, stdin); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"id": id, "command_id": id, "state": "running"})
+	return nil
+}
+
+// jobState is the shell that prints a job's "state code size started" line.
+const jobState = `st=running; code=-
+if [ -f "$d/exit_code" ]; then st=exited; code=$(cat "$d/exit_code"); [ -f "$d/killed" ] && st=killed
+elif ! kill -s 0 -- "-$(cat "$d/pid" 2>/dev/null)" 2>/dev/null; then st=lost; [ -f "$d/killed" ] && st=killed; fi
+printf '%s %s %s %s\n' "$st" "$code" "$(wc -c < "$d/output")" "$(cat "$d/started_at" 2>/dev/null || echo 0)"`
+
+type jobView struct {
+	ID         string `json:"id"`
+	State      string `json:"state"`
+	ExitCode   *int   `json:"exit_code"`
+	Command    string `json:"command,omitempty"`
+	StartedAt  int64  `json:"started_at"`
+	OutputSize int64  `json:"output_size"`
+}
+
+// parseJobLine reads jobState's line.
+func parseJobLine(id, line string) (jobView, error) {
+	f := strings.Fields(line)
+	if len(f) != 4 {
+		return jobView{}, fmt.Errorf("job %s: unexpected state line %q", id, line)
+	}
+	v := jobView{ID: id, State: f[0]}
+	if f[1] != "-" {
+		if n, err := strconv.Atoi(f[1]); err == nil {
+			v.ExitCode = &n
+		}
+	}
+	v.OutputSize, _ = strconv.ParseInt(f[2], 10, 64)
+	v.StartedAt, _ = strconv.ParseInt(f[3], 10, 64)
+	return v, nil
+}
+
+func (s *Server) jobFor(r *http.Request) (string, *store.Sandbox, func(), error) {
+	id := r.PathValue("id")
+	if !jobID.MatchString(id) {
+		return "", nil, nil, errorf(http.StatusNotFound, "not_found", "no such job")
+	}
+	sb, release, err := s.runningSandbox(r)
+	return id, sb, release, err
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "offset"); err != nil {
+		return err
+	}
+	var offset int64
+	if o := q.Get("offset"); o != "" {
+		n, err := strconv.ParseInt(o, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("invalid_query", "offset must be a whole number, 0 or more")
+		}
+		offset = n
+	}
+	id, sb, release, err := s.jobFor(r)
+	if err != nil {
+		return err
+	}
+	defer release()
+	script := `d=` + jobDir + id + `"; [ -d "$d" ] || exit 3
+` + jobState + `
+tail -c +` + strconv.FormatInt(offset+1, 10) + ` "$d/output" | head -c ` + strconv.Itoa(maxJobChunk)
+	out, err := s.script(r, sb, script, nil)
+	if err != nil {
+		return err
+	}
+	line, data, _ := bytes.Cut(out, []byte("\n"))
+	v, err := parseJobLine(id, string(line))
+	if err != nil {
+		return err
+	}
+	next := min(offset, v.OutputSize) + int64(len(data))
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": v.ID, "state": v.State, "exit_code": v.ExitCode, "output": strings.ToValidUTF8(string(data), "\uFFFD"),
+		"output_b64": base64.StdEncoding.EncodeToString(data), "offset": offset, "next_offset": next,
+		"done": v.State != "running" && next >= v.OutputSize,
+	})
+	return nil
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	sb, release, err := s.runningSandbox(r)
+	if err != nil {
+		return err
+	}
+	defer release()
+	script := `for d in "$HOME"/.froog/jobs/job_*; do [ -d "$d" ] || continue
+printf '%s ' "${d##*/}"; printf '%s' "$(head -c 200 "$d/command" | od -An -tx1 | tr -d ' \n')"; printf ' '
+` + jobState + `
+done`
+	out, err := s.script(r, sb, script, nil)
+	if err != nil {
+		return err
+	}
+	jobs := []jobView{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		id, rest, _ := strings.Cut(sc.Text(), " ")
+		cmdHex, rest, _ := strings.Cut(rest, " ")
+		if !jobID.MatchString(id) {
+			continue
+		}
+		v, err := parseJobLine(id, rest)
+		if err != nil {
+			continue
+		}
+		if b, err := hex.DecodeString(cmdHex); err == nil {
+			v.Command = strings.ToValidUTF8(string(b), "\uFFFD")
+		}
+		jobs = append(jobs, v)
+	}
+	writeJSON(w, http.StatusOK, jobs)
+	return nil
+}
+
+func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
+	id, sb, release, err := s.jobFor(r)
+	if err != nil {
+		return err
+	}
+	defer release()
+	// TERM to the job's process group, up to 5 s to go, then KILL.
+	script := `d=` + jobDir + id + `"; [ -d "$d" ] || exit 3
+pid=$(cat "$d/pid"); [ -f "$d/exit_code" ] || touch "$d/killed"
+kill -s TERM -- "-$pid" 2>/dev/null
+i=0; while kill -s 0 -- "-$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+kill -s KILL -- "-$pid" 2>/dev/null
+` + jobState
+	out, err := s.script(r, sb, script, nil)
+	if err != nil {
+		return err
+	}
+	v, err := parseJobLine(id, strings.TrimSpace(string(out)))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+type waitRequest struct {
+	Port        *int   `json:"port"`
+	TimeoutSecs *int64 `json:"timeout_secs"`
+}
+
+// listening lists TCP ports something listens on, from /proc/net/tcp{,6}.
+const listening = `cat /proc/net/tcp /proc/net/tcp6 2>/dev/null`
+
+// listens reports whether /proc/net/tcp text shows port in LISTEN state.
+func listens(procNet []byte, port int) bool {
+	want := fmt.Sprintf(":%04X", port)
+	sc := bufio.NewScanner(bytes.NewReader(procNet))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		// sl local_address rem_address st ...; st 0A is LISTEN
+		if len(f) > 3 && f[3] == "0A" && strings.HasSuffix(f[1], want) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	var req waitRequest
+	if err := decodeJSON(body, &req, false); err != nil {
+		return err
+	}
+	if req.Port == nil || *req.Port < 1 || *req.Port > 65535 {
+		return invalid("port must be from 1 to 65535")
+	}
+	timeout := int64(60)
+	if req.TimeoutSecs != nil {
+		if *req.TimeoutSecs < 1 || *req.TimeoutSecs > 600 {
+			return invalid("timeout_secs must be from 1 to 600")
+		}
+		timeout = *req.TimeoutSecs
+	}
+	sb, err := s.sandboxFor(r)
+	if err != nil {
+		return err
+	}
+	if s.sessions == nil {
+		return errorf(http.StatusServiceUnavailable, "unavailable", "this API has no connection to sandboxes")
+	}
+	start := time.Now()
+	deadline := start.Add(time.Duration(timeout) * time.Second)
+	answer := func(ready bool) error {
+		writeJSON(w, http.StatusOK, map[string]any{"port": *req.Port, "ready": ready, "waited_ms": time.Since(start).Milliseconds()})
+		return nil
+	}
+	for {
+		// A sandbox that is still starting counts against the timeout.
+		cur, err := s.store.SandboxByID(r.Context(), sb.ID)
+		if err != nil {
+			return err
+		}
+		if cur.DesiredState != store.StateRunning && cur.State != store.StateRunning {
+			return errorf(http.StatusConflict, "conflict", "sandbox %q is not running", sb.Name)
+		}
+		if cur.State == store.StateRunning {
+			out, errOut := &capped{max: 4 << 20}, &capped{max: 4096}
+			res, err := s.run(r.Context(), &cur, listening, nil, out, errOut, 10*time.Second)
+			if err == nil && res.code == 0 && listens(out.buf.Bytes(), *req.Port) {
+				return answer(true)
+			}
+			if r.Context().Err() != nil {
+				return r.Context().Err()
+			}
+		}
+		if time.Now().Add(250 * time.Millisecond).After(deadline) {
+			return answer(false)
+		}
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-r.Context().Done():
+			return r.Context().Err()
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"froog.tech/froog/api"
+	"froog.tech/froog/hostctl"
+	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/store"
+	"froog.tech/froog/store/embedded"
+	"froog.tech/froog/tunnel"
+)
+
+// devConfig is froogd dev's configuration.
+type devConfig struct {
+	Data, APIAddr, EdgeAddr, EdgeHTTPAddr, Domain string
+}
+
+func (c devConfig) validate() error {
+	var errs []error
+	for name, addr := range map[string]string{"--api-addr": c.APIAddr, "--edge-addr": c.EdgeAddr, "--edge-http-addr": c.EdgeHTTPAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: want HOST:PORT", name, addr))
+		}
+	}
+	if err := checkDomain(c.Domain); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Data == "" {
+		errs = append(errs, errors.New("--data must name a folder"))
+	}
+	return errors.Join(errs...)
+}
+
+// runDev runs every role in one process: the embedded store, hostctl with
+// the local driver, the tunnel and the API.
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newFlags("dev", stderr)
+	data := f.str("data", "./.froog", "data folder: the embedded store, keys, sandboxes and the local CA")
+	apiAddr := f.str("api-addr", "127.0.0.1:8080", "address of the /v1 API")
+	edgeAddr := f.str("edge-addr", "127.0.0.1:8443", "HTTPS address of the public-URL edge")
+	edgeHTTP := f.str("edge-http-addr", "127.0.0.1:8081", "HTTP address of the edge (redirects, ACME)")
+	domain := f.str("domain", "froog.localhost", "public-URL domain")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	c := devConfig{Data: *data, APIAddr: *apiAddr, EdgeAddr: *edgeAddr, EdgeHTTPAddr: *edgeHTTP, Domain: strings.ToLower(*domain)}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	st, err := embedded.Open(filepath.Join(c.Data, "store"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	secret, err := secretKey(filepath.Join(c.Data, "secret.key"), true)
+	if err != nil {
+		return err
+	}
+	signer, err := controlKey(filepath.Join(c.Data, "control_key"), true)
+	if err != nil {
+		return err
+	}
+	key, err := devAccount(ctx, st, c.Data)
+	if err != nil {
+		return err
+	}
+	drv, err := local.New(local.Options{Dir: filepath.Join(c.Data, "sandboxes"), ControlKey: signer.PublicKey(), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+	ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: "dev", Logger: log})
+	if err != nil {
+		return err
+	}
+	tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer tun.Close()
+	_, edgePort, _ := net.SplitHostPort(c.EdgeAddr)
+	port, _ := strconv.Atoi(edgePort)
+	srv, err := api.New(api.Options{Store: st, Domain: c.Domain, PublicPort: port, SecretKey: secret, Sessions: tun, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.APIAddr)
+	if err != nil {
+		return fmt.Errorf("listen for the API: %w", err)
+	}
+	fmt.Fprintf(stdout, "froog dev is running.\n  API:     http://%s/v1\n  API key: %s (also in %s)\n",
+		ln.Addr(), key, filepath.Join(c.Data, "api-key"))
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ctl.Run(gctx) })
+	g.Go(func() error { return tun.Watch(gctx, st) })
+	g.Go(func() error { return serveHTTP(gctx, ln, srv) })
+	return g.Wait()
+}
+
+// devAccount creates the dev account and its admin key on first start,
+// and reads the key back on later ones.
+func devAccount(ctx context.Context, st store.Store, dir string) (string, error) {
+	path := filepath.Join(dir, "api-key")
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	a, err := st.CreateAccount(ctx, store.Account{Name: "dev", MaxSandboxes: 10, URLNamesPerDay: 20, CreatedAt: time.Now().UTC()})
+	if err != nil {
+		return "", err
+	}
+	secret, k := api.NewAPIKey(a.ID, "dev", []string{"*"}, 0, time.Now())
+	if _, err := st.CreateAPIKey(ctx, k, nil); err != nil {
+		return "", err
+	}
+	if err := writeFileAtomic(path, []byte(secret+"\n")); err != nil {
+		return "", fmt.Errorf("write the dev API key: %w", err)
+	}
+	return secret, nil
+}

@@ -1,0 +1,35 @@
+package hostctl
+
+import (
+	"context"
+
+	"froog.tech/froog/store"
+)
+
+// Endpoint is where a running sandbox's SSH server answers, and the host
+// key it must present.
+type Endpoint struct {
+	Host    string
+	Port    int
+	HostKey string // authorized_keys format
+}
+
+// Driver runs sandboxes on one host. Every method is idempotent: hostctl
+// calls it again after a restart or a missed event, and the driver answers
+// for the state the sandbox is really in.
+type Driver interface {
+	// Start boots the sandbox (creating it the first time), resumes it
+	// when paused, or finds it running; it returns its SSH endpoint.
+	Start(ctx context.Context, sb *store.Sandbox) (Endpoint, error)
+	// Stop ends the sandbox's processes; its disk stays.
+	Stop(ctx context.Context, sb *store.Sandbox) error
+	// Delete ends it and removes everything it has on the host.
+	Delete(ctx context.Context, sb *store.Sandbox) error
+}
+
+// Pauser is a Driver that can keep a stopped sandbox warm: Pause freezes
+// it so that Start resumes it with every process still running. hostctl
+// calls Stop when the warm window has passed.
+type Pauser interface {
+	Pause(ctx context.Context, sb *store.Sandbox) error
+}

@@ -1,0 +1,484 @@
+package hostctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"froog.tech/froog/store"
+)
+
+// Store is what hostctl needs of the store.
+type Store interface {
+	store.Feed
+	RegisterHost(ctx context.Context, h store.Host) (store.Host, error)
+	HostSandboxes(ctx context.Context, hostID string) ([]store.Sandbox, error)
+	SandboxByID(ctx context.Context, id string) (store.Sandbox, error)
+	UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox, *store.AuditEvent) error, ev *store.AuditEvent) (store.Sandbox, error)
+	StopSandbox(ctx context.Context, id string, at time.Time, ev *store.AuditEvent) (store.Stop, error)
+	FinishStop(ctx context.Context, id, status, errMsg string, at time.Time) error
+	DeleteSandbox(ctx context.Context, id string, at time.Time, ev *store.AuditEvent) error
+	PurgeSandbox(ctx context.Context, id string) error
+}
+
+// Options configure a Controller. Zero values are documented per field.
+type Options struct {
+	Store    Store  // required
+	Driver   Driver // required
+	HostName string // required: the host's name in the store
+	// Capacity is how many sandboxes this host takes; 0 means 16.
+	Capacity int
+	// Rescan is how often every sandbox is looked at again, so that a
+	// missed event heals; 0 means a minute.
+	Rescan time.Duration
+	// WarmWindow is how long a stopped sandbox stays paused before its
+	// processes end; 0 means 10 minutes.
+	WarmWindow time.Duration
+	Logger     *slog.Logger     // nil discards
+	Now        func() time.Time // nil means time.Now
+}
+
+// Controller runs one host.
+type Controller struct {
+	o      Options
+	hostID string
+
+	mu      sync.Mutex
+	workers map[string]*worker
+	wg      sync.WaitGroup
+}
+
+// worker serializes the work on one sandbox.
+type worker struct {
+	kick chan struct{}
+	// failedAt is the intent (UpdatedAt) that last failed to start: an
+	// error state is retried only when the intent changes (a new start).
+	failedAt time.Time
+	adopted  bool
+	timer    *time.Timer
+}
+
+// New checks the options; it starts nothing.
+func New(o Options) (*Controller, error) {
+	var errs []error
+	if o.Store == nil {
+		errs = append(errs, errors.New("hostctl: a store is required"))
+	}
+	if o.Driver == nil {
+		errs = append(errs, errors.New("hostctl: a driver is required"))
+	}
+	if o.HostName == "" {
+		errs = append(errs, errors.New("hostctl: a host name is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if o.Capacity == 0 {
+		o.Capacity = 16
+	}
+	if o.Rescan == 0 {
+		o.Rescan = time.Minute
+	}
+	if o.WarmWindow == 0 {
+		o.WarmWindow = 10 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Controller{o: o, workers: map[string]*worker{}}, nil
+}
+
+func (c *Controller) now() time.Time { return store.Micro(c.o.Now()) }
+
+// Run registers the host and reconciles until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	h, err := c.o.Store.RegisterHost(ctx, store.Host{Name: c.o.HostName, Capacity: c.o.Capacity, CreatedAt: c.now(), SeenAt: c.now()})
+	if err != nil {
+		return err
+	}
+	c.hostID = h.ID
+	defer c.wg.Wait()
+	for ctx.Err() == nil {
+		err := c.watch(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.o.Logger.Warn("change feed interrupted; rescanning", slog.String("error", err.Error()))
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
+}
+
+// watch rescans, then follows the feed (and rescans every Rescan) until
+// the feed fails.
+func (c *Controller) watch(ctx context.Context) error {
+	head, err := c.o.Store.Head(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.rescan(ctx); err != nil {
+		return err
+	}
+	sub, err := c.o.Store.Subscribe(ctx, head)
+	if err != nil {
+		return err
+	}
+	changes := make(chan store.Change)
+	errc := make(chan error, 1)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for {
+			ch, err := sub.Next(fctx)
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case changes <- ch:
+			case <-fctx.Done():
+				errc <- fctx.Err()
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(c.o.Rescan)
+	defer tick.Stop()
+	for {
+		select {
+		case ch := <-changes:
+			if ch.Kind != store.KindSandbox {
+				continue
+			}
+			if ch.Sandbox == nil || ch.Sandbox.HostID == "" || ch.Sandbox.HostID == c.hostID {
+				c.kick(ctx, ch.ID)
+			}
+		case <-tick.C:
+			if err := c.rescan(ctx); err != nil {
+				return err
+			}
+		case err := <-errc:
+			return err
+		}
+	}
+}
+
+func (c *Controller) rescan(ctx context.Context) error {
+	list, err := c.o.Store.HostSandboxes(ctx, c.hostID)
+	if err != nil {
+		return err
+	}
+	for _, sb := range list {
+		c.kick(ctx, sb.ID)
+	}
+	return nil
+}
+
+// kick asks the sandbox's worker to reconcile, starting it if needed.
+func (c *Controller) kick(ctx context.Context, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ctx.Err() != nil {
+		return // shutting down: Run is waiting for the workers
+	}
+	w, ok := c.workers[id]
+	if !ok {
+		w = &worker{kick: make(chan struct{}, 1)}
+		c.workers[id] = w
+		c.wg.Add(1)
+		go c.work(ctx, id, w)
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default: // a reconcile is already due
+	}
+}
+
+func (c *Controller) work(ctx context.Context, id string, w *worker) {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.kick:
+		}
+		next, done, err := c.reconcile(ctx, id, w)
+		if err != nil && ctx.Err() == nil {
+			c.o.Logger.Error("reconcile", slog.String("sandbox", id), slog.String("error", err.Error()))
+			next = c.now().Add(5 * time.Second) // try again soon
+		}
+		if w.timer != nil {
+			w.timer.Stop()
+			w.timer = nil
+		}
+		if done {
+			c.mu.Lock()
+			delete(c.workers, id)
+			c.mu.Unlock()
+			return
+		}
+		if !next.IsZero() {
+			w.timer = time.AfterFunc(max(next.Sub(c.now()), 0), func() { c.kick(ctx, id) })
+		}
+	}
+}
+
+// reconcile moves one sandbox one or more steps towards its desired state.
+// It returns when it next needs a look (a timer), and done when the
+// sandbox is gone from this host.
+func (c *Controller) reconcile(ctx context.Context, id string, w *worker) (next time.Time, done bool, err error) {
+	sb, err := c.o.Store.SandboxByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return time.Time{}, true, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if sb.DeletedAt != nil {
+		if sb.HostID == c.hostID {
+			if err := c.o.Driver.Delete(ctx, &sb); err != nil {
+				return time.Time{}, false, fmt.Errorf("delete: %w", err)
+			}
+		}
+		if err := c.o.Store.PurgeSandbox(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return time.Time{}, false, err
+		}
+		return time.Time{}, true, nil
+	}
+	if sb.HostID == "" {
+		placed, err := c.place(ctx, &sb)
+		if err != nil || !placed {
+			return time.Time{}, !placed, err
+		}
+	}
+	if sb.HostID != c.hostID {
+		return time.Time{}, true, nil
+	}
+	now := c.now()
+	if sb.DesiredState == store.StateRunning {
+		return c.run(ctx, &sb, w, now)
+	}
+	return c.rest(ctx, &sb, now)
+}
+
+// place claims an unplaced sandbox for this host when it has room.
+func (c *Controller) place(ctx context.Context, sb *store.Sandbox) (bool, error) {
+	list, err := c.o.Store.HostSandboxes(ctx, c.hostID)
+	if err != nil {
+		return false, err
+	}
+	n := 0
+	for _, o := range list {
+		if o.HostID == c.hostID && o.DeletedAt == nil {
+			n++
+		}
+	}
+	if n >= c.o.Capacity {
+		return false, nil // full: another host may take it, and the rescan asks again
+	}
+	errTaken := errors.New("placed elsewhere")
+	up, err := c.o.Store.UpdateSandbox(ctx, sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error {
+		if s.HostID != "" {
+			return errTaken
+		}
+		s.HostID = c.hostID
+		return nil
+	}, nil)
+	if errors.Is(err, errTaken) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	*sb = up
+	return true, nil
+}
+
+// observe writes observed fields; it never touches intent.
+func (c *Controller) observe(ctx context.Context, id string, fn func(*store.Sandbox)) (store.Sandbox, error) {
+	return c.o.Store.UpdateSandbox(ctx, id, func(s *store.Sandbox, _ *store.AuditEvent) error { fn(s); return nil }, nil)
+}
+
+// run handles a sandbox that should be running.
+func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now time.Time) (time.Time, bool, error) {
+	if sb.State == store.StateRunning {
+		if reason, due := c.stopDue(sb, now); due {
+			_, err := c.o.Store.StopSandbox(ctx, sb.ID, now, &store.AuditEvent{AccountID: sb.AccountID, At: now, Action: "sandbox.stop", Target: sb.Name, Actor: reason})
+			return time.Time{}, false, err
+		}
+		if !w.adopted {
+			// First look since this process started: make sure the driver
+			// really runs it (after a restart it may not), and adopt it.
+			ep, err := c.o.Driver.Start(ctx, sb)
+			if err != nil {
+				return c.fail(ctx, sb, w, err)
+			}
+			w.adopted = true
+			if ep.Host != sb.SSHHost || ep.Port != sb.SSHPort || ep.HostKey != sb.SSHHostKey {
+				if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.SSHHost, s.SSHPort, s.SSHHostKey = ep.Host, ep.Port, ep.HostKey }); err != nil {
+					return time.Time{}, false, err
+				}
+			}
+		}
+		return c.nextStop(sb), false, nil
+	}
+	if sb.State == store.StateError && sb.UpdatedAt.Equal(w.failedAt) {
+		return time.Time{}, false, nil // wait for a new start
+	}
+	if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.Error = store.StateStarting, "" }); err != nil {
+		return time.Time{}, false, err
+	}
+	ep, err := c.o.Driver.Start(ctx, sb)
+	if err != nil {
+		return c.fail(ctx, sb, w, err)
+	}
+	w.adopted = true
+	start := c.now()
+	up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
+		s.State, s.Error = store.StateRunning, ""
+		s.SSHHost, s.SSHPort, s.SSHHostKey = ep.Host, ep.Port, ep.HostKey
+		s.StartedAt, s.WarmUntil, s.AutoStopAt = &start, nil, nil
+		if s.TTLSecs > 0 {
+			t := start.Add(time.Duration(s.TTLSecs) * time.Second)
+			s.AutoStopAt = &t
+		}
+	})
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	c.o.Logger.Info("sandbox running", slog.String("sandbox", sb.ID), slog.Duration("took", time.Since(now)))
+	return c.nextStop(&up), false, nil
+}
+
+// fail records a driver error: the sandbox is in error with the reason,
+// never half-running and reported as running.
+func (c *Controller) fail(ctx context.Context, sb *store.Sandbox, w *worker, cause error) (time.Time, bool, error) {
+	w.failedAt = sb.UpdatedAt
+	w.adopted = false
+	c.o.Driver.Stop(ctx, sb) // leave nothing half-started
+	_, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.Error = store.StateError, cause.Error() })
+	return time.Time{}, false, err
+}
+
+// stopDue says whether a running sandbox's auto-stop timer or hard
+// lifetime has run out, and which.
+func (c *Controller) stopDue(sb *store.Sandbox, now time.Time) (string, bool) {
+	if sb.TTLSecs > 0 && sb.AutoStopAt != nil && !now.Before(*sb.AutoStopAt) {
+		return "auto-stop", true
+	}
+	if sb.MaxLifetimeSecs > 0 && sb.StartedAt != nil && !now.Before(sb.StartedAt.Add(time.Duration(sb.MaxLifetimeSecs)*time.Second)) {
+		return "max-lifetime", true
+	}
+	return "", false
+}
+
+func (c *Controller) nextStop(sb *store.Sandbox) time.Time {
+	var next time.Time
+	if sb.TTLSecs > 0 && sb.AutoStopAt != nil {
+		next = *sb.AutoStopAt
+	}
+	if sb.MaxLifetimeSecs > 0 && sb.StartedAt != nil {
+		if t := sb.StartedAt.Add(time.Duration(sb.MaxLifetimeSecs) * time.Second); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// rest handles a sandbox that should be stopped.
+func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time) (time.Time, bool, error) {
+	switch sb.State {
+	case store.StateRunning, store.StateStarting, store.StateStopping:
+		if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State = store.StateStopping }); err != nil {
+			return time.Time{}, false, err
+		}
+		var warm *time.Time
+		var err error
+		if p, ok := c.o.Driver.(Pauser); ok {
+			err = p.Pause(ctx, sb)
+			t := c.now().Add(c.o.WarmWindow)
+			warm = &t
+		} else {
+			err = c.o.Driver.Stop(ctx, sb)
+		}
+		end := c.now()
+		if err != nil {
+			if _, werr := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.Error = store.StateError, err.Error() }); werr != nil {
+				return time.Time{}, false, werr
+			}
+			return time.Time{}, false, c.finishStop(ctx, sb, store.StopFailed, err.Error(), end)
+		}
+		up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
+			s.State, s.StoppedAt, s.WarmUntil, s.AutoStopAt = store.StateStopped, &end, warm, nil
+		})
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		if err := c.finishStop(ctx, sb, store.StopCompleted, "", end); err != nil {
+			return time.Time{}, false, err
+		}
+		return c.nextRest(&up), false, nil
+	case store.StateCreating, store.StateError:
+		// Never started, or broken: nothing runs; it is stopped.
+		c.o.Driver.Stop(ctx, sb)
+		up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.StoppedAt = store.StateStopped, &now })
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		return c.nextRest(&up), false, c.finishStop(ctx, sb, store.StopCompleted, "", now)
+	}
+	// Stopped.
+	if sb.PendingStopID != "" {
+		if err := c.finishStop(ctx, sb, store.StopCompleted, "", now); err != nil {
+			return time.Time{}, false, err
+		}
+	}
+	if sb.WarmUntil != nil && !now.Before(*sb.WarmUntil) {
+		if err := c.o.Driver.Stop(ctx, sb); err != nil {
+			return time.Time{}, false, fmt.Errorf("end warm window: %w", err)
+		}
+		up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.WarmUntil = nil })
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		*sb = up
+	}
+	if sb.DeleteAfterSecs > 0 && sb.StoppedAt != nil && !now.Before(sb.StoppedAt.Add(time.Duration(sb.DeleteAfterSecs)*time.Second)) {
+		err := c.o.Store.DeleteSandbox(ctx, sb.ID, now, &store.AuditEvent{AccountID: sb.AccountID, At: now, Action: "sandbox.delete", Target: sb.Name, Actor: "auto-delete"})
+		return time.Time{}, false, err
+	}
+	return c.nextRest(sb), false, nil
+}
+
+func (c *Controller) finishStop(ctx context.Context, sb *store.Sandbox, status, msg string, at time.Time) error {
+	if sb.PendingStopID == "" {
+		return nil
+	}
+	err := c.o.Store.FinishStop(ctx, sb.PendingStopID, status, msg, at)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // finished already
+	}
+	return err
+}
+
+func (c *Controller) nextRest(sb *store.Sandbox) time.Time {
+	var next time.Time
+	if sb.WarmUntil != nil {
+		next = *sb.WarmUntil
+	}
+	if sb.DeleteAfterSecs > 0 && sb.StoppedAt != nil {
+		if t := sb.StoppedAt.Add(time.Duration(sb.DeleteAfterSecs) * time.Second); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}

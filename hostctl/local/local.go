@@ -1,0 +1,228 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/hostctl"
+	"froog.tech/froog/store"
+)
+
+// Options configure the driver.
+type Options struct {
+	// Dir holds one folder per sandbox. Required.
+	Dir string
+	// ControlKey is the only key the sandboxes' SSH servers accept. Required.
+	ControlKey ssh.PublicKey
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Driver is the local driver.
+type Driver struct {
+	o     Options
+	mu    sync.Mutex
+	boxes map[string]*box
+}
+
+type box struct {
+	sshd   *sshd
+	ep     hostctl.Endpoint
+	paused bool
+}
+
+var (
+	_ hostctl.Driver = (*Driver)(nil)
+	_ hostctl.Pauser = (*Driver)(nil)
+)
+
+// New checks the options; it starts nothing.
+func New(o Options) (*Driver, error) {
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("local driver: a folder is required"))
+	}
+	if o.ControlKey == nil {
+		errs = append(errs, errors.New("local driver: the control plane's public key is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Driver{o: o, boxes: map[string]*box{}}, nil
+}
+
+func (d *Driver) dir(sb *store.Sandbox) string { return filepath.Join(d.o.Dir, sb.ID) }
+
+// Home is the folder that is the sandbox's home (~).
+func (d *Driver) Home(sb *store.Sandbox) string { return filepath.Join(d.dir(sb), "home") }
+
+func (d *Driver) Start(ctx context.Context, sb *store.Sandbox) (hostctl.Endpoint, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.boxes[sb.ID]
+	if b != nil && !b.paused {
+		return b.ep, nil
+	}
+	home := d.Home(sb)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return hostctl.Endpoint{}, fmt.Errorf("create sandbox folder: %w", err)
+	}
+	key, err := hostKey(filepath.Join(d.dir(sb), "ssh_host_ed25519_key"))
+	if err != nil {
+		return hostctl.Endpoint{}, err
+	}
+	if b != nil {
+		signalAll(sb.ID, syscall.SIGCONT) // warm resume: everything carries on
+	} else {
+		killAll(sb.ID) // a cold start: nothing is left of an earlier run
+	}
+	s := newSSHD(sb.ID, home, key, d.o.ControlKey, d.o.Logger)
+	addr, err := s.listen()
+	if err != nil {
+		return hostctl.Endpoint{}, err
+	}
+	ep := hostctl.Endpoint{Host: addr.IP.String(), Port: addr.Port, HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key.PublicKey())))}
+	d.boxes[sb.ID] = &box{sshd: s, ep: ep}
+	return ep, nil
+}
+
+func (d *Driver) Pause(ctx context.Context, sb *store.Sandbox) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b := d.boxes[sb.ID]
+	if b == nil {
+		return nil
+	}
+	if !b.paused {
+		b.sshd.close()
+		signalAll(sb.ID, syscall.SIGSTOP)
+		b.paused = true
+	}
+	return nil
+}
+
+func (d *Driver) Stop(ctx context.Context, sb *store.Sandbox) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopLocked(sb.ID)
+	return nil
+}
+
+func (d *Driver) stopLocked(id string) {
+	if b := d.boxes[id]; b != nil {
+		b.sshd.close()
+		delete(d.boxes, id)
+	}
+	killAll(id)
+}
+
+func (d *Driver) Delete(ctx context.Context, sb *store.Sandbox) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopLocked(sb.ID)
+	if err := os.RemoveAll(d.dir(sb)); err != nil {
+		return fmt.Errorf("remove sandbox folder: %w", err)
+	}
+	return nil
+}
+
+// Close ends every sandbox's SSH server and processes; their files stay.
+// hostctl starts them again when it comes back.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id := range d.boxes {
+		d.stopLocked(id)
+	}
+	return nil
+}
+
+// hostKey loads the sandbox's host key, creating it the first time.
+func hostKey(path string) (ssh.Signer, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		block, err := ssh.MarshalPrivateKey(priv, "")
+		if err != nil {
+			return nil, err
+		}
+		b = pem.EncodeToMemory(block)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return nil, fmt.Errorf("write host key: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("read host key: %w", err)
+	}
+	s, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("host key %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// pidsOf lists the processes tagged with the sandbox's id.
+func pidsOf(id string) []int {
+	want := []byte(tagVar + "=" + id + "\x00")
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		if bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// signalAll sends sig to every process of the sandbox, a few rounds so that
+// children forked meanwhile are caught too.
+func signalAll(id string, sig syscall.Signal) {
+	for range 3 {
+		for _, pid := range pidsOf(id) {
+			syscall.Kill(pid, sig)
+		}
+	}
+}
+
+// killAll kills every process of the sandbox and waits (bounded) until
+// none is left.
+func killAll(id string) {
+	for range 100 {
+		pids := pidsOf(id)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

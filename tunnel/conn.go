@@ -1,0 +1,178 @@
+package tunnel
+
+import (
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// deadline is a settable deadline: wait returns a channel closed once it
+// has passed (the pattern of net.Pipe).
+type deadline struct {
+	mu     sync.Mutex
+	timer  *time.Timer
+	cancel chan struct{}
+}
+
+func newDeadline() *deadline { return &deadline{cancel: make(chan struct{})} }
+
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil && !d.timer.Stop() {
+		<-d.cancel // the timer fired: wait for it to close cancel
+	}
+	d.timer = nil
+	closed := isClosed(d.cancel)
+	if t.IsZero() {
+		if closed {
+			d.cancel = make(chan struct{})
+		}
+		return
+	}
+	if dur := time.Until(t); dur > 0 {
+		if closed {
+			d.cancel = make(chan struct{})
+		}
+		ch := d.cancel
+		d.timer = time.AfterFunc(dur, func() { close(ch) })
+		return
+	}
+	if !closed {
+		close(d.cancel)
+	}
+}
+
+func (d *deadline) wait() chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cancel
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// deadlineConn gives a channel connection working deadlines: reads come
+// from a goroutine that drains the channel, writes run in a goroutine, and
+// each side waits on its deadline too.
+type deadlineConn struct {
+	net.Conn
+	onClose func()
+
+	readOnce sync.Once
+	chunks   chan []byte
+	readErr  error // set before chunks is closed
+	left     []byte
+	rd, wd   *deadline
+
+	writeMu   sync.Mutex // one write at a time, also past a timed-out one
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+func newDeadlineConn(c net.Conn, onClose func()) *deadlineConn {
+	return &deadlineConn{Conn: c, onClose: onClose, chunks: make(chan []byte, 4), rd: newDeadline(), wd: newDeadline(), closed: make(chan struct{})}
+}
+
+func (c *deadlineConn) reader() {
+	defer close(c.chunks)
+	for {
+		buf := make([]byte, 32<<10)
+		n, err := c.Conn.Read(buf)
+		if n > 0 {
+			select {
+			case c.chunks <- buf[:n]:
+			case <-c.closed:
+				return
+			}
+		}
+		if err != nil {
+			c.readErr = err
+			return
+		}
+	}
+}
+
+func (c *deadlineConn) Read(p []byte) (int, error) {
+	c.readOnce.Do(func() { go c.reader() })
+	if len(c.left) == 0 {
+		if isClosed(c.rd.wait()) {
+			return 0, os.ErrDeadlineExceeded
+		}
+		select {
+		case b, ok := <-c.chunks:
+			if !ok {
+				return 0, c.readErr
+			}
+			c.left = b
+		case <-c.rd.wait():
+			return 0, os.ErrDeadlineExceeded
+		case <-c.closed:
+			return 0, net.ErrClosed
+		}
+	}
+	n := copy(p, c.left)
+	c.left = c.left[n:]
+	return n, nil
+}
+
+func (c *deadlineConn) Write(p []byte) (int, error) {
+	if isClosed(c.wd.wait()) {
+		return 0, os.ErrDeadlineExceeded
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c.writeMu.Lock()
+		defer c.writeMu.Unlock()
+		n, err := c.Conn.Write(p)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-c.wd.wait():
+		return 0, os.ErrDeadlineExceeded
+	case <-c.closed:
+		return 0, net.ErrClosed
+	}
+}
+
+func (c *deadlineConn) SetDeadline(t time.Time) error {
+	c.rd.set(t)
+	c.wd.set(t)
+	return nil
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error  { c.rd.set(t); return nil }
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error { c.wd.set(t); return nil }
+
+func (c *deadlineConn) Close() error {
+	err := net.ErrClosed
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		err = c.Conn.Close()
+		if c.onClose != nil {
+			c.onClose()
+		}
+	})
+	return err
+}
+
+// CloseWrite half-closes the channel, when the underlying conn can.
+func (c *deadlineConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
