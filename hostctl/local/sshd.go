@@ -160,14 +160,22 @@ func (s *sshd) directTCPIP(nc ssh.NewChannel) {
 		c.Close()
 		return
 	}
-	go ssh.DiscardRequests(reqs)
+	go func() {
+		// reqs ends when the channel closes, from either side or with the
+		// connection: then the upstream goes too.
+		for r := range reqs {
+			if r.WantReply {
+				r.Reply(false, nil)
+			}
+		}
+		c.Close()
+	}()
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); io.Copy(c, ch); c.(*net.TCPConn).CloseWrite() }()
 	go func() { defer wg.Done(); io.Copy(ch, c); ch.CloseWrite() }()
 	wg.Wait()
 	ch.Close()
-	c.Close()
 }
 
 func isLoopback(host string) bool {

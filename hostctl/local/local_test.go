@@ -1,0 +1,302 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/hostctl"
+	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/store"
+)
+
+func newKey(t *testing.T) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type rig struct {
+	t       *testing.T
+	drv     *local.Driver
+	control ssh.Signer
+	sb      *store.Sandbox
+}
+
+func newRig(t *testing.T) *rig {
+	control := newKey(t)
+	drv, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: control.PublicKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drv.Close() })
+	return &rig{t: t, drv: drv, control: control, sb: &store.Sandbox{ID: store.NewID("sbx"), Name: "box"}}
+}
+
+func (r *rig) start() hostctl.Endpoint {
+	r.t.Helper()
+	ep, err := r.drv.Start(context.Background(), r.sb)
+	if err != nil {
+		r.t.Fatalf("Start: %v", err)
+	}
+	return ep
+}
+
+func (r *rig) dial(ep hostctl.Endpoint, signer ssh.Signer) (*ssh.Client, error) {
+	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(ep.HostKey))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return ssh.Dial("tcp", net.JoinHostPort(ep.Host, fmt.Sprint(ep.Port)), &ssh.ClientConfig{
+		User: "user", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: ssh.FixedHostKey(key), Timeout: 5 * time.Second,
+	})
+}
+
+func (r *rig) client(ep hostctl.Endpoint) *ssh.Client {
+	r.t.Helper()
+	c, err := r.dial(ep, r.control)
+	if err != nil {
+		r.t.Fatalf("dial: %v", err)
+	}
+	r.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// run runs a command and returns stdout, stderr and the exit status.
+func run(t *testing.T, c *ssh.Client, cmd string, env map[string]string, stdin string) (string, string, int) {
+	t.Helper()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for k, v := range env {
+		if err := s.Setenv(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr, s.Stdin = &out, &errb, strings.NewReader(stdin)
+	err = s.Run(cmd)
+	code := 0
+	if ee, ok := err.(*ssh.ExitError); ok {
+		code = ee.ExitStatus()
+	} else if err != nil {
+		t.Fatalf("run %q: %v", cmd, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestExec(t *testing.T) {
+	r := newRig(t)
+	c := r.client(r.start())
+	out, errs, code := run(t, c, `echo "hi $NAME"; pwd; cat; echo oops >&2; exit 7`, map[string]string{"NAME": "you"}, "from stdin\n")
+	home := r.drv.Home(r.sb)
+	if out != "hi you\n"+home+"\nfrom stdin\n" || errs != "oops\n" || code != 7 {
+		t.Fatalf("got %q, %q, %d", out, errs, code)
+	}
+	// A command killed by a signal reports 128+n, like a shell.
+	if _, _, code := run(t, c, `kill -9 $$`, nil, ""); code != 137 {
+		t.Fatalf("killed command: exit %d, want 137", code)
+	}
+}
+
+func TestOnlyTheControlKey(t *testing.T) {
+	r := newRig(t)
+	ep := r.start()
+	if _, err := r.dial(ep, newKey(t)); err == nil {
+		t.Fatal("a stranger's key was accepted")
+	}
+}
+
+// Closing the channel kills the command's whole process group.
+func TestClosingKillsProcessGroup(t *testing.T) {
+	r := newRig(t)
+	c := r.client(r.start())
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(`sleep 300 & echo $! > child.pid; sleep 300`); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(r.drv.Home(r.sb), "child.pid")
+	var pid int
+	waitFor(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		return err == nil && len(b) > 0 && sscan(string(b), &pid)
+	})
+	s.Close()
+	waitFor(t, func() bool { return !alive(pid) })
+}
+
+// Signals reach the process group.
+func TestSignal(t *testing.T) {
+	r := newRig(t)
+	c := r.client(r.start())
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Start(`trap 'echo got-term; exit 3' TERM; touch ready; while true; do sleep 0.05; done`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(r.drv.Home(r.sb), "ready")); return err == nil })
+	if err := s.Signal(ssh.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Wait()
+	if ee, ok := err.(*ssh.ExitError); !ok || ee.ExitStatus() != 3 {
+		t.Fatalf("after TERM: %v, want exit 3", err)
+	}
+}
+
+func TestDirectTCPIP(t *testing.T) {
+	r := newRig(t)
+	c := r.client(r.start())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "through") }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	conn, err := c.Dial("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatalf("dial loopback: %v", err)
+	}
+	fmt.Fprintf(conn, "GET / HTTP/1.0\r\n\r\n")
+	b, _ := io.ReadAll(conn)
+	conn.Close()
+	if !bytes.HasSuffix(b, []byte("through")) {
+		t.Fatalf("got %q", b)
+	}
+	for _, dest := range []string{"192.0.2.1:80", "10.0.0.1:22", "[2001:db8::1]:80", "example.com:80"} {
+		if c, err := c.Dial("tcp", dest); err == nil {
+			c.Close()
+			t.Errorf("%s: a non-loopback destination was allowed", dest)
+		} else if !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("%s: got %v, want a refusal naming loopback", dest, err)
+		}
+	}
+	// Nothing listening: a clear refusal.
+	if _, err := c.Dial("tcp", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "nothing listens") {
+		t.Fatalf("closed port: %v", err)
+	}
+}
+
+// Pause freezes every process and a start within the window resumes
+// them; Stop kills them; files survive both.
+func TestPauseResumeStop(t *testing.T) {
+	r := newRig(t)
+	c := r.client(r.start())
+	// A job that left its process group, as background jobs do.
+	run(t, c, `echo kept > file; setsid sh -c 'while true; do date +%s%N >> ticks; sleep 0.05; done' > /dev/null 2>&1 < /dev/null & echo $! > job.pid`, nil, "")
+	home := r.drv.Home(r.sb)
+	var pid int
+	waitFor(t, func() bool { b, _ := os.ReadFile(filepath.Join(home, "job.pid")); return sscan(string(b), &pid) })
+	if err := r.drv.Pause(context.Background(), r.sb); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return procState(pid) == "T" })
+	n := lines(t, filepath.Join(home, "ticks"))
+	time.Sleep(200 * time.Millisecond)
+	if m := lines(t, filepath.Join(home, "ticks")); m != n {
+		t.Fatalf("a paused job kept running: %d ticks, then %d", n, m)
+	}
+	c2 := r.client(r.start()) // warm resume
+	waitFor(t, func() bool { return lines(t, filepath.Join(home, "ticks")) > n })
+	if out, _, _ := run(t, c2, "cat file", nil, ""); out != "kept\n" {
+		t.Fatalf("file after resume: %q", out)
+	}
+	if err := r.drv.Stop(context.Background(), r.sb); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Fatal("the job survived Stop")
+	}
+	c3 := r.client(r.start()) // cold start
+	if out, _, _ := run(t, c3, "cat file", nil, ""); out != "kept\n" {
+		t.Fatalf("file after a cold start: %q", out)
+	}
+	if err := r.drv.Delete(context.Background(), r.sb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(home); !os.IsNotExist(err) {
+		t.Fatalf("home after Delete: %v", err)
+	}
+}
+
+// The host key is the sandbox's own and survives a restart of the driver.
+func TestHostKeyStays(t *testing.T) {
+	r := newRig(t)
+	first := r.start()
+	other := &store.Sandbox{ID: store.NewID("sbx")}
+	ep2, err := r.drv.Start(context.Background(), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep2.HostKey == first.HostKey {
+		t.Fatal("two sandboxes share a host key")
+	}
+	r.drv.Stop(context.Background(), r.sb)
+	if again := r.start(); again.HostKey != first.HostKey {
+		t.Fatal("the host key changed across a restart")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition never held")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func sscan(s string, pid *int) bool {
+	_, err := fmt.Sscan(s, pid)
+	return err == nil && *pid > 0
+}
+
+func alive(pid int) bool {
+	st := procState(pid)
+	return st != "" && st != "Z"
+}
+
+// procState is the state letter of /proc/PID/stat ("" when gone).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndex(s, ")")
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+func lines(t *testing.T, path string) int {
+	b, _ := os.ReadFile(path)
+	return bytes.Count(b, []byte("\n"))
+}
