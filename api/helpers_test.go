@@ -123,14 +123,14 @@ type response struct {
 	body   []byte
 }
 
-func (r response) json(t *testing.T, v any) {
+func (r response) json(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("decode %s: %v", r.body, err)
 	}
 }
 
-func (r response) code(t *testing.T) string {
+func (r response) code(t testing.TB) string {
 	t.Helper()
 	var b struct {
 		Error struct{ Code, Message, RequestID string } `json:"error"`
@@ -174,7 +174,7 @@ func (e *env) do(method, path, key string, body any, headers ...string) response
 }
 
 // want checks a status (and error code when code is not "").
-func (r response) want(t *testing.T, status int, code string) response {
+func (r response) want(t testing.TB, status int, code string) response {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("got status %d, want %d: %s", r.status, status, r.body)

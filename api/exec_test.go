@@ -1,0 +1,364 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/api"
+	"froog.tech/froog/hostctl"
+	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/tunnel"
+)
+
+// liveEnv is an API whose sandboxes really run: hostctl with the local
+// driver, and the tunnel.
+type liveEnv struct {
+	*env
+	tun *tunnel.Tunnel
+}
+
+func forEachLiveStore(t *testing.T, fn func(t *testing.T, e *liveEnv)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			st := b.open(t)
+			_, priv, _ := ed25519.GenerateKey(rand.Reader)
+			signer, _ := ssh.NewSignerFromKey(priv)
+			drv, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: "test", Rescan: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() { defer wg.Done(); ctl.Run(ctx) }()
+			go func() { defer wg.Done(); tun.Watch(ctx, st) }()
+			t.Cleanup(func() { cancel(); wg.Wait(); tun.Close(); drv.Close() })
+			fn(t, &liveEnv{env: newEnv(t, st, api.Options{Sessions: tun}), tun: tun})
+		})
+	}
+}
+
+// running creates a sandbox and waits until it runs.
+func (e *liveEnv) running(name string) string {
+	e.t.Helper()
+	e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": name}).want(e.t, 202, "")
+	return e.waitState(name, "running")
+}
+
+func (e *liveEnv) waitState(name, state string) string {
+	e.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var sb struct{ ID, State string }
+		e.do("GET", "/v1/sandboxes/"+name, e.admin, nil).json(e.t, &sb)
+		if sb.State == state {
+			return sb.ID
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s never reached %s (it is %s)", name, state, sb.State)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type execJSON struct {
+	ExitCode  int    `json:"exit_code"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	TimedOut  bool   `json:"timed_out"`
+	CommandID string `json:"command_id"`
+}
+
+func (e *liveEnv) exec(name string, req map[string]any) execJSON {
+	e.t.Helper()
+	var out execJSON
+	e.do("POST", "/v1/sandboxes/"+name+"/exec", e.admin, req).want(e.t, 200, "").json(e.t, &out)
+	return out
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestExec(t *testing.T) {
+	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
+		e.running("box")
+		if r := e.exec("box", map[string]any{"command": "echo hi"}); r.Stdout != "hi\n" || r.ExitCode != 0 || !strings.HasPrefix(r.CommandID, "cmd_") {
+			t.Fatalf("echo hi: %+v", r)
+		}
+		e.exec("box", map[string]any{"command": "mkdir sub"})
+		r := e.exec("box", map[string]any{"command": `echo "$A-$B"; pwd; cat; echo e >&2; exit 5`, "env": map[string]string{"A": "x y", "B": "it's"},
+			"cwd": "sub", "stdin": "in\n"})
+		if !strings.HasPrefix(r.Stdout, "x y-it's\n") || !strings.HasSuffix(r.Stdout, "/home/sub\nin\n") || r.Stderr != "e\n" || r.ExitCode != 5 {
+			t.Fatalf("env, cwd, stdin: %+v", r)
+		}
+		bin := []byte{0, 1, 2, 255, '\n'}
+		if r := e.exec("box", map[string]any{"command": "od -An -tx1", "stdin_b64": base64.StdEncoding.EncodeToString(bin)}); strings.TrimSpace(r.Stdout) != "00 01 02 ff 0a" {
+			t.Fatalf("stdin_b64: %q", r.Stdout)
+		}
+		if r := e.exec("box", map[string]any{"command": "head -c 3000000 /dev/zero | tr '\\0' a"}); len(r.Stdout) != 1<<20 {
+			t.Fatalf("output cap: %d bytes, want 1 MiB", len(r.Stdout))
+		}
+		start := time.Now()
+		r = e.exec("box", map[string]any{"command": "echo $$ > slow.pid; sleep 30", "timeout_secs": 1})
+		if !r.TimedOut || r.ExitCode != 124 || time.Since(start) > 10*time.Second {
+			t.Fatalf("timeout: %+v after %v", r, time.Since(start))
+		}
+		pid := strings.TrimSpace(e.exec("box", map[string]any{"command": "cat slow.pid"}).Stdout)
+		waitGone(t, pid)
+
+		e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": "cat", "stdin": strings.Repeat("x", 1<<20+1)}).want(t, 413, "stdin_too_large")
+		e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": "cat", "stdin": "a", "stdin_b64": "YQ=="}).want(t, 400, "invalid_value")
+		e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": "true", "timeout_secs": 3601}).want(t, 400, "invalid_value")
+		e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": "true", "timeout_secs": 0}).want(t, 400, "invalid_value")
+		e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": ""}).want(t, 400, "invalid_value")
+		e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"cmd": "ls"}).want(t, 400, "unknown_field")
+		e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": "true", "stdin_b64": "%%%"}).want(t, 400, "invalid_value")
+		e.do("POST", "/v1/sandboxes/box/exec", e.key("ro", "sandbox.read"), map[string]any{"command": "true"}).want(t, 403, "api_key_action_forbidden")
+
+		e.do("POST", "/v1/sandboxes/box/stop", e.admin, nil).want(t, 202, "")
+		e.waitState("box", "stopped")
+		e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": "true"}).want(t, 409, "conflict")
+		e.do("POST", "/v1/sandboxes/box/wait", e.admin, map[string]any{"port": 80}).want(t, 409, "conflict")
+	})
+}
+
+func waitGone(t *testing.T, pid string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		b, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %s is still alive", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stream opens a streamed exec and returns its lines as they come.
+func (e *liveEnv) stream(name, command string) (*http.Response, *bufio.Scanner) {
+	e.t.Helper()
+	body, _ := json.Marshal(map[string]any{"command": command})
+	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/sandboxes/"+name+"/exec", strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+e.admin)
+	req.Header.Set("Accept", "application/x-ndjson")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "application/x-ndjson" {
+		e.t.Fatalf("stream: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	return res, bufio.NewScanner(res.Body)
+}
+
+func nextLine(t *testing.T, sc *bufio.Scanner) map[string]any {
+	t.Helper()
+	if !sc.Scan() {
+		t.Fatalf("stream ended: %v", sc.Err())
+	}
+	var m map[string]any
+	if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+		t.Fatalf("line %q: %v", sc.Text(), err)
+	}
+	return m
+}
+
+func TestExecStream(t *testing.T) {
+	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
+		id := e.running("box")
+		res, sc := e.stream("box", `echo one; sleep 0.2; printf 'caf\303'; sleep 0.1; printf '\251\n'; echo err >&2; exit 3`)
+		if m := nextLine(t, sc); m["type"] != "started" || !strings.HasPrefix(m["command_id"].(string), "cmd_") {
+			t.Fatalf("first line %v", m)
+		}
+		var out, errs strings.Builder
+		var exit map[string]any
+		for exit == nil {
+			m := nextLine(t, sc)
+			switch m["type"] {
+			case "stdout":
+				out.WriteString(m["data"].(string))
+			case "stderr":
+				errs.WriteString(m["data"].(string))
+			case "exit":
+				exit = m
+			default:
+				t.Fatalf("unexpected line %v", m)
+			}
+		}
+		res.Body.Close()
+		if out.String() != "one\ncafé\n" || errs.String() != "err\n" || exit["exit_code"] != 3.0 || exit["timed_out"] != false {
+			t.Fatalf("stream: %q %q %v", out.String(), errs.String(), exit)
+		}
+
+		// Hanging up kills the command.
+		res, sc = e.stream("box", `echo $$; sleep 60`)
+		nextLine(t, sc)
+		pid := strings.TrimSpace(nextLine(t, sc)["data"].(string))
+		res.Body.Close()
+		waitGone(t, pid)
+
+		// At most 8 at once.
+		var open []*http.Response
+		for i := 0; i < 8; i++ {
+			res, sc := e.stream("box", "sleep 60")
+			nextLine(t, sc)
+			open = append(open, res)
+		}
+		e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": "true"}).want(t, 429, "limit_reached")
+		for _, r := range open {
+			r.Body.Close()
+		}
+		// The slots come back as the hung-up commands are killed.
+		for deadline := time.Now().Add(10 * time.Second); e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": "true"}).status != 200; {
+			if time.Now().After(deadline) {
+				t.Fatal("command slots never came back")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+
+		// The connection breaks under a running stream: a clear error, and
+		// the next exec redials and works.
+		deadline := time.Now().Add(10 * time.Second)
+		var lost map[string]any
+		for lost == nil {
+			res, sc = e.stream("box", "echo up; sleep 60")
+			nextLine(t, sc)
+			if m := nextLine(t, sc); m["type"] == "stdout" {
+				e.tun.Drop(id)
+				lost = nextLine(t, sc)
+			}
+			res.Body.Close()
+			if time.Now().After(deadline) {
+				t.Fatal("no stream started")
+			}
+		}
+		if lost["type"] != "error" || lost["code"] != "sandbox_connection_lost" {
+			t.Fatalf("after the cut: %v", lost)
+		}
+		if r := e.exec("box", map[string]any{"command": "echo back"}); r.Stdout != "back\n" {
+			t.Fatalf("exec after the cut: %+v", r)
+		}
+	})
+}
+
+type jobJSON struct {
+	ID         string `json:"id"`
+	State      string `json:"state"`
+	ExitCode   *int   `json:"exit_code"`
+	Output     string `json:"output"`
+	NextOffset int64  `json:"next_offset"`
+	Done       bool   `json:"done"`
+}
+
+func (e *liveEnv) job(name, id string, offset int64) jobJSON {
+	e.t.Helper()
+	var j jobJSON
+	e.do("GET", fmt.Sprintf("/v1/sandboxes/%s/jobs/%s?offset=%d", name, id, offset), e.admin, nil).want(e.t, 200, "").json(e.t, &j)
+	return j
+}
+
+func TestJobsAndWait(t *testing.T) {
+	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
+		e.running("box")
+		var j jobJSON
+		e.do("POST", "/v1/sandboxes/box/jobs", e.admin, map[string]any{"command": "cat; echo second; exit 4", "stdin": "first\n"}).want(t, 201, "").json(t, &j)
+		if !strings.HasPrefix(j.ID, "job_") || j.State != "running" {
+			t.Fatalf("job: %+v", j)
+		}
+		var got jobJSON
+		for deadline := time.Now().Add(10 * time.Second); !got.Done; {
+			got = e.job("box", j.ID, 0)
+			if time.Now().After(deadline) {
+				t.Fatalf("job never ended: %+v", got)
+			}
+		}
+		if got.State != "exited" || got.ExitCode == nil || *got.ExitCode != 4 || got.Output != "first\nsecond\n" || got.NextOffset != 13 {
+			t.Fatalf("ended job: %+v", got)
+		}
+		if part := e.job("box", j.ID, 6); part.Output != "second\n" || part.NextOffset != 13 {
+			t.Fatalf("from offset 6: %+v", part)
+		}
+		if past := e.job("box", j.ID, 100); past.Output != "" || past.NextOffset != 13 {
+			t.Fatalf("past the end: %+v", past)
+		}
+
+		// A server in the background, and wait for its port.
+		port := freePort(t)
+		var srv jobJSON
+		e.do("POST", "/v1/sandboxes/box/jobs", e.admin, map[string]any{"command": fmt.Sprintf("python3 -m http.server %d --bind 127.0.0.1", port)}).want(t, 201, "").json(t, &srv)
+		var w struct {
+			Port     int   `json:"port"`
+			Ready    bool  `json:"ready"`
+			WaitedMs int64 `json:"waited_ms"`
+		}
+		e.do("POST", "/v1/sandboxes/box/wait", e.admin, map[string]any{"port": port, "timeout_secs": 20}).want(t, 200, "").json(t, &w)
+		if !w.Ready || w.Port != port {
+			t.Fatalf("wait: %+v", w)
+		}
+		closed := freePort(t)
+		e.do("POST", "/v1/sandboxes/box/wait", e.admin, map[string]any{"port": closed, "timeout_secs": 1}).want(t, 200, "").json(t, &w)
+		if w.Ready || w.WaitedMs < 700 {
+			t.Fatalf("wait on a closed port: %+v", w)
+		}
+		e.do("POST", "/v1/sandboxes/box/wait", e.admin, map[string]any{"port": 0}).want(t, 400, "invalid_value")
+		e.do("POST", "/v1/sandboxes/box/wait", e.admin, map[string]any{"port": 80, "timeout_secs": 601}).want(t, 400, "invalid_value")
+
+		var list []jobJSON
+		e.do("GET", "/v1/sandboxes/box/jobs", e.admin, nil).want(t, 200, "").json(t, &list)
+		if len(list) != 2 {
+			t.Fatalf("jobs: %+v", list)
+		}
+
+		// A job survives a stop and warm start, still running.
+		e.do("POST", "/v1/sandboxes/box/stop", e.admin, nil).want(t, 202, "")
+		e.waitState("box", "stopped")
+		e.do("POST", "/v1/sandboxes/box/start", e.admin, nil).want(t, 202, "")
+		e.waitState("box", "running")
+		if s := e.job("box", srv.ID, 0); s.State != "running" {
+			t.Fatalf("job after a warm start: %+v", s)
+		}
+		var stopped jobJSON
+		e.do("POST", "/v1/sandboxes/box/jobs/"+srv.ID+"/stop", e.admin, nil).want(t, 200, "").json(t, &stopped)
+		if stopped.State != "killed" {
+			t.Fatalf("stopped job: %+v", stopped)
+		}
+		e.do("POST", "/v1/sandboxes/box/wait", e.admin, map[string]any{"port": port, "timeout_secs": 1}).want(t, 200, "").json(t, &w)
+		if w.Ready {
+			t.Fatal("the port still listens after the job was stopped")
+		}
+		e.do("GET", "/v1/sandboxes/box/jobs/job_0000000000000000", e.admin, nil).want(t, 404, "not_found")
+		e.do("GET", "/v1/sandboxes/box/jobs/nope", e.admin, nil).want(t, 404, "not_found")
+		e.do("GET", "/v1/sandboxes/box/jobs/"+srv.ID+"?offset=-1", e.admin, nil).want(t, 400, "invalid_query")
+	})
+}
