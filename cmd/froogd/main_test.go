@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -277,4 +278,104 @@ func writeControlKey(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// The hostctl issue's walkthrough against the real binary, with both
+// stores: a sandbox runs, runs commands and a server, stops and starts
+// keeping its files, and its 60 s auto-stop stops it on time.
+func TestSandboxesRun(t *testing.T) {
+	t.Run("embedded", func(t *testing.T) {
+		t.Parallel()
+		data := t.TempDir()
+		_, m := start(t, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0")
+		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
+		sandboxWalkthrough(t, client{t: t, base: m[1], key: strings.TrimSpace(string(key))})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		db := pg.TestSchema(t).URLWithSchema()
+		run := func(args ...string) string {
+			out, err := exec.Command(froogd, args...).Output()
+			if err != nil {
+				t.Fatalf("froogd %v: %v", args[:2], err)
+			}
+			return strings.TrimSpace(string(out))
+		}
+		run("migrate", "--database-url", db)
+		acct := run("admin", "create-account", "--database-url", db, "--name", "acme")
+		key := run("admin", "api-key", "create", "--database-url", db, "--account", acct, "--preset", "admin")
+		ctlKey := writeControlKey(t)
+		secret := filepath.Join(t.TempDir(), "secret.key")
+		os.WriteFile(secret, bytes.Repeat([]byte{9}, 32), 0o600)
+		start(t, regexp.MustCompile(`hostctl h1 running`), "hostctl", "--database-url", db, "--host-name", "h1",
+			"--data", t.TempDir(), "--control-key-file", ctlKey)
+		_, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
+			"--domain", "froogusercontent.test", "--secret-key-file", secret, "--control-key-file", ctlKey)
+		sandboxWalkthrough(t, client{t: t, base: m[1], key: key})
+	})
+}
+
+func sandboxWalkthrough(t *testing.T, c client) {
+	state := func() string {
+		var sb struct{ State string }
+		c.call("GET", "/v1/sandboxes/e2e", "", 200, &sb)
+		return sb.State
+	}
+	waitState := func(want string, within time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for state() != want {
+			if time.Since(start) > within {
+				t.Fatalf("not %s after %v (it is %s)", want, within, state())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	c.call("POST", "/v1/sandboxes", `{"name": "e2e", "ttl_secs": 60}`, 202, nil)
+	t.Logf("created to running in %v", waitState("running", 5*time.Second))
+
+	var r struct {
+		ExitCode int `json:"exit_code"`
+		Stdout   string
+	}
+	c.call("POST", "/v1/sandboxes/e2e/exec", `{"command": "echo hi"}`, 200, &r)
+	if r.Stdout != "hi\n" || r.ExitCode != 0 {
+		t.Fatalf("echo hi: %+v", r)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0") // a free port for the server
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	c.call("POST", "/v1/sandboxes/e2e/jobs", fmt.Sprintf(`{"command": "python3 -m http.server %d --bind 127.0.0.1"}`, port), 201, nil)
+	var w struct{ Ready bool }
+	c.call("POST", "/v1/sandboxes/e2e/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, &w)
+	if !w.Ready {
+		t.Fatal("the server's port never listened")
+	}
+
+	c.call("POST", "/v1/sandboxes/e2e/exec", `{"command": "echo kept > notes.txt"}`, 200, nil)
+	c.call("POST", "/v1/sandboxes/e2e/stop", "", 202, nil)
+	waitState("stopped", 10*time.Second)
+	c.call("POST", "/v1/sandboxes/e2e/start", "", 202, nil)
+	waitState("running", 10*time.Second)
+	started := time.Now()
+	c.call("POST", "/v1/sandboxes/e2e/exec", `{"command": "cat notes.txt"}`, 200, &r)
+	if r.Stdout != "kept\n" {
+		t.Fatalf("file after stop and start: %q", r.Stdout)
+	}
+
+	// The 60 s auto-stop counts from that start.
+	time.Sleep(time.Until(started.Add(55 * time.Second)))
+	if s := state(); s != "running" {
+		t.Fatalf("stopped early: %s at %v", s, time.Since(started))
+	}
+	took := waitState("stopped", 20*time.Second) + 55*time.Second
+	t.Logf("auto-stop of 60 s stopped it %v after the start", took)
+	var audit struct {
+		Events []struct{ Action, Actor string } `json:"events"`
+	}
+	c.call("GET", "/v1/audit", "", 200, &audit)
+	if len(audit.Events) == 0 || audit.Events[0].Action != "sandbox.stop" || audit.Events[0].Actor != "auto-stop" {
+		t.Fatalf("newest audit event: %+v", audit.Events[:1])
+	}
 }
