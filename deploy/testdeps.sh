@@ -1,12 +1,41 @@
 #!/usr/bin/env bash
 # Installs and starts what froog's test suite needs, when it is missing:
 # PostgreSQL, listening on 127.0.0.1:5432 with trust auth for the postgres
-# user (the default FROOG_TEST_DATABASE_URL). On Debian or Ubuntu as root it
-# uses apt-get; elsewhere it says what to install and exits non-zero.
+# user (the default FROOG_TEST_DATABASE_URL); OpenSSH's client and server
+# (the tunnel's tests and benchmarks run against them); python3 (the
+# sandboxes' test server). On Debian or Ubuntu as root it uses apt-get;
+# elsewhere it says what to install and exits non-zero.
 # Safe to run again: it does nothing when everything is there.
 set -euo pipefail
 
 say() { echo "testdeps: $*" >&2; }
+
+can_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+
+apt_updated=
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  if [ -z "$apt_updated" ]; then
+    apt-get update -qq
+    apt_updated=1
+  fi
+  say "installing $* with apt-get"
+  apt-get install -y -qq "$@" >/dev/null
+}
+
+# Packages: a command (or file) that shows each is there.
+missing=()
+command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+if [ ${#missing[@]} -gt 0 ]; then
+  if can_apt; then
+    apt_install "${missing[@]}"
+  else
+    say "the tests need: ${missing[*]}; install them with your package manager"
+    exit 1
+  fi
+fi
 
 db_url=${FROOG_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 
@@ -23,17 +52,14 @@ if [ -n "${FROOG_TEST_DATABASE_URL:-}" ]; then
   exit 1
 fi
 
-if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+if ! can_apt; then
   say "the tests need PostgreSQL (13 or newer) on 127.0.0.1:5432 with trust auth for user postgres,"
   say "or FROOG_TEST_DATABASE_URL pointing at one. Install it with your package manager and start it."
   exit 1
 fi
 
-export DEBIAN_FRONTEND=noninteractive
 if ! command -v pg_ctlcluster >/dev/null 2>&1 || ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
-  say "installing PostgreSQL with apt-get"
-  apt-get update -qq
-  apt-get install -y -qq postgresql postgresql-client >/dev/null
+  apt_install postgresql postgresql-client
 fi
 
 version=$(ls /usr/lib/postgresql | sort -V | tail -n 1)
