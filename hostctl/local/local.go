@@ -63,6 +63,13 @@ func New(o Options) (*Driver, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	// Commands find their home through $HOME, which must not depend on
+	// the directory they run in.
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("local driver: %w", err)
+	}
+	o.Dir = dir
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -45,7 +45,14 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	control := newKey(t)
-	drv, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: control.PublicKey()})
+	// A relative folder, as `make run` gives (./.froog): homes must still
+	// be absolute.
+	wd, _ := os.Getwd()
+	rel, err := filepath.Rel(wd, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := local.New(local.Options{Dir: rel, ControlKey: control.PublicKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +121,9 @@ func TestExec(t *testing.T) {
 	home := r.drv.Home(r.sb)
 	if out != "hi you\n"+home+"\nfrom stdin\n" || errs != "oops\n" || code != 7 {
 		t.Fatalf("got %q, %q, %d", out, errs, code)
+	}
+	if out, _, code := run(t, c, `cd && pwd`, nil, ""); out != home+"\n" || code != 0 {
+		t.Fatalf("cd to $HOME: %q, exit %d", out, code)
 	}
 	// A command killed by a signal reports 128+n, like a shell.
 	if _, _, code := run(t, c, `kill -9 $$`, nil, ""); code != 137 {
