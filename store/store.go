@@ -79,6 +79,11 @@ type Store interface {
 	// PurgeSandbox removes a deleted sandbox for good, once its VM is gone.
 	PurgeSandbox(ctx context.Context, id string) error
 
+	// AllURLs and AllURLTokens load every URL and every live URL token at
+	// now: the edge's route table, kept current from the feed afterwards.
+	AllURLs(ctx context.Context) ([]URL, error)
+	AllURLTokens(ctx context.Context, now time.Time) ([]URLToken, error)
+
 	// PutURL creates or changes the URL for (sandboxID, port): fn gets the
 	// current one (nil when new) and returns what to store. A new host
 	// name counts against the account's names per day (LimitError), a

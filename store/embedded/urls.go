@@ -355,3 +355,25 @@ func (s *Store) ChangesAfter(ctx context.Context, after int64, limit int) ([]sto
 	end := min(i+limit, len(s.changes))
 	return append([]store.Change(nil), s.changes[i:end]...), nil
 }
+
+func (s *Store) AllURLs(ctx context.Context) ([]store.URL, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]store.URL, 0, len(s.urls))
+	for _, u := range s.urls {
+		out = append(out, *clone(u))
+	}
+	return out, nil
+}
+
+func (s *Store) AllURLTokens(ctx context.Context, now time.Time) ([]store.URLToken, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.URLToken
+	for _, t := range s.tokens {
+		if t.Live(now) {
+			out = append(out, *clone(t))
+		}
+	}
+	return out, nil
+}

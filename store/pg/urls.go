@@ -371,3 +371,15 @@ func (s *Store) ReleaseLease(ctx context.Context, name, owner string) error {
 	}
 	return nil
 }
+
+func (s *Store) AllURLs(ctx context.Context) ([]store.URL, error) {
+	return docs[store.URL](ctx, s.pool, "urls", `SELECT doc FROM urls`)
+}
+
+func (s *Store) AllURLTokens(ctx context.Context, now time.Time) ([]store.URLToken, error) {
+	all, err := docs[store.URLToken](ctx, s.pool, "url tokens", `SELECT doc FROM url_tokens`)
+	if err != nil {
+		return nil, err
+	}
+	return store.LiveTokens(all, now), nil
+}

@@ -401,6 +401,15 @@ func testURLs(t *testing.T, o func() Backend) {
 	if err != nil {
 		t.Fatalf("CreateURLToken: %v", err)
 	}
+	if all, err := s.AllURLs(ctx); err != nil || len(all) != 2 {
+		t.Fatalf("AllURLs: %d, %v; want 2", len(all), err)
+	}
+	if all, err := s.AllURLTokens(ctx, now); err != nil || len(all) != 1 || all[0].ID != tok.ID {
+		t.Fatalf("AllURLTokens: %+v, %v", all, err)
+	}
+	if all, _ := s.AllURLTokens(ctx, now.Add(2*time.Hour)); len(all) != 0 {
+		t.Fatalf("AllURLTokens lists an expired token: %+v", all)
+	}
 	// Making it public deletes its viewer tokens.
 	if _, err := putURL(s, sb.ID, 3000, "acme-demo", true, now); err != nil {
 		t.Fatalf("PutURL public: %v", err)
@@ -410,7 +419,6 @@ func testURLs(t *testing.T, o func() Backend) {
 	}
 	_, err = s.CreateURLToken(ctx, store.URLToken{URLID: u.ID, Hash: "v2", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}, nil)
 	wantErr(t, "CreateURLToken(public)", err, store.ErrURLPublic)
-	_ = tok
 	list, err := s.URLs(ctx, sb.ID)
 	if err != nil || len(list) != 1 || !list[0].Public {
 		t.Fatalf("URLs: got %+v, %v", list, err)
