@@ -1,7 +1,9 @@
-// Package certs will give the edge its certificates through
-// tls.Config.GetCertificate: on-demand issuance guarded by a decision
-// function, storage in the store (store.CertStorage) shared by every edge,
-// and a local CA for development.
+// Package certs gives the edge its certificates through
+// tls.Config.GetCertificate.
 //
-// Not built yet (its own issue).
+// Today it has the local CA that `froogd dev` uses: a root created once in
+// the data folder (ca.pem, for curl --cacert and browsers), and a leaf
+// issued on first use for each name under the allowed domains, cached in
+// memory. On-demand ACME issuance with certmagic, storage in the store and
+// wildcard certificates are the certificates issue's.
 package certs

@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"froog.tech/froog/api"
+	"froog.tech/froog/certs"
+	"froog.tech/froog/edge"
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/store"
@@ -98,15 +100,34 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	ca, err := certs.OpenLocalCA(c.Data, c.Domain)
+	if err != nil {
+		return err
+	}
+	edgeSrv, err := edge.New(edge.Options{Store: st, Dialer: tun, Domain: c.Domain, GetCertificate: ca.GetCertificate, HTTPSPort: port, Logger: log})
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", c.APIAddr)
 	if err != nil {
 		return fmt.Errorf("listen for the API: %w", err)
 	}
-	fmt.Fprintf(stdout, "froog dev is running.\n  API:     http://%s/v1\n  API key: %s (also in %s)\n",
-		ln.Addr(), key, filepath.Join(c.Data, "api-key"))
+	edgeLn, err := net.Listen("tcp", c.EdgeAddr)
+	if err != nil {
+		return fmt.Errorf("listen for the edge: %w", err)
+	}
+	httpLn, err := net.Listen("tcp", c.EdgeHTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen for the edge's HTTP: %w", err)
+	}
+	fmt.Fprintf(stdout, "froog dev is running.\n  API:     http://%s/v1\n  API key: %s (also in %s)\n  Edge:    https://%s (HTTP %s), certificates from %s\n",
+		ln.Addr(), key, filepath.Join(c.Data, "api-key"), edgeLn.Addr(), httpLn.Addr(), filepath.Join(c.Data, "ca.pem"))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctl.Run(gctx) })
 	g.Go(func() error { return tun.Watch(gctx, st) })
+	g.Go(func() error { edgeSrv.Run(gctx); return nil })
+	g.Go(func() error { return edgeSrv.ServeTLS(gctx, edgeLn) })
+	g.Go(func() error { return edgeSrv.ServeRedirect(gctx, httpLn) })
 	g.Go(func() error { return serveHTTP(gctx, ln, srv) })
 	return g.Wait()
 }

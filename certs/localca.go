@@ -1,0 +1,162 @@
+package certs
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// LocalCA issues certificates for development from a root kept in a
+// folder. It is safe for concurrent use.
+type LocalCA struct {
+	domains []string
+	key     *ecdsa.PrivateKey
+	cert    *x509.Certificate
+	certDER []byte
+
+	mu     sync.Mutex
+	leaves map[string]*tls.Certificate
+}
+
+// OpenLocalCA loads the root in dir (ca.pem, ca-key.pem), creating it the
+// first time, and issues leaves only for names under domains (the domain
+// itself and one or more labels below it).
+func OpenLocalCA(dir string, domains ...string) (*LocalCA, error) {
+	certPath, keyPath := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem")
+	ca := &LocalCA{leaves: map[string]*tls.Certificate{}}
+	for _, d := range domains {
+		ca.domains = append(ca.domains, strings.ToLower(strings.TrimSuffix(d, ".")))
+	}
+	certPEM, err := os.ReadFile(certPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return ca, ca.create(dir, certPath, keyPath)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read local CA: %w", err)
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("read local CA key: %w", err)
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, fmt.Errorf("local CA in %s: not PEM", dir)
+	}
+	if ca.cert, err = x509.ParseCertificate(cb.Bytes); err != nil {
+		return nil, fmt.Errorf("local CA certificate: %w", err)
+	}
+	if ca.key, err = x509.ParseECPrivateKey(kb.Bytes); err != nil {
+		return nil, fmt.Errorf("local CA key: %w", err)
+	}
+	ca.certDER = cb.Bytes
+	return ca, nil
+}
+
+func (ca *LocalCA) create(dir, certPath, keyPath string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "froog dev local CA", Organization: []string{"froog (development only)"}},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().AddDate(10, 0, 0),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return fmt.Errorf("create local CA: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return fmt.Errorf("write local CA key: %w", err)
+	}
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return fmt.Errorf("write local CA: %w", err)
+	}
+	ca.key, ca.certDER = key, der
+	ca.cert, err = x509.ParseCertificate(der)
+	return err
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
+	return n
+}
+
+// allowed reports whether name is one of the CA's domains or below one.
+func (ca *LocalCA) allowed(name string) bool {
+	for _, d := range ca.domains {
+		if name == d || strings.HasSuffix(name, "."+d) {
+			return true
+		}
+	}
+	return false
+}
+
+// GetCertificate serves tls.Config.GetCertificate.
+func (ca *LocalCA) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
+	if name == "" || !ca.allowed(name) {
+		return nil, fmt.Errorf("no certificate for %q", hello.ServerName)
+	}
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	if c, ok := ca.leaves[name]; ok && time.Until(c.Leaf.NotAfter) > 24*time.Hour {
+		return c, nil
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     []string{name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().AddDate(0, 0, 90),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, fmt.Errorf("issue a certificate for %s: %w", name, err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	c := &tls.Certificate{Certificate: [][]byte{der, ca.certDER}, PrivateKey: key, Leaf: leaf}
+	ca.leaves[name] = c
+	return c, nil
+}
+
+// Pool is a cert pool holding the root, for clients in tests.
+func (ca *LocalCA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}

@@ -1,0 +1,75 @@
+package edge
+
+// parseHost returns the single label of host under domain: host is
+// matched case-insensitively, its port ignored, and exactly one label must
+// stand before the domain. label is "" when host is not one of ours. It
+// does not allocate when host is already lowercase.
+func parseHost(host, domain string) (label string) {
+	// Strip a port (and the brackets of an IPv6 literal, which is never ours).
+	if i := lastColon(host); i >= 0 {
+		host = host[:i]
+	}
+	if n := len(host); n > 0 && host[n-1] == '.' {
+		host = host[:n-1]
+	}
+	if len(host) <= len(domain)+1 || host[len(host)-len(domain)-1] != '.' || !equalFold(host[len(host)-len(domain):], domain) {
+		return ""
+	}
+	label = host[:len(host)-len(domain)-1]
+	for i := 0; i < len(label); i++ {
+		c := label[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
+		case c >= 'A' && c <= 'Z':
+			return lower(label)
+		default:
+			return "" // a dot (two labels), or a byte no host name has
+		}
+	}
+	return label
+}
+
+// lastColon finds the colon of a port, outside an IPv6 literal.
+func lastColon(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		switch s[i] {
+		case ':':
+			return i
+		case ']':
+			return -1
+		}
+	}
+	return -1
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// lower lowercases a label of letters, digits and hyphens, rejecting
+// anything else.
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case c >= 'A' && c <= 'Z':
+			b[i] = c + 'a' - 'A'
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
+		default:
+			return ""
+		}
+	}
+	return string(b)
+}
