@@ -1,0 +1,439 @@
+package edge_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/certs"
+	"froog.tech/froog/edge"
+	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/store"
+	"froog.tech/froog/store/embedded"
+	"froog.tech/froog/store/pg"
+	"froog.tech/froog/tunnel"
+)
+
+var ctx = context.Background()
+
+const domain = "froog.test"
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.b.Write(p) }
+func (b *syncBuffer) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+// rig: a running sandbox of the local driver, an edge in front of it, and
+// a client that reaches the edge for any name under the domain.
+type rig struct {
+	t      *testing.T
+	st     store.Store
+	sb     store.Sandbox
+	addr   string // the edge's HTTPS listener
+	http   string // its HTTP listener
+	ca     *certs.LocalCA
+	logs   *syncBuffer
+	tun    *tunnel.Tunnel
+	driver *local.Driver
+}
+
+func newRig(t *testing.T, st store.Store) *rig {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	drv, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drv.Close() })
+	a, err := st.CreateAccount(ctx, store.Account{MaxSandboxes: 10, URLNamesPerDay: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: a.ID, Name: "box", DesiredState: store.StateRunning, State: store.StateCreating, CreatedAt: time.Now()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := drv.Start(ctx, &sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err = st.UpdateSandbox(ctx, sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error {
+		s.State, s.SSHHost, s.SSHPort, s.SSHHostKey = store.StateRunning, ep.Host, ep.Port, ep.HostKey
+		return nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tun.Close() })
+	ca, err := certs.OpenLocalCA(t.TempDir(), domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, st: st, sb: sb, ca: ca, logs: &syncBuffer{}, tun: tun, driver: drv}
+	r.addr, r.http = r.startEdge(st)
+	return r
+}
+
+// startEdge runs one more edge on st and returns its addresses.
+func (r *rig) startEdge(st store.Store) (string, string) {
+	t := r.t
+	srv, err := edge.New(edge.Options{Store: st, Dialer: r.tun, Domain: domain, GetCertificate: r.ca.GetCertificate,
+		Logger: slog.New(slog.NewJSONHandler(r.logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	hln, _ := net.Listen("tcp", "127.0.0.1:0")
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); srv.Run(cctx) }()
+	go func() { defer wg.Done(); srv.ServeTLS(cctx, ln) }()
+	go func() { defer wg.Done(); srv.ServeRedirect(cctx, hln) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	select {
+	case <-srv.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("route table never loaded")
+	}
+	return ln.Addr().String(), hln.Addr().String()
+}
+
+// client reaches addr for every host; h2 chooses HTTP/2 or HTTP/1.1.
+func (r *rig) client(addr string, h2 bool) *http.Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+		TLSClientConfig:   &tls.Config{RootCAs: r.ca.Pool()},
+		ForceAttemptHTTP2: h2,
+	}
+	if !h2 {
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// echo is the app in the sandbox: it answers what it was sent.
+func echo(t *testing.T) int {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/sse" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: first\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		json.NewEncoder(w).Encode(map[string]any{"method": r.Method, "uri": r.RequestURI, "host": r.Host, "header": r.Header, "body": string(body), "proto": r.Proto})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().(*net.TCPAddr).Port
+}
+
+type seen struct {
+	Method, URI, Host, Body, Proto string
+	Header                         http.Header
+}
+
+// host makes a URL for port and returns its host name.
+func (r *rig) host(label string, port int, public bool, token string) store.URL {
+	r.t.Helper()
+	u, err := r.st.PutURL(ctx, r.sb.ID, port, func(old *store.URL, _ *store.AuditEvent) (store.URL, error) {
+		u := store.URL{Hostname: label, Public: public, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+		if old != nil {
+			u = *old
+			u.Hostname, u.Public = label, public
+		}
+		u.TokenHash = ""
+		if token != "" {
+			u.TokenHash = store.HashSecret(token)
+		}
+		return u, nil
+	}, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return u
+}
+
+func do(t *testing.T, c *http.Client, method, rawURL string, headers ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, rawURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, rawURL, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, b
+}
+
+// eventually polls until cond holds: a change takes the feed's few
+// milliseconds to reach an edge.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func embeddedStore(t *testing.T) store.Store {
+	s, err := embedded.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestPrivateURL(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	port := echo(t)
+	r.host("box-1-aaaaaa", port, false, "pt_own")
+	base := "https://box-1-aaaaaa." + domain
+	for _, h2 := range []bool{true, false} {
+		c := r.client(r.addr, h2)
+		res, b := do(t, c, "GET", base+"/")
+		if res.StatusCode != 401 || !strings.Contains(string(b), `"code":"token_required"`) {
+			t.Fatalf("no token: %d %s", res.StatusCode, b)
+		}
+		if res, b := do(t, c, "GET", base+"/", "Accept", "text/html"); res.StatusCode != 401 || !strings.Contains(string(b), "<title>This URL is private") ||
+			res.Header.Get("Cache-Control") != "no-store" || res.Header.Get("Referrer-Policy") != "no-referrer" || !strings.HasPrefix(res.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+			t.Fatalf("no token, browser: %d %v %s", res.StatusCode, res.Header, b)
+		}
+		res, _ = do(t, c, "GET", base+"/path?a=1&_token=pt_own&b=2")
+		if res.StatusCode != 302 || res.Header.Get("Location") != "/path?a=1&b=2" ||
+			res.Header.Get("Set-Cookie") != "__Host-froog_url=pt_own; Path=/; Secure; HttpOnly; SameSite=None; Partitioned" {
+			t.Fatalf("token in the query: %d %v", res.StatusCode, res.Header)
+		}
+		var s seen
+		res, b = do(t, c, "GET", base+"/path?a=1&b=2", "Cookie", "theme=dark; __Host-froog_url=pt_own", "X-Forwarded-For", "6.6.6.6", "X-Forwarded-Host", "evil")
+		json.Unmarshal(b, &s)
+		if res.StatusCode != 200 || s.URI != "/path?a=1&b=2" || s.Header.Get("Cookie") != "theme=dark" {
+			t.Fatalf("with the cookie: %d %s", res.StatusCode, b)
+		}
+		if s.Header.Get("X-Forwarded-For") != "127.0.0.1" || s.Header.Get("X-Forwarded-Proto") != "https" || s.Header.Get("X-Forwarded-Host") != "box-1-aaaaaa."+domain {
+			t.Fatalf("forwarded headers: %v", s.Header)
+		}
+		res, b = do(t, c, "GET", base+"/h", "X-Froog-Url-Token", "pt_own")
+		json.Unmarshal(b, &s)
+		if res.StatusCode != 200 || s.Header.Get("X-Froog-Url-Token") != "" {
+			t.Fatalf("with the header: %d %s", res.StatusCode, b)
+		}
+		res, b = do(t, c, "POST", base+"/hook?_token=pt_own&x=1")
+		json.Unmarshal(b, &s)
+		if res.StatusCode != 200 || s.URI != "/hook?x=1" || s.Method != "POST" {
+			t.Fatalf("POST with the token inline: %d %s", res.StatusCode, b)
+		}
+		if want := map[bool]string{true: "HTTP/2.0", false: "HTTP/1.1"}[h2]; res.Proto != want {
+			t.Fatalf("protocol %s, want %s", res.Proto, want)
+		}
+		res, b = do(t, c, "OPTIONS", base+"/api", "Origin", "https://site.example", "Access-Control-Request-Method", "POST")
+		if res.StatusCode != 200 || !strings.Contains(string(b), `"method":"OPTIONS"`) {
+			t.Fatalf("preflight did not reach the app: %d %s", res.StatusCode, b)
+		}
+		if res, _ := do(t, c, "GET", base+"/", "Cookie", "__Host-froog_url=pt_wrong"); res.StatusCode != 401 {
+			t.Fatalf("wrong cookie: %d", res.StatusCode)
+		}
+	}
+	if logs := r.logs.String(); strings.Contains(logs, "pt_own") || !strings.Contains(logs, `"status":302`) {
+		t.Fatalf("the access log holds the token, or is missing: %s", logs)
+	}
+}
+
+func TestViewerTokensAcrossEdges(t *testing.T) {
+	opts := pg.TestOptions(t)
+	st, err := pg.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := newRig(t, st)
+	// A second edge with a store of its own on the same database, as a
+	// second process would have.
+	second, err := pg.Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.Close() })
+	addr2, _ := r.startEdge(second)
+	port := echo(t)
+	u := r.host("box-2-bbbbbb", port, false, "pt_own")
+	tok, err := st.CreateURLToken(ctx, store.URLToken{URLID: u.ID, Hash: store.HashSecret("pvt_alice"), CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "https://box-2-bbbbbb." + domain + "/"
+	for _, addr := range []string{r.addr, addr2} {
+		c := r.client(addr, true)
+		eventually(t, "the viewer token opens the URL on "+addr, func() bool {
+			res, _ := do(t, c, "GET", base, "Cookie", "__Host-froog_url=pvt_alice")
+			return res.StatusCode == 200
+		})
+		res, _ := do(t, c, "GET", base+"?_token=pvt_alice")
+		if sc := res.Header.Get("Set-Cookie"); !strings.Contains(sc, "Max-Age=35") { // about an hour left
+			t.Fatalf("viewer cookie %q should expire with the token", sc)
+		}
+	}
+	if err := st.RevokeURLToken(ctx, u.ID, tok.ID, time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{r.addr, addr2} {
+		c := r.client(addr, true)
+		eventually(t, "the revoked token stops on "+addr, func() bool {
+			res, _ := do(t, c, "GET", base, "Cookie", "__Host-froog_url=pvt_alice")
+			return res.StatusCode == 401
+		})
+		if res, _ := do(t, c, "GET", base, "Cookie", "__Host-froog_url=pt_own"); res.StatusCode != 200 {
+			t.Fatalf("the URL's own token stopped too: %d", res.StatusCode)
+		}
+	}
+	// Re-hosting replaces the URL's token; a rename moves the address.
+	r.host("box-2-renamed", port, false, "pt_new")
+	for _, addr := range []string{r.addr, addr2} {
+		c := r.client(addr, true)
+		eventually(t, "the old address and token stop on "+addr, func() bool {
+			res, _ := do(t, c, "GET", base, "Cookie", "__Host-froog_url=pt_own")
+			return res.StatusCode == 404
+		})
+		if res, _ := do(t, c, "GET", "https://box-2-renamed."+domain+"/", "Cookie", "__Host-froog_url=pt_own"); res.StatusCode != 401 {
+			t.Fatalf("the replaced token still works: %d", res.StatusCode)
+		}
+		if res, _ := do(t, c, "GET", "https://box-2-renamed."+domain+"/", "Cookie", "__Host-froog_url=pt_new"); res.StatusCode != 200 {
+			t.Fatalf("the new token: %d", res.StatusCode)
+		}
+	}
+	// Public, then removed.
+	r.host("box-2-renamed", port, true, "")
+	c := r.client(addr2, true)
+	eventually(t, "public needs no token", func() bool { res, _ := do(t, c, "GET", "https://box-2-renamed."+domain+"/"); return res.StatusCode == 200 })
+	if err := st.DeleteURL(ctx, r.sb.ID, port, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a removed URL is gone", func() bool { res, _ := do(t, c, "GET", "https://box-2-renamed."+domain+"/"); return res.StatusCode == 404 })
+}
+
+func TestWebsocketAndStreams(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	up := websocket.Upgrader{}
+	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		c, err := up.Upgrade(w, req, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.SetReadLimit(4 << 20)
+		for {
+			mt, msg, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			c.WriteMessage(mt, msg)
+		}
+	}))
+	defer ws.Close()
+	wsPort := ws.Listener.Addr().(*net.TCPAddr).Port
+	r.host("ws-1-cccccc", wsPort, false, "pt_ws")
+	d := websocket.Dialer{
+		NetDialContext:  func(ctx context.Context, network, _ string) (net.Conn, error) { return net.Dial(network, r.addr) },
+		TLSClientConfig: &tls.Config{RootCAs: r.ca.Pool(), NextProtos: []string{"http/1.1"}},
+	}
+	conn, res, err := d.Dial("wss://ws-1-cccccc."+domain+"/echo?_token=pt_ws", nil)
+	if err != nil {
+		t.Fatalf("websocket dial: %v (%v)", err, res)
+	}
+	defer conn.Close()
+	conn.SetReadLimit(4 << 20)
+	msg := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	for i := 0; i < 3; i++ {
+		if err := conn.WriteMessage(websocket.BinaryMessage, msg); err != nil {
+			t.Fatal(err)
+		}
+		_, got, err := conn.ReadMessage()
+		if err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("echo %d: %d bytes, %v", i, len(got), err)
+		}
+	}
+
+	// Server-sent events arrive as they are written.
+	port := echo(t)
+	r.host("sse-1-dddddd", port, true, "")
+	c := r.client(r.addr, true)
+	sse, err := c.Get("https://sse-1-dddddd." + domain + "/sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sse.Body.Close()
+	line, err := bufio.NewReader(sse.Body).ReadString('\n')
+	if err != nil || line != "data: first\n" {
+		t.Fatalf("first event: %q, %v", line, err)
+	}
+}
+
+func TestPagesAndRedirect(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	c := r.client(r.addr, true)
+	if res, b := do(t, c, "GET", "https://nothing-here."+domain+"/"); res.StatusCode != 404 || !strings.Contains(string(b), `"code":"not_found"`) {
+		t.Fatalf("unknown host: %d %s", res.StatusCode, b)
+	}
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := closed.Addr().(*net.TCPAddr).Port
+	closed.Close()
+	r.host("idle-1-eeeeee", port, true, "")
+	res, b := do(t, c, "GET", "https://idle-1-eeeeee."+domain+"/", "Sec-Fetch-Mode", "navigate")
+	if res.StatusCode != 502 || !strings.Contains(string(b), "must listen on that port inside the sandbox") || !strings.Contains(string(b), strconv.Itoa(port)) {
+		t.Fatalf("nothing listening: %d %s", res.StatusCode, b)
+	}
+	// A stopped sandbox: a notice.
+	if _, err := r.st.UpdateSandbox(ctx, r.sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error { s.State = store.StateStopped; return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.tun.Drop(r.sb.ID)
+	res, b = do(t, c, "GET", "https://idle-1-eeeeee."+domain+"/")
+	if res.StatusCode != 503 || !strings.Contains(string(b), `"code":"sandbox_stopped"`) {
+		t.Fatalf("stopped: %d %s", res.StatusCode, b)
+	}
+	// HTTP redirects browsers to HTTPS.
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{DialContext: func(ctx context.Context, n, _ string) (net.Conn, error) { return net.Dial(n, r.http) }}}
+	res, _ = do(t, hc, "GET", "http://idle-1-eeeeee."+domain+"/a?b=c")
+	if res.StatusCode != 308 || res.Header.Get("Location") != "https://idle-1-eeeeee."+domain+"/a?b=c" {
+		t.Fatalf("redirect: %d %v", res.StatusCode, res.Header)
+	}
+}
