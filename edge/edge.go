@@ -190,9 +190,13 @@ func (s *Server) serve(ctx context.Context, srv *http.Server, serve func() error
 // closeHijacked ends every websocket: Shutdown does not see them.
 func (s *Server) closeHijacked() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	conns := make([]net.Conn, 0, len(s.hijacked))
 	for c := range s.hijacked {
-		c.Close()
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close() // takes s.mu itself
 	}
 }
 

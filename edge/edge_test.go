@@ -56,6 +56,7 @@ type rig struct {
 	logs   *syncBuffer
 	tun    *tunnel.Tunnel
 	driver *local.Driver
+	stop   func() // shuts the first edge down
 }
 
 func newRig(t *testing.T, st store.Store) *rig {
@@ -96,12 +97,13 @@ func newRig(t *testing.T, st store.Store) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, st: st, sb: sb, ca: ca, logs: &syncBuffer{}, tun: tun, driver: drv}
-	r.addr, r.http = r.startEdge(st)
+	r.addr, r.http, r.stop = r.startEdge(st)
 	return r
 }
 
-// startEdge runs one more edge on st and returns its addresses.
-func (r *rig) startEdge(st store.Store) (string, string) {
+// startEdge runs one more edge on st and returns its addresses, and a
+// function that shuts it down.
+func (r *rig) startEdge(st store.Store) (string, string, func()) {
 	t := r.t
 	srv, err := edge.New(edge.Options{Store: st, Dialer: r.tun, Domain: domain, GetCertificate: r.ca.GetCertificate,
 		Logger: slog.New(slog.NewJSONHandler(r.logs, nil))})
@@ -116,13 +118,14 @@ func (r *rig) startEdge(st store.Store) (string, string) {
 	go func() { defer wg.Done(); srv.Run(cctx) }()
 	go func() { defer wg.Done(); srv.ServeTLS(cctx, ln) }()
 	go func() { defer wg.Done(); srv.ServeRedirect(cctx, hln) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	stop := sync.OnceFunc(func() { cancel(); wg.Wait() })
+	t.Cleanup(stop)
 	select {
 	case <-srv.Ready():
 	case <-time.After(10 * time.Second):
 		t.Fatal("route table never loaded")
 	}
-	return ln.Addr().String(), hln.Addr().String()
+	return ln.Addr().String(), hln.Addr().String(), stop
 }
 
 // client reaches addr for every host; h2 chooses HTTP/2 or HTTP/1.1.
@@ -180,6 +183,12 @@ func (r *rig) host(label string, port int, public bool, token string) store.URL 
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	// The feed brings it to the edge in a few milliseconds.
+	c := r.client(r.addr, true)
+	eventually(r.t, "the edge serves "+label, func() bool {
+		res, _ := do(r.t, c, "OPTIONS", "https://"+label+"."+domain+"/")
+		return res.StatusCode != 404
+	})
 	return u
 }
 
@@ -292,7 +301,7 @@ func TestViewerTokensAcrossEdges(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { second.Close() })
-	addr2, _ := r.startEdge(second)
+	addr2, _, _ := r.startEdge(second)
 	port := echo(t)
 	u := r.host("box-2-bbbbbb", port, false, "pt_own")
 	tok, err := st.CreateURLToken(ctx, store.URLToken{URLID: u.ID, Hash: store.HashSecret("pvt_alice"), CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}, nil)
@@ -403,6 +412,16 @@ func TestWebsocketAndStreams(t *testing.T) {
 	line, err := bufio.NewReader(sse.Body).ReadString('\n')
 	if err != nil || line != "data: first\n" {
 		t.Fatalf("first event: %q, %v", line, err)
+	}
+
+	// Shutting the edge down closes the websockets it carries (plain
+	// requests it lets finish).
+	sse.Body.Close()
+	r.stop()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err = conn.ReadMessage()
+	if ne, ok := err.(net.Error); err == nil || (ok && ne.Timeout()) {
+		t.Fatalf("websocket after shutdown: %v, want it closed", err)
 	}
 }
 
