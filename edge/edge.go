@@ -342,4 +342,3 @@ func newMetrics(r prometheus.Registerer) metrics {
 	}
 	return m
 }
-

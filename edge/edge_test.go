@@ -41,8 +41,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.b.Write(p) }
-func (b *syncBuffer) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
 
 // rig: a running sandbox of the local driver, an edge in front of it, and
 // a client that reaches the edge for any name under the domain.
@@ -351,11 +355,17 @@ func TestViewerTokensAcrossEdges(t *testing.T) {
 	// Public, then removed.
 	r.host("box-2-renamed", port, true, "")
 	c := r.client(addr2, true)
-	eventually(t, "public needs no token", func() bool { res, _ := do(t, c, "GET", "https://box-2-renamed."+domain+"/"); return res.StatusCode == 200 })
+	eventually(t, "public needs no token", func() bool {
+		res, _ := do(t, c, "GET", "https://box-2-renamed."+domain+"/")
+		return res.StatusCode == 200
+	})
 	if err := st.DeleteURL(ctx, r.sb.ID, port, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a removed URL is gone", func() bool { res, _ := do(t, c, "GET", "https://box-2-renamed."+domain+"/"); return res.StatusCode == 404 })
+	eventually(t, "a removed URL is gone", func() bool {
+		res, _ := do(t, c, "GET", "https://box-2-renamed."+domain+"/")
+		return res.StatusCode == 404
+	})
 }
 
 func TestWebsocketAndStreams(t *testing.T) {

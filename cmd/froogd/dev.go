@@ -108,18 +108,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.APIAddr)
+	lns, err := listenAll(c.APIAddr, c.EdgeAddr, c.EdgeHTTPAddr)
 	if err != nil {
-		return fmt.Errorf("listen for the API: %w", err)
+		return err
 	}
-	edgeLn, err := net.Listen("tcp", c.EdgeAddr)
-	if err != nil {
-		return fmt.Errorf("listen for the edge: %w", err)
-	}
-	httpLn, err := net.Listen("tcp", c.EdgeHTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen for the edge's HTTP: %w", err)
-	}
+	ln, edgeLn, httpLn := lns[0], lns[1], lns[2]
 	fmt.Fprintf(stdout, "froog dev is running.\n  API:     http://%s/v1\n  API key: %s (also in %s)\n  Edge:    https://%s (HTTP %s), certificates from %s\n",
 		ln.Addr(), key, filepath.Join(c.Data, "api-key"), edgeLn.Addr(), httpLn.Addr(), filepath.Join(c.Data, "ca.pem"))
 	g, gctx := errgroup.WithContext(ctx)

@@ -28,6 +28,7 @@ const usage = `froogd: froog's edge, API and host controller in one binary.
   froogd dev                    every role in one process, embedded store, no setup
   froogd api                    the /v1 API against Postgres
   froogd hostctl                run the sandboxes of one host (local driver)
+  froogd edge                   serve public URLs against Postgres
   froogd migrate                bring the Postgres schema up to date
   froogd admin create-account   make an account
   froogd admin api-key create   make an API key for an account
@@ -46,6 +47,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDev(ctx, rest, stdout, stderr)
 	case "api":
 		return runAPI(ctx, rest, stdout, stderr)
+	case "edge":
+		return runEdge(ctx, rest, stdout, stderr)
 	case "hostctl":
 		return runHostctl(ctx, rest, stdout, stderr)
 	case "migrate":

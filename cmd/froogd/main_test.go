@@ -3,8 +3,11 @@ package main_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -15,7 +18,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,8 +51,21 @@ func TestMain(m *testing.M) {
 type proc struct {
 	cmd    *exec.Cmd
 	stdout *bufio.Reader
-	stderr bytes.Buffer
+	stderr syncBuffer
 }
+
+// syncBuffer is a bytes.Buffer that a process writes while a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
 
 // start runs froogd with args and waits for the line matching re.
 func start(t *testing.T, re *regexp.Regexp, args ...string) (*proc, []string) {
@@ -65,9 +83,11 @@ func start(t *testing.T, re *regexp.Regexp, args ...string) (*proc, []string) {
 	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
 	lines := make(chan []string, 1)
 	go func() {
+		var seen string // the output so far: re may span lines
 		for {
 			line, err := p.stdout.ReadString('\n')
-			if m := re.FindStringSubmatch(line); m != nil {
+			seen += line
+			if m := re.FindStringSubmatch(seen); m != nil {
 				lines <- m
 				io.Copy(io.Discard, p.stdout)
 				return
@@ -377,5 +397,187 @@ func sandboxWalkthrough(t *testing.T, c client) {
 	c.call("GET", "/v1/audit", "", 200, &audit)
 	if len(audit.Events) == 0 || audit.Events[0].Action != "sandbox.stop" || audit.Events[0].Actor != "auto-stop" {
 		t.Fatalf("newest audit event: %+v", audit.Events[:1])
+	}
+}
+
+// headerEcho is the app the sandbox runs: it answers with what it saw.
+const headerEcho = `import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n).decode() if n else ""
+        b = json.dumps({"path": self.path, "headers": [[k, v] for k, v in self.headers.items()], "body": body}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    do_POST = do_GET
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+`
+
+// edgeClient reaches the edge at addr for every host, trusting the local CA.
+func edgeClient(t *testing.T, addr, caFile string, h2 bool) *http.Client {
+	pemBytes, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemBytes)
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, n, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, n, addr)
+		},
+		TLSClientConfig:   &tls.Config{RootCAs: pool},
+		ForceAttemptHTTP2: h2,
+	}
+	if !h2 {
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func visit(t *testing.T, c *http.Client, method, u string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, u, nil)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, string(b)
+}
+
+// The edge issue's end-to-end checks against the real binary: a private
+// URL through froogd dev's edge (HTTP/2 and HTTP/1.1), and a viewer token
+// revoked under two `froogd edge` processes on one Postgres.
+func TestPublicURLs(t *testing.T) {
+	t.Run("dev", func(t *testing.T) {
+		t.Parallel()
+		data := t.TempDir()
+		_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
+			"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test")
+		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
+		c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+		link, host := hostEcho(t, c)
+		for _, h2 := range []bool{true, false} {
+			web := edgeClient(t, m[2], filepath.Join(data, "ca.pem"), h2)
+			if res, _ := visit(t, web, "GET", "https://"+host+"/"); res.StatusCode != 401 {
+				t.Fatalf("no token: %d", res.StatusCode)
+			}
+			res, _ := visit(t, web, "GET", link)
+			cookie := res.Header.Get("Set-Cookie")
+			if res.StatusCode != 302 || !strings.HasPrefix(cookie, "__Host-froog_url=pt_") {
+				t.Fatalf("the link: %d %q", res.StatusCode, cookie)
+			}
+			token := strings.TrimPrefix(strings.SplitN(cookie, ";", 2)[0], "__Host-froog_url=")
+			res, body := visit(t, web, "GET", "https://"+host+"/x?y=1", "Cookie", "a=1; __Host-froog_url="+token)
+			if res.StatusCode != 200 || !strings.Contains(body, `"path": "/x?y=1"`) || !strings.Contains(body, `["Cookie", "a=1"]`) || strings.Contains(body, token) {
+				t.Fatalf("with the cookie: %d %s", res.StatusCode, body)
+			}
+			res, body = visit(t, web, "GET", "https://"+host+"/", "X-Froog-Url-Token", token)
+			if res.StatusCode != 200 || strings.Contains(body, token) || strings.Contains(strings.ToLower(body), "x-froog-url-token") {
+				t.Fatalf("with the header: %d %s", res.StatusCode, body)
+			}
+			if want := map[bool]int{true: 2, false: 1}[h2]; res.ProtoMajor != want {
+				t.Fatalf("protocol %s", res.Proto)
+			}
+		}
+	})
+	t.Run("two-edges-on-postgres", func(t *testing.T) {
+		t.Parallel()
+		db := pg.TestSchema(t).URLWithSchema()
+		run := func(args ...string) string {
+			out, err := exec.Command(froogd, args...).Output()
+			if err != nil {
+				t.Fatalf("froogd %v: %v", args[:2], err)
+			}
+			return strings.TrimSpace(string(out))
+		}
+		run("migrate", "--database-url", db)
+		acct := run("admin", "create-account", "--database-url", db, "--name", "acme")
+		key := run("admin", "api-key", "create", "--database-url", db, "--account", acct, "--preset", "admin")
+		ctlKey := writeControlKey(t)
+		secret := filepath.Join(t.TempDir(), "secret.key")
+		os.WriteFile(secret, bytes.Repeat([]byte{5}, 32), 0o600)
+		caDir := t.TempDir()
+		start(t, regexp.MustCompile(`hostctl h1 running`), "hostctl", "--database-url", db, "--host-name", "h1", "--data", t.TempDir(), "--control-key-file", ctlKey)
+		_, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
+			"--domain", "froog.test", "--secret-key-file", secret, "--control-key-file", ctlKey)
+		edgeRE := regexp.MustCompile(`froog edge on https://(\S+) `)
+		var edges []*http.Client
+		for i := 0; i < 2; i++ {
+			_, e := start(t, edgeRE, "edge", "--database-url", db, "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0",
+				"--domain", "froog.test", "--ca-dir", caDir, "--control-key-file", ctlKey)
+			edges = append(edges, edgeClient(t, e[1], filepath.Join(caDir, "ca.pem"), true))
+		}
+		c := client{t: t, base: m[1], key: key}
+		_, host := hostEcho(t, c)
+		var tok struct{ ID, Token string }
+		c.call("POST", "/v1/sandboxes/e2e/urls/"+echoPort(t, c)+"/tokens", `{"ttl_secs": 600, "label": "alice"}`, 201, &tok)
+		for i, web := range edges {
+			waitFor(t, fmt.Sprintf("edge %d lets alice in", i), func() bool {
+				res, _ := visit(t, web, "GET", "https://"+host+"/", "Cookie", "__Host-froog_url="+tok.Token)
+				return res.StatusCode == 200
+			})
+		}
+		c.call("DELETE", "/v1/sandboxes/e2e/urls/"+echoPort(t, c)+"/tokens/"+tok.ID, "", 200, nil)
+		for i, web := range edges {
+			waitFor(t, fmt.Sprintf("edge %d shuts alice out", i), func() bool {
+				res, _ := visit(t, web, "GET", "https://"+host+"/", "Cookie", "__Host-froog_url="+tok.Token)
+				return res.StatusCode == 401
+			})
+		}
+	})
+}
+
+// hostEcho creates sandbox e2e running the header echo, hosts its port
+// privately, and returns the link and the host name.
+func hostEcho(t *testing.T, c client) (string, string) {
+	c.call("POST", "/v1/sandboxes", `{"name": "e2e"}`, 202, nil)
+	waitFor(t, "e2e runs", func() bool {
+		var sb struct{ State string }
+		c.call("GET", "/v1/sandboxes/e2e", "", 200, &sb)
+		return sb.State == "running"
+	})
+	script, _ := json.Marshal(headerEcho)
+	c.call("POST", "/v1/sandboxes/e2e/exec", `{"command": "cat > echo.py", "stdin": `+string(script)+`}`, 200, nil)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	c.call("POST", "/v1/sandboxes/e2e/jobs", fmt.Sprintf(`{"command": "python3 echo.py %d"}`, port), 201, nil)
+	var w struct{ Ready bool }
+	c.call("POST", "/v1/sandboxes/e2e/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, &w)
+	if !w.Ready {
+		t.Fatal("the echo server never listened")
+	}
+	var u struct{ URL, Host string }
+	c.call("POST", "/v1/sandboxes/e2e/urls", fmt.Sprintf(`{"port": %d}`, port), 201, &u)
+	return u.URL, u.Host
+}
+
+// echoPort is the port of e2e's one URL.
+func echoPort(t *testing.T, c client) string {
+	var urls []struct{ Port int }
+	c.call("GET", "/v1/sandboxes/e2e/urls", "", 200, &urls)
+	if len(urls) != 1 {
+		t.Fatalf("urls: %+v", urls)
+	}
+	return strconv.Itoa(urls[0].Port)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

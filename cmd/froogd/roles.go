@@ -16,10 +16,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sync/errgroup"
 
 	"froog.tech/froog/api"
+	"froog.tech/froog/certs"
+	"froog.tech/froog/edge"
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/store/pg"
@@ -235,4 +239,91 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintln(stdout, "schema is up to date")
 	return nil
+}
+
+func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newFlags("edge", stderr)
+	dbURL := f.str("database-url", "", "Postgres connection string (required)")
+	edgeAddr := f.str("edge-addr", "127.0.0.1:8443", "HTTPS address of the public-URL edge")
+	edgeHTTP := f.str("edge-http-addr", "127.0.0.1:8081", "HTTP address (redirects to HTTPS)")
+	domain := f.str("domain", "", "public-URL domain (required)")
+	publicPort := f.num("public-port", 443, "the HTTPS port as visitors reach it, for redirects")
+	caDir := f.str("ca-dir", "", "folder of the local CA that signs the edge's certificates (ca.pem); until ACME lands, required")
+	ctlKey := f.str("control-key-file", "", "the control plane's SSH private key, to reach sandboxes (required)")
+	metricsAddr := f.str("metrics-addr", "", "address for Prometheus metrics (/metrics); empty: none")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	var errs []error
+	for flag, v := range map[string]string{"--database-url": *dbURL, "--ca-dir": *caDir, "--control-key-file": *ctlKey} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", flag))
+		}
+	}
+	if err := checkDomain(*domain); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	signer, err := controlKey(*ctlKey, false)
+	if err != nil {
+		return err
+	}
+	st, err := pg.Open(ctx, pg.Options{URL: *dbURL})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	reg := prometheus.NewRegistry()
+	tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer, Logger: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	defer tun.Close()
+	ca, err := certs.OpenLocalCA(*caDir, *domain)
+	if err != nil {
+		return err
+	}
+	srv, err := edge.New(edge.Options{Store: st, Dialer: tun, Domain: *domain, GetCertificate: ca.GetCertificate, HTTPSPort: *publicPort, Logger: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	lns, err := listenAll(*edgeAddr, *edgeHTTP, *metricsAddr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "froog edge on https://%s (HTTP %s)\n", lns[0].Addr(), lns[1].Addr())
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { srv.Run(gctx); return nil })
+	g.Go(func() error { return tun.Watch(gctx, st) })
+	g.Go(func() error { return srv.ServeTLS(gctx, lns[0]) })
+	g.Go(func() error { return srv.ServeRedirect(gctx, lns[1]) })
+	if lns[2] != nil {
+		g.Go(func() error { return serveHTTP(gctx, lns[2], promhttp.HandlerFor(reg, promhttp.HandlerOpts{})) })
+	}
+	return g.Wait()
+}
+
+// listenAll listens on each address ("" gives a nil listener), closing
+// them all when one fails.
+func listenAll(addrs ...string) ([]net.Listener, error) {
+	lns := make([]net.Listener, len(addrs))
+	for i, a := range addrs {
+		if a == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, l := range lns[:i] {
+				if l != nil {
+					l.Close()
+				}
+			}
+			return nil, fmt.Errorf("listen on %s: %w", a, err)
+		}
+		lns[i] = ln
+	}
+	return lns, nil
 }
