@@ -37,6 +37,9 @@ type Options struct {
 	// HTTPSPort is the HTTPS port visitors reach, for redirects from
 	// HTTP; 0 or 443 leaves it out.
 	HTTPSPort int
+	// ReadHeaderTimeout bounds how long a client may take to send a
+	// request's headers; 0 means 10 s.
+	ReadHeaderTimeout time.Duration
 	// Registerer gets the edge's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger     // access log; nil discards
@@ -80,6 +83,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.ReadHeaderTimeout == 0 {
+		o.ReadHeaderTimeout = 10 * time.Second
 	}
 	o.Domain = strings.ToLower(strings.TrimSuffix(o.Domain, "."))
 	s := &Server{o: o, m: newMetrics(o.Registerer), hijacked: map[net.Conn]struct{}{}}
@@ -130,7 +136,7 @@ func (s *Server) Ready() <-chan struct{} { return s.routes.ready }
 func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64<<10 + 4096,
 		ErrorLog:          slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelDebug),
@@ -147,7 +153,7 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 // ServeRedirect serves plain HTTP on ln: browsers are sent to HTTPS.
 func (s *Server) ServeRedirect(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			host := r.Host
 			if h, _, err := net.SplitHostPort(host); err == nil {

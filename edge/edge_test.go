@@ -110,7 +110,7 @@ func newRig(t *testing.T, st store.Store) *rig {
 func (r *rig) startEdge(st store.Store) (string, string, func()) {
 	t := r.t
 	srv, err := edge.New(edge.Options{Store: st, Dialer: r.tun, Domain: domain, GetCertificate: r.ca.GetCertificate,
-		Logger: slog.New(slog.NewJSONHandler(r.logs, nil))})
+		Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), ReadHeaderTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,5 +464,75 @@ func TestPagesAndRedirect(t *testing.T) {
 	res, _ = do(t, hc, "GET", "http://idle-1-eeeeee."+domain+"/a?b=c")
 	if res.StatusCode != 308 || res.Header.Get("Location") != "https://idle-1-eeeeee."+domain+"/a?b=c" {
 		t.Fatalf("redirect: %d %v", res.StatusCode, res.Header)
+	}
+}
+
+// Bodies stream both ways without a cap (1 GiB each way over HTTP/1.1,
+// 64 MiB over HTTP/2), and big headers pass.
+func TestLargeBodiesAndHeaders(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	sizes := map[bool]int{false: 1 << 30, true: 64 << 20}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == "POST" {
+			n, _ := io.Copy(io.Discard, req.Body)
+			fmt.Fprintf(w, "%d %d", n, len(req.Header.Get("X-Big")))
+			return
+		}
+		size, _ := strconv.Atoi(req.URL.Query().Get("size"))
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		chunk := make([]byte, 1<<20)
+		for i := 0; i < size>>20; i++ {
+			w.Write(chunk)
+		}
+	}))
+	defer srv.Close()
+	r.host("big-1-ffffff", srv.Listener.Addr().(*net.TCPAddr).Port, true, "")
+	for _, h2 := range []bool{true, false} {
+		c := r.client(r.addr, h2)
+		size := sizes[h2]
+		res, err := c.Get("https://big-1-ffffff." + domain + "/?size=" + strconv.Itoa(size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if err != nil || n != int64(size) {
+			t.Fatalf("download (h2 %v): %d bytes, %v", h2, n, err)
+		}
+		req, _ := http.NewRequest("POST", "https://big-1-ffffff."+domain+"/", io.LimitReader(zeros{}, int64(size)))
+		req.Header.Set("X-Big", strings.Repeat("h", 60<<10))
+		res, err = c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if string(b) != fmt.Sprintf("%d %d", size, 60<<10) {
+			t.Fatalf("upload (h2 %v): %d %s", h2, res.StatusCode, b)
+		}
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// A client that dribbles its headers is cut off.
+func TestSlowHeaders(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	conn, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: "slow." + domain, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: slow.%s\r\n", domain) // and never the blank line
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	_, err = io.ReadAll(conn)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the edge kept a client that never finished its headers")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("cut off after %v", d)
 	}
 }
