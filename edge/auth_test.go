@@ -61,14 +61,7 @@ func TestAuthorize(t *testing.T) {
 		store.HashSecret("pvt_live"): now.Add(time.Hour),
 		store.HashSecret("pvt_gone"): now.Add(-time.Second),
 	}}
-	req := func(method, target string, headers ...string) *http.Request {
-		u, _ := url.Parse("https://x.froog.test" + target)
-		r := &http.Request{Method: method, URL: u, Header: http.Header{}}
-		for i := 0; i+1 < len(headers); i += 2 {
-			r.Header.Add(headers[i], headers[i+1])
-		}
-		return r
-	}
+	req := mustRequest
 	tests := []struct {
 		name string
 		r    *http.Request
@@ -104,4 +97,13 @@ func TestCookieValue(t *testing.T) {
 	if got := tokenCookieValue("pvt_x", 90*time.Minute); got != "__Host-froog_url=pvt_x; Path=/; Secure; HttpOnly; SameSite=None; Partitioned; Max-Age=5400" {
 		t.Fatalf("cookie %q", got)
 	}
+}
+
+func mustRequest(method, target string, headers ...string) *http.Request {
+	u, _ := url.Parse("https://x.froog.test" + target)
+	r := &http.Request{Method: method, URL: u, Header: http.Header{}}
+	for i := 0; i+1 < len(headers); i += 2 {
+		r.Header.Add(headers[i], headers[i+1])
+	}
+	return r
 }

@@ -89,7 +89,8 @@ func New(o Options) (*Server, error) {
 	}
 	o.Domain = strings.ToLower(strings.TrimSuffix(o.Domain, "."))
 	s := &Server{o: o, m: newMetrics(o.Registerer), hijacked: map[net.Conn]struct{}{}}
-	s.routes = &routes{store: o.Store, domain: o.Domain, log: o.Logger, now: o.Now, ready: make(chan struct{})}
+	s.routes = &routes{store: o.Store, domain: o.Domain, log: o.Logger, now: o.Now, ready: make(chan struct{}),
+		published: func(n int) { s.m.routes.Set(float64(n)) }}
 	transport := &http.Transport{
 		// The "host" of an upstream request is SANDBOX:PORT; the tunnel
 		// reaches 127.0.0.1:PORT inside that sandbox. Connections are
@@ -335,6 +336,7 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	bytesOut   prometheus.Counter
 	websockets prometheus.Gauge
+	routes     prometheus.Gauge
 }
 
 func newMetrics(r prometheus.Registerer) metrics {
@@ -342,9 +344,10 @@ func newMetrics(r prometheus.Registerer) metrics {
 		requests:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "froog_edge_requests_total", Help: "Requests by status class."}, []string{"class"}),
 		bytesOut:   prometheus.NewCounter(prometheus.CounterOpts{Name: "froog_edge_response_bytes_total", Help: "Response body bytes sent."}),
 		websockets: prometheus.NewGauge(prometheus.GaugeOpts{Name: "froog_edge_websockets_open", Help: "Open websocket (upgraded) connections."}),
+		routes:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "froog_edge_routes", Help: "URLs in the route table."}),
 	}
 	if r != nil {
-		r.MustRegister(m.requests, m.bytesOut, m.websockets)
+		r.MustRegister(m.requests, m.bytesOut, m.websockets, m.routes)
 	}
 	return m
 }

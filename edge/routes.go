@@ -114,6 +114,15 @@ type routes struct {
 	// tokenHash remembers each viewer token's hash, for deletions.
 	tokenHash map[string]string
 	ready     chan struct{}
+	// published is told the size of every table put in place.
+	published func(urls int)
+}
+
+func (rs *routes) publish(t *table) {
+	rs.cur.Store(t)
+	if rs.published != nil {
+		rs.published(len(t.byURL))
+	}
 }
 
 // lookup finds the route of a Host header; it takes no lock and, for a
@@ -155,7 +164,7 @@ func (rs *routes) load(ctx context.Context) (int64, error) {
 		t.putToken(&toks[i], now)
 		rs.tokenHash[toks[i].ID] = toks[i].Hash
 	}
-	rs.cur.Store(t)
+	rs.publish(t)
 	return head, nil
 }
 
@@ -206,7 +215,7 @@ func (rs *routes) follow(ctx context.Context) error {
 			}
 			rs.apply(t, more)
 		}
-		rs.cur.Store(t)
+		rs.publish(t)
 	}
 }
 

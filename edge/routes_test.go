@@ -1,0 +1,68 @@
+package edge
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"froog.tech/froog/store"
+)
+
+func tableWith(n int) *routes {
+	t := newTable()
+	for i := 0; i < n; i++ {
+		t.putURL(&store.URL{ID: fmt.Sprint("url_", i), Hostname: fmt.Sprintf("box-%d-abcdef", i), SandboxID: "sbx_1", Port: 3000 + i%1000})
+	}
+	rs := &routes{domain: "froog.test", now: time.Now}
+	rs.cur.Store(t)
+	return rs
+}
+
+func TestLookupAllocatesNothing(t *testing.T) {
+	rs := tableWith(1000)
+	if rs.lookup("box-500-abcdef.froog.test:8443") == nil || rs.lookup("box-5000-abcdef.froog.test") != nil {
+		t.Fatal("lookup finds the wrong routes")
+	}
+	if n := testing.AllocsPerRun(1000, func() { rs.lookup("box-500-abcdef.froog.test:8443") }); n != 0 {
+		t.Fatalf("%v allocations per lookup, want 0", n)
+	}
+}
+
+func TestTableRename(t *testing.T) {
+	tb := newTable()
+	tb.putURL(&store.URL{ID: "u1", Hostname: "old", TokenHash: "h"})
+	tb.putToken(&store.URLToken{ID: "t1", URLID: "u1", Hash: "v", ExpiresAt: time.Now().Add(time.Hour)}, time.Now())
+	tb.putURL(&store.URL{ID: "u1", Hostname: "new", TokenHash: "h2"})
+	if tb.byHost["old"] != nil || tb.byHost["new"] == nil || tb.byHost["new"].viewers["v"].IsZero() {
+		t.Fatalf("after a rename: %+v", tb.byHost)
+	}
+	tb.putURL(&store.URL{ID: "u1", Hostname: "new", Public: true})
+	if len(tb.byHost["new"].viewers) != 0 {
+		t.Fatal("a public URL kept its viewer tokens")
+	}
+	tb.deleteURL("u1")
+	if len(tb.byHost) != 0 || len(tb.byURL) != 0 {
+		t.Fatal("a deleted URL stayed")
+	}
+}
+
+func BenchmarkLookup(b *testing.B) {
+	rs := tableWith(100_000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rs.lookup("box-50000-abcdef.froog.test:8443")
+	}
+}
+
+func BenchmarkAuthorizeCookie(b *testing.B) {
+	rt := &route{tokenHash: store.HashSecret("pt_own"), viewers: map[string]time.Time{}}
+	r := mustRequest("GET", "/", "Cookie", "a=1; __Host-froog_url=pt_own")
+	now := time.Now()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if v, _, _ := rt.authorize(r, now); v != allow {
+			b.Fatal(v)
+		}
+	}
+}
