@@ -118,6 +118,7 @@ func New(o Options) (*Server, error) {
 			pr.Out.URL.Host = rt.sandboxID + ":" + strconv.Itoa(rt.port)
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded() // replaces whatever X-Forwarded-* the client sent
+			pr.Out.Header.Set("X-Forwarded-Proto", "https") // the edge serves only HTTPS
 		},
 		Transport:     transport,
 		FlushInterval: -1, // server-sent events and streams go out as they come
@@ -133,23 +134,106 @@ func (s *Server) Run(ctx context.Context) { s.routes.run(ctx) }
 // Ready is closed once the route table has loaded.
 func (s *Server) Ready() <-chan struct{} { return s.routes.ready }
 
-// ServeTLS serves HTTPS (HTTP/2 and HTTP/1.1) on ln until ctx ends.
+// ServeTLS serves HTTPS on ln until ctx ends. After the TLS handshake,
+// ALPN h2 goes to an HTTP/2 server and everything else to an HTTP/1.1
+// server behind the framing guard; both call the same ServeHTTP.
 func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64<<10 + 4096,
-		ErrorLog:          slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelDebug),
-		TLSConfig: &tls.Config{
-			GetCertificate: s.o.GetCertificate,
-			MinVersion:     tls.VersionTLS12,
-			// acme-tls/1 stays offered for TLS-ALPN-01 challenges.
-			NextProtos: []string{"h2", "http/1.1", "acme-tls/1"},
-		},
+	cfg := &tls.Config{
+		GetCertificate: s.o.GetCertificate,
+		MinVersion:     tls.VersionTLS12,
+		// acme-tls/1 stays offered for TLS-ALPN-01 challenges.
+		NextProtos: []string{"h2", "http/1.1", "acme-tls/1"},
 	}
-	return s.serve(ctx, srv, func() error { return srv.ServeTLS(ln, "", "") })
+	h1, h2 := newConnListener(ln.Addr()), newConnListener(ln.Addr())
+	base := func() *http.Server {
+		return &http.Server{
+			Handler:           s,
+			ReadHeaderTimeout: s.o.ReadHeaderTimeout,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64<<10 + 4096,
+			ErrorLog:          slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelDebug),
+		}
+	}
+	h1srv, h2srv := base(), base()
+	h1srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){} // HTTP/1.1 only
+	errc := make(chan error, 3)
+	go func() { errc <- s.serve(ctx, h1srv, func() error { return h1srv.Serve(h1) }) }()
+	go func() { errc <- s.serve(ctx, h2srv, func() error { return h2srv.Serve(h2) }) }()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				errc <- nil
+				return
+			}
+			go s.handshake(ctx, tls.Server(c, cfg), h1, h2)
+		}
+	}()
+	<-ctx.Done()
+	ln.Close() // the servers' Shutdown closes h1 and h2
+	var first error
+	for range 3 {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
+
+// handshake completes TLS and hands the connection to the server of its
+// protocol.
+func (s *Server) handshake(ctx context.Context, c *tls.Conn, h1, h2 *connListener) {
+	c.SetDeadline(time.Now().Add(s.o.ReadHeaderTimeout))
+	if err := c.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	switch c.ConnectionState().NegotiatedProtocol {
+	case "h2":
+		h2.put(c)
+	case "acme-tls/1":
+		c.Close() // the handshake was the answer
+	default:
+		h1.put(&framingConn{Conn: c})
+	}
+}
+
+// connListener is a net.Listener fed with connections by put.
+type connListener struct {
+	addr   net.Addr
+	conns  chan net.Conn
+	done   chan struct{}
+	closer sync.Once
+}
+
+func newConnListener(addr net.Addr) *connListener {
+	return &connListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *connListener) put(c net.Conn) {
+	select {
+	case l.conns <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error {
+	l.closer.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *connListener) Addr() net.Addr { return l.addr }
 
 // ServeRedirect serves plain HTTP on ln: browsers are sent to HTTPS.
 func (s *Server) ServeRedirect(ctx context.Context, ln net.Listener) error {
@@ -181,10 +265,9 @@ func (s *Server) serve(ctx context.Context, srv *http.Server, serve func() error
 	go func() { errc <- serve() }()
 	select {
 	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
+		if ctx.Err() == nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
 		}
-		return err
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -536,3 +536,34 @@ func TestSlowHeaders(t *testing.T) {
 		t.Fatalf("cut off after %v", d)
 	}
 }
+
+// Smuggling shapes sent over a real TLS connection get a 400.
+func TestSmugglingRefused(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	port := echo(t)
+	r.host("smug-1-gggggg", port, true, "")
+	host := "smug-1-gggggg." + domain
+	send := func(raw string) string {
+		conn, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: host, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		conn.Write([]byte(raw))
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		return line
+	}
+	for _, raw := range []string{
+		"POST / HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+		"GET / HTTP/1.1\r\nHost: " + host + "\r\nX-A: b\r\n c\r\n\r\n",
+	} {
+		if line := send(raw); !strings.HasPrefix(line, "HTTP/1.1 400") {
+			t.Errorf("%q: got %q, want 400", raw, line)
+		}
+	}
+	if line := send("GET / HTTP/1.1\r\nHost: " + host + "\r\n\r\n"); !strings.HasPrefix(line, "HTTP/1.1 200") {
+		t.Fatalf("a plain request: %q", line)
+	}
+}
