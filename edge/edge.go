@@ -117,7 +117,7 @@ func New(o Options) (*Server, error) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = rt.sandboxID + ":" + strconv.Itoa(rt.port)
 			pr.Out.Host = pr.In.Host
-			pr.SetXForwarded() // replaces whatever X-Forwarded-* the client sent
+			pr.SetXForwarded()                              // replaces whatever X-Forwarded-* the client sent
 			pr.Out.Header.Set("X-Forwarded-Proto", "https") // the edge serves only HTTPS
 		},
 		Transport:     transport,
