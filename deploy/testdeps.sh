@@ -3,7 +3,8 @@
 # PostgreSQL, listening on 127.0.0.1:5432 with trust auth for the postgres
 # user (the default FROOG_TEST_DATABASE_URL); OpenSSH's client and server
 # (the tunnel's tests and benchmarks run against them); python3 (the
-# sandboxes' test server). On Debian or Ubuntu as root it uses apt-get;
+# sandboxes' test server); Chromium (every page a person sees is checked
+# in it). On Debian or Ubuntu as root it uses apt-get;
 # elsewhere it says what to install and exits non-zero.
 # Safe to run again: it does nothing when everything is there.
 set -euo pipefail
@@ -28,6 +29,7 @@ missing=()
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 if [ ${#missing[@]} -gt 0 ]; then
   if can_apt; then
     apt_install "${missing[@]}"

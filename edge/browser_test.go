@@ -1,0 +1,127 @@
+package edge_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"froog.tech/froog/store"
+)
+
+// chromium runs Debian's headless Chromium with args and returns what it
+// printed, or skips where it is not installed (deploy/testdeps.sh
+// installs it).
+func chromium(t *testing.T, rules string, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed (deploy/testdeps.sh installs it)")
+	}
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+		"--user-data-dir=" + t.TempDir(), "--ignore-certificate-errors", "--host-resolver-rules=" + rules}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, errb.String())
+	}
+	return out.String()
+}
+
+// artefacts is where screenshots are kept for people to look at.
+func artefacts(t *testing.T) string {
+	dir := os.Getenv("FROOG_ARTEFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", ".artefacts")
+	}
+	dir = filepath.Join(dir, "edge-pages")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Every page a person sees renders in a real browser.
+func TestPagesInChromium(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	_, edgePort, _ := net.SplitHostPort(r.addr)
+	rules := "MAP *." + domain + " 127.0.0.1:" + edgePort
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := closed.Addr().(*net.TCPAddr).Port
+	closed.Close()
+	r.host("idle-1-hhhhhh", port, true, "")
+	r.host("priv-1-iiiiii", echo(t), false, "pt_page")
+	pages := []struct{ name, url, title string }{
+		{"not-found", "https://nothing." + domain + "/", "No such URL"},
+		{"token-required", "https://priv-1-iiiiii." + domain + "/", "This URL is private"},
+		{"token-invalid", "https://priv-1-iiiiii." + domain + "/?_token=pt_wrong", "This link does not open this URL"},
+		{"bad-gateway", "https://idle-1-hhhhhh." + domain + "/", "Nothing is listening"},
+	}
+	dir := artefacts(t)
+	for _, p := range pages {
+		dom := chromium(t, rules, "--dump-dom", p.url)
+		if !strings.Contains(dom, "<h1>"+p.title+"</h1>") {
+			t.Errorf("%s: the page did not render: %s", p.name, dom)
+			continue
+		}
+		shot := filepath.Join(dir, p.name+".png")
+		chromium(t, rules, "--window-size=900,600", "--screenshot="+shot, p.url)
+		if st, err := os.Stat(shot); err != nil || st.Size() < 2000 {
+			t.Errorf("%s: no screenshot: %v", p.name, err)
+		}
+	}
+	// The stopped notice.
+	if _, err := r.st.UpdateSandbox(ctx, r.sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error { s.State = store.StateStopped; return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.tun.Drop(r.sb.ID)
+	dom := chromium(t, rules, "--dump-dom", "https://idle-1-hhhhhh."+domain+"/")
+	if !strings.Contains(dom, "<h1>This sandbox is stopped</h1>") {
+		t.Fatalf("stopped page: %s", dom)
+	}
+	chromium(t, rules, "--window-size=900,600", "--screenshot="+filepath.Join(dir, "stopped.png"), "https://idle-1-hhhhhh."+domain+"/")
+}
+
+// A private URL inside a cross-site iframe loads: the link's token becomes
+// a partitioned cookie that the iframe's next request carries.
+func TestPrivateURLInCrossSiteIframe(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	var mu sync.Mutex
+	var seen []string
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		seen = append(seen, req.URL.RequestURI()+" cookie="+req.Header.Get("Cookie"))
+		mu.Unlock()
+		fmt.Fprint(w, "<!doctype html><title>app</title><p id=app>inside the sandbox</p>")
+	}))
+	defer app.Close()
+	r.host("embed-1-jjjjjj", app.Listener.Addr().(*net.TCPAddr).Port, false, "pt_embed")
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>site</title><iframe src="https://embed-1-jjjjjj.`+domain+`/page?_token=pt_embed"></iframe>`)
+	}))
+	defer site.Close()
+	_, edgePort, _ := net.SplitHostPort(r.addr)
+	_, sitePort, _ := net.SplitHostPort(site.Listener.Addr().String())
+	rules := "MAP *." + domain + " 127.0.0.1:" + edgePort + ", MAP embedder.example 127.0.0.1:" + sitePort
+	chromium(t, rules, "--virtual-time-budget=5000", "--window-size=900,600", "--screenshot="+filepath.Join(artefacts(t), "iframe.png"), "http://embedder.example/")
+	mu.Lock()
+	defer mu.Unlock()
+	// The app saw the page once, after the redirect, without the token
+	// (the edge took it out of the address and the cookie).
+	if len(seen) == 0 || seen[0] != "/page cookie=" {
+		t.Fatalf("the app saw %q; want /page, without token or cookie", seen)
+	}
+}
