@@ -13,9 +13,6 @@ import (
 // maxBody is the largest request body the API reads.
 const maxBody = 1 << 20
 
-// readBody reads a request body of at most maxBody bytes.
-func readBody(r *http.Request) ([]byte, error) { return readBodyMax(r, maxBody) }
-
 // readBodyMax reads a request body of at most limit bytes.
 func readBodyMax(r *http.Request, limit int) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
@@ -26,6 +23,16 @@ func readBodyMax(r *http.Request, limit int) ([]byte, error) {
 		return nil, badRequest("request_too_large", "the request body is over %d MiB", limit>>20)
 	}
 	return b, nil
+}
+
+// readJSON reads a body of at most limit bytes and decodes it into v (see
+// decodeJSON).
+func readJSON(r *http.Request, limit int, v any, emptyOK bool) error {
+	b, err := readBodyMax(r, limit)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(b, v, emptyOK)
 }
 
 // decodeJSON decodes a JSON object into v strictly: no unknown fields, no

@@ -236,12 +236,8 @@ func (c *capped) Write(p []byte) (int, error) {
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBodyMax(r, execBody)
-	if err != nil {
-		return err
-	}
 	var req execRequest
-	if err := decodeJSON(body, &req, false); err != nil {
+	if err := readJSON(r, execBody, &req, false); err != nil {
 		return err
 	}
 	stdin, err := req.check()

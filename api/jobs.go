@@ -50,12 +50,8 @@ func (s *Server) script(r *http.Request, sb *store.Sandbox, script string, stdin
 }
 
 func (s *Server) startJob(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBodyMax(r, execBody)
-	if err != nil {
-		return err
-	}
 	var req commandRequest
-	if err := decodeJSON(body, &req, false); err != nil {
+	if err := readJSON(r, execBody, &req, false); err != nil {
 		return err
 	}
 	stdin, err := req.check()
@@ -247,12 +243,8 @@ func listens(procNet []byte, port int) bool {
 }
 
 func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
 	var req waitRequest
-	if err := decodeJSON(body, &req, false); err != nil {
+	if err := readJSON(r, maxBody, &req, false); err != nil {
 		return err
 	}
 	if req.Port == nil || *req.Port < 1 || *req.Port > 65535 {

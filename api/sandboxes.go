@@ -253,7 +253,7 @@ func (req *createRequest) sandbox(k *store.APIKey, now time.Time) (store.Sandbox
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	k := keyFrom(r.Context())
-	body, err := readBody(r)
+	body, err := readBodyMax(r, maxBody)
 	if err != nil {
 		return err
 	}
@@ -462,12 +462,8 @@ func (req *patchRequest) check() error {
 
 func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) error {
 	k := keyFrom(r.Context())
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
 	var req patchRequest
-	if err := decodeJSON(body, &req, false); err != nil {
+	if err := readJSON(r, maxBody, &req, false); err != nil {
 		return err
 	}
 	if err := req.check(); err != nil {
@@ -549,12 +545,8 @@ type startRequest struct {
 }
 
 func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
 	var req startRequest
-	if err := decodeJSON(body, &req, true); err != nil {
+	if err := readJSON(r, maxBody, &req, true); err != nil {
 		return err
 	}
 	if req.Environment != nil {
@@ -617,11 +609,7 @@ func viewStop(st *store.Stop) stopView {
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	if err := decodeJSON(body, &struct{}{}, true); err != nil {
+	if err := readJSON(r, maxBody, &struct{}{}, true); err != nil {
 		return err
 	}
 	sb, err := s.sandboxFor(r)

@@ -162,12 +162,8 @@ func (req *urlRequest) check() error {
 
 func (s *Server) putURL(w http.ResponseWriter, r *http.Request) error {
 	k := keyFrom(r.Context())
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
 	var req urlRequest
-	if err := decodeJSON(body, &req, false); err != nil {
+	if err := readJSON(r, maxBody, &req, false); err != nil {
 		return err
 	}
 	if err := req.check(); err != nil {
@@ -279,12 +275,8 @@ type tokenRequest struct {
 }
 
 func (s *Server) createURLToken(w http.ResponseWriter, r *http.Request) error {
-	body, err := readBody(r)
-	if err != nil {
-		return err
-	}
 	var req tokenRequest
-	if err := decodeJSON(body, &req, true); err != nil {
+	if err := readJSON(r, maxBody, &req, true); err != nil {
 		return err
 	}
 	ttl := int64(defaultTokenTT)

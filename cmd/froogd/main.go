@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -119,3 +121,14 @@ type list []string
 
 func (l *list) String() string     { return strings.Join(*l, ",") }
 func (l *list) Set(v string) error { *l = append(*l, v); return nil }
+
+// required reports each named flag whose value is empty.
+func required(flags map[string]string) []error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(flags)) {
+		if flags[name] == "" {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+		}
+	}
+	return errs
+}

@@ -123,12 +123,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	var errs []error
-	for flag, v := range map[string]string{"--database-url": *dbURL, "--secret-key-file": *keyFile, "--control-key-file": *ctlKey} {
-		if v == "" {
-			errs = append(errs, fmt.Errorf("%s is required", flag))
-		}
-	}
+	errs := required(map[string]string{"--database-url": *dbURL, "--secret-key-file": *keyFile, "--control-key-file": *ctlKey})
 	if err := checkDomain(*domain); err != nil {
 		errs = append(errs, err)
 	}
@@ -183,12 +178,7 @@ func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	var errs []error
-	for flag, v := range map[string]string{"--database-url": *dbURL, "--host-name": *name, "--control-key-file": *ctlKey} {
-		if v == "" {
-			errs = append(errs, fmt.Errorf("%s is required", flag))
-		}
-	}
+	errs := required(map[string]string{"--database-url": *dbURL, "--host-name": *name, "--control-key-file": *ctlKey})
 	switch *driver {
 	case "local":
 	case "qemu":
@@ -254,12 +244,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	var errs []error
-	for flag, v := range map[string]string{"--database-url": *dbURL, "--ca-dir": *caDir, "--control-key-file": *ctlKey} {
-		if v == "" {
-			errs = append(errs, fmt.Errorf("%s is required", flag))
-		}
-	}
+	errs := required(map[string]string{"--database-url": *dbURL, "--ca-dir": *caDir, "--control-key-file": *ctlKey})
 	if err := checkDomain(*domain); err != nil {
 		errs = append(errs, err)
 	}
