@@ -353,7 +353,7 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		w.WriteHeader(499) // the client went away; nobody reads this
 	case errors.Is(err, tunnel.ErrNotRunning):
 		render(w, r, errStopped, id)
-	case strings.Contains(err.Error(), "connect failed") || strings.Contains(err.Error(), "nothing listens"):
+	case strings.Contains(err.Error(), "connect failed"): // the SSH server found nothing on the port
 		render(w, r, errBadGateway(rt.port), id)
 	default:
 		s.o.Logger.Warn("proxy", slog.String("request_id", id), slog.String("sandbox", rt.sandboxID), slog.String("error", err.Error()))
