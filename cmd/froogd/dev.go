@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"froog.tech/froog/api"
@@ -55,6 +57,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	edgeAddr := f.str("edge-addr", "127.0.0.1:8443", "HTTPS address of the public-URL edge")
 	edgeHTTP := f.str("edge-http-addr", "127.0.0.1:8081", "HTTP address of the edge (redirects, ACME)")
 	domain := f.str("domain", "froog.localhost", "public-URL domain")
+	metricsAddr := f.str("metrics-addr", "", "address for Prometheus metrics (/metrics); empty: none")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -89,7 +92,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer, Logger: log})
+	reg := prometheus.NewRegistry()
+	tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer, Logger: log, Registerer: reg})
 	if err != nil {
 		return err
 	}
@@ -104,11 +108,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	edgeSrv, err := edge.New(edge.Options{Store: st, Dialer: tun, Domain: c.Domain, GetCertificate: ca.GetCertificate, HTTPSPort: port, Logger: log})
+	edgeSrv, err := edge.New(edge.Options{Store: st, Dialer: tun, Domain: c.Domain, GetCertificate: ca.GetCertificate, HTTPSPort: port, Logger: log, Registerer: reg})
 	if err != nil {
 		return err
 	}
-	lns, err := listenAll(c.APIAddr, c.EdgeAddr, c.EdgeHTTPAddr)
+	lns, err := listenAll(c.APIAddr, c.EdgeAddr, c.EdgeHTTPAddr, *metricsAddr)
 	if err != nil {
 		return err
 	}
@@ -122,6 +126,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	g.Go(func() error { return edgeSrv.ServeTLS(gctx, edgeLn) })
 	g.Go(func() error { return edgeSrv.ServeRedirect(gctx, httpLn) })
 	g.Go(func() error { return serveHTTP(gctx, ln, srv) })
+	if lns[3] != nil {
+		g.Go(func() error { return serveHTTP(gctx, lns[3], promhttp.HandlerFor(reg, promhttp.HandlerOpts{})) })
+	}
 	return g.Wait()
 }
 

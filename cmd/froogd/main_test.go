@@ -461,8 +461,25 @@ func TestPublicURLs(t *testing.T) {
 	t.Run("dev", func(t *testing.T) {
 		t.Parallel()
 		data := t.TempDir()
+		ml, _ := net.Listen("tcp", "127.0.0.1:0")
+		metrics := ml.Addr().String()
+		ml.Close()
 		_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
-			"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test")
+			"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test",
+			"--metrics-addr", metrics)
+		defer func() {
+			res, err := http.Get("http://" + metrics + "/metrics")
+			if err != nil {
+				t.Fatalf("metrics: %v", err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			for _, want := range []string{`froog_edge_requests_total{class="2xx"}`, "froog_edge_routes 1", "froog_tunnel_connections 1", "froog_tunnel_dial_seconds_count"} {
+				if !strings.Contains(string(b), want) {
+					t.Errorf("metrics lack %s", want)
+				}
+			}
+		}()
 		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 		c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
 		link, host := hostEcho(t, c)
