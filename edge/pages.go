@@ -21,7 +21,6 @@ var (
 	errTokenMissing = problem{http.StatusUnauthorized, "token_required", "This URL is private", "Open it with the full link you were given (it carries a _token), or send the token in the X-Froog-Url-Token header.", false}
 	errTokenInvalid = problem{http.StatusUnauthorized, "token_invalid", "This link does not open this URL", "The token is wrong, revoked or expired. Ask the URL's owner for a new link.", false}
 	errStopped      = problem{http.StatusServiceUnavailable, "sandbox_stopped", "This sandbox is stopped", "Its owner can start it again; this address will work as soon as it runs.", false}
-	errUnavailable  = problem{http.StatusServiceUnavailable, "unavailable", "Temporarily unavailable", "The edge cannot serve this URL right now. Try again in a moment.", false}
 )
 
 func errBadGateway(port int) problem {
