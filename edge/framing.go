@@ -21,6 +21,7 @@ import (
 type framingConn struct {
 	net.Conn
 	out []byte // checked bytes not yet handed to the reader
+	buf []byte // read buffer, reused
 
 	head     []byte // the head being read
 	state    int
@@ -48,10 +49,12 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		if c.rejected {
 			return 0, errRejected
 		}
-		buf := make([]byte, 32<<10)
-		n, err := c.Conn.Read(buf)
+		if c.buf == nil {
+			c.buf = make([]byte, 32<<10)
+		}
+		n, err := c.Conn.Read(c.buf)
 		if n > 0 {
-			c.feed(buf[:n])
+			c.feed(c.buf[:n])
 		}
 		if c.rejected {
 			c.Conn.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: 36\r\n\r\nrequest refused: ambiguous framing\r\n"))
