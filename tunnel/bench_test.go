@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
-	"time"
+
+	"froog.tech/froog/tunnel/sshdtest"
 )
 
 // The tunnel against the peer a user would reach for, `ssh -L` from
@@ -54,51 +52,17 @@ func source(b *testing.B) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// sshL starts `ssh -L` to the OpenSSH server and returns a dial function
-// for its local end.
-func sshL(b *testing.B, srv *openSSH, pemKey []byte, target int) func() (net.Conn, error) {
-	if _, err := exec.LookPath("ssh"); err != nil {
-		b.Skip("OpenSSH's ssh is not installed (deploy/testdeps.sh installs openssh-client)")
-	}
-	keyFile := filepath.Join(srv.dir, "client_key")
-	os.WriteFile(keyFile, pemKey, 0o600)
-	known := filepath.Join(srv.dir, "known_hosts")
-	host, port, _ := net.SplitHostPort(srv.addr)
-	os.WriteFile(known, []byte(fmt.Sprintf("[%s]:%s %s\n", host, port, srv.hostKey)), 0o600)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	local := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command("ssh", "-N", "-p", port, "-i", keyFile, "-o", "UserKnownHostsFile="+known, "-o", "StrictHostKeyChecking=yes",
-		"-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes",
-		"-L", fmt.Sprintf("127.0.0.1:%d:127.0.0.1:%d", local, target), "root@"+host)
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := "127.0.0.1:" + strconv.Itoa(local)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("ssh -L never listened")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return func() (net.Conn, error) { return net.Dial("tcp", addr) }
-}
-
 type dialer func() (net.Conn, error)
 
 // paths returns the two ways to the same target.
 func paths(b *testing.B, target int) map[string]dialer {
 	signer, pemKey := newPEMKey(b)
-	srv := startOpenSSH(b, signer.PublicKey())
+	srv := sshdtest.Start(b, signer.PublicKey())
 	tun, id := tunnelTo(b, srv, signer)
+	local := srv.Forward(b, pemKey, "127.0.0.1:"+strconv.Itoa(target))
 	return map[string]dialer{
 		"tunnel": func() (net.Conn, error) { return tun.DialContext(context.Background(), id, target) },
-		"ssh-L":  sshL(b, srv, pemKey, target),
+		"ssh-L":  func() (net.Conn, error) { return net.Dial("tcp", local) },
 	}
 }
 
