@@ -17,8 +17,9 @@ test: ## install what the tests need, then run every test with the race detector
 	./deploy/testdeps.sh
 	$(GO) test -race -count=1 ./...
 
-bench: ## run the benchmarks
-	./deploy/testdeps.sh
+bench: ## run the benchmarks; the edge against nginx and Caddy lands in .bench/
+	./deploy/testdeps.sh --bench
+	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestEdgeBench$$' -v -timeout 30m .
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 lint: ## gofmt, go vet and staticcheck

@@ -6,6 +6,8 @@
 # sandboxes' test server); Chromium (every page a person sees is checked
 # in it). On Debian or Ubuntu as root it uses apt-get;
 # elsewhere it says what to install and exits non-zero.
+# With --bench it also installs what `make bench` compares against: wrk,
+# nginx and Caddy.
 # Safe to run again: it does nothing when everything is there.
 set -euo pipefail
 
@@ -30,6 +32,12 @@ command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
+if [ "${1:-}" = --bench ]; then
+  command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+  command -v nginx >/dev/null 2>&1 || missing+=(nginx)
+  command -v caddy >/dev/null 2>&1 || missing+=(caddy)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if can_apt; then
     apt_install "${missing[@]}"
