@@ -44,6 +44,13 @@ func (d *deadline) set(t time.Time) {
 	}
 }
 
+// active reports whether a deadline is set (pending or passed).
+func (d *deadline) active() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.timer != nil || isClosed(d.cancel)
+}
+
 func (d *deadline) wait() chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -124,6 +131,12 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 }
 
 func (c *deadlineConn) Write(p []byte) (int, error) {
+	if !c.wd.active() {
+		// No deadline: write in place, no goroutine.
+		c.writeMu.Lock()
+		defer c.writeMu.Unlock()
+		return c.Conn.Write(p)
+	}
 	if isClosed(c.wd.wait()) {
 		return 0, os.ErrDeadlineExceeded
 	}
