@@ -251,7 +251,16 @@ func wrk(t *testing.T, hosts, dir, url, cookie, dur string) (rps, p50, p99 float
 	} else {
 		t.Fatalf("wrk %s saw errors:\n%s", url, s)
 	}
-	return rps, millis(field(s, "50%")), millis(field(s, "99%"))
+	return rps, millis(percentile(s, "50")), millis(percentile(s, "99"))
+}
+
+// percentile finds a line of wrk's latency distribution ("     99%    3.19ms").
+func percentile(s, p string) string {
+	m := regexp.MustCompile(`(?m)^\s+` + p + `%\s+(\S+)`).FindStringSubmatch(s)
+	if m == nil {
+		return ""
+	}
+	return m[1]
 }
 
 func field(s, key string) string {
