@@ -313,20 +313,7 @@ func TestSandboxesRun(t *testing.T) {
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		db := pg.TestSchema(t).URLWithSchema()
-		run := func(args ...string) string {
-			out, err := exec.Command(froogd, args...).Output()
-			if err != nil {
-				t.Fatalf("froogd %v: %v", args[:2], err)
-			}
-			return strings.TrimSpace(string(out))
-		}
-		run("migrate", "--database-url", db)
-		acct := run("admin", "create-account", "--database-url", db, "--name", "acme")
-		key := run("admin", "api-key", "create", "--database-url", db, "--account", acct, "--preset", "admin")
-		ctlKey := writeControlKey(t)
-		secret := filepath.Join(t.TempDir(), "secret.key")
-		os.WriteFile(secret, bytes.Repeat([]byte{9}, 32), 0o600)
+		db, key, ctlKey, secret := selfHosted(t)
 		start(t, regexp.MustCompile(`hostctl h1 running`), "hostctl", "--database-url", db, "--host-name", "h1",
 			"--data", t.TempDir(), "--control-key-file", ctlKey)
 		_, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
@@ -509,20 +496,7 @@ func TestPublicURLs(t *testing.T) {
 	})
 	t.Run("two-edges-on-postgres", func(t *testing.T) {
 		t.Parallel()
-		db := pg.TestSchema(t).URLWithSchema()
-		run := func(args ...string) string {
-			out, err := exec.Command(froogd, args...).Output()
-			if err != nil {
-				t.Fatalf("froogd %v: %v", args[:2], err)
-			}
-			return strings.TrimSpace(string(out))
-		}
-		run("migrate", "--database-url", db)
-		acct := run("admin", "create-account", "--database-url", db, "--name", "acme")
-		key := run("admin", "api-key", "create", "--database-url", db, "--account", acct, "--preset", "admin")
-		ctlKey := writeControlKey(t)
-		secret := filepath.Join(t.TempDir(), "secret.key")
-		os.WriteFile(secret, bytes.Repeat([]byte{5}, 32), 0o600)
+		db, key, ctlKey, secret := selfHosted(t)
 		caDir := t.TempDir()
 		start(t, regexp.MustCompile(`hostctl h1 running`), "hostctl", "--database-url", db, "--host-name", "h1", "--data", t.TempDir(), "--control-key-file", ctlKey)
 		_, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
@@ -597,4 +571,29 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// selfHosted prepares what an operator does before starting froogd on
+// Postgres: a migrated database (a schema of its own), an account with an
+// admin key, a control-plane key and a secret key. It returns the
+// database URL, the API key and the two key files.
+func selfHosted(t *testing.T) (db, key, ctlKey, secret string) {
+	t.Helper()
+	db = pg.TestSchema(t).URLWithSchema()
+	run := func(args ...string) string {
+		out, err := exec.Command(froogd, args...).Output()
+		if err != nil {
+			t.Fatalf("froogd %v: %v", args[:2], err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run("migrate", "--database-url", db)
+	acct := run("admin", "create-account", "--database-url", db, "--name", "acme")
+	key = run("admin", "api-key", "create", "--database-url", db, "--account", acct, "--preset", "admin")
+	ctlKey = writeControlKey(t)
+	secret = filepath.Join(t.TempDir(), "secret.key")
+	if err := os.WriteFile(secret, bytes.Repeat([]byte{9}, 32), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return db, key, ctlKey, secret
 }

@@ -97,6 +97,20 @@ func writeFileAtomic(path string, b []byte) error {
 	return os.Rename(tmp, path)
 }
 
+// openShared opens what every Postgres role shares: the control key and
+// the store. The caller closes the store.
+func openShared(ctx context.Context, dbURL, ctlKey string) (ssh.Signer, *pg.Store, error) {
+	signer, err := controlKey(ctlKey, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := pg.Open(ctx, pg.Options{URL: dbURL})
+	if err != nil {
+		return nil, nil, err
+	}
+	return signer, st, nil
+}
+
 // serveHTTP serves h on ln until ctx ends, then shuts down gracefully.
 func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
@@ -137,16 +151,12 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	signer, err := controlKey(*ctlKey, false)
-	if err != nil {
-		return err
-	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	st, err := pg.Open(ctx, pg.Options{URL: *dbURL})
+	signer, st, err := openShared(ctx, *dbURL, *ctlKey)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer, Logger: log})
 	if err != nil {
 		return err
@@ -192,11 +202,7 @@ func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	signer, err := controlKey(*ctlKey, false)
-	if err != nil {
-		return err
-	}
-	st, err := pg.Open(ctx, pg.Options{URL: *dbURL})
+	signer, st, err := openShared(ctx, *dbURL, *ctlKey)
 	if err != nil {
 		return err
 	}
@@ -251,11 +257,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	signer, err := controlKey(*ctlKey, false)
-	if err != nil {
-		return err
-	}
-	st, err := pg.Open(ctx, pg.Options{URL: *dbURL})
+	signer, st, err := openShared(ctx, *dbURL, *ctlKey)
 	if err != nil {
 		return err
 	}
