@@ -205,13 +205,11 @@ func (rs *routes) follow(ctx context.Context) error {
 		}
 		t := rs.cur.Load().clone()
 		rs.apply(t, c)
-		// Take whatever else has already arrived before publishing once.
-		for {
-			cctx, cancel := context.WithTimeout(ctx, time.Millisecond)
-			more, err := sub.Next(cctx)
-			cancel()
+		// Take what the same read brought too, and publish once.
+		for sub.Buffered() > 0 {
+			more, err := sub.Next(ctx)
 			if err != nil {
-				break
+				return err
 			}
 			rs.apply(t, more)
 		}

@@ -98,6 +98,9 @@ func (s *Subscription) Next(ctx context.Context) (Change, error) {
 	return c, nil
 }
 
+// Buffered is how many changes Next can return without reading the log.
+func (s *Subscription) Buffered() int { return len(s.pending) }
+
 // Seq is the sequence number of the last change Next returned.
 func (s *Subscription) Seq() int64 { return s.after }
 

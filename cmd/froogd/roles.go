@@ -254,6 +254,9 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := checkDomain(*domain); err != nil {
 		errs = append(errs, err)
 	}
+	if *publicPort < 1 || *publicPort > 65535 {
+		errs = append(errs, fmt.Errorf("--public-port %d: want 1-65535", *publicPort))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

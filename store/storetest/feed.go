@@ -119,7 +119,16 @@ func testFeed(t *testing.T, o func() Backend) {
 	if h2 != sub1.Seq() {
 		t.Fatalf("Head %d, want the last seq %d", h2, sub1.Seq())
 	}
-	// A subscription from the middle resumes there.
+	// One read brings what has committed; Buffered says how much is left.
+	batch, err := s.Subscribe(ctx, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, batch, 1)
+	if n := batch.Buffered(); n != len(want)+1 {
+		t.Fatalf("Buffered after the first of %d changes: %d", len(want)+2, n)
+	}
+		// A subscription from the middle resumes there.
 	mid, err := s.Subscribe(ctx, head+2)
 	if err != nil {
 		t.Fatal(err)
