@@ -128,7 +128,7 @@ func testFeed(t *testing.T, o func() Backend) {
 	if n := batch.Buffered(); n != len(want)+1 {
 		t.Fatalf("Buffered after the first of %d changes: %d", len(want)+2, n)
 	}
-		// A subscription from the middle resumes there.
+	// A subscription from the middle resumes there.
 	mid, err := s.Subscribe(ctx, head+2)
 	if err != nil {
 		t.Fatal(err)
