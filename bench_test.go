@@ -363,7 +363,8 @@ func runEdge(t *testing.T, ca *certs.LocalCA, sshd *sshdtest.Server, signer ssh.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tun.Close() })
-	srv, err := edge.New(edge.Options{Store: st, Dialer: tun, Domain: "froog.test", GetCertificate: ca.GetCertificate, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := edge.New(edge.Options{Store: st, Dialer: tun, Domain: "froog.test", GetCertificate: ca.GetCertificate, Logger: slog.New(slog.DiscardHandler),
+		RateLimit: -1}) // wrk is one address: no per-address limit
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,34 +27,29 @@ const (
 
 // authorize decides a request to a private URL. It returns, for a
 // redirect, the token and how long its cookie lasts (0: a session cookie).
-func (rt *route) authorize(r *http.Request, now time.Time) (verdict, string, time.Duration) {
-	if tok, ok := queryToken(r.URL.RawQuery); ok {
+func (rt *route) authorize(c *call, now time.Time) (verdict, string, time.Duration) {
+	if tok, ok := queryToken(c.query); ok {
 		life, valid := rt.check(tok, now)
 		switch {
 		case !valid:
 			return invalid, "", 0
-		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && !isUpgrade(r):
+		case (c.method == http.MethodGet || c.method == http.MethodHead) && !c.upgrade:
 			return redirect, tok, life
 		}
 		return allow, "", 0 // inline: a websocket upgrade or a non-GET request
 	}
-	if tok := r.Header.Get(tokenHeader); tok != "" {
-		if _, ok := rt.check(tok, now); ok {
+	if c.tokenHeader != "" {
+		if _, ok := rt.check(c.tokenHeader, now); ok {
 			return allow, "", 0
 		}
 		return invalid, "", 0
 	}
-	seen := false
-	for _, c := range r.Cookies() {
-		if c.Name != tokenCookie {
-			continue
-		}
-		seen = true
-		if _, ok := rt.check(c.Value, now); ok {
+	for _, tok := range c.tokenCookies {
+		if _, ok := rt.check(tok, now); ok {
 			return allow, "", 0
 		}
 	}
-	if seen {
+	if len(c.tokenCookies) > 0 {
 		return invalid, "", 0
 	}
 	return missing, "", 0
@@ -76,27 +71,13 @@ func (rt *route) check(tok string, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// isPreflight: a CORS preflight carries no credentials by the spec (the
-// browser never sends cookies with it), so requiring the token would make
-// every cross-origin call to a private URL fail. It goes to the app, which
+// isPreflight: a CORS preflight (OPTIONS with Access-Control-Request-Method)
+// carries no credentials by the spec (the browser never sends cookies or
+// custom headers with it), so requiring the token would make every
+// cross-origin call to a private URL fail. It goes to the app, which
 // answers its own CORS policy; the request that follows is checked.
-func isPreflight(r *http.Request) bool {
-	return r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
-}
-
-func isUpgrade(r *http.Request) bool {
-	return headerHasToken(r.Header, "Connection", "upgrade") && r.Header.Get("Upgrade") != ""
-}
-
-func headerHasToken(h http.Header, name, token string) bool {
-	for _, v := range h.Values(name) {
-		for _, part := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(part), token) {
-				return true
-			}
-		}
-	}
-	return false
+func isPreflight(method, requestMethod string) bool {
+	return method == http.MethodOptions && requestMethod != ""
 }
 
 // queryToken finds the first _token parameter in a raw query.
@@ -123,38 +104,6 @@ func stripQuery(raw string) string {
 		}
 	}
 	return strings.Join(kept, "&")
-}
-
-// stripCookie removes the token cookie from Cookie headers, keeping the
-// others as sent.
-func stripCookie(h http.Header) {
-	vals := h.Values("Cookie")
-	if len(vals) == 0 {
-		return
-	}
-	var out []string
-	for _, v := range vals {
-		var kept []string
-		for _, c := range strings.Split(v, ";") {
-			if name, _, _ := strings.Cut(strings.TrimSpace(c), "="); name != tokenCookie {
-				kept = append(kept, strings.TrimSpace(c))
-			}
-		}
-		if len(kept) > 0 {
-			out = append(out, strings.Join(kept, "; "))
-		}
-	}
-	h.Del("Cookie")
-	for _, v := range out {
-		h.Add("Cookie", v)
-	}
-}
-
-// strip removes every carrier of the token: it never reaches the sandbox.
-func strip(r *http.Request) {
-	r.URL.RawQuery = stripQuery(r.URL.RawQuery)
-	r.Header.Del(tokenHeader)
-	stripCookie(r.Header)
 }
 
 // tokenCookieValue is the Set-Cookie that carries a token in a browser.

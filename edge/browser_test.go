@@ -1,9 +1,12 @@
 package edge_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/edge"
 	"froog.tech/froog/store"
 )
 
@@ -83,6 +87,35 @@ func TestPagesInChromium(t *testing.T) {
 			t.Errorf("%s: no screenshot: %v", p.name, err)
 		}
 	}
+	// Too many requests: an edge with a budget of one, spent.
+	limited, _, _ := r.startEdge(r.st, func(o *edge.Options) { o.RateLimit, o.RateBurst = 0.001, 1 })
+	do(t, r.client(limited, false), "GET", "https://nothing."+domain+"/")
+	_, limitedPort, _ := net.SplitHostPort(limited)
+	limitedRules := "MAP *." + domain + " 127.0.0.1:" + limitedPort
+	if dom := chromium(t, limitedRules, "--dump-dom", "https://priv-1-iiiiii."+domain+"/"); !strings.Contains(dom, "<h1>Too many requests</h1>") {
+		t.Errorf("rate-limited page: %s", dom)
+	}
+	chromium(t, limitedRules, "--window-size=900,600", "--screenshot="+filepath.Join(dir, "rate-limited.png"), "https://priv-1-iiiiii."+domain+"/")
+	// Forbidden: no browser sends CONNECT, so the page a raw client got
+	// is rendered from a file.
+	conn, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: "priv-1-iiiiii." + domain, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "CONNECT example.com:443 HTTP/1.1\r\nHost: priv-1-iiiiii.%s\r\nAccept: text/html\r\n\r\n", domain)
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || res.StatusCode != 403 {
+		t.Fatalf("CONNECT: %v %v", res, err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	conn.Close()
+	file := filepath.Join(t.TempDir(), "forbidden.html")
+	os.WriteFile(file, page, 0o644)
+	if dom := chromium(t, rules, "--dump-dom", "file://"+file); !strings.Contains(dom, "<h1>Not allowed here</h1>") {
+		t.Errorf("forbidden page: %s", dom)
+	}
+	chromium(t, rules, "--window-size=900,600", "--screenshot="+filepath.Join(dir, "forbidden.png"), "file://"+file)
+
 	// The stopped notice.
 	if _, err := r.st.UpdateSandbox(ctx, r.sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error { s.State = store.StateStopped; return nil }, nil); err != nil {
 		t.Fatal(err)

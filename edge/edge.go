@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -17,8 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"froog.tech/froog/tunnel"
 )
 
 // Dialer opens connections to a port inside a sandbox (package tunnel).
@@ -40,6 +37,11 @@ type Options struct {
 	// ReadHeaderTimeout bounds how long a client may take to send a
 	// request's headers; 0 means 10 s.
 	ReadHeaderTimeout time.Duration
+	// RateLimit is how many requests a second one client address may
+	// send on average, and RateBurst how many at once; 0 means 200 and
+	// 2000, a negative RateLimit turns the limit off.
+	RateLimit float64
+	RateBurst int
 	// Registerer gets the edge's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger     // access log; nil discards
@@ -48,17 +50,17 @@ type Options struct {
 
 // Server is the edge.
 type Server struct {
-	o      Options
-	routes *routes
-	proxy  *httputil.ReverseProxy
-	m      metrics
+	o         Options
+	routes    *routes
+	limit     *limiter // nil: no limit
+	proxy     *httputil.ReverseProxy
+	upstreams upstreams
+	m         metrics
 
 	mu       sync.Mutex
 	hijacked map[net.Conn]struct{}
 	servers  []*http.Server
 }
-
-type ctxKey struct{}
 
 // New checks the options and builds the edge; it starts nothing.
 func New(o Options) (*Server, error) {
@@ -90,40 +92,17 @@ func New(o Options) (*Server, error) {
 	o.Domain = strings.ToLower(strings.TrimSuffix(o.Domain, "."))
 	s := &Server{o: o, m: newMetrics(o.Registerer), hijacked: map[net.Conn]struct{}{}}
 	s.routes = &routes{store: o.Store, domain: o.Domain, log: o.Logger, now: o.Now, ready: make(chan struct{}),
-		published: func(n int) { s.m.routes.Set(float64(n)) }}
-	transport := &http.Transport{
-		// The "host" of an upstream request is SANDBOX:PORT; the tunnel
-		// reaches 127.0.0.1:PORT inside that sandbox. Connections are
-		// pooled per sandbox and port.
-		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-			id, port, err := net.SplitHostPort(addr)
-			if err != nil {
-				return nil, err
-			}
-			p, err := strconv.Atoi(port)
-			if err != nil {
-				return nil, err
-			}
-			return o.Dialer.DialContext(ctx, id, p)
-		},
-		MaxIdleConnsPerHost:    64,
-		IdleConnTimeout:        90 * time.Second,
-		MaxResponseHeaderBytes: 64 << 10,
-		DisableCompression:     true,
-	}
-	s.proxy = &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			rt := pr.In.Context().Value(ctxKey{}).(*route)
-			pr.Out.URL.Scheme = "http"
-			pr.Out.URL.Host = rt.sandboxID + ":" + strconv.Itoa(rt.port)
-			pr.Out.Host = pr.In.Host
-			pr.SetXForwarded()                              // replaces whatever X-Forwarded-* the client sent
-			pr.Out.Header.Set("X-Forwarded-Proto", "https") // the edge serves only HTTPS
-		},
-		Transport:     transport,
-		FlushInterval: -1, // server-sent events and streams go out as they come
-		ErrorHandler:  s.proxyError,
-		ErrorLog:      slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
+		published: func(t *table) {
+			s.m.routes.Set(float64(len(t.byURL)))
+			s.upstreams.prune(t)
+		}}
+	s.proxy = s.newReverseProxy()
+	s.upstreams.s = s
+	switch {
+	case o.RateLimit == 0:
+		s.limit = newLimiter(200, 2000)
+	case o.RateLimit > 0:
+		s.limit = newLimiter(o.RateLimit, max(o.RateBurst, int(o.RateLimit)))
 	}
 	return s, nil
 }
@@ -135,8 +114,9 @@ func (s *Server) Run(ctx context.Context) { s.routes.run(ctx) }
 func (s *Server) Ready() <-chan struct{} { return s.routes.ready }
 
 // ServeTLS serves HTTPS on ln until ctx ends. After the TLS handshake,
-// ALPN h2 goes to an HTTP/2 server and everything else to an HTTP/1.1
-// server behind the framing guard; both call the same ServeHTTP.
+// ALPN h2 goes to net/http's HTTP/2 server and everything else to
+// fasthttp's HTTP/1.1 server behind the framing guard; both call the same
+// core (decide).
 func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 	cfg := &tls.Config{
 		GetCertificate: s.o.GetCertificate,
@@ -145,20 +125,23 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 		NextProtos: []string{"h2", "http/1.1", "acme-tls/1"},
 	}
 	h1, h2 := newConnListener(ln.Addr()), newConnListener(ln.Addr())
-	base := func() *http.Server {
-		return &http.Server{
-			Handler:           s,
-			ReadHeaderTimeout: s.o.ReadHeaderTimeout,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    64<<10 + 4096,
-			ErrorLog:          slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelDebug),
-		}
+	h2srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeader,
+		ErrorLog:          slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelDebug),
 	}
-	h1srv, h2srv := base(), base()
-	h1srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){} // HTTP/1.1 only
+	h1srv := s.newH1Server()
 	errc := make(chan error, 3)
-	go func() { errc <- s.serve(ctx, h1srv, func() error { return h1srv.Serve(h1) }) }()
 	go func() { errc <- s.serve(ctx, h2srv, func() error { return h2srv.Serve(h2) }) }()
+	go func() {
+		err := h1srv.Serve(h1)
+		if ctx.Err() != nil {
+			err = nil
+		}
+		errc <- err
+	}()
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -170,7 +153,12 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 		}
 	}()
 	<-ctx.Done()
-	ln.Close() // the servers' Shutdown closes h1 and h2
+	ln.Close()
+	s.closeHijacked() // before the shutdown, which would wait for them
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	h1srv.ShutdownWithContext(sctx) // closes h1; the HTTP/2 server's Shutdown closes h2
+	cancel()
+	s.closeHijacked()
 	var first error
 	for range 3 {
 		if err := <-errc; err != nil && first == nil {
@@ -245,7 +233,7 @@ func (s *Server) ServeRedirect(ctx context.Context, ln net.Listener) error {
 				host = h
 			}
 			if s.routes.lookup(host) == nil && parseHost(host, s.o.Domain) == "" {
-				render(w, r, errNotFound, "")
+				writeProblem(w, r, errNotFound, "")
 				return
 			}
 			if p := s.o.HTTPSPort; p != 0 && p != 443 {
@@ -296,107 +284,14 @@ func newRequestID() string {
 	return "req_" + hex.EncodeToString(b[:])
 }
 
-// ServeHTTP is the edge's one core, whatever the protocol: route, auth,
-// pages, then the proxy.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	id := newRequestID()
-	rec := &recorder{ResponseWriter: w, s: s, status: http.StatusOK}
-	rt := s.routes.lookup(r.Host)
-	defer func() {
-		s.m.requests.WithLabelValues(strconv.Itoa(rec.status/100) + "xx").Inc()
-		s.m.bytesOut.Add(float64(rec.bytes))
-		// Never the query (it may carry a token), a cookie or a header.
-		s.o.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("request_id", id), slog.String("host", r.Host), slog.String("method", r.Method),
-			slog.String("path", r.URL.Path), slog.Int("status", rec.status), slog.Int64("bytes", rec.bytes),
-			slog.Duration("duration", time.Since(start)), slog.String("proto", r.Proto))
-	}()
-	w.Header().Set("X-Request-Id", id)
-	if rt == nil {
-		render(rec, r, errNotFound, id)
-		return
-	}
-	if !rt.public && !isPreflight(r) {
-		v, tok, life := rt.authorize(r, s.o.Now())
-		switch v {
-		case missing:
-			render(rec, r, errTokenMissing, id)
-			return
-		case invalid:
-			render(rec, r, errTokenInvalid, id)
-			return
-		case redirect:
-			rec.Header().Set("Set-Cookie", tokenCookieValue(tok, life))
-			rec.Header().Set("Cache-Control", "no-store")
-			rec.Header().Set("Referrer-Policy", "no-referrer")
-			loc := r.URL.Path
-			if q := stripQuery(r.URL.RawQuery); q != "" {
-				loc += "?" + q
-			}
-			http.Redirect(rec, r, loc, http.StatusFound)
-			return
-		}
-	}
-	strip(r)
-	r.Header.Del("X-Request-Id")
-	r.Header.Set("X-Request-Id", id)
-	s.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rt)))
-}
-
-// proxyError answers when the sandbox could not be reached.
-func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	rt := r.Context().Value(ctxKey{}).(*route)
-	id := w.Header().Get("X-Request-Id")
-	switch {
-	case r.Context().Err() != nil:
-		w.WriteHeader(499) // the client went away; nobody reads this
-	case errors.Is(err, tunnel.ErrNotRunning):
-		render(w, r, errStopped, id)
-	case strings.Contains(err.Error(), "connect failed"): // the SSH server found nothing on the port
-		render(w, r, errBadGateway(rt.port), id)
-	default:
-		s.o.Logger.Warn("proxy", slog.String("request_id", id), slog.String("sandbox", rt.sandboxID), slog.String("error", err.Error()))
-		render(w, r, errBadGateway(rt.port), id)
-	}
-}
-
-// recorder notes the status and size for the access log, and tracks
-// hijacked connections (websockets) so shutdown closes them.
-type recorder struct {
-	http.ResponseWriter
-	s      *Server
-	status int
-	bytes  int64
-}
-
-func (w *recorder) WriteHeader(code int) {
-	if code >= 200 || code == http.StatusSwitchingProtocols {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *recorder) Write(b []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(b)
-	w.bytes += int64(n)
-	return n, err
-}
-
-func (w *recorder) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
-
-func (w *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err != nil {
-		return nil, nil, err
-	}
-	w.status = http.StatusSwitchingProtocols
-	tc := &trackedConn{Conn: c, s: w.s}
-	w.s.mu.Lock()
-	w.s.hijacked[tc] = struct{}{}
-	w.s.mu.Unlock()
-	w.s.m.websockets.Inc()
-	return tc, brw, nil
+// track notes a hijacked connection (a websocket's, either side) so that
+// shutdown closes it: the servers' Shutdown does not see them.
+func (s *Server) track(c net.Conn) net.Conn {
+	tc := &trackedConn{Conn: c, s: s}
+	s.mu.Lock()
+	s.hijacked[tc] = struct{}{}
+	s.mu.Unlock()
+	return tc
 }
 
 type trackedConn struct {
@@ -410,13 +305,14 @@ func (c *trackedConn) Close() error {
 		c.s.mu.Lock()
 		delete(c.s.hijacked, c)
 		c.s.mu.Unlock()
-		c.s.m.websockets.Dec()
 	})
 	return c.Conn.Close()
 }
 
 type metrics struct {
 	requests   *prometheus.CounterVec
+	latency    prometheus.Histogram
+	bytesIn    prometheus.Counter
 	bytesOut   prometheus.Counter
 	websockets prometheus.Gauge
 	routes     prometheus.Gauge
@@ -424,13 +320,16 @@ type metrics struct {
 
 func newMetrics(r prometheus.Registerer) metrics {
 	m := metrics{
-		requests:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "froog_edge_requests_total", Help: "Requests by status class."}, []string{"class"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "froog_edge_requests_total", Help: "Requests by status class."}, []string{"class"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "froog_edge_request_duration_seconds",
+			Help: "From a request's head to the end of its answer (to the upgrade, for websockets).", Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14)}),
+		bytesIn:    prometheus.NewCounter(prometheus.CounterOpts{Name: "froog_edge_request_bytes_total", Help: "Request body bytes received."}),
 		bytesOut:   prometheus.NewCounter(prometheus.CounterOpts{Name: "froog_edge_response_bytes_total", Help: "Response body bytes sent."}),
 		websockets: prometheus.NewGauge(prometheus.GaugeOpts{Name: "froog_edge_websockets_open", Help: "Open websocket (upgraded) connections."}),
 		routes:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "froog_edge_routes", Help: "URLs in the route table."}),
 	}
 	if r != nil {
-		r.MustRegister(m.requests, m.bytesOut, m.websockets, m.routes)
+		r.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.websockets, m.routes)
 	}
 	return m
 }

@@ -26,6 +26,7 @@ import (
 	"froog.tech/froog/certs"
 	"froog.tech/froog/edge"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
@@ -107,10 +108,14 @@ func newRig(t *testing.T, st store.Store) *rig {
 
 // startEdge runs one more edge on st and returns its addresses, and a
 // function that shuts it down.
-func (r *rig) startEdge(st store.Store) (string, string, func()) {
+func (r *rig) startEdge(st store.Store, edit ...func(*edge.Options)) (string, string, func()) {
 	t := r.t
-	srv, err := edge.New(edge.Options{Store: st, Dialer: r.tun, Domain: domain, GetCertificate: r.ca.GetCertificate,
-		Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), ReadHeaderTimeout: time.Second})
+	o := edge.Options{Store: st, Dialer: r.tun, Domain: domain, GetCertificate: r.ca.GetCertificate,
+		Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), ReadHeaderTimeout: time.Second}
+	for _, e := range edit {
+		e(&o)
+	}
+	srv, err := edge.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,5 +570,118 @@ func TestSmugglingRefused(t *testing.T) {
 	}
 	if line := send("GET / HTTP/1.1\r\nHost: " + host + "\r\n\r\n"); !strings.HasPrefix(line, "HTTP/1.1 200") {
 		t.Fatalf("a plain request: %q", line)
+	}
+}
+
+// rawEcho is an app that answers each request with its head, byte for
+// byte as it arrived.
+func rawEcho(t *testing.T) int {
+	return loopback.Serve(t, func(c net.Conn) {
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for {
+			var head []byte
+			for {
+				line, err := br.ReadSlice('\n')
+				if err != nil {
+					return
+				}
+				head = append(head, line...)
+				if len(line) <= 2 {
+					break
+				}
+			}
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Upstream_Name: kept\r\n\r\n%s", len(head), head)
+		}
+	})
+}
+
+// Over HTTP/1.1, header names and the request target reach the sandbox as
+// sent; the token's carriers, in any spelling, do not.
+func TestRawBytesPassUnchanged(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	r.host("raw-1-hhhhhh", rawEcho(t), false, "pt_own")
+	host := "raw-1-hhhhhh." + domain
+	conn, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: host, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	var answer bytes.Buffer // the answers' bytes as they came
+	br := bufio.NewReader(io.TeeReader(conn, &answer))
+	exchange := func(raw string) (*http.Response, string) {
+		t.Helper()
+		answer.Reset()
+		if _, err := conn.Write([]byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+	res, head := exchange("GET //a/../b%2Fc;x=1?q=%5F&_token=pt_own&z HTTP/1.1\r\nHost: " + host + "\r\nx-lower_case: 1\r\nX-MiXeD-Case: 2\r\n" +
+		"x-froog-url-token: pt_own\r\nCookie: a=1; __Host-froog_url=pt_own\r\nx-forwarded-for: 6.6.6.6\r\nConnection: keep-alive, X-Hop\r\nX-Hop: gone\r\nKeep-Alive: 5\r\n\r\n")
+	if res.StatusCode != 302 {
+		t.Fatalf("token in the query of a GET: %d", res.StatusCode)
+	}
+	res, head = exchange("GET //a/../b%2Fc;x=1?q=%5F&z HTTP/1.1\r\nHost: " + host + "\r\nx-lower_case: 1\r\nX-MiXeD-Case: 2\r\n" +
+		"x-froog-url-token: pt_own\r\nCookie: a=1; __Host-froog_url=pt_own\r\nx-forwarded-for: 6.6.6.6\r\nConnection: keep-alive, X-Hop\r\nX-Hop: gone\r\nKeep-Alive: 5\r\n\r\n")
+	if res.StatusCode != 200 {
+		t.Fatalf("with the header: %d %s", res.StatusCode, head)
+	}
+	for _, want := range []string{"GET //a/../b%2Fc;x=1?q=%5F&z HTTP/1.1\r\n", "\r\nx-lower_case: 1\r\n", "\r\nX-MiXeD-Case: 2\r\n", "\r\nCookie: a=1\r\n", "X-Forwarded-For: 127.0.0.1\r\n"} {
+		if !strings.Contains(head, want) {
+			t.Errorf("the sandbox did not get %q in:\n%s", want, head)
+		}
+	}
+	for _, gone := range []string{"pt_own", "froog-url", "6.6.6.6", "X-Hop", "Keep-Alive"} {
+		if strings.Contains(strings.ToLower(head), strings.ToLower(gone)) {
+			t.Errorf("the sandbox got %q:\n%s", gone, head)
+		}
+	}
+	if !strings.Contains(answer.String(), "\r\nX-Upstream_Name: kept\r\n") {
+		t.Errorf("a response header's name changed:\n%s", answer.String())
+	}
+	// A POST with the token inline.
+	res, head = exchange("POST /hook?_token=pt_own HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 2\r\n\r\nhi")
+	if res.StatusCode != 200 || !strings.HasPrefix(head, "POST /hook HTTP/1.1\r\n") {
+		t.Fatalf("inline token: %d %s", res.StatusCode, head)
+	}
+	// The edge is no forward proxy.
+	res, head = exchange("CONNECT example.com:443 HTTP/1.1\r\nHost: " + host + "\r\n\r\n")
+	if res.StatusCode != 403 || !strings.Contains(head, `"code":"forbidden"`) {
+		t.Fatalf("CONNECT: %d %s", res.StatusCode, head)
+	}
+}
+
+// One client address past its budget gets 429 with Retry-After, over
+// both protocols, and other addresses are not held back by it.
+func TestRateLimit(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	port := echo(t)
+	r.host("busy-1-iiiiii", port, true, "")
+	limited, _, _ := r.startEdge(r.st, func(o *edge.Options) { o.RateLimit, o.RateBurst = 0.5, 3 })
+	for _, h2 := range []bool{false, true} {
+		c := r.client(limited, h2)
+		var codes []int
+		for range 4 {
+			res, _ := do(t, c, "GET", "https://busy-1-iiiiii."+domain+"/")
+			codes = append(codes, res.StatusCode)
+			if res.StatusCode == 429 && res.Header.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+		}
+		want := map[bool][]int{false: {200, 200, 200, 429}, true: {429, 429, 429, 429}}[h2]
+		if fmt.Sprint(codes) != fmt.Sprint(want) {
+			t.Fatalf("h2=%v: statuses %v, want %v (one budget for the address)", h2, codes, want)
+		}
+	}
+	// The default edge, on the same address, is not affected.
+	if res, _ := do(t, r.client(r.addr, false), "GET", "https://busy-1-iiiiii."+domain+"/"); res.StatusCode != 200 {
+		t.Fatalf("another edge: %d", res.StatusCode)
 	}
 }

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"encoding/json"
 	"html/template"
 	"net/http"
@@ -14,18 +15,26 @@ type problem struct {
 	title   string
 	message string
 	reload  bool // the "starting…" page reloads itself
+	// retryAfter, when set, is sent as Retry-After (seconds).
+	retryAfter int
 }
 
 var (
-	errNotFound     = problem{http.StatusNotFound, "not_found", "No such URL", "Nothing is served at this address. Check the link, or ask its owner for a new one.", false}
-	errTokenMissing = problem{http.StatusUnauthorized, "token_required", "This URL is private", "Open it with the full link you were given (it carries a _token), or send the token in the X-Froog-Url-Token header.", false}
-	errTokenInvalid = problem{http.StatusUnauthorized, "token_invalid", "This link does not open this URL", "The token is wrong, revoked or expired. Ask the URL's owner for a new link.", false}
-	errStopped      = problem{http.StatusServiceUnavailable, "sandbox_stopped", "This sandbox is stopped", "Its owner can start it again; this address will work as soon as it runs.", false}
+	errNotFound     = problem{status: http.StatusNotFound, code: "not_found", title: "No such URL", message: "Nothing is served at this address. Check the link, or ask its owner for a new one."}
+	errTokenMissing = problem{status: http.StatusUnauthorized, code: "token_required", title: "This URL is private", message: "Open it with the full link you were given (it carries a _token), or send the token in the X-Froog-Url-Token header."}
+	errTokenInvalid = problem{status: http.StatusUnauthorized, code: "token_invalid", title: "This link does not open this URL", message: "The token is wrong, revoked or expired. Ask the URL's owner for a new link."}
+	errForbidden    = problem{status: http.StatusForbidden, code: "forbidden", title: "Not allowed here", message: "The edge serves this sandbox's web app; it does not tunnel CONNECT requests."}
+	errStopped      = problem{status: http.StatusServiceUnavailable, code: "sandbox_stopped", title: "This sandbox is stopped", message: "Its owner can start it again; this address will work as soon as it runs.", retryAfter: 5}
 )
+
+func errRateLimited(wait int) problem {
+	return problem{status: http.StatusTooManyRequests, code: "rate_limited", title: "Too many requests",
+		message: "Your network address sent more requests than the edge takes from one client. Try again in a few seconds.", retryAfter: wait}
+}
 
 func errBadGateway(port int) problem {
 	return problem{http.StatusBadGateway, "bad_gateway", "Nothing is listening",
-		"Nothing answered on port " + itoa(port) + " inside the sandbox. The service must listen on that port inside the sandbox (on localhost or 0.0.0.0).", false}
+		"Nothing answered on port " + itoa(port) + " inside the sandbox. The service must listen on that port inside the sandbox (on localhost or 0.0.0.0).", false, 0}
 }
 
 func itoa(n int) string {
@@ -58,29 +67,36 @@ h1{font-size:1.35rem;margin:0 0 .5rem}p{margin:.5rem 0;color:#4a5263}.code{font:
 // pageCSP allows the page's own inline style and nothing else.
 const pageCSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
-// wantsHTML reports whether a request is a browser navigation.
-func wantsHTML(r *http.Request) bool {
-	return r.Header.Get("Sec-Fetch-Mode") == "navigate" || strings.Contains(r.Header.Get("Accept"), "text/html")
+// wantsHTML reports whether a request is a browser navigation, from its
+// Sec-Fetch-Mode and Accept headers.
+func wantsHTML(fetchMode, accept string) bool {
+	return fetchMode == "navigate" || strings.Contains(accept, "text/html")
 }
 
-// render answers with p: a small HTML page to a browser navigation, JSON
-// in the API's error format to anything else.
-func render(w http.ResponseWriter, r *http.Request, p problem, requestID string) {
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Content-Type-Options", "nosniff")
-	if p.status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", "5")
+// headers gives the headers of p's answer, one call of set each.
+func (p *problem) headers(html bool, set func(name, value string)) {
+	set("Cache-Control", "no-store")
+	set("Referrer-Policy", "no-referrer")
+	set("X-Content-Type-Options", "nosniff")
+	if p.retryAfter > 0 {
+		set("Retry-After", itoa(p.retryAfter))
 	}
-	if wantsHTML(r) {
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		h.Set("Content-Security-Policy", pageCSP)
-		w.WriteHeader(p.status)
-		page.Execute(w, map[string]any{"Title": p.title, "Message": p.message, "Status": p.status, "Code": p.code, "RequestID": requestID, "Reload": p.reload})
-		return
+	if html {
+		set("Content-Type", "text/html; charset=utf-8")
+		set("Content-Security-Policy", pageCSP)
+	} else {
+		set("Content-Type", "application/json")
 	}
-	h.Set("Content-Type", "application/json")
-	w.WriteHeader(p.status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": p.code, "message": p.message, "request_id": requestID}})
+}
+
+// body is p's answer: a small HTML page for a browser navigation, JSON in
+// the API's error format for anything else.
+func (p *problem) body(html bool, requestID string) []byte {
+	var b bytes.Buffer
+	if html {
+		page.Execute(&b, map[string]any{"Title": p.title, "Message": p.message, "Status": p.status, "Code": p.code, "RequestID": requestID, "Reload": p.reload})
+	} else {
+		json.NewEncoder(&b).Encode(map[string]any{"error": map[string]string{"code": p.code, "message": p.message, "request_id": requestID}})
+	}
+	return b.Bytes()
 }

@@ -114,14 +114,14 @@ type routes struct {
 	// tokenHash remembers each viewer token's hash, for deletions.
 	tokenHash map[string]string
 	ready     chan struct{}
-	// published is told the size of every table put in place.
-	published func(urls int)
+	// published is told of every table put in place.
+	published func(*table)
 }
 
 func (rs *routes) publish(t *table) {
 	rs.cur.Store(t)
 	if rs.published != nil {
-		rs.published(len(t.byURL))
+		rs.published(t)
 	}
 }
 

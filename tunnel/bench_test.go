@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/tunnel/sshdtest"
 )
 
@@ -19,37 +20,23 @@ import (
 // source is the target: every connection gets an endless stream of bytes,
 // or, when it first sends "e", an echo.
 func source(b *testing.B) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
 	chunk := make([]byte, 256<<10)
-	go func() {
+	return loopback.Serve(b, func(c net.Conn) {
+		defer c.Close()
+		mode := make([]byte, 1)
+		if _, err := io.ReadFull(c, mode); err != nil {
+			return
+		}
+		if mode[0] == 'e' {
+			io.Copy(c, c)
+			return
+		}
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := c.Write(chunk); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				mode := make([]byte, 1)
-				if _, err := io.ReadFull(c, mode); err != nil {
-					return
-				}
-				if mode[0] == 'e' {
-					io.Copy(c, c)
-					return
-				}
-				for {
-					if _, err := c.Write(chunk); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
+	})
 }
 
 type dialer func() (net.Conn, error)

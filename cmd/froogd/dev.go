@@ -58,7 +58,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	edgeHTTP := f.str("edge-http-addr", "127.0.0.1:8081", "HTTP address of the edge (redirects, ACME)")
 	domain := f.str("domain", "froog.localhost", "public-URL domain")
 	metricsAddr := f.str("metrics-addr", "", "address for Prometheus metrics (/metrics); empty: none")
+	rate := edgeRateFlags(f)
 	if err := f.parse(args); err != nil {
+		return err
+	}
+	if err := rate.check(); err != nil {
 		return err
 	}
 	c := devConfig{Data: *data, APIAddr: *apiAddr, EdgeAddr: *edgeAddr, EdgeHTTPAddr: *edgeHTTP, Domain: strings.ToLower(*domain)}
@@ -108,7 +112,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	edgeSrv, err := edge.New(edge.Options{Store: st, Dialer: tun, Domain: c.Domain, GetCertificate: ca.GetCertificate, HTTPSPort: port, Logger: log, Registerer: reg})
+	eo := edge.Options{Store: st, Dialer: tun, Domain: c.Domain, GetCertificate: ca.GetCertificate, HTTPSPort: port, Logger: log, Registerer: reg}
+	rate.apply(&eo)
+	edgeSrv, err := edge.New(eo)
 	if err != nil {
 		return err
 	}

@@ -247,10 +247,12 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	caDir := f.str("ca-dir", "", "folder of the local CA that signs the edge's certificates (ca.pem); until ACME lands, required")
 	ctlKey := f.str("control-key-file", "", "the control plane's SSH private key, to reach sandboxes (required)")
 	metricsAddr := f.str("metrics-addr", "", "address for Prometheus metrics (/metrics); empty: none")
+	rate := edgeRateFlags(f)
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	errs := required(map[string]string{"--database-url": *dbURL, "--ca-dir": *caDir, "--control-key-file": *ctlKey})
+	errs = append(errs, rate.check())
 	if err := checkDomain(*domain); err != nil {
 		errs = append(errs, err)
 	}
@@ -276,7 +278,9 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	srv, err := edge.New(edge.Options{Store: st, Dialer: tun, Domain: *domain, GetCertificate: ca.GetCertificate, HTTPSPort: *publicPort, Logger: log, Registerer: reg})
+	o := edge.Options{Store: st, Dialer: tun, Domain: *domain, GetCertificate: ca.GetCertificate, HTTPSPort: *publicPort, Logger: log, Registerer: reg}
+	rate.apply(&o)
+	srv, err := edge.New(o)
 	if err != nil {
 		return err
 	}
@@ -316,4 +320,28 @@ func listenAll(addrs ...string) ([]net.Listener, error) {
 		lns[i] = ln
 	}
 	return lns, nil
+}
+
+// edgeRate is the edge's per-address rate limit, as flags.
+type edgeRate struct{ limit, burst *int }
+
+func edgeRateFlags(f flags) edgeRate {
+	return edgeRate{
+		f.num("rate-limit", 200, "requests a second one client address may send the edge, on average; 0 turns the limit off (a benchmark, or an edge behind a trusted proxy that limits)"),
+		f.num("rate-burst", 2000, "requests one client address may send the edge at once"),
+	}
+}
+
+func (r edgeRate) check() error {
+	if *r.limit < 0 || *r.burst < 1 {
+		return fmt.Errorf("--rate-limit %d --rate-burst %d: want a limit of 0 or more and a burst of 1 or more", *r.limit, *r.burst)
+	}
+	return nil
+}
+
+func (r edgeRate) apply(o *edge.Options) {
+	o.RateLimit, o.RateBurst = float64(*r.limit), *r.burst
+	if *r.limit == 0 {
+		o.RateLimit = -1 // off
+	}
 }

@@ -1,0 +1,417 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/valyala/fasthttp"
+)
+
+// The HTTP/1.1 front end: fasthttp's server and one fasthttp client per
+// sandbox port, around the same core as HTTP/2. Header names and the
+// request target pass as sent: names are not normalised and the path is
+// not cleaned (fasthttp writes the special headers it manages itself,
+// Host, Content-Length, Content-Type, User-Agent, Cookie and
+// Transfer-Encoding, in their canonical spelling).
+
+// maxHeader bounds a request's or response's head: 64 KiB of headers and
+// the request line.
+const maxHeader = 64<<10 + 4096
+
+func (s *Server) newH1Server() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:                       s.serveH1,
+		ErrorHandler:                  s.h1Error,
+		ReadBufferSize:                maxHeader,
+		ReadTimeout:                   s.o.ReadHeaderTimeout, // the body's read deadline is lifted in serveH1
+		IdleTimeout:                   2 * time.Minute,
+		MaxRequestBodySize:            64 << 10, // larger bodies stream
+		StreamRequestBody:             true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePreParseMultipartForm:  true,
+		NoDefaultServerHeader:         true,
+		NoDefaultContentType:          true,
+		CloseOnShutdown:               true,
+		KeepHijackedConns:             true, // a websocket's connection is closed by its own pipe
+		Logger:                        discardLogger{},
+	}
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}
+
+// h1Error answers a request fasthttp could not read.
+func (s *Server) h1Error(ctx *fasthttp.RequestCtx, err error) {
+	status := fasthttp.StatusBadRequest
+	var tooBig *fasthttp.ErrSmallBuffer
+	if errors.As(err, &tooBig) {
+		status = fasthttp.StatusRequestHeaderFieldsTooLarge
+	}
+	ctx.Response.Reset()
+	ctx.SetStatusCode(status)
+	ctx.SetConnectionClose()
+}
+
+// upstreams keeps one fasthttp client per sandbox port: its connections
+// (tunnel channels) are reused across requests.
+type upstreams struct {
+	s  *Server
+	mu sync.RWMutex
+	m  map[upstreamKey]*fasthttp.HostClient
+}
+
+type upstreamKey struct {
+	sandboxID string
+	port      int
+}
+
+func (u *upstreams) get(rt *route) *fasthttp.HostClient {
+	k := upstreamKey{rt.sandboxID, rt.port}
+	u.mu.RLock()
+	hc := u.m[k]
+	u.mu.RUnlock()
+	if hc != nil {
+		return hc
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if hc = u.m[k]; hc == nil {
+		hc = &fasthttp.HostClient{
+			Addr: rt.sandboxID + ":" + strconv.Itoa(rt.port),
+			Dial: func(string) (net.Conn, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				return u.s.o.Dialer.DialContext(ctx, k.sandboxID, k.port)
+			},
+			MaxConns:                      4096,
+			MaxIdleConnDuration:           90 * time.Second,
+			ReadBufferSize:                maxHeader,
+			StreamResponseBody:            true,
+			DisableHeaderNamesNormalizing: true,
+			DisablePathNormalizing:        true,
+			NoDefaultUserAgentHeader:      true,
+			// Retry only where nothing reached the app: a pooled
+			// connection that had been closed.
+			RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
+				return false, attempts < 2 && (errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed))
+			},
+		}
+		if u.m == nil {
+			u.m = map[upstreamKey]*fasthttp.HostClient{}
+		}
+		u.m[k] = hc
+	}
+	return hc
+}
+
+// prune forgets the clients of ports no route points at any more.
+func (u *upstreams) prune(t *table) {
+	live := map[upstreamKey]bool{}
+	for _, rt := range t.byURL {
+		live[upstreamKey{rt.sandboxID, rt.port}] = true
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for k, hc := range u.m {
+		if !live[k] {
+			hc.CloseIdleConnections()
+			delete(u.m, k)
+		}
+	}
+}
+
+// b2s views b as a string without copying; the string must not outlive
+// the request that owns b.
+func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// h1Head is what one pass over a request's headers finds. Names are
+// compared without case: fasthttp keeps them as sent.
+type h1Head struct {
+	connection, upgrade, fetchMode, accept, requestMethod, token string
+}
+
+func scanH1(h *fasthttp.RequestHeader) h1Head {
+	var hd h1Head
+	for k, v := range h.All() {
+		switch name := b2s(k); {
+		case strings.EqualFold(name, "Connection"):
+			hd.connection = b2s(v)
+		case strings.EqualFold(name, "Upgrade"):
+			hd.upgrade = b2s(v)
+		case strings.EqualFold(name, "Sec-Fetch-Mode"):
+			hd.fetchMode = b2s(v)
+		case strings.EqualFold(name, "Accept"):
+			hd.accept = b2s(v)
+		case strings.EqualFold(name, "Access-Control-Request-Method"):
+			hd.requestMethod = b2s(v)
+		case strings.EqualFold(name, tokenHeader) && hd.token == "":
+			hd.token = b2s(v)
+		}
+	}
+	return hd
+}
+
+// dropHeaders deletes the headers drop reports, in every spelling sent.
+// names is scratch space for the names (they are copied out before any
+// is deleted).
+func dropHeaders(all func(func([]byte, []byte) bool), del func([]byte), drop func(string) bool, names []byte) {
+	for k := range all {
+		if drop(b2s(k)) {
+			names = append(append(names, k...), 0)
+		}
+	}
+	for len(names) > 0 {
+		i := bytes.IndexByte(names, 0)
+		del(names[:i])
+		names = names[i+1:]
+	}
+}
+
+// serveH1 serves one HTTP/1.1 request: the core decides, then the proxy.
+func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
+	req := &ctx.Request
+	h := &req.Header
+	x := &exchange{id: newRequestID(), start: time.Now(), proto: "HTTP/1.1", status: fasthttp.StatusOK}
+	uri := h.RequestURI()
+	path, query := uri, []byte(nil)
+	if i := bytes.IndexByte(uri, '?'); i >= 0 {
+		path, query = uri[:i], uri[i+1:]
+	}
+	hd := scanH1(h)
+	var cookies [2]string
+	c := call{host: b2s(h.Host()), method: b2s(h.Method()), path: b2s(path), query: b2s(query),
+		tokenHeader: hd.token, tokenCookies: cookies[:0],
+		upgrade:   hd.upgrade != "" && hasToken(hd.connection, "upgrade"),
+		preflight: isPreflight(b2s(h.Method()), hd.requestMethod),
+		html:      wantsHTML(hd.fetchMode, hd.accept),
+	}
+	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		c.ip = a.AddrPort().Addr().Unmap()
+	}
+	for k, v := range h.Cookies() {
+		if b2s(k) == tokenCookie {
+			c.tokenCookies = append(c.tokenCookies, b2s(v))
+		}
+	}
+	// The log keeps its own copies: these bytes belong to the request.
+	x.host, x.method, x.path = string(h.Host()), string(h.Method()), string(path)
+	d := s.decide(&c)
+	switch {
+	case d.problem != nil:
+		s.h1Problem(ctx, x, d.problem, c.html)
+		return
+	case d.location != "":
+		rh := &ctx.Response.Header
+		rh.Set("X-Request-Id", x.id)
+		rh.Set("Set-Cookie", d.setCookie)
+		rh.Set("Cache-Control", "no-store")
+		rh.Set("Referrer-Policy", "no-referrer")
+		rh.Set("Location", d.location)
+		ctx.SetStatusCode(fasthttp.StatusFound)
+		x.status = fasthttp.StatusFound
+		s.finish(x)
+		return
+	}
+
+	// What reaches the sandbox: no token in the query, the cookie or the
+	// header; the edge's own X-Forwarded-* and X-Request-Id.
+	if q := stripQuery(c.query); len(q) != len(c.query) {
+		nu := append(append([]byte(nil), path...), '?')
+		if q == "" {
+			nu = nu[:len(nu)-1]
+		}
+		req.SetRequestURIBytes(append(nu, q...))
+	}
+	if h.ConnectionClose() {
+		ctx.SetConnectionClose() // the client's connection closes; the tunnel's stays
+	}
+	var scratch [256]byte
+	dropHeaders(h.All(), h.DelBytes, func(name string) bool { return isHop(name, hd.connection, c.upgrade) }, scratch[:0])
+	h.ResetConnectionClose()
+	h.DelCookie(tokenCookie)
+	h.SetNoDefaultContentType(true) // a body without a Content-Type stays without one
+	h.Set("X-Forwarded-For", c.ip.String())
+	h.Set("X-Forwarded-Proto", "https")
+	h.Set("X-Forwarded-Host", x.host)
+	h.Set("X-Request-Id", x.id)
+	// The head is in; the body may take as long as it takes.
+	ctx.Conn().SetReadDeadline(time.Time{})
+
+	if c.upgrade {
+		s.upgradeH1(ctx, x, d.rt)
+		return
+	}
+	if req.IsBodyStream() {
+		req.SetBodyStream(&countingReader{r: ctx.RequestBodyStream(), n: &x.bytesIn}, h.ContentLength())
+	} else {
+		x.bytesIn = int64(len(req.Body()))
+	}
+	req.UseHostHeader = true
+	up := fasthttp.AcquireResponse()
+	up.Header.DisableNormalizing()
+	if err := s.upstreams.get(d.rt).Do(req, up); err != nil {
+		fasthttp.ReleaseResponse(up)
+		p := s.proxyProblem(d.rt, x.id, err)
+		s.h1Problem(ctx, x, &p, c.html)
+		return
+	}
+	s.answerH1(ctx, x, up)
+}
+
+// answerH1 sends the sandbox's answer up on to the client, streaming its
+// body; the exchange is logged once the body is through.
+func (s *Server) answerH1(ctx *fasthttp.RequestCtx, x *exchange, up *fasthttp.Response) {
+	rh := &ctx.Response.Header
+	up.Header.CopyTo(rh)
+	rh.SetNoDefaultContentType(true)
+	rh.ResetConnectionClose()
+	var conn string
+	for k, v := range up.Header.All() {
+		if strings.EqualFold(b2s(k), "Connection") {
+			conn = string(v)
+		}
+	}
+	var scratch [256]byte
+	dropHeaders(up.Header.All(), rh.DelBytes, func(name string) bool { return isResponseHop(name, conn) }, scratch[:0])
+	rh.Set("X-Request-Id", x.id)
+	x.status = up.StatusCode()
+	body := up.BodyStream()
+	if body == nil {
+		x.bytesOut = int64(len(up.Body()))
+		ctx.Response.SetBody(up.Body())
+		fasthttp.ReleaseResponse(up)
+		s.finish(x)
+		return
+	}
+	n := up.Header.ContentLength()
+	if n < 0 {
+		n = -1 // chunked to the client, whatever the sandbox framed it as
+	}
+	ctx.Response.SetBodyStream(&bodyTail{r: body, up: up, x: x, s: s}, n)
+}
+
+// isResponseHop reports whether a response header ends at the edge.
+func isResponseHop(name, connection string) bool {
+	for _, h := range hopHeaders {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	return connection != "" && hasToken(connection, name)
+}
+
+// bodyTail streams a sandbox's response body to the client; fasthttp
+// closes it when the body is through, which frees the upstream
+// connection and logs the exchange.
+type bodyTail struct {
+	r    io.Reader
+	up   *fasthttp.Response
+	x    *exchange
+	s    *Server
+	once sync.Once
+}
+
+func (b *bodyTail) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.x.bytesOut += int64(n)
+	return n, err
+}
+
+func (b *bodyTail) Close() error {
+	b.once.Do(func() {
+		b.up.CloseBodyStream()
+		fasthttp.ReleaseResponse(b.up)
+		b.s.finish(b.x)
+	})
+	return nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n *int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	*c.n += int64(n)
+	return n, err
+}
+
+// h1Problem answers with one of the edge's own pages.
+func (s *Server) h1Problem(ctx *fasthttp.RequestCtx, x *exchange, p *problem, html bool) {
+	rh := &ctx.Response.Header
+	rh.Set("X-Request-Id", x.id)
+	p.headers(html, rh.Set)
+	ctx.SetStatusCode(p.status)
+	body := p.body(html, x.id)
+	ctx.SetBody(body)
+	x.status, x.bytesOut = p.status, int64(len(body))
+	s.finish(x)
+}
+
+// upgradeH1 passes an upgrade (a websocket) through: the request goes to
+// the sandbox on a connection of its own, and once the sandbox agrees
+// (101) the two connections are joined, with no websocket library in
+// between and no idle timeout.
+func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route) {
+	html := false
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	up, err := s.o.Dialer.DialContext(dctx, rt.sandboxID, rt.port)
+	if err != nil {
+		p := s.proxyProblem(rt, x.id, err)
+		s.h1Problem(ctx, x, &p, html)
+		return
+	}
+	up.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReaderSize(up, 4096)
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	resp.Header.DisableNormalizing()
+	_, err = up.Write(ctx.Request.Header.Header())
+	if err == nil {
+		err = resp.ReadLimitBody(br, 1<<20)
+	}
+	if err != nil {
+		up.Close()
+		p := s.proxyProblem(rt, x.id, err)
+		s.h1Problem(ctx, x, &p, html)
+		return
+	}
+	up.SetDeadline(time.Time{})
+	resp.Header.CopyTo(&ctx.Response.Header)
+	ctx.Response.Header.SetNoDefaultContentType(true)
+	ctx.Response.Header.Set("X-Request-Id", x.id)
+	x.status = resp.StatusCode()
+	if x.status != fasthttp.StatusSwitchingProtocols {
+		up.Close()
+		ctx.Response.SetBody(resp.Body())
+		x.bytesOut = int64(len(resp.Body()))
+		s.finish(x)
+		return
+	}
+	s.finish(x)
+	ctx.Hijack(func(c net.Conn) {
+		c.SetDeadline(time.Time{})
+		client, sandbox := s.track(c), s.track(up)
+		s.m.websockets.Inc()
+		defer s.m.websockets.Dec()
+		done := make(chan struct{}, 2)
+		go func() { io.Copy(sandbox, client); done <- struct{}{} }()
+		go func() { io.Copy(client, br); done <- struct{}{} }()
+		<-done
+		client.Close()
+		sandbox.Close()
+		<-done
+	})
+}
