@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -226,10 +227,12 @@ client_body_temp_path %s; proxy_temp_path %s; fastcgi_temp_path %s; uwsgi_temp_p
 	os.WriteFile(file, []byte(conf), 0o644)
 	addr := regexp.MustCompile(`listen (\S+?)[ ;]`).FindStringSubmatch(server)[1]
 	cmd := exec.Command("nginx", "-p", prefix, "-c", file, "-g", "daemon off;")
+	cmd.WaitDelay = 10 * time.Second
 	if out, err := startAndWait(cmd, addr); err != nil {
 		t.Fatalf("nginx %s: %v %s", name, err, out)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// TERM lets the master stop its worker, which holds the output pipe.
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
 }
 
 // wrk measures small keep-alive requests; it resolves the test's names

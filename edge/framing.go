@@ -9,12 +9,13 @@ import (
 )
 
 // framingConn guards an HTTP/1.1 connection against request smuggling: it
-// reads ahead of net/http, holds each request head back until it is
-// whole, and refuses (400, then close) a head that frames its body two
-// ways (Content-Length and Transfer-Encoding), gives Content-Length more
-// than once, or folds a header onto the next line (obs-fold). net/http
-// would accept all three, and a proxy that reads a message differently
-// from its upstream is how requests get smuggled. It then follows the
+// reads ahead of the HTTP/1.1 server, holds each request head back until
+// it is whole, and refuses (400, then close) a head that frames its body
+// two ways (Content-Length and Transfer-Encoding), gives Content-Length
+// more than once, or folds a header onto the next line (obs-fold). HTTP
+// servers differ on these (net/http accepts all three), and a proxy that
+// reads a message differently from its upstream is how requests get
+// smuggled; the guard makes the edge's rule its own, whatever the server. It then follows the
 // body (Content-Length bytes, or chunks) to find the next head. After a
 // request asking for an upgrade it stops looking: what follows is not
 // HTTP.
@@ -45,6 +46,15 @@ const maxHead = 64<<10 + 4096
 var errRejected = errors.New("request refused: ambiguous framing")
 
 func (c *framingConn) Read(p []byte) (int, error) {
+	if len(c.out) == 0 && len(c.head) == 0 && c.left > 0 && (c.state == stBody || c.state == stChunk) {
+		// Body bytes need no look: read them straight into p.
+		if int64(len(p)) > c.left {
+			p = p[:c.left]
+		}
+		n, err := c.Conn.Read(p)
+		c.feedBody(int64(n))
+		return n, err
+	}
 	for len(c.out) == 0 {
 		if c.rejected {
 			return 0, errRejected
@@ -82,7 +92,7 @@ func (c *framingConn) feed(b []byte) {
 			end := bytes.Index(c.head, []byte("\r\n\r\n"))
 			if end < 0 {
 				if len(c.head) > maxHead {
-					// Too big to be ours to judge: net/http refuses it.
+					// Too big to be ours to judge: the HTTP server refuses it.
 					c.out, c.head, c.state = append(c.out, c.head...), nil, stOpaque
 				}
 				return
@@ -96,19 +106,10 @@ func (c *framingConn) feed(b []byte) {
 			c.out = append(c.out, head...)
 			b = rest
 		case stBody, stChunk:
-			k := int64(len(b))
-			if k > c.left {
-				k = c.left
-			}
+			k := min(int64(len(b)), c.left)
 			c.out = append(c.out, b[:k]...)
-			b, c.left = b[k:], c.left-k
-			if c.left == 0 {
-				if c.state == stBody {
-					c.state = stHead
-				} else {
-					c.state = stChunkEnd
-				}
-			}
+			b = b[k:]
+			c.feedBody(k)
 		case stChunkSize, stChunkEnd, stTrailer:
 			i := bytes.IndexByte(b, '\n')
 			if i < 0 {
@@ -125,6 +126,18 @@ func (c *framingConn) feed(b []byte) {
 			line := strings.TrimRight(string(c.line), "\r\n")
 			c.line = c.line[:0]
 			c.nextLine(line)
+		}
+	}
+}
+
+// feedBody notes that k body bytes went by.
+func (c *framingConn) feedBody(k int64) {
+	c.left -= k
+	if c.left == 0 {
+		if c.state == stBody {
+			c.state = stHead
+		} else {
+			c.state = stChunkEnd
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,15 +67,20 @@ func isClosed(c chan struct{}) bool {
 	}
 }
 
-// deadlineConn gives a channel connection working deadlines: reads come
-// from a goroutine that drains the channel, writes run in a goroutine, and
-// each side waits on its deadline too.
+// deadlineConn gives a channel connection working deadlines. Without
+// deadlines it reads and writes in place; once a read deadline is set,
+// reads come from a goroutine that drains the channel, and while a write
+// deadline is set, writes run in a goroutine; each side waits on its
+// deadline too.
 type deadlineConn struct {
 	net.Conn
 	onClose func()
 
-	readOnce sync.Once
-	chunks   chan []byte
+	// viaReader: a read deadline has been set, so reads come through the
+	// reader goroutine from now on. Until then they happen in place.
+	viaReader atomic.Bool
+	readOnce  sync.Once
+	chunks    chan []byte
 	readErr  error // set before chunks is closed
 	left     []byte
 	rd, wd   *deadline
@@ -108,6 +114,11 @@ func (c *deadlineConn) reader() {
 }
 
 func (c *deadlineConn) Read(p []byte) (int, error) {
+	if !c.viaReader.Load() {
+		// No read deadline yet: read in place, no goroutine. (A deadline
+		// set while such a read waits holds from the next read on.)
+		return c.Conn.Read(p)
+	}
 	c.readOnce.Do(func() { go c.reader() })
 	if len(c.left) == 0 {
 		if isClosed(c.rd.wait()) {
@@ -162,12 +173,19 @@ func (c *deadlineConn) Write(p []byte) (int, error) {
 }
 
 func (c *deadlineConn) SetDeadline(t time.Time) error {
-	c.rd.set(t)
+	c.SetReadDeadline(t)
 	c.wd.set(t)
 	return nil
 }
 
-func (c *deadlineConn) SetReadDeadline(t time.Time) error  { c.rd.set(t); return nil }
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	if !t.IsZero() {
+		c.viaReader.Store(true)
+	}
+	c.rd.set(t)
+	return nil
+}
+
 func (c *deadlineConn) SetWriteDeadline(t time.Time) error { c.wd.set(t); return nil }
 
 func (c *deadlineConn) Close() error {

@@ -245,10 +245,11 @@ func (t *Tunnel) dial(ctx context.Context, id string, wait time.Duration) (*clie
 	dl, _ := dctx.Deadline()
 	nc.SetDeadline(dl)
 	stop := context.AfterFunc(dctx, func() { nc.SetDeadline(time.Unix(1, 0)) }) // a cancelled ctx ends it too
-	conn, chans, reqs, err := ssh.NewClientConn(nc, addr, cfg)
+	bc := newBatchConn(nc)
+	conn, chans, reqs, err := ssh.NewClientConn(bc, addr, cfg)
 	stop()
 	if err != nil {
-		nc.Close()
+		bc.Close()
 		kind := "handshake"
 		var ke *ssh.ServerAuthError
 		if errors.As(err, &ke) {
