@@ -81,9 +81,9 @@ type deadlineConn struct {
 	viaReader atomic.Bool
 	readOnce  sync.Once
 	chunks    chan []byte
-	readErr  error // set before chunks is closed
-	left     []byte
-	rd, wd   *deadline
+	readErr   error // set before chunks is closed
+	left      []byte
+	rd, wd    *deadline
 
 	writeMu   sync.Mutex // one write at a time, also past a timed-out one
 	closeOnce sync.Once
