@@ -461,7 +461,8 @@ func TestPublicURLs(t *testing.T) {
 			}
 			b, _ := io.ReadAll(res.Body)
 			res.Body.Close()
-			for _, want := range []string{`froog_edge_requests_total{class="2xx"}`, "froog_edge_routes 1", "froog_tunnel_connections 1", "froog_tunnel_dial_seconds_count"} {
+			for _, want := range []string{`froog_edge_requests_total{class="2xx"}`, "froog_edge_routes 1", "froog_edge_request_duration_seconds_count",
+				"froog_edge_request_bytes_total", "froog_edge_response_bytes_total", "froog_edge_websockets_open 0", "froog_tunnel_connections 1", "froog_tunnel_dial_seconds_count"} {
 				if !strings.Contains(string(b), want) {
 					t.Errorf("metrics lack %s", want)
 				}
