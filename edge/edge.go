@@ -31,6 +31,9 @@ type Options struct {
 	Domain string
 	// GetCertificate gives the TLS certificates (package certs). Required.
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// HTTPChallenge, when set, answers ACME HTTP-01 challenges on the HTTP
+	// listener; it reports whether it answered.
+	HTTPChallenge func(http.ResponseWriter, *http.Request) bool
 	// HTTPSPort is the HTTPS port visitors reach, for redirects from
 	// HTTP; 0 or 443 leaves it out.
 	HTTPSPort int
@@ -109,6 +112,26 @@ func New(o Options) (*Server, error) {
 
 // Run keeps the route table current until ctx ends.
 func (s *Server) Run(ctx context.Context) { s.routes.run(ctx) }
+
+// ErrUnknownName and ErrNotCurrent are Owner's refusals.
+var (
+	ErrUnknownName = errors.New("no URL holds this name")
+	ErrNotCurrent  = errors.New("the route table is not current: the store is unreachable")
+)
+
+// Owner says which account's URL holds the host name, from the route
+// table in memory; certificates are ordered only for such names. While
+// the table does not follow the store it refuses every name.
+func (s *Server) Owner(name string) (string, error) {
+	if !s.routes.current.Load() {
+		return "", ErrNotCurrent
+	}
+	rt := s.routes.lookup(name)
+	if rt == nil {
+		return "", ErrUnknownName
+	}
+	return rt.accountID, nil
+}
 
 // Ready is closed once the route table has loaded.
 func (s *Server) Ready() <-chan struct{} { return s.routes.ready }
@@ -228,6 +251,9 @@ func (s *Server) ServeRedirect(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.o.HTTPChallenge != nil && s.o.HTTPChallenge(w, r) {
+				return
+			}
 			host := r.Host
 			if h, _, err := net.SplitHostPort(host); err == nil {
 				host = h

@@ -22,6 +22,7 @@ type Store interface {
 // published: a change makes a new one.
 type route struct {
 	urlID     string
+	accountID string
 	host      string // the label
 	sandboxID string
 	port      int
@@ -51,7 +52,7 @@ func (t *table) clone() *table {
 
 func (t *table) putURL(u *store.URL) {
 	old := t.byURL[u.ID]
-	r := &route{urlID: u.ID, host: u.Hostname, sandboxID: u.SandboxID, port: u.Port, public: u.Public, tokenHash: u.TokenHash, viewers: map[string]time.Time{}}
+	r := &route{urlID: u.ID, accountID: u.AccountID, host: u.Hostname, sandboxID: u.SandboxID, port: u.Port, public: u.Public, tokenHash: u.TokenHash, viewers: map[string]time.Time{}}
 	if old != nil {
 		delete(t.byHost, old.host) // a renamed URL's old address stops at once
 		if !u.Public {
@@ -111,6 +112,9 @@ type routes struct {
 	log    *slog.Logger
 	now    func() time.Time
 	cur    atomic.Pointer[table]
+	// current: the table follows the feed (false from a store error until
+	// the next successful load).
+	current atomic.Bool
 	// tokenHash remembers each viewer token's hash, for deletions.
 	tokenHash map[string]string
 	ready     chan struct{}
@@ -185,10 +189,13 @@ func (rs *routes) run(ctx context.Context) {
 }
 
 func (rs *routes) follow(ctx context.Context) error {
+	rs.current.Store(false)
 	head, err := rs.load(ctx)
 	if err != nil {
 		return err
 	}
+	rs.current.Store(true)
+	defer rs.current.Store(false)
 	select {
 	case <-rs.ready:
 	default:

@@ -405,7 +405,8 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 `
 
-// edgeClient reaches the edge at addr for every host, trusting the local CA.
+// edgeClient reaches the edge at addr for every host, trusting the local
+// CA in caFile.
 func edgeClient(t *testing.T, addr, caFile string, h2 bool) *http.Client {
 	pemBytes, err := os.ReadFile(caFile)
 	if err != nil {
@@ -413,6 +414,11 @@ func edgeClient(t *testing.T, addr, caFile string, h2 bool) *http.Client {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pemBytes)
+	return edgeClientWith(addr, pool, h2)
+}
+
+// edgeClientWith reaches the edge at addr for every host, trusting pool.
+func edgeClientWith(addr string, pool *x509.CertPool, h2 bool) *http.Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, n, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, n, addr)

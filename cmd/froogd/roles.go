@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -244,15 +245,15 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	edgeHTTP := f.str("edge-http-addr", "127.0.0.1:8081", "HTTP address (redirects to HTTPS)")
 	domain := f.str("domain", "", "public-URL domain (required)")
 	publicPort := f.num("public-port", 443, "the HTTPS port as visitors reach it, for redirects")
-	caDir := f.str("ca-dir", "", "folder of the local CA that signs the edge's certificates (ca.pem); until ACME lands, required")
 	ctlKey := f.str("control-key-file", "", "the control plane's SSH private key, to reach sandboxes (required)")
 	metricsAddr := f.str("metrics-addr", "", "address for Prometheus metrics (/metrics); empty: none")
 	rate := edgeRateFlags(f)
+	tlsFlags := edgeCertFlags(f)
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	errs := required(map[string]string{"--database-url": *dbURL, "--ca-dir": *caDir, "--control-key-file": *ctlKey})
-	errs = append(errs, rate.check())
+	errs := required(map[string]string{"--database-url": *dbURL, "--control-key-file": *ctlKey})
+	errs = append(errs, rate.check(), tlsFlags.check())
 	if err := checkDomain(*domain); err != nil {
 		errs = append(errs, err)
 	}
@@ -274,18 +275,19 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer tun.Close()
-	ca, err := certs.OpenLocalCA(*caDir, *domain)
-	if err != nil {
-		return err
-	}
-	o := edge.Options{Store: st, Dialer: tun, Domain: *domain, GetCertificate: ca.GetCertificate, HTTPSPort: *publicPort, Logger: log, Registerer: reg}
-	rate.apply(&o)
-	srv, err := edge.New(o)
-	if err != nil {
-		return err
-	}
 	lns, err := listenAll(*edgeAddr, *edgeHTTP, *metricsAddr)
 	if err != nil {
+		return err
+	}
+	// The edge asks certs for certificates; with ACME, certs asks the
+	// edge's route table which names to order: each is given the other.
+	var srv *edge.Server
+	o := edge.Options{Store: st, Dialer: tun, Domain: *domain, HTTPSPort: *publicPort, Logger: log, Registerer: reg}
+	rate.apply(&o)
+	if err := tlsFlags.apply(&o, *domain, st, func(name string) (string, error) { return srv.Owner(name) }, lns, reg, log); err != nil {
+		return err
+	}
+	if srv, err = edge.New(o); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "froog edge on https://%s (HTTP %s)\n", lns[0].Addr(), lns[1].Addr())
@@ -345,3 +347,84 @@ func (r edgeRate) apply(o *edge.Options) {
 		o.RateLimit = -1 // off
 	}
 }
+
+// edgeCerts chooses where the edge's certificates come from: ACME (the
+// default), an operator's wildcard, or the local CA.
+type edgeCerts struct {
+	caDir, wildCert, wildKey            *string
+	acmeCA, email, eabKID, eabMAC, root *string
+	maxOrders                           *int
+}
+
+func edgeCertFlags(f flags) edgeCerts {
+	return edgeCerts{
+		caDir:     f.str("ca-dir", "", "folder of a local CA that signs the edge's certificates (ca.pem): development and tests, instead of ACME"),
+		wildCert:  f.str("wildcard-cert", "", "PEM certificate for *.DOMAIN, served for every URL instead of ordering one per name (reread when it changes)"),
+		wildKey:   f.str("wildcard-key", "", "the wildcard certificate's PEM key"),
+		acmeCA:    f.str("acme-ca", certs.LetsEncrypt, "ACME directory URL"),
+		email:     f.str("acme-email", "", "contact address for the ACME account"),
+		eabKID:    f.str("acme-eab-kid", "", "external account binding key id, for CAs that want one"),
+		eabMAC:    f.str("acme-eab-hmac", "", "external account binding MAC key (base64url)"),
+		root:      f.str("acme-ca-root", "", "PEM file of a root to trust for the ACME CA's HTTPS (private CAs, tests)"),
+		maxOrders: f.num("acme-max-orders", 4, "ACME orders this edge runs at once"),
+	}
+}
+
+func (c edgeCerts) check() error {
+	var errs []error
+	if (*c.wildCert == "") != (*c.wildKey == "") {
+		errs = append(errs, errors.New("--wildcard-cert and --wildcard-key go together"))
+	}
+	if *c.caDir != "" && *c.wildCert != "" {
+		errs = append(errs, errors.New("--ca-dir and --wildcard-cert are two sources of certificates: give one"))
+	}
+	if *c.maxOrders < 1 {
+		errs = append(errs, fmt.Errorf("--acme-max-orders %d: want 1 or more", *c.maxOrders))
+	}
+	return errors.Join(errs...)
+}
+
+// apply sets the edge's certificate source (and, for ACME, its HTTP-01
+// answers); owner is the edge's route table, lns its listeners.
+func (c edgeCerts) apply(o *edge.Options, domain string, st certs.Store, owner func(string) (string, error), lns []net.Listener, reg prometheus.Registerer, log *slog.Logger) error {
+	switch {
+	case *c.caDir != "":
+		ca, err := certs.OpenLocalCA(*c.caDir, domain)
+		if err != nil {
+			return err
+		}
+		o.GetCertificate = ca.GetCertificate
+	case *c.wildCert != "":
+		w, err := certs.OpenWildcard(*c.wildCert, *c.wildKey, domain)
+		if err != nil {
+			return err
+		}
+		o.GetCertificate = w.GetCertificate
+	default:
+		var roots *x509.CertPool
+		if *c.root != "" {
+			pemBytes, err := os.ReadFile(*c.root)
+			if err != nil {
+				return fmt.Errorf("--acme-ca-root: %w", err)
+			}
+			if roots, err = x509.SystemCertPool(); err != nil {
+				roots = x509.NewCertPool()
+			}
+			if !roots.AppendCertsFromPEM(pemBytes) {
+				return fmt.Errorf("--acme-ca-root %s: no PEM certificate in it", *c.root)
+			}
+		}
+		a, err := certs.NewACME(certs.ACMEOptions{Store: st, Names: ownerFunc(owner), CA: *c.acmeCA, Email: *c.email,
+			EABKeyID: *c.eabKID, EABMACKey: *c.eabMAC, Roots: roots, MaxOrders: *c.maxOrders,
+			HTTPPort: lns[1].Addr().(*net.TCPAddr).Port, TLSPort: lns[0].Addr().(*net.TCPAddr).Port, Registerer: reg, Logger: log})
+		if err != nil {
+			return err
+		}
+		o.GetCertificate, o.HTTPChallenge = a.GetCertificate, a.HTTPChallenge
+	}
+	return nil
+}
+
+type ownerFunc func(string) (string, error)
+
+func (f ownerFunc) Owner(name string) (string, error) { return f(name) }

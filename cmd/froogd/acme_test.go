@@ -1,0 +1,109 @@
+package main_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"froog.tech/froog/certs/pebbletest"
+)
+
+// freePort finds a loopback port nobody listens on.
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// The certificates issue's end-to-end checks against the real binary and
+// a real ACME CA (Pebble): a new URL's first visit gets a certificate
+// issued on the spot; a second edge on the same Postgres serves the same
+// certificate without a new order; two edges asked for one new name at
+// once make one order.
+func TestACMEOnDemand(t *testing.T) {
+	httpPort, tlsPort := freePort(t), freePort(t)
+	ca := pebbletest.Start(t, httpPort, tlsPort, 0)
+	root := filepath.Join(t.TempDir(), "pebble-dir.pem")
+	os.WriteFile(root, ca.DirectoryRootPEM, 0o644)
+
+	db, key, ctlKey, secret := selfHosted(t)
+	start(t, regexp.MustCompile(`hostctl h1 running`), "hostctl", "--database-url", db, "--host-name", "h1", "--data", t.TempDir(), "--control-key-file", ctlKey)
+	_, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
+		"--domain", "froog.test", "--secret-key-file", secret, "--control-key-file", ctlKey)
+	edgeRE := regexp.MustCompile(`froog edge on https://(\S+) `)
+	acme := []string{"--database-url", db, "--domain", "froog.test", "--control-key-file", ctlKey, "--acme-ca", ca.Directory, "--acme-ca-root", root}
+	// Pebble validates against the first edge's ports; the second answers
+	// from the store what the first ordered, and the other way round.
+	_, e1 := start(t, edgeRE, append([]string{"edge", "--edge-addr", fmt.Sprintf("127.0.0.1:%d", tlsPort), "--edge-http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort)}, acme...)...)
+	_, e2 := start(t, edgeRE, append([]string{"edge", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0"}, acme...)...)
+	trust := ca.IssuerRoots()
+	edges := []*http.Client{edgeClientWith(e1[1], trust, true), edgeClientWith(e2[1], trust, false)}
+
+	c := client{t: t, base: m[1], key: key}
+	link, host := hostEcho(t, c)
+	if ca.Orders() != 0 {
+		t.Fatalf("%d orders before any visit", ca.Orders())
+	}
+	res, _ := visit(t, edges[0], "GET", link)
+	if res.StatusCode != 302 {
+		t.Fatalf("first visit: %d", res.StatusCode)
+	}
+	cookie := strings.SplitN(res.Header.Get("Set-Cookie"), ";", 2)[0]
+	first := res.TLS.PeerCertificates[0]
+	if ca.Orders() != 1 || first.Subject.CommonName != host && !contains(first.DNSNames, host) {
+		t.Fatalf("after the first visit: %d orders, certificate for %v", ca.Orders(), first.DNSNames)
+	}
+	res, body := visit(t, edges[1], "GET", "https://"+host+"/", "Cookie", cookie)
+	if res.StatusCode != 200 {
+		t.Fatalf("second edge: %d %s", res.StatusCode, body)
+	}
+	if got := res.TLS.PeerCertificates[0]; got.SerialNumber.Cmp(first.SerialNumber) != 0 || ca.Orders() != 1 {
+		t.Fatalf("second edge: serial %v (first %v), %d orders", got.SerialNumber, first.SerialNumber, ca.Orders())
+	}
+
+	// A second URL, asked of both edges at once.
+	var u struct{ Host string }
+	c.call("POST", "/v1/sandboxes/e2e/urls", `{"port": 9, "public": true}`, 201, &u)
+	var wg sync.WaitGroup
+	serials := make([]string, 2)
+	for i, web := range edges {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Until the feed brings the URL (milliseconds), the name is
+			// unknown and the handshake is refused.
+			for try := 0; try < 100; try++ {
+				res, err := web.Get("https://" + u.Host + "/")
+				if err == nil {
+					res.Body.Close()
+					serials[i] = res.TLS.PeerCertificates[0].SerialNumber.String()
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	if serials[0] == "" || serials[0] != serials[1] || ca.Orders() != 2 {
+		t.Fatalf("one new name on two edges: serials %v, %d orders in all (want 2)", serials, ca.Orders())
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
