@@ -274,7 +274,7 @@ func (a *ACME) event(_ context.Context, event string, data map[string]any) error
 
 type acmeMetrics struct {
 	served, started, succeeded, failed, refused, fromStorage prometheus.Counter
-	latency                                          prometheus.Histogram
+	latency                                                  prometheus.Histogram
 }
 
 func newACMEMetrics(r prometheus.Registerer) acmeMetrics {

@@ -1,0 +1,270 @@
+package certs_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"froog.tech/froog/certs"
+	"froog.tech/froog/certs/pebbletest"
+	"froog.tech/froog/edge"
+	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/store"
+	"froog.tech/froog/store/pg"
+)
+
+var ctx = context.Background()
+
+const domain = "froog.test"
+
+// acmeRig: an edge with on-demand certificates from Pebble, on Postgres
+// (reached through a proxy the test can cut), and a URL in the store.
+type acmeRig struct {
+	t     *testing.T
+	ca    *pebbletest.CA
+	st    *pg.Store
+	proxy *pgProxy
+	addr  string
+	acct  store.Account
+	sb    store.Sandbox
+}
+
+func newACMERig(t *testing.T, validity time.Duration, edit func(*certs.ACMEOptions)) *acmeRig {
+	t.Helper()
+	tlsLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	httpLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	ca := pebbletest.Start(t, httpLn.Addr().(*net.TCPAddr).Port, tlsLn.Addr().(*net.TCPAddr).Port, validity)
+	o := pg.TestOptions(t)
+	proxy := startPGProxy(t, o.URL)
+	o.URL = proxy.url
+	st, err := pg.Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := &acmeRig{t: t, ca: ca, st: st, proxy: proxy, addr: tlsLn.Addr().String()}
+	r.acct, _ = st.CreateAccount(ctx, store.Account{MaxSandboxes: 5, URLNamesPerDay: 20})
+	r.sb, err = st.CreateSandbox(ctx, store.Sandbox{AccountID: r.acct.ID, Name: "box", DesiredState: store.StateStopped, State: store.StateStopped, CreatedAt: time.Now()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.DirectoryRootPEM)
+	var srv *edge.Server
+	ao := certs.ACMEOptions{Store: st, Names: names{&srv}, CA: ca.Directory, Roots: roots,
+		HTTPPort: httpLn.Addr().(*net.TCPAddr).Port, TLSPort: tlsLn.Addr().(*net.TCPAddr).Port}
+	if edit != nil {
+		edit(&ao)
+	}
+	a, err := certs.NewACME(ao)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err = edge.New(edge.Options{Store: st, Dialer: noDialer{}, Domain: domain, GetCertificate: a.GetCertificate, HTTPChallenge: a.HTTPChallenge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); srv.Run(cctx) }()
+	go func() { defer wg.Done(); srv.ServeTLS(cctx, tlsLn) }()
+	go func() { defer wg.Done(); srv.ServeRedirect(cctx, httpLn) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	<-srv.Ready()
+	return r
+}
+
+type names struct{ srv **edge.Server }
+
+func (n names) Owner(name string) (string, error) { return (*n.srv).Owner(name) }
+
+// noDialer: these tests are about certificates; nothing is proxied.
+type noDialer struct{}
+
+func (noDialer) DialContext(context.Context, string, int) (net.Conn, error) {
+	return nil, errors.New("no sandbox here")
+}
+
+// url makes a URL with host label and waits until the edge knows it.
+func (r *acmeRig) url(label string, port int) store.URL {
+	r.t.Helper()
+	u, err := r.st.PutURL(ctx, r.sb.ID, port, func(*store.URL, *store.AuditEvent) (store.URL, error) {
+		return store.URL{Hostname: label, Public: true, CreatedAt: time.Now(), UpdatedAt: time.Now()}, nil
+	}, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return u
+}
+
+// handshake dials the edge for name and returns the leaf it served.
+func (r *acmeRig) handshake(name string) (*x509.Certificate, error) {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 20 * time.Second}, "tcp", r.addr, &tls.Config{ServerName: name, RootCAs: r.ca.IssuerRoots(), NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.ConnectionState().PeerCertificates[0], nil
+}
+
+// eventually retries the handshake while the feed brings a change.
+func (r *acmeRig) eventually(name string) *x509.Certificate {
+	r.t.Helper()
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var leaf *x509.Certificate
+		if leaf, err = r.handshake(name); err == nil {
+			return leaf
+		}
+	}
+	r.t.Fatalf("never a certificate for %s: %v", name, err)
+	return nil
+}
+
+// 1,000 handshakes for names no URL holds: not one order, nothing stored.
+func TestUnknownNamesOrderNothing(t *testing.T) {
+	r := newACMERig(t, 0, nil)
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 125; i++ {
+				name := fmt.Sprintf("x%d-%d.%s", rand.Uint64(), i, domain)
+				if _, err := r.handshake(name); err != nil {
+					refused.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if refused.Load() != 1000 || r.ca.Orders() != 0 {
+		t.Fatalf("%d of 1000 refused, %d orders", refused.Load(), r.ca.Orders())
+	}
+	if keys, _ := r.st.KVList(ctx, ""); len(keys) != 0 {
+		t.Fatalf("unknown names left keys in the store: %v", keys)
+	}
+	// A name a URL holds is issued.
+	r.url("known-1-aaaaaa", 3000)
+	if leaf := r.eventually("known-1-aaaaaa." + domain); leaf.DNSNames[0] != "known-1-aaaaaa."+domain || r.ca.Orders() != 1 {
+		t.Fatalf("known name: %v, %d orders", leaf.DNSNames, r.ca.Orders())
+	}
+}
+
+// With the store unreachable, a new name gets no certificate and no order;
+// once the store is back, it does.
+func TestStoreOutageRefusesIssuance(t *testing.T) {
+	r := newACMERig(t, 0, nil)
+	r.url("outage-1-bbbbbb", 3000)
+	time.Sleep(200 * time.Millisecond) // the feed brings it
+	r.proxy.cut(true)
+	for i := 0; i < 3; i++ {
+		if _, err := r.handshake("outage-1-bbbbbb." + domain); err == nil {
+			t.Fatal("a certificate while the store is down")
+		}
+	}
+	if r.ca.Orders() != 0 {
+		t.Fatalf("%d orders while the store was down", r.ca.Orders())
+	}
+	r.proxy.cut(false)
+	r.eventually("outage-1-bbbbbb." + domain)
+	if r.ca.Orders() != 1 {
+		t.Fatalf("%d orders once the store is back", r.ca.Orders())
+	}
+}
+
+// A certificate near its end is renewed at the next handshake while its
+// URL exists, and never after the URL is gone.
+func TestRemovedURLIsNotRenewed(t *testing.T) {
+	r := newACMERig(t, 30*time.Second, func(o *certs.ACMEOptions) { o.RenewalWindowRatio = 0.95 })
+	u := r.url("renew-1-cccccc", 3000)
+	r.eventually("renew-1-cccccc." + domain)
+	time.Sleep(2 * time.Second) // past 5 % of 30 s: due for renewal
+	for deadline := time.Now().Add(20 * time.Second); r.ca.Orders() < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never renewed: %d orders", r.ca.Orders())
+		}
+		r.handshake("renew-1-cccccc." + domain)
+	}
+	r.eventually("renew-1-cccccc." + domain)
+	if err := r.st.DeleteURL(ctx, r.sb.ID, u.Port, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the feed brings it
+	orders := r.ca.Orders()
+	time.Sleep(2 * time.Second) // due again
+	// The certificate in memory may serve one more handshake, whose
+	// renewal the decision refuses; then it is dropped.
+	refused := false
+	for i := 0; i < 10 && !refused; i++ {
+		_, err := r.handshake("renew-1-cccccc." + domain)
+		refused = err != nil
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !refused || r.ca.Orders() != orders {
+		t.Fatalf("after the URL was removed: still served %v, orders went from %d to %d", !refused, orders, r.ca.Orders())
+	}
+}
+
+// pgProxy stands between the store and Postgres; cut(true) drops every
+// connection and refuses new ones.
+type pgProxy struct {
+	url    string
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]bool
+	target string
+}
+
+func startPGProxy(t *testing.T, dbURL string) *pgProxy {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pgProxy{conns: map[net.Conn]bool{}, target: u.Host}
+	port := loopback.Serve(t, func(c net.Conn) {
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			c.Close()
+			return
+		}
+		p.conns[c] = true
+		p.mu.Unlock()
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			return
+		}
+		go func() { io.Copy(up, c); up.Close() }()
+		io.Copy(c, up)
+		c.Close()
+	})
+	u.Host = fmt.Sprintf("127.0.0.1:%d", port)
+	p.url = u.String()
+	return p
+}
+
+func (p *pgProxy) cut(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = down
+	if down {
+		for c := range p.conns {
+			c.Close()
+		}
+		clear(p.conns)
+	}
+}
