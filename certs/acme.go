@@ -182,7 +182,7 @@ func (b *budgeted) Issue(ctx context.Context, csr *x509.CertificateRequest) (*ce
 	refuse := func(err error) (*certmagic.IssuedCertificate, error) {
 		a.m.refused.Inc()
 		a.o.Logger.Warn("certificate refused", slog.String("host", name), slog.String("reason", err.Error()))
-		return nil, err
+		return nil, certmagic.ErrNoRetry{Err: err} // a refusal is an answer, not a failure to retry
 	}
 	acct, err := a.o.Names.Owner(name)
 	if err != nil {

@@ -4,12 +4,17 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,10 +101,12 @@ func (noDialer) DialContext(context.Context, string, int) (net.Conn, error) {
 	return nil, errors.New("no sandbox here")
 }
 
-// url makes a URL with host label and waits until the edge knows it.
-func (r *acmeRig) url(label string, port int) store.URL {
+// url makes a public URL with host label on the rig's sandbox.
+func (r *acmeRig) url(label string, port int) store.URL { return r.urlOn(r.sb.ID, label, port) }
+
+func (r *acmeRig) urlOn(sandboxID, label string, port int) store.URL {
 	r.t.Helper()
-	u, err := r.st.PutURL(ctx, r.sb.ID, port, func(*store.URL, *store.AuditEvent) (store.URL, error) {
+	u, err := r.st.PutURL(ctx, sandboxID, port, func(*store.URL, *store.AuditEvent) (store.URL, error) {
 		return store.URL{Hostname: label, Public: true, CreatedAt: time.Now(), UpdatedAt: time.Now()}, nil
 	}, nil)
 	if err != nil {
@@ -268,3 +275,102 @@ func (p *pgProxy) cut(down bool) {
 		clear(p.conns)
 	}
 }
+
+// An account's allowance of new names a day is counted in the store, for
+// every edge: past it a name is refused before any order, and the log
+// names the host and the reason.
+func TestAllowancePerAccount(t *testing.T) {
+	var logs syncBuffer
+	r := newACMERig(t, 0, func(o *certs.ACMEOptions) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	small, _ := r.st.CreateAccount(ctx, store.Account{MaxSandboxes: 1, URLNamesPerDay: 2})
+	sb, err := r.st.CreateSandbox(ctx, store.Sandbox{AccountID: small.ID, Name: "small", DesiredState: store.StateStopped, State: store.StateStopped, CreatedAt: time.Now()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another edge of the cluster already spent one of today's two.
+	day := time.Now().UTC().Format("2006-01-02")
+	if err := r.st.KVPut(ctx, "froog/issuance/"+small.ID+"/"+day, []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	r.urlOn(sb.ID, "small-1-dddddd", 3000)
+	r.urlOn(sb.ID, "small-2-eeeeee", 3001)
+	r.eventually("small-1-dddddd." + domain)
+	time.Sleep(100 * time.Millisecond)
+	for i := 0; i < 3; i++ {
+		if _, err := r.handshake("small-2-eeeeee." + domain); err == nil {
+			t.Fatal("a name past the allowance got a certificate")
+		}
+	}
+	if r.ca.Orders() != 1 {
+		t.Fatalf("%d orders, want 1", r.ca.Orders())
+	}
+	if l := logs.String(); !strings.Contains(l, `"host":"small-2-eeeeee.froog.test"`) || !strings.Contains(l, "has used its 2 new certificates") {
+		t.Fatalf("the refusal is not in the log: %s", l)
+	}
+	// Unknown names are logged with their reason too.
+	r.handshake("nobody-1-ffffff." + domain)
+	if l := logs.String(); !strings.Contains(l, `"host":"nobody-1-ffffff.froog.test","reason":"no URL holds this name"`) {
+		t.Fatalf("an unknown name's refusal is not in the log: %s", l)
+	}
+}
+
+// The wildcard mode serves the operator's certificate to every
+// single-label name, nothing else, and picks up a replaced file.
+func TestWildcard(t *testing.T) {
+	dir := t.TempDir()
+	write := func(cn string) {
+		ca, err := certs.OpenLocalCA(filepath.Join(dir, "ca-"+cn), "*."+domain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := ca.GetCertificate(&tls.ClientHelloInfo{ServerName: "*." + domain})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var chain []byte
+		for _, der := range c.Certificate {
+			chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+		}
+		key, _ := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+		os.WriteFile(filepath.Join(dir, "w.crt"), chain, 0o600)
+		os.WriteFile(filepath.Join(dir, "w.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600)
+	}
+	write("one")
+	w, err := certs.OpenWildcard(filepath.Join(dir, "w.crt"), filepath.Join(dir, "w.key"), domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := w.GetCertificate(&tls.ClientHelloInfo{ServerName: "box-3000-abcdef." + domain})
+	if err != nil || first.Leaf.VerifyHostname("box-3000-abcdef."+domain) != nil {
+		t.Fatalf("a single-label name: %v", err)
+	}
+	for _, name := range []string{"a.b." + domain, domain, "box.other.test"} {
+		if _, err := w.GetCertificate(&tls.ClientHelloInfo{ServerName: name}); err == nil {
+			t.Errorf("%s got the wildcard", name)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	write("two")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		c, _ := w.GetCertificate(&tls.ClientHelloInfo{ServerName: "x." + domain})
+		if c.Leaf.SerialNumber.Cmp(first.Leaf.SerialNumber) != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replaced wildcard was never picked up")
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
