@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -44,7 +45,9 @@ func TestACMEOnDemand(t *testing.T) {
 	acme := []string{"--database-url", db, "--domain", "froog.test", "--control-key-file", ctlKey, "--acme-ca", ca.Directory, "--acme-ca-root", root}
 	// Pebble validates against the first edge's ports; the second answers
 	// from the store what the first ordered, and the other way round.
-	_, e1 := start(t, edgeRE, append([]string{"edge", "--edge-addr", fmt.Sprintf("127.0.0.1:%d", tlsPort), "--edge-http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort)}, acme...)...)
+	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	_, e1 := start(t, edgeRE, append([]string{"edge", "--edge-addr", fmt.Sprintf("127.0.0.1:%d", tlsPort), "--edge-http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
+		"--metrics-addr", metrics}, acme...)...)
 	_, e2 := start(t, edgeRE, append([]string{"edge", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0"}, acme...)...)
 	trust := ca.IssuerRoots()
 	edges := []*http.Client{edgeClientWith(e1[1], trust, true), edgeClientWith(e2[1], trust, false)}
@@ -54,7 +57,17 @@ func TestACMEOnDemand(t *testing.T) {
 	if ca.Orders() != 0 {
 		t.Fatalf("%d orders before any visit", ca.Orders())
 	}
-	res, _ := visit(t, edges[0], "GET", link)
+	// The feed brings the new URL to the edge within milliseconds; until
+	// then its name is refused.
+	var res *http.Response
+	waitFor(t, "the first visit", func() bool {
+		var err error
+		res, err = edges[0].Get(link)
+		if err == nil {
+			res.Body.Close()
+		}
+		return err == nil
+	})
 	if res.StatusCode != 302 {
 		t.Fatalf("first visit: %d", res.StatusCode)
 	}
@@ -97,6 +110,19 @@ func TestACMEOnDemand(t *testing.T) {
 	if serials[0] == "" || serials[0] != serials[1] || ca.Orders() != 2 {
 		t.Fatalf("one new name on two edges: serials %v, %d orders in all (want 2)", serials, ca.Orders())
 	}
+	res, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	// The first name was ordered here; the second by one of the two.
+	for _, want := range []string{`froog_certs_orders_started_total [12]\n`, `froog_certs_orders_succeeded_total [12]\n`, `froog_certs_issuance_seconds_count [12]\n`,
+		`froog_certs_served_total [1-9]`, `froog_certs_refused_total \d`, `froog_certs_loaded_from_storage_total \d`} {
+		if !regexp.MustCompile(want).Match(b) {
+			t.Errorf("the first edge's metrics lack %q:\n%s", want, grep(string(b), "froog_certs"))
+		}
+	}
 }
 
 func contains(list []string, s string) bool {
@@ -106,4 +132,14 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
