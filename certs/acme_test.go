@@ -35,7 +35,7 @@ const domain = "froog.test"
 // acmeRig: an edge with on-demand certificates from Pebble, on Postgres
 // (reached through a proxy the test can cut), and a URL in the store.
 type acmeRig struct {
-	t     *testing.T
+	t     testing.TB
 	ca    *pebbletest.CA
 	st    *pg.Store
 	proxy *pgProxy
@@ -44,7 +44,7 @@ type acmeRig struct {
 	sb    store.Sandbox
 }
 
-func newACMERig(t *testing.T, validity time.Duration, edit func(*certs.ACMEOptions)) *acmeRig {
+func newACMERig(t testing.TB, validity time.Duration, edit func(*certs.ACMEOptions)) *acmeRig {
 	t.Helper()
 	tlsLn, _ := net.Listen("tcp", "127.0.0.1:0")
 	httpLn, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -235,7 +235,7 @@ type pgProxy struct {
 	target string
 }
 
-func startPGProxy(t *testing.T, dbURL string) *pgProxy {
+func startPGProxy(t testing.TB, dbURL string) *pgProxy {
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)

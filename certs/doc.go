@@ -1,9 +1,16 @@
 // Package certs gives the edge its certificates through
-// tls.Config.GetCertificate.
+// tls.Config.GetCertificate, from one of three sources:
 //
-// Today it has the local CA that `froogd dev` uses: a root created once in
-// the data folder (ca.pem, for curl --cacert and browsers), and a leaf
-// issued on first use for each name under the allowed domains, cached in
-// memory. On-demand ACME issuance with certmagic, storage in the store and
-// wildcard certificates are the certificates issue's.
+//   - ACME on demand (acme.go): certmagic orders a certificate on a URL
+//     host's first visit; the decision comes from the edge's route table,
+//     orders are budgeted per account in the store, and certificates,
+//     ACME accounts, challenge answers and locks live in the store
+//     (storage.go), shared by every edge.
+//   - An operator's wildcard for *.DOMAIN (wildcard.go), reread when it
+//     changes.
+//   - The local CA (localca.go) that `froogd dev` and tests use: a root
+//     created once in the data folder (ca.pem), a leaf per name, cached.
+//
+// The edge asks; certs never serves HTTP itself, but answers the ACME
+// challenges the edge hands it.
 package certs
