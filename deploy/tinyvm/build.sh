@@ -1,0 +1,70 @@
+#!/bin/sh
+# Builds the test guest from Debian packages only: Debian's kernel
+# (linux-image-amd64, extracted, not installed), busybox-static, dropbear
+# and the kernel modules it needs, into OUT/vmlinuz and OUT/initramfs.gz.
+# The init (deploy/tinyvm/init) reads the same NoCloud seed as cloud-init.
+#
+#   deploy/tinyvm/build.sh [OUT]      (default: ~/.cache/froog/tinyvm)
+#
+# It does nothing when OUT already holds a build of this script and init.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/froog/tinyvm}
+stamp=$(cat "$here/build.sh" "$here/init" | sha256sum | cut -c1-16)
+if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ] && [ -f "$out/vmlinuz" ] && [ -f "$out/initramfs.gz" ]; then
+	exit 0
+fi
+for bin in busybox dropbear dropbearconvert apt-get dpkg-deb; do
+	command -v "$bin" >/dev/null || { echo "tinyvm: $bin is missing (deploy/testdeps.sh installs it)" >&2; exit 1; }
+done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
+[ -n "$kpkg" ] || { echo "tinyvm: no kernel package behind linux-image-amd64" >&2; exit 1; }
+apt-get download -q -o APT::Sandbox::User=root "$kpkg" >/dev/null
+dpkg-deb -x ./"$kpkg"_*.deb kernel
+kver=$(ls kernel/lib/modules)
+
+root=$work/root
+mkdir -p "$root/bin" "$root/sbin" "$root/usr/bin" "$root/usr/sbin" "$root/etc/dropbear" "$root/proc" "$root/sys" \
+	"$root/dev" "$root/tmp" "$root/run" "$root/root" "$root/seed" "$root/lib/modules/$kver" "$root/var/log"
+cp "$(command -v busybox)" "$root/bin/busybox"
+for b in $(busybox --list); do
+	[ -e "$root/bin/$b" ] || ln -s busybox "$root/bin/$b"
+done
+# dropbear and dropbearconvert with the libraries they load.
+cp "$(command -v dropbear)" "$root/usr/sbin/dropbear"
+cp "$(command -v dropbearconvert)" "$root/usr/bin/dropbearconvert"
+for lib in $(ldd "$(command -v dropbear)" "$(command -v dropbearconvert)" | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }' | sort -u); do
+	mkdir -p "$root$(dirname "$lib")"
+	cp -L "$lib" "$root$lib"
+done
+# The modules, in the order init loads them, and what ext4 pulls in.
+mods="drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_pci_legacy_dev drivers/virtio/virtio_pci_modern_dev
+drivers/virtio/virtio_pci drivers/block/virtio_blk net/core/failover drivers/net/net_failover drivers/net/virtio_net
+drivers/char/hw_random/virtio-rng drivers/cdrom/cdrom fs/isofs/isofs lib/crc16 fs/mbcache fs/jbd2/jbd2 crypto/crc32c_generic lib/libcrc32c fs/ext4/ext4"
+for m in $mods; do
+	src=$(ls kernel/lib/modules/"$kver"/kernel/"$m".ko* 2>/dev/null | head -n1)
+	[ -n "$src" ] || { echo "tinyvm: module $m not in $kpkg" >&2; exit 1; }
+	mkdir -p "$root/lib/modules/$kver/kernel/$(dirname "$m")"
+	case "$src" in
+	*.ko.xz) xz -dc "$src" >"$root/lib/modules/$kver/kernel/$m.ko" ;;
+	*.ko.zst) zstd -qdc "$src" >"$root/lib/modules/$kver/kernel/$m.ko" ;;
+	*) cp "$src" "$root/lib/modules/$kver/kernel/$m.ko" ;;
+	esac
+done
+cp kernel/lib/modules/"$kver"/modules.builtin kernel/lib/modules/"$kver"/modules.order "$root/lib/modules/$kver/"
+busybox depmod -b "$root" "$kver"
+cp "$here/init" "$root/init"
+chmod 755 "$root/init"
+printf 'root::0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
+printf 'root:x:0:\n' >"$root/etc/group"
+printf '/bin/sh\n' >"$root/etc/shells"
+
+mkdir -p "$out"
+(cd "$root" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) >"$out/initramfs.gz.new"
+cp kernel/boot/vmlinuz-"$kver" "$out/vmlinuz"
+mv "$out/initramfs.gz.new" "$out/initramfs.gz"
+echo "$stamp" >"$out/stamp"
+echo "tinyvm: $out (kernel $kver)"
