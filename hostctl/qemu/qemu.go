@@ -1,0 +1,456 @@
+package qemu
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/hostctl"
+	"froog.tech/froog/store"
+)
+
+// Size is a sandbox size's share of the host.
+type Size struct {
+	CPUs     int
+	MemoryMB int
+}
+
+// DefaultSizes are the sizes of the docs: small 2 vCPU / 4 GB, default
+// 4 / 8, large 8 / 16.
+var DefaultSizes = map[string]Size{"small": {2, 4096}, "default": {4, 8192}, "large": {8, 16384}}
+
+// Options configure the driver.
+type Options struct {
+	// Dir holds the base disks and one folder per sandbox. Required.
+	Dir string
+	// Kernel and Initrd boot the guest (the test image); the guest's
+	// disk starts empty and is formatted on its first boot. Required.
+	Kernel, Initrd string
+	// DiskSize is the size of each sandbox's disk; 0 means 10 GiB.
+	DiskSize int64
+	// Accel is auto (KVM where /dev/kvm can be opened, TCG otherwise),
+	// kvm or tcg.
+	Accel string
+	// Sizes map a sandbox's size to vCPUs and memory; nil means
+	// DefaultSizes.
+	Sizes map[string]Size
+	// AuthorizedKeys may log in to every sandbox: the control plane's
+	// key. Required.
+	AuthorizedKeys []ssh.PublicKey
+	// QEMU and QEMUImg name the binaries; empty means qemu-system-x86_64
+	// and qemu-img from PATH.
+	QEMU, QEMUImg string
+	Logger        *slog.Logger
+}
+
+// Driver runs sandboxes as QEMU VMs. The VMs outlive the driver (QEMU
+// daemonizes): a new driver on the same folder finds them through their
+// pid files and QMP sockets and adopts them.
+type Driver struct {
+	o     Options
+	accel string
+	// auto: the accelerator was chosen here, and KVM may turn out not to
+	// work (a /dev/kvm that opens but cannot run this CPU).
+	auto  bool
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+var _ hostctl.Driver = (*Driver)(nil)
+var _ hostctl.Pauser = (*Driver)(nil)
+
+// New checks the options; it starts nothing.
+func New(o Options) (*Driver, error) {
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("qemu: a data folder is required"))
+	}
+	if o.Kernel == "" || o.Initrd == "" {
+		errs = append(errs, errors.New("qemu: a kernel and an initrd are required"))
+	}
+	if len(o.AuthorizedKeys) == 0 {
+		errs = append(errs, errors.New("qemu: the control plane's key is required"))
+	}
+	if o.QEMU == "" {
+		o.QEMU = "qemu-system-x86_64"
+	}
+	if o.QEMUImg == "" {
+		o.QEMUImg = "qemu-img"
+	}
+	for _, bin := range []string{o.QEMU, o.QEMUImg} {
+		if _, err := exec.LookPath(bin); err != nil {
+			errs = append(errs, fmt.Errorf("qemu: %s: %w (deploy/testdeps.sh installs it)", bin, err))
+		}
+	}
+	accel, auto := o.Accel, false
+	switch accel {
+	case "", "auto":
+		accel, auto = "tcg", true
+		if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
+			f.Close()
+			accel = "kvm"
+		}
+	case "kvm", "tcg":
+	default:
+		errs = append(errs, fmt.Errorf("qemu: accel %q: want auto, kvm or tcg", o.Accel))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if o.DiskSize == 0 {
+		o.DiskSize = 10 << 30
+	}
+	if o.Sizes == nil {
+		o.Sizes = DefaultSizes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Driver{o: o, accel: accel, auto: auto, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// Accel is the accelerator the VMs use.
+func (d *Driver) Accel() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.accel
+}
+
+func (d *Driver) lock(id string) func() {
+	d.mu.Lock()
+	l := d.locks[id]
+	if l == nil {
+		l = &sync.Mutex{}
+		d.locks[id] = l
+	}
+	d.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (d *Driver) dir(id string) string { return filepath.Join(d.o.Dir, "sandboxes", id) }
+
+func (d *Driver) file(id, name string) string { return filepath.Join(d.dir(id), name) }
+
+// Start boots the sandbox from its disk, resumes it when it is paused, or
+// finds it running (also one a previous driver started).
+func (d *Driver) Start(ctx context.Context, sb *store.Sandbox) (hostctl.Endpoint, error) {
+	defer d.lock(sb.ID)()
+	if vm := d.attach(sb.ID); vm != nil {
+		defer vm.close()
+		st, err := vm.status(ctx)
+		if err != nil {
+			return hostctl.Endpoint{}, err
+		}
+		if st == "paused" {
+			if err := vm.run(ctx, "cont", nil, nil); err != nil {
+				return hostctl.Endpoint{}, err
+			}
+		}
+		if st == "running" || st == "paused" {
+			return d.endpoint(ctx, sb.ID)
+		}
+		d.kill(sb.ID) // shut down or crashed inside: boot again from the disk
+	} else if d.alive(sb.ID) {
+		d.kill(sb.ID) // a QEMU whose monitor does not answer is no use
+	}
+	if err := d.prepare(sb); err != nil {
+		return hostctl.Endpoint{}, err
+	}
+	err := d.boot(ctx, sb)
+	if err != nil && d.auto && d.Accel() == "kvm" {
+		d.o.Logger.Warn("qemu: KVM does not work here, using TCG", slog.String("error", err.Error()))
+		d.mu.Lock()
+		d.accel = "tcg"
+		d.mu.Unlock()
+		err = d.boot(ctx, sb)
+	}
+	if err != nil {
+		return hostctl.Endpoint{}, err
+	}
+	return d.endpoint(ctx, sb.ID)
+}
+
+// prepare makes the sandbox's folder: its host key (once), its disk (an
+// overlay on the base disk, once) and a fresh seed.
+func (d *Driver) prepare(sb *store.Sandbox) error {
+	if err := os.MkdirAll(d.dir(sb.ID), 0o700); err != nil {
+		return err
+	}
+	keyPEM, pub, err := d.hostKey(sb.ID)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(d.file(sb.ID, "disk.qcow2")); errors.Is(err, os.ErrNotExist) {
+		base, err := d.baseDisk()
+		if err != nil {
+			return err
+		}
+		if out, err := exec.Command(d.o.QEMUImg, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, d.file(sb.ID, "disk.qcow2")).CombinedOutput(); err != nil {
+			return fmt.Errorf("qemu-img create: %v: %s", err, out)
+		}
+	}
+	var keys []string
+	for _, k := range d.o.AuthorizedKeys {
+		keys = append(keys, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))))
+	}
+	seed := Seed{InstanceID: sb.ID, Hostname: sb.Name, HostKeyPEM: keyPEM, HostKeyPublic: pub, AuthorizedKeys: keys,
+		Address: "10.0.2.15/24", Gateway: "10.0.2.2"}
+	return os.WriteFile(d.file(sb.ID, "seed.iso"), seed.ISO(time.Now()), 0o600)
+}
+
+// hostKey returns the sandbox's SSH host key, made on first use: hostctl
+// knows (and pins) it before the guest ever boots.
+func (d *Driver) hostKey(id string) (string, string, error) {
+	path := d.file(id, "host_key")
+	if b, err := os.ReadFile(path); err == nil {
+		key, err := ssh.ParsePrivateKey(b)
+		if err != nil {
+			return "", "", fmt.Errorf("qemu: host key of %s: %w", id, err)
+		}
+		return string(b), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key.PublicKey()))), nil
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		return "", "", err
+	}
+	pemBytes := pem.EncodeToMemory(block)
+	if err := os.WriteFile(path, pemBytes, 0o600); err != nil {
+		return "", "", err
+	}
+	signer, _ := ssh.NewSignerFromKey(priv)
+	return string(pemBytes), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))), nil
+}
+
+// baseDisk is the empty disk every sandbox's overlay starts from.
+func (d *Driver) baseDisk() (string, error) {
+	path := filepath.Join(d.o.Dir, "base", fmt.Sprintf("tinyvm-%d.qcow2", d.o.DiskSize))
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	tmp := path + ".new"
+	if out, err := exec.Command(d.o.QEMUImg, "create", "-q", "-f", "qcow2", tmp, strconv.FormatInt(d.o.DiskSize, 10)).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("qemu-img create: %v: %s", err, out)
+	}
+	return path, os.Rename(tmp, path)
+}
+
+// boot starts QEMU for the sandbox; QEMU daemonizes once the VM is set up.
+func (d *Driver) boot(ctx context.Context, sb *store.Sandbox) error {
+	size, ok := d.o.Sizes[sb.Size]
+	if !ok {
+		size, ok = d.o.Sizes["default"]
+		if !ok {
+			return fmt.Errorf("qemu: no size %q", sb.Size)
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(d.file(sb.ID, "ssh_port"), []byte(strconv.Itoa(port)), 0o600); err != nil {
+		return err
+	}
+	os.Remove(d.file(sb.ID, "qmp.sock"))
+	accel, cpu := d.Accel(), "max"
+	if accel == "kvm" {
+		cpu = "host"
+	}
+	args := []string{
+		"-name", "froog-" + sb.ID,
+		"-machine", "q35,accel=" + accel, "-cpu", cpu,
+		"-smp", strconv.Itoa(size.CPUs), "-m", strconv.Itoa(size.MemoryMB),
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-serial", "file:" + d.file(sb.ID, "console.log"),
+		"-kernel", d.o.Kernel, "-initrd", d.o.Initrd, "-append", "console=ttyS0 panic=-1",
+		"-drive", "file=" + d.file(sb.ID, "disk.qcow2") + ",if=virtio,format=qcow2,cache=writeback",
+		"-drive", "file=" + d.file(sb.ID, "seed.iso") + ",if=virtio,format=raw,readonly=on",
+		"-netdev", fmt.Sprintf("user,id=net0,hostfwd=tcp:127.0.0.1:%d-:22", port),
+		"-device", "virtio-net-pci,netdev=net0",
+		"-device", "virtio-rng-pci",
+		"-qmp", "unix:" + d.file(sb.ID, "qmp.sock") + ",server=on,wait=off",
+		"-pidfile", d.file(sb.ID, "qemu.pid"),
+		"-daemonize",
+	}
+	cmd := exec.CommandContext(ctx, d.o.QEMU, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("qemu: starting %s: %v: %s", sb.ID, err, strings.TrimSpace(out.String()))
+	}
+	d.o.Logger.Info("qemu: booted", slog.String("sandbox", sb.ID), slog.String("accel", accel), slog.Int("ssh_port", port))
+	return nil
+}
+
+// endpoint waits until the guest's SSH server answers and returns where
+// it is, with the pinned key.
+func (d *Driver) endpoint(ctx context.Context, id string) (hostctl.Endpoint, error) {
+	b, err := os.ReadFile(d.file(id, "ssh_port"))
+	if err != nil {
+		return hostctl.Endpoint{}, err
+	}
+	port, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	_, pub, err := d.hostKey(id)
+	if err != nil {
+		return hostctl.Endpoint{}, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for {
+		if sshAnswers(addr) {
+			return hostctl.Endpoint{Host: "127.0.0.1", Port: port, HostKey: pub}, nil
+		}
+		if !d.alive(id) {
+			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s exited while booting: %s", id, d.consoleTail(id))
+		}
+		select {
+		case <-ctx.Done():
+			return hostctl.Endpoint{}, fmt.Errorf("qemu: waiting for %s's SSH server: %w", id, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// sshAnswers reports whether an SSH server greets on addr (user-mode
+// networking accepts the TCP connection before the guest listens).
+func sshAnswers(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	b := make([]byte, 4)
+	n, _ := c.Read(b)
+	return n == 4 && string(b) == "SSH-"
+}
+
+func (d *Driver) consoleTail(id string) string {
+	b, _ := os.ReadFile(d.file(id, "console.log"))
+	if len(b) > 400 {
+		b = b[len(b)-400:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Pause freezes the VM (QMP stop): every process keeps its state, and a
+// Start within the warm window resumes it in about a second.
+func (d *Driver) Pause(ctx context.Context, sb *store.Sandbox) error {
+	defer d.lock(sb.ID)()
+	vm := d.attach(sb.ID)
+	if vm == nil {
+		return nil
+	}
+	defer vm.close()
+	return vm.run(ctx, "stop", nil, nil)
+}
+
+// Stop ends the VM; its disk stays for the next Start.
+func (d *Driver) Stop(ctx context.Context, sb *store.Sandbox) error {
+	defer d.lock(sb.ID)()
+	return d.stopLocked(ctx, sb.ID)
+}
+
+func (d *Driver) stopLocked(ctx context.Context, id string) error {
+	vm := d.attach(id)
+	if vm == nil {
+		return nil
+	}
+	// The guest writes its disk through; quit ends QEMU after flushing
+	// what it holds.
+	err := vm.run(ctx, "quit", nil, nil)
+	vm.close()
+	for deadline := time.Now().Add(10 * time.Second); d.alive(id) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d.alive(id) {
+		d.kill(id)
+	} else if err != nil && !strings.Contains(err.Error(), "closed") {
+		d.o.Logger.Warn("qemu: quit", slog.String("sandbox", id), slog.String("error", err.Error()))
+	}
+	os.Remove(d.file(id, "qemu.pid"))
+	os.Remove(d.file(id, "qmp.sock"))
+	return nil
+}
+
+// Delete ends the VM and removes its folder.
+func (d *Driver) Delete(ctx context.Context, sb *store.Sandbox) error {
+	defer d.lock(sb.ID)()
+	d.stopLocked(ctx, sb.ID)
+	return os.RemoveAll(d.dir(sb.ID))
+}
+
+// pid is the VM's QEMU process, from its pid file; 0 if none.
+func (d *Driver) pid(id string) int {
+	b, err := os.ReadFile(d.file(id, "qemu.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// alive reports whether the VM's QEMU process runs (and is QEMU: a pid
+// may be reused after a reboot of the host).
+func (d *Driver) alive(id string) bool {
+	pid := d.pid(id)
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && bytes.Contains(cmdline, []byte("froog-"+id))
+}
+
+func (d *Driver) kill(id string) {
+	if pid := d.pid(id); pid > 0 && d.alive(id) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		for i := 0; i < 100 && d.alive(id); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	os.Remove(d.file(id, "qemu.pid"))
+}
+
+// attach connects to a running VM's monitor, or returns nil.
+func (d *Driver) attach(id string) *monitor {
+	if !d.alive(id) {
+		return nil
+	}
+	m, err := dialMonitor(d.file(id, "qmp.sock"), 2*time.Second)
+	if err != nil {
+		d.o.Logger.Warn("qemu: monitor", slog.String("sandbox", id), slog.String("error", err.Error()))
+		return nil
+	}
+	return m
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
