@@ -4,7 +4,9 @@
 # user (the default FROOG_TEST_DATABASE_URL); OpenSSH's client and server
 # (the tunnel's tests and benchmarks run against them); python3 (the
 # sandboxes' test server); Chromium (every page a person sees is checked
-# in it). On Debian or Ubuntu as root it uses apt-get;
+# in it); QEMU, qemu-img, busybox-static and dropbear (the qemu driver's
+# tests boot deploy/tinyvm's guest, built from them and Debian's kernel,
+# under TCG). On Debian or Ubuntu as root it uses apt-get;
 # elsewhere it says what to install and exits non-zero.
 # With --bench it also installs what `make bench` compares against: wrk,
 # nginx and Caddy.
@@ -23,7 +25,7 @@ apt_install() {
     apt_updated=1
   fi
   say "installing $* with apt-get"
-  apt-get install -y -qq "$@" >/dev/null
+  apt-get install -y -qq ${APT_FLAGS:-} "$@" >/dev/null
 }
 
 # Packages: a command (or file) that shows each is there.
@@ -32,19 +34,26 @@ command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
+# The VM tests' packages, without what they merely recommend (QEMU's GUI).
+lean=()
+command -v qemu-system-x86_64 >/dev/null 2>&1 || lean+=(qemu-system-x86)
+command -v qemu-img >/dev/null 2>&1 || lean+=(qemu-utils)
+static_busybox() { local l; l=$(ldd "$(command -v busybox)" 2>&1 || true); [[ $l == *"not a dynamic"* ]]; }
+command -v busybox >/dev/null 2>&1 && static_busybox || lean+=(busybox-static)
+command -v dropbearconvert >/dev/null 2>&1 || lean+=(dropbear-bin)
 if [ "${1:-}" = --bench ]; then
   command -v wrk >/dev/null 2>&1 || missing+=(wrk)
   command -v nginx >/dev/null 2>&1 || missing+=(nginx)
   command -v caddy >/dev/null 2>&1 || missing+=(caddy)
   command -v curl >/dev/null 2>&1 || missing+=(curl)
 fi
-if [ ${#missing[@]} -gt 0 ]; then
-  if can_apt; then
-    apt_install "${missing[@]}"
-  else
-    say "the tests need: ${missing[*]}; install them with your package manager"
+if [ ${#missing[@]} -gt 0 ] || [ ${#lean[@]} -gt 0 ]; then
+  if ! can_apt; then
+    say "the tests need: ${missing[*]} ${lean[*]}; install them with your package manager"
     exit 1
   fi
+  [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+  [ ${#lean[@]} -eq 0 ] || APT_FLAGS=--no-install-recommends apt_install "${lean[@]}"
 fi
 
 db_url=${FROOG_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}

@@ -17,6 +17,10 @@ fi
 for bin in busybox dropbear dropbearconvert apt-get dpkg-deb; do
 	command -v "$bin" >/dev/null || { echo "tinyvm: $bin is missing (deploy/testdeps.sh installs it)" >&2; exit 1; }
 done
+case "$(ldd "$(command -v busybox)" 2>&1 || true)" in
+*"not a dynamic"*) ;;
+*) echo "tinyvm: busybox is not the static one (install busybox-static)" >&2; exit 1 ;;
+esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -28,7 +32,7 @@ kver=$(ls kernel/lib/modules)
 
 root=$work/root
 mkdir -p "$root/bin" "$root/sbin" "$root/usr/bin" "$root/usr/sbin" "$root/etc/dropbear" "$root/proc" "$root/sys" \
-	"$root/dev" "$root/tmp" "$root/run" "$root/root" "$root/seed" "$root/lib/modules/$kver" "$root/var/log"
+	"$root/dev" "$root/tmp" "$root/run" "$root/root" "$root/home" "$root/seed" "$root/lib/modules/$kver" "$root/var/log"
 cp "$(command -v busybox)" "$root/bin/busybox"
 for b in $(busybox --list); do
 	[ -e "$root/bin/$b" ] || ln -s busybox "$root/bin/$b"
@@ -58,8 +62,8 @@ cp kernel/lib/modules/"$kver"/modules.builtin kernel/lib/modules/"$kver"/modules
 busybox depmod -b "$root" "$kver"
 cp "$here/init" "$root/init"
 chmod 755 "$root/init"
-printf 'root::0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
-printf 'root:x:0:\n' >"$root/etc/group"
+printf 'root::0:0:root:/root:/bin/sh\nuser::1000:1000:user:/home/user:/bin/sh\n' >"$root/etc/passwd"
+printf 'root:x:0:\nuser:x:1000:\n' >"$root/etc/group"
 printf '/bin/sh\n' >"$root/etc/shells"
 
 mkdir -p "$out"

@@ -74,7 +74,7 @@ func (r *rig) sh(ep hostctl.Endpoint, cmd string) string {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	c, err := ssh.Dial("tcp", ep.Host+":"+strconv.Itoa(ep.Port), &ssh.ClientConfig{User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(r.signer)},
+	c, err := ssh.Dial("tcp", ep.Host+":"+strconv.Itoa(ep.Port), &ssh.ClientConfig{User: "user", Auth: []ssh.AuthMethod{ssh.PublicKeys(r.signer)},
 		HostKeyCallback: ssh.FixedHostKey(key), HostKeyAlgorithms: []string{key.Type()}, Timeout: 10 * time.Second})
 	if err != nil {
 		console, _ := exec.Command("sh", "-c", "tail -n 20 "+r.dir+"/sandboxes/*/console.log").Output()
@@ -113,9 +113,9 @@ func TestLifecycle(t *testing.T) {
 	if got := r.sh(ep, "hostname"); got != "box" {
 		t.Fatalf("hostname %q", got)
 	}
-	r.sh(ep, "echo kept > /root/file && sync")
-	r.sh(ep, "setsid sh -c 'while true; do sleep 1; done' </dev/null >/dev/null 2>&1 & echo $! > /root/job.pid")
-	job := r.sh(ep, "cat /root/job.pid")
+	r.sh(ep, "echo kept > ~/file && sync")
+	r.sh(ep, "setsid sh -c 'while true; do sleep 1; done' </dev/null >/dev/null 2>&1 & echo $! > ~/job.pid")
+	job := r.sh(ep, "cat ~/job.pid")
 
 	// Warm: pause and resume.
 	if err := d.Pause(ctx, sb); err != nil {
@@ -139,7 +139,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ep3.HostKey != ep.HostKey || r.sh(ep3, "cat /root/file") != "kept" {
+	if ep3.HostKey != ep.HostKey || r.sh(ep3, "cat ~/file") != "kept" {
 		t.Fatal("after a cold start: another host key, or the file is gone")
 	}
 	if out := r.sh(ep3, "kill -0 "+job+" 2>/dev/null && echo alive || echo gone"); out != "gone" {
@@ -155,7 +155,7 @@ func TestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.sh(ep4, "cat /root/file") != "kept" {
+	if r.sh(ep4, "cat ~/file") != "kept" {
 		t.Fatal("after kill -9: the file is gone")
 	}
 
