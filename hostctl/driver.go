@@ -33,3 +33,11 @@ type Driver interface {
 type Pauser interface {
 	Pause(ctx context.Context, sb *store.Sandbox) error
 }
+
+// Checker is a Driver that can tell whether a sandbox it runs is still
+// alive. hostctl asks at every look at a running sandbox (at least every
+// Rescan), and puts one that died on its own in error with the reason; a
+// new start boots it again from its disk.
+type Checker interface {
+	Check(ctx context.Context, sb *store.Sandbox) error
+}

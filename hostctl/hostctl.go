@@ -329,6 +329,11 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 				}
 			}
 		}
+		if ch, ok := c.o.Driver.(Checker); ok {
+			if err := ch.Check(ctx, sb); err != nil {
+				return c.fail(ctx, sb, w, err)
+			}
+		}
 		return c.nextStop(sb), false, nil
 	}
 	if sb.State == store.StateError && sb.UpdatedAt.Equal(w.failedAt) {

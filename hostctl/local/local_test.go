@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/hostctl"
+	"froog.tech/froog/hostctl/drivertest"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/store"
 )
@@ -309,4 +310,29 @@ func procState(pid int) string {
 func lines(t *testing.T, path string) int {
 	b, _ := os.ReadFile(path)
 	return bytes.Count(b, []byte("\n"))
+}
+
+// The driver suite. A local sandbox lives in the driver's process, so a
+// restarted controller finds the same driver (as in froogd dev); nothing
+// of it can crash on its own.
+func TestDriverSuite(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	drivers := map[string]*local.Driver{}
+	drivertest.Run(t, drivertest.Driver{
+		Signer: signer,
+		Boot:   15 * time.Second,
+		Open: func(t *testing.T, dir string) hostctl.Driver {
+			if d := drivers[dir]; d != nil {
+				return d
+			}
+			d, err := local.New(local.Options{Dir: dir, ControlKey: signer.PublicKey()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { d.Close() })
+			drivers[dir] = d
+			return d
+		},
+	})
 }

@@ -74,6 +74,7 @@ type Driver struct {
 
 var _ hostctl.Driver = (*Driver)(nil)
 var _ hostctl.Pauser = (*Driver)(nil)
+var _ hostctl.Checker = (*Driver)(nil)
 
 // New checks the options; it starts nothing.
 func New(o Options) (*Driver, error) {
@@ -355,6 +356,29 @@ func (d *Driver) consoleTail(id string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// Check reports a VM that is gone (its QEMU died on its own) or that its
+// guest shut down or crashed, with what the console said last.
+func (d *Driver) Check(ctx context.Context, sb *store.Sandbox) error {
+	defer d.lock(sb.ID)()
+	if !d.alive(sb.ID) {
+		return fmt.Errorf("the VM's QEMU process exited; last console lines: %s", d.consoleTail(sb.ID))
+	}
+	vm := d.attach(sb.ID)
+	if vm == nil {
+		return errors.New("the VM's monitor does not answer")
+	}
+	defer vm.close()
+	st, err := vm.status(ctx)
+	if err != nil {
+		return err
+	}
+	switch st {
+	case "running", "paused":
+		return nil
+	}
+	return fmt.Errorf("the VM is %s; last console lines: %s", st, d.consoleTail(sb.ID))
+}
+
 // Pause freezes the VM (QMP stop): every process keeps its state, and a
 // Start within the warm window resumes it in about a second.
 func (d *Driver) Pause(ctx context.Context, sb *store.Sandbox) error {
@@ -417,6 +441,12 @@ func (d *Driver) pid(id string) int {
 func (d *Driver) alive(id string) bool {
 	pid := d.pid(id)
 	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	// A QEMU that died but is not reaped yet (daemonized, its parent is
+	// init) is a zombie: dead.
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil || bytes.Contains(status, []byte("\nState:\tZ")) {
 		return false
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
