@@ -21,7 +21,6 @@ import (
 	"froog.tech/froog/certs"
 	"froog.tech/froog/edge"
 	"froog.tech/froog/hostctl"
-	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/tunnel"
@@ -59,10 +58,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	domain := f.str("domain", "froog.localhost", "public-URL domain")
 	metricsAddr := f.str("metrics-addr", "", "address for Prometheus metrics (/metrics); empty: none")
 	rate := edgeRateFlags(f)
+	drvFlags := driverFlagsOf(f)
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	if err := rate.check(); err != nil {
+	if err := errors.Join(rate.check(), drvFlags.check()); err != nil {
 		return err
 	}
 	c := devConfig{Data: *data, APIAddr: *apiAddr, EdgeAddr: *edgeAddr, EdgeHTTPAddr: *edgeHTTP, Domain: strings.ToLower(*domain)}
@@ -87,11 +87,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	drv, err := local.New(local.Options{Dir: filepath.Join(c.Data, "sandboxes"), ControlKey: signer.PublicKey(), Logger: log})
+	drv, closeDrv, err := drvFlags.open(c.Data, signer.PublicKey(), log)
 	if err != nil {
 		return err
 	}
-	defer drv.Close()
+	defer closeDrv()
 	ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: "dev", Logger: log})
 	if err != nil {
 		return err

@@ -27,6 +27,7 @@ import (
 	"froog.tech/froog/edge"
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/hostctl/qemu"
 	"froog.tech/froog/store/pg"
 	"froog.tech/froog/tunnel"
 )
@@ -182,7 +183,7 @@ func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f := newFlags("hostctl", stderr)
 	dbURL := f.str("database-url", "", "Postgres connection string (required)")
 	name := f.str("host-name", "", "this host's name (required)")
-	driver := f.str("driver", "local", "local (development; not an isolation boundary) or qemu")
+	drvFlags := driverFlagsOf(f)
 	data := f.str("data", "./.froog", "data folder for the sandboxes' files")
 	capacity := f.num("capacity", 16, "sandboxes this host runs at once")
 	ctlKey := f.str("control-key-file", "", "the control plane's SSH private key; sandboxes accept its public half (required)")
@@ -190,13 +191,7 @@ func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	errs := required(map[string]string{"--database-url": *dbURL, "--host-name": *name, "--control-key-file": *ctlKey})
-	switch *driver {
-	case "local":
-	case "qemu":
-		errs = append(errs, errors.New("--driver qemu: the qemu driver is not built yet"))
-	default:
-		errs = append(errs, fmt.Errorf("--driver %q: want local or qemu", *driver))
-	}
+	errs = append(errs, drvFlags.check())
 	if *capacity < 1 {
 		errs = append(errs, errors.New("--capacity must be at least 1"))
 	}
@@ -209,16 +204,16 @@ func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer st.Close()
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	drv, err := local.New(local.Options{Dir: filepath.Join(*data, "sandboxes"), ControlKey: signer.PublicKey(), Logger: log})
+	drv, closeDrv, err := drvFlags.open(*data, signer.PublicKey(), log)
 	if err != nil {
 		return err
 	}
-	defer drv.Close()
+	defer closeDrv()
 	ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: *name, Capacity: *capacity, Logger: log})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "froog hostctl %s running (%s driver)\n", *name, *driver)
+	fmt.Fprintf(stdout, "froog hostctl %s running (%s driver)\n", *name, *drvFlags.driver)
 	return ctl.Run(ctx)
 }
 
@@ -428,3 +423,64 @@ func (c edgeCerts) apply(o *edge.Options, domain string, st certs.Store, owner f
 type ownerFunc func(string) (string, error)
 
 func (f ownerFunc) Owner(name string) (string, error) { return f(name) }
+
+// driverFlags choose and configure the driver that runs sandboxes.
+type driverFlags struct {
+	driver, kernel, initrd, accel *string
+	cpus, memoryMB, diskGB        *int
+}
+
+func driverFlagsOf(f flags) driverFlags {
+	cache, _ := os.UserCacheDir()
+	tiny := filepath.Join(cache, "froog", "tinyvm")
+	return driverFlags{
+		driver:   f.str("driver", "local", "local (development; not an isolation boundary) or qemu (a VM per sandbox)"),
+		kernel:   f.str("kernel", filepath.Join(tiny, "vmlinuz"), "qemu: the guest kernel (deploy/tinyvm/build.sh makes the test guest)"),
+		initrd:   f.str("initrd", filepath.Join(tiny, "initramfs.gz"), "qemu: the guest's initramfs"),
+		accel:    f.str("accel", "auto", "qemu: auto (KVM where it works, else TCG), kvm or tcg"),
+		cpus:     f.num("vm-cpus", 0, "qemu: vCPUs of every VM whatever its size; 0: the sizes' (2, 4, 8)"),
+		memoryMB: f.num("vm-memory-mb", 0, "qemu: memory of every VM whatever its size; 0: the sizes' (4, 8, 16 GB)"),
+		diskGB:   f.num("vm-disk-gb", 10, "qemu: each sandbox's disk"),
+	}
+}
+
+func (d driverFlags) check() error {
+	var errs []error
+	switch *d.driver {
+	case "local", "qemu":
+	default:
+		errs = append(errs, fmt.Errorf("--driver %q: want local or qemu", *d.driver))
+	}
+	if *d.cpus < 0 || *d.memoryMB < 0 || *d.diskGB < 1 {
+		errs = append(errs, errors.New("--vm-cpus and --vm-memory-mb must be 0 or more, --vm-disk-gb 1 or more"))
+	}
+	return errors.Join(errs...)
+}
+
+// open makes the driver, its files under data; close ends what must end
+// with the process (the local driver's sandboxes; VMs outlive it).
+func (d driverFlags) open(data string, key ssh.PublicKey, log *slog.Logger) (hostctl.Driver, func(), error) {
+	if *d.driver == "local" {
+		drv, err := local.New(local.Options{Dir: filepath.Join(data, "sandboxes"), ControlKey: key, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return drv, func() { drv.Close() }, nil
+	}
+	sizes := map[string]qemu.Size{}
+	for name, sz := range qemu.DefaultSizes {
+		if *d.cpus > 0 {
+			sz.CPUs = *d.cpus
+		}
+		if *d.memoryMB > 0 {
+			sz.MemoryMB = *d.memoryMB
+		}
+		sizes[name] = sz
+	}
+	drv, err := qemu.New(qemu.Options{Dir: filepath.Join(data, "vms"), Kernel: *d.kernel, Initrd: *d.initrd, Accel: *d.accel,
+		Sizes: sizes, DiskSize: int64(*d.diskGB) << 30, AuthorizedKeys: []ssh.PublicKey{key}, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return drv, func() {}, nil
+}
