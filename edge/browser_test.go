@@ -2,8 +2,6 @@ package edge_test
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -11,39 +9,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"froog.tech/froog/edge"
+	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/store"
 )
 
-// chromium runs Debian's headless Chromium with args and returns what it
-// printed, or skips where it is not installed (deploy/testdeps.sh
-// installs it).
-func chromium(t *testing.T, rules string, args ...string) string {
-	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("chromium is not installed (deploy/testdeps.sh installs it)")
-	}
-	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-		"--user-data-dir=" + t.TempDir(), "--ignore-certificate-errors", "--host-resolver-rules=" + rules}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, errb.String())
-	}
-	return out.String()
-}
+// chromium is the headless browser every page is checked in.
+var chromium = browser.Chromium
 
 // artefacts is where screenshots are kept for people to look at.
 func artefacts(t *testing.T) string {

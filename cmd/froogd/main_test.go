@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,8 +26,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"golang.org/x/crypto/ssh"
 
+	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/store/pg"
 )
 
@@ -392,6 +395,8 @@ const headerEcho = `import http.server, json, sys
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_GET(self):
+        with open("seen.log", "a") as f:
+            f.write(self.path + " cookie=" + (self.headers.get("Cookie") or "") + "\n")
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n).decode() if n else ""
         b = json.dumps({"path": self.path, "headers": [[k, v] for k, v in self.headers.items()], "body": body}).encode()
@@ -403,6 +408,53 @@ class H(http.server.BaseHTTPRequestHandler):
     do_POST = do_GET
     def log_message(self, *a): pass
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+`
+
+// wsEcho is a websocket echo server with no library: the handshake and
+// frames of RFC 6455, as an app in a sandbox might do it.
+const wsEcho = `import socket, threading, hashlib, base64, struct, sys
+G = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+def recvn(c, n):
+    b = bytearray()
+    while len(b) < n:
+        x = c.recv(min(n - len(b), 1 << 16))
+        if not x: raise EOFError
+        b += x
+    return bytes(b)
+def serve(c):
+    try:
+        h = b""
+        while b"\r\n\r\n" not in h:
+            x = c.recv(4096)
+            if not x: return
+            h += x
+        key = [l.split(b":", 1)[1].strip() for l in h.split(b"\r\n") if l.lower().startswith(b"sec-websocket-key:")][0]
+        acc = base64.b64encode(hashlib.sha1(key + G).digest())
+        c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + acc + b"\r\n\r\n")
+        while True:
+            b0, b1 = recvn(c, 2)
+            op, n = b0 & 15, b1 & 127
+            if n == 126: n = struct.unpack(">H", recvn(c, 2))[0]
+            elif n == 127: n = struct.unpack(">Q", recvn(c, 8))[0]
+            mask = recvn(c, 4) if b1 & 128 else b"\0\0\0\0"
+            data = recvn(c, n)
+            m = (mask * (n // 4 + 1))[:n]
+            data = (int.from_bytes(data, "big") ^ int.from_bytes(m, "big")).to_bytes(n, "big")
+            if op == 8: return
+            hdr = bytes([b0 & 0x8f])  # FIN and opcode as sent: fragments stay fragments
+            if n < 126: hdr += bytes([n])
+            elif n < 65536: hdr += bytes([126]) + struct.pack(">H", n)
+            else: hdr += bytes([127]) + struct.pack(">Q", n)
+            c.sendall(hdr + data)
+    except Exception: pass
+    finally: c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
 `
 
 // edgeClient reaches the edge at addr for every host, trusting the local
@@ -467,7 +519,7 @@ func TestPublicURLs(t *testing.T) {
 			}
 			b, _ := io.ReadAll(res.Body)
 			res.Body.Close()
-			for _, want := range []string{`froog_edge_requests_total{class="2xx"}`, "froog_edge_routes 1", "froog_edge_request_duration_seconds_count",
+			for _, want := range []string{`froog_edge_requests_total{class="2xx"}`, "froog_edge_routes 2", "froog_edge_request_duration_seconds_count",
 				"froog_edge_request_bytes_total", "froog_edge_response_bytes_total", "froog_edge_websockets_open 0", "froog_tunnel_connections 1", "froog_tunnel_dial_seconds_count"} {
 				if !strings.Contains(string(b), want) {
 					t.Errorf("metrics lack %s", want)
@@ -499,6 +551,54 @@ func TestPublicURLs(t *testing.T) {
 			if want := map[bool]int{true: 2, false: 1}[h2]; res.ProtoMajor != want {
 				t.Fatalf("protocol %s", res.Proto)
 			}
+		}
+
+		// A websocket echo of 1 MiB messages, the token inline.
+		wsPort := freePort(t)
+		script, _ := json.Marshal(wsEcho)
+		c.call("POST", "/v1/sandboxes/e2e/exec", `{"command": "cat > ws.py", "stdin": `+string(script)+`}`, 200, nil)
+		c.call("POST", "/v1/sandboxes/e2e/jobs", fmt.Sprintf(`{"command": "python3 ws.py %d"}`, wsPort), 201, nil)
+		var w struct{ Ready bool }
+		c.call("POST", "/v1/sandboxes/e2e/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, wsPort), 200, &w)
+		var wsURL struct{ URL string }
+		c.call("POST", "/v1/sandboxes/e2e/urls", fmt.Sprintf(`{"port": %d}`, wsPort), 201, &wsURL)
+		pool := x509.NewCertPool()
+		caPEM, _ := os.ReadFile(filepath.Join(data, "ca.pem"))
+		pool.AppendCertsFromPEM(caPEM)
+		dialer := websocket.Dialer{NetDialContext: func(ctx context.Context, n, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, n, m[2])
+		},
+			TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}}}
+		ws, _, err := dialer.Dial(strings.Replace(wsURL.URL, "https://", "wss://", 1), nil)
+		if err != nil {
+			t.Fatalf("websocket through froogd: %v", err)
+		}
+		ws.SetReadLimit(4 << 20)
+		msg := bytes.Repeat([]byte("froog-ws"), 1<<17) // 1 MiB
+		for i := 0; i < 2; i++ {
+			if err := ws.WriteMessage(websocket.BinaryMessage, msg); err != nil {
+				t.Fatal(err)
+			}
+			if _, got, err := ws.ReadMessage(); err != nil || !bytes.Equal(got, msg) {
+				t.Fatalf("1 MiB echo %d: %d bytes, %v", i, len(got), err)
+			}
+		}
+		ws.Close()
+
+		// The private link inside another site's iframe, in Chromium: the
+		// app sees the page, without the token in the address or the cookie.
+		site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintf(w, `<!doctype html><title>site</title><iframe src="%s"></iframe>`, strings.Replace(link, "/?_token=", "/framed?_token=", 1))
+		}))
+		defer site.Close()
+		_, edgePort, _ := net.SplitHostPort(m[2])
+		_, sitePort, _ := net.SplitHostPort(site.Listener.Addr().String())
+		browser.Chromium(t, "MAP *.froog.test 127.0.0.1:"+edgePort+", MAP embedder.example 127.0.0.1:"+sitePort,
+			"--virtual-time-budget=5000", "--dump-dom", "http://embedder.example/")
+		var seen struct{ Stdout string }
+		c.call("POST", "/v1/sandboxes/e2e/exec", `{"command": "grep ^/framed seen.log"}`, 200, &seen)
+		if strings.TrimSpace(seen.Stdout) != "/framed cookie=" {
+			t.Fatalf("inside the iframe the app saw %q; want /framed once, without token or cookie", seen.Stdout)
 		}
 	})
 	t.Run("two-edges-on-postgres", func(t *testing.T) {

@@ -1,0 +1,36 @@
+// Package browser runs Debian's headless Chromium for tests: every page a
+// person sees is checked in a real browser.
+package browser
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// Chromium runs headless Chromium with args, names resolved by rules
+// (--host-resolver-rules), and returns what it printed. It skips the
+// test where Chromium is not installed (deploy/testdeps.sh installs it).
+// The certificates of the test's local CA are not in Chromium's store, so
+// it is told to accept any.
+func Chromium(t testing.TB, rules string, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed (deploy/testdeps.sh installs it)")
+	}
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+		"--user-data-dir=" + t.TempDir(), "--ignore-certificate-errors", "--host-resolver-rules=" + rules}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium: %v\n%s", err, errb.String())
+	}
+	return out.String()
+}
