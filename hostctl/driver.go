@@ -41,3 +41,11 @@ type Pauser interface {
 type Checker interface {
 	Check(ctx context.Context, sb *store.Sandbox) error
 }
+
+// KeyMaker is a Driver whose sandboxes' SSH host keys hostctl learns
+// before they boot: HostKey makes the key (once) and returns its public
+// half, which hostctl pins in the store before Start, so that nothing can
+// reach the sandbox unpinned even for a moment.
+type KeyMaker interface {
+	HostKey(ctx context.Context, sb *store.Sandbox) (string, error)
+}

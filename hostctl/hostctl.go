@@ -339,7 +339,15 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 	if sb.State == store.StateError && sb.UpdatedAt.Equal(w.failedAt) {
 		return time.Time{}, false, nil // wait for a new start
 	}
-	if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.Error = store.StateStarting, "" }); err != nil {
+	pinned := sb.SSHHostKey
+	if km, ok := c.o.Driver.(KeyMaker); ok {
+		key, err := km.HostKey(ctx, sb)
+		if err != nil {
+			return c.fail(ctx, sb, w, err)
+		}
+		pinned = key
+	}
+	if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.Error, s.SSHHostKey = store.StateStarting, "", pinned }); err != nil {
 		return time.Time{}, false, err
 	}
 	ep, err := c.o.Driver.Start(ctx, sb)

@@ -41,6 +41,7 @@ type rig struct {
 	dir  string
 	st   *embedded.Store
 	acct store.Account
+	drv  hostctl.Driver // the latest opened
 	stop func()
 }
 
@@ -49,7 +50,8 @@ func (r *rig) controller(warm time.Duration) {
 	if r.stop != nil {
 		r.stop()
 	}
-	ctl, err := hostctl.New(hostctl.Options{Store: r.st, Driver: r.d.Open(r.t, r.dir), HostName: "test", Rescan: 200 * time.Millisecond, WarmWindow: warm})
+	r.drv = r.d.Open(r.t, r.dir)
+	ctl, err := hostctl.New(hostctl.Options{Store: r.st, Driver: r.drv, HostName: "test", Rescan: 200 * time.Millisecond, WarmWindow: warm})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -156,7 +158,21 @@ func Run(t *testing.T, d Driver) {
 		t.Fatal(err)
 	}
 
+	pinned := ""
+	if _, ok := r.drv.(hostctl.KeyMaker); ok {
+		// The host key is pinned while the sandbox is still booting.
+		booting := r.wait(sb.ID, r.d.Boot, "starting or running", func(s store.Sandbox) bool {
+			return s.State == store.StateStarting || s.State == store.StateRunning
+		})
+		if booting.State != store.StateStarting || booting.SSHHostKey == "" {
+			t.Fatalf("while booting: state %s, host key %q; want it pinned before the boot ends", booting.State, booting.SSHHostKey)
+		}
+		pinned = booting.SSHHostKey
+	}
 	first := r.running(sb.ID)
+	if pinned != "" && first.SSHHostKey != pinned {
+		t.Fatalf("the key in use %q is not the one pinned before the boot %q", first.SSHHostKey, pinned)
+	}
 	r.sh(first, `echo kept > "$HOME/froog-file"`)
 	job := r.sh(first, `setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & echo $!`)
 	// Alive and not a zombie (a killed job's parent may be slow to reap).

@@ -75,6 +75,7 @@ type Driver struct {
 var _ hostctl.Driver = (*Driver)(nil)
 var _ hostctl.Pauser = (*Driver)(nil)
 var _ hostctl.Checker = (*Driver)(nil)
+var _ hostctl.KeyMaker = (*Driver)(nil)
 
 // New checks the options; it starts nothing.
 func New(o Options) (*Driver, error) {
@@ -216,8 +217,18 @@ func (d *Driver) prepare(sb *store.Sandbox) error {
 	return os.WriteFile(d.file(sb.ID, "seed.iso"), seed.ISO(time.Now()), 0o600)
 }
 
-// hostKey returns the sandbox's SSH host key, made on first use: hostctl
-// knows (and pins) it before the guest ever boots.
+// HostKey makes the sandbox's SSH host key (once) and returns its public
+// half: hostctl pins it in the store before the guest ever boots.
+func (d *Driver) HostKey(ctx context.Context, sb *store.Sandbox) (string, error) {
+	defer d.lock(sb.ID)()
+	if err := os.MkdirAll(d.dir(sb.ID), 0o700); err != nil {
+		return "", err
+	}
+	_, pub, err := d.hostKey(sb.ID)
+	return pub, err
+}
+
+// hostKey returns the sandbox's SSH host key, made on first use.
 func (d *Driver) hostKey(id string) (string, string, error) {
 	path := d.file(id, "host_key")
 	if b, err := os.ReadFile(path); err == nil {
