@@ -6,7 +6,7 @@
 # sandboxes' test server); Chromium (every page a person sees is checked
 # in it); QEMU, qemu-img, busybox-static and dropbear (the qemu driver's
 # tests boot deploy/tinyvm's guest, built from them and Debian's kernel,
-# under TCG). On Debian or Ubuntu as root it uses apt-get;
+# under TCG) and nftables (its --net tap isolation). On Debian or Ubuntu as root it uses apt-get;
 # elsewhere it says what to install and exits non-zero.
 # With --bench it also installs what `make bench` compares against: wrk,
 # nginx and Caddy.
@@ -41,6 +41,7 @@ command -v qemu-img >/dev/null 2>&1 || lean+=(qemu-utils)
 static_busybox() { local l; l=$(ldd "$(command -v busybox)" 2>&1 || true); [[ $l == *"not a dynamic"* ]]; }
 command -v busybox >/dev/null 2>&1 && static_busybox || lean+=(busybox-static)
 command -v dropbearconvert >/dev/null 2>&1 || lean+=(dropbear-bin)
+command -v nft >/dev/null 2>&1 || lean+=(nftables)
 if [ "${1:-}" = --bench ]; then
   command -v wrk >/dev/null 2>&1 || missing+=(wrk)
   command -v nginx >/dev/null 2>&1 || missing+=(nginx)

@@ -426,7 +426,7 @@ func (f ownerFunc) Owner(name string) (string, error) { return f(name) }
 
 // driverFlags choose and configure the driver that runs sandboxes.
 type driverFlags struct {
-	driver, kernel, initrd, accel *string
+	driver, kernel, initrd, accel, net *string
 	cpus, memoryMB, diskGB        *int
 }
 
@@ -438,6 +438,7 @@ func driverFlagsOf(f flags) driverFlags {
 		kernel:   f.str("kernel", filepath.Join(tiny, "vmlinuz"), "qemu: the guest kernel (deploy/tinyvm/build.sh makes the test guest)"),
 		initrd:   f.str("initrd", filepath.Join(tiny, "initramfs.gz"), "qemu: the guest's initramfs"),
 		accel:    f.str("accel", "auto", "qemu: auto (KVM where it works, else TCG), kvm or tcg"),
+		net:      f.str("vm-net", "user", "qemu: user (user-mode networking, no root) or tap (a tap device per VM on bridge froogbr0, isolated by nftables; root)"),
 		cpus:     f.num("vm-cpus", 0, "qemu: vCPUs of every VM whatever its size; 0: the sizes' (2, 4, 8)"),
 		memoryMB: f.num("vm-memory-mb", 0, "qemu: memory of every VM whatever its size; 0: the sizes' (4, 8, 16 GB)"),
 		diskGB:   f.num("vm-disk-gb", 10, "qemu: each sandbox's disk"),
@@ -477,7 +478,7 @@ func (d driverFlags) open(data string, key ssh.PublicKey, log *slog.Logger) (hos
 		}
 		sizes[name] = sz
 	}
-	drv, err := qemu.New(qemu.Options{Dir: filepath.Join(data, "vms"), Kernel: *d.kernel, Initrd: *d.initrd, Accel: *d.accel,
+	drv, err := qemu.New(qemu.Options{Dir: filepath.Join(data, "vms"), Kernel: *d.kernel, Initrd: *d.initrd, Accel: *d.accel, Net: *d.net,
 		Sizes: sizes, DiskSize: int64(*d.diskGB) << 30, AuthorizedKeys: []ssh.PublicKey{key}, Logger: log})
 	if err != nil {
 		return nil, nil, err

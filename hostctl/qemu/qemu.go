@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,13 @@ type Options struct {
 	// AuthorizedKeys may log in to every sandbox: the control plane's
 	// key. Required.
 	AuthorizedKeys []ssh.PublicKey
+	// Net is user (QEMU's user-mode networking, a loopback port forwarded
+	// to the guest's SSH; no root needed) or tap (a tap device per VM on
+	// Bridge, an address in Subnet, isolated by nftables; needs root).
+	// Empty means user.
+	Net    string
+	Bridge string       // tap: empty means froogbr0
+	Subnet netip.Prefix // tap: zero means 10.213.0.0/16
 	// QEMU and QEMUImg name the binaries; empty means qemu-system-x86_64
 	// and qemu-img from PATH.
 	QEMU, QEMUImg string
@@ -64,6 +72,7 @@ type Options struct {
 // pid files and QMP sockets and adopts them.
 type Driver struct {
 	o     Options
+	tap   *tapNet // nil: user-mode networking
 	accel string
 	// auto: the accelerator was chosen here, and KVM may turn out not to
 	// work (a /dev/kvm that opens but cannot run this CPU).
@@ -112,8 +121,26 @@ func New(o Options) (*Driver, error) {
 	default:
 		errs = append(errs, fmt.Errorf("qemu: accel %q: want auto, kvm or tcg", o.Accel))
 	}
+	switch o.Net {
+	case "", "user", "tap":
+	default:
+		errs = append(errs, fmt.Errorf("qemu: net %q: want user or tap", o.Net))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	var tap *tapNet
+	if o.Net == "tap" {
+		if o.Bridge == "" {
+			o.Bridge = "froogbr0"
+		}
+		if !o.Subnet.IsValid() {
+			o.Subnet = netip.MustParsePrefix("10.213.0.0/16")
+		}
+		var err error
+		if tap, err = newTapNet(o.Bridge, o.Subnet); err != nil {
+			return nil, err
+		}
 	}
 	if o.DiskSize == 0 {
 		o.DiskSize = 10 << 30
@@ -124,7 +151,7 @@ func New(o Options) (*Driver, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{o: o, accel: accel, auto: auto, locks: map[string]*sync.Mutex{}}, nil
+	return &Driver{o: o, tap: tap, accel: accel, auto: auto, locks: map[string]*sync.Mutex{}}, nil
 }
 
 // Accel is the accelerator the VMs use.
@@ -213,7 +240,15 @@ func (d *Driver) prepare(sb *store.Sandbox) error {
 		keys = append(keys, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))))
 	}
 	seed := Seed{InstanceID: sb.ID, Hostname: sb.Name, HostKeyPEM: keyPEM, HostKeyPublic: pub, AuthorizedKeys: keys,
-		Address: "10.0.2.15/24", Gateway: "10.0.2.2"}
+		Address: "10.0.2.15/24", Gateway: "10.0.2.2"} // QEMU's user-mode network
+	if d.tap != nil {
+		addr, err := d.tap.address(filepath.Join(d.o.Dir, "sandboxes"), sb.ID)
+		if err != nil {
+			return err
+		}
+		seed.Address = netip.PrefixFrom(addr, d.tap.subnet.Bits()).String()
+		seed.Gateway = d.tap.host.String()
+	}
 	return os.WriteFile(d.file(sb.ID, "seed.iso"), seed.ISO(time.Now()), 0o600)
 }
 
@@ -279,9 +314,20 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox) error {
 			return fmt.Errorf("qemu: no size %q", sb.Size)
 		}
 	}
-	port, err := freePort()
-	if err != nil {
-		return err
+	netdev, port := "", 22
+	if d.tap != nil {
+		tap, err := d.tap.plug(sb.ID)
+		if err != nil {
+			return err
+		}
+		netdev = "tap,id=net0,ifname=" + tap + ",script=no,downscript=no"
+	} else {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		port = p
+		netdev = fmt.Sprintf("user,id=net0,hostfwd=tcp:127.0.0.1:%d-:22", port)
 	}
 	if err := os.WriteFile(d.file(sb.ID, "ssh_port"), []byte(strconv.Itoa(port)), 0o600); err != nil {
 		return err
@@ -300,7 +346,7 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox) error {
 		"-kernel", d.o.Kernel, "-initrd", d.o.Initrd, "-append", "console=ttyS0 panic=-1",
 		"-drive", "file=" + d.file(sb.ID, "disk.qcow2") + ",if=virtio,format=qcow2,cache=writeback",
 		"-drive", "file=" + d.file(sb.ID, "seed.iso") + ",if=virtio,format=raw,readonly=on",
-		"-netdev", fmt.Sprintf("user,id=net0,hostfwd=tcp:127.0.0.1:%d-:22", port),
+		"-netdev", netdev,
 		"-device", "virtio-net-pci,netdev=net0",
 		"-device", "virtio-rng-pci",
 		"-qmp", "unix:" + d.file(sb.ID, "qmp.sock") + ",server=on,wait=off",
@@ -329,10 +375,18 @@ func (d *Driver) endpoint(ctx context.Context, id string) (hostctl.Endpoint, err
 	if err != nil {
 		return hostctl.Endpoint{}, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	host := "127.0.0.1"
+	if d.tap != nil {
+		a, err := os.ReadFile(d.file(id, "address"))
+		if err != nil {
+			return hostctl.Endpoint{}, err
+		}
+		host = strings.TrimSpace(string(a))
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	for {
 		if sshAnswers(addr) {
-			return hostctl.Endpoint{Host: "127.0.0.1", Port: port, HostKey: pub}, nil
+			return hostctl.Endpoint{Host: host, Port: port, HostKey: pub}, nil
 		}
 		if !d.alive(id) {
 			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s exited while booting: %s", id, d.consoleTail(id))
@@ -427,6 +481,9 @@ func (d *Driver) stopLocked(ctx context.Context, id string) error {
 	}
 	os.Remove(d.file(id, "qemu.pid"))
 	os.Remove(d.file(id, "qmp.sock"))
+	if d.tap != nil {
+		d.tap.unplug(id)
+	}
 	return nil
 }
 

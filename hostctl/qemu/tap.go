@@ -1,0 +1,146 @@
+package qemu
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// tapNet is --net tap: every VM gets a tap device on one bridge, an
+// address of its own in the subnet, and nftables rules that keep it away
+// from other sandboxes (the bridge ports are isolated, and a bridge-level
+// rule drops tap-to-tap frames too), from the host (nothing new may come
+// in from the bridge), and from private ranges and loopback.
+type tapNet struct {
+	bridge string
+	subnet netip.Prefix
+	host   netip.Addr // the bridge's own address: the guests' gateway
+}
+
+// privateRanges are never reachable from a sandbox.
+var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}
+
+func newTapNet(bridge string, subnet netip.Prefix) (*tapNet, error) {
+	if !subnet.IsValid() || !subnet.Addr().Is4() || subnet.Bits() > 24 {
+		return nil, fmt.Errorf("qemu: tap subnet %v: want an IPv4 prefix of /24 or wider", subnet)
+	}
+	n := &tapNet{bridge: bridge, subnet: subnet.Masked(), host: subnet.Masked().Addr().Next()}
+	return n, n.setup()
+}
+
+func run(name string, args ...string) error {
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// setup makes the bridge (once) and puts the rules in place (again).
+func (n *tapNet) setup() error {
+	if _, err := os.Stat("/sys/class/net/" + n.bridge); errors.Is(err, os.ErrNotExist) {
+		if err := run("ip", "link", "add", n.bridge, "type", "bridge"); err != nil {
+			return err
+		}
+	}
+	pfx := netip.PrefixFrom(n.host, n.subnet.Bits()).String()
+	if out, _ := exec.Command("ip", "-4", "addr", "show", "dev", n.bridge).Output(); !strings.Contains(string(out), pfx) {
+		if err := run("ip", "addr", "add", pfx, "dev", n.bridge); err != nil {
+			return err
+		}
+	}
+	if err := run("ip", "link", "set", n.bridge, "up"); err != nil {
+		return err
+	}
+	rules := fmt.Sprintf(`table inet froog
+delete table inet froog
+table inet froog {
+	chain input {
+		type filter hook input priority 0; policy accept;
+		iifname "%[1]s" ct state established,related accept
+		iifname "%[1]s" drop
+	}
+	chain forward {
+		type filter hook forward priority 0; policy accept;
+		iifname "%[1]s" ct state established,related accept
+		iifname "%[1]s" ip daddr { %[2]s } drop
+		iifname "%[1]s" oifname "%[1]s" drop
+	}
+}
+table bridge froog
+delete table bridge froog
+table bridge froog {
+	chain forward {
+		type filter hook forward priority 0; policy accept;
+		iifname "fg*" oifname "fg*" drop
+	}
+}
+`, n.bridge, strings.Join(privateRanges, ", "))
+	cmd := exec.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nft: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// tapName is the sandbox's tap device (at most 15 characters).
+func tapName(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return "fg" + hex.EncodeToString(h[:6])
+}
+
+// address gives the sandbox its address in the subnet, once: the lowest
+// one no other sandbox folder holds.
+func (n *tapNet) address(dir, id string) (netip.Addr, error) {
+	mine := filepath.Join(dir, id, "address")
+	if b, err := os.ReadFile(mine); err == nil {
+		return netip.ParseAddr(strings.TrimSpace(string(b)))
+	}
+	taken := map[netip.Addr]bool{n.host: true}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if b, err := os.ReadFile(filepath.Join(dir, e.Name(), "address")); err == nil {
+			if a, err := netip.ParseAddr(strings.TrimSpace(string(b))); err == nil {
+				taken[a] = true
+			}
+		}
+	}
+	for a := n.host.Next(); n.subnet.Contains(a); a = a.Next() {
+		if !taken[a] && n.subnet.Contains(a.Next()) { // not the broadcast address
+			return a, os.WriteFile(mine, []byte(a.String()), 0o600)
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("qemu: no address left in %v", n.subnet)
+}
+
+// plug makes the sandbox's tap device, an isolated port of the bridge.
+func (n *tapNet) plug(id string) (string, error) {
+	tap := tapName(id)
+	if _, err := os.Stat("/sys/class/net/" + tap); err == nil {
+		run("ip", "link", "del", tap)
+	}
+	for _, args := range [][]string{
+		{"ip", "tuntap", "add", "dev", tap, "mode", "tap"},
+		{"ip", "link", "set", tap, "master", n.bridge},
+		{"bridge", "link", "set", "dev", tap, "isolated", "on"},
+		{"ip", "link", "set", tap, "up"},
+	} {
+		if err := run(args[0], args[1:]...); err != nil {
+			return "", err
+		}
+	}
+	return tap, nil
+}
+
+// unplug removes the sandbox's tap device.
+func (n *tapNet) unplug(id string) {
+	if _, err := os.Stat("/sys/class/net/" + tapName(id)); err == nil {
+		run("ip", "link", "del", tapName(id))
+	}
+}
