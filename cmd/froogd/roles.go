@@ -427,7 +427,7 @@ func (f ownerFunc) Owner(name string) (string, error) { return f(name) }
 // driverFlags choose and configure the driver that runs sandboxes.
 type driverFlags struct {
 	driver, kernel, initrd, accel, net *string
-	cpus, memoryMB, diskGB        *int
+	cpus, memoryMB, diskGB             *int
 }
 
 func driverFlagsOf(f flags) driverFlags {
