@@ -374,3 +374,23 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 }
 
 func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+// One edge runs at most MaxOrders orders at once: three new names asked
+// for together are ordered one after the other.
+func TestOrdersPerEdge(t *testing.T) {
+	r := newACMERig(t, 0, func(o *certs.ACMEOptions) { o.MaxOrders = 1 })
+	names := []string{"one-1-aaaaaa", "two-1-bbbbbb", "three-1-cccccc"}
+	for i, n := range names {
+		r.url(n, 3000+i)
+	}
+	time.Sleep(200 * time.Millisecond)
+	var wg sync.WaitGroup
+	for _, n := range names {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.eventually(n + "." + domain) }()
+	}
+	wg.Wait()
+	if r.ca.Orders() != 3 || r.ca.MostAtOnce() != 1 {
+		t.Fatalf("%d orders, at most %d at once; want 3, one at a time", r.ca.Orders(), r.ca.MostAtOnce())
+	}
+}

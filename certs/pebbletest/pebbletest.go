@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,6 +34,8 @@ type CA struct {
 	DirectoryRootPEM []byte
 	ca               *ca.CAImpl
 	orders           atomic.Int64
+	mu               sync.Mutex
+	open, maxOpen    int // orders between their creation and their finalisation
 }
 
 // Start runs Pebble until the test ends. Its validation connects to
@@ -57,6 +60,15 @@ func Start(t testing.TB, httpPort, tlsPort int, validity time.Duration) *CA {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/order-plz" {
 			c.orders.Add(1)
+			c.mu.Lock()
+			c.open++
+			c.maxOpen = max(c.maxOpen, c.open)
+			c.mu.Unlock()
+		}
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/finalize-order/") {
+			c.mu.Lock()
+			c.open--
+			c.mu.Unlock()
 		}
 		h.ServeHTTP(rw, r)
 	}))
@@ -68,6 +80,14 @@ func Start(t testing.TB, httpPort, tlsPort int, validity time.Duration) *CA {
 
 // Orders is how many new orders Pebble has been sent.
 func (c *CA) Orders() int64 { return c.orders.Load() }
+
+// MostAtOnce is the most orders that were open (created, not yet
+// finalised) at the same time.
+func (c *CA) MostAtOnce() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.maxOpen
+}
 
 // IssuerRoots trusts the certificates Pebble issues.
 func (c *CA) IssuerRoots() *x509.CertPool {

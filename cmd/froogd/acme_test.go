@@ -76,6 +76,9 @@ func TestACMEOnDemand(t *testing.T) {
 	if ca.Orders() != 1 || first.Subject.CommonName != host && !contains(first.DNSNames, host) {
 		t.Fatalf("after the first visit: %d orders, certificate for %v", ca.Orders(), first.DNSNames)
 	}
+	if res, _ := visit(t, edges[0], "GET", "https://"+host+"/", "Cookie", cookie); res.StatusCode != 200 {
+		t.Fatalf("behind the new certificate: %d", res.StatusCode)
+	}
 	res, body := visit(t, edges[1], "GET", "https://"+host+"/", "Cookie", cookie)
 	if res.StatusCode != 200 {
 		t.Fatalf("second edge: %d %s", res.StatusCode, body)
