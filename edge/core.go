@@ -32,7 +32,7 @@ type call struct {
 type decision struct {
 	rt        *route
 	problem   *problem
-	location  string // a redirect's target: the path and the query without the token
+	location  string // a redirect's target: this URL without the token
 	setCookie string
 }
 
@@ -61,7 +61,9 @@ func (s *Server) decide(c *call) decision {
 	case invalid:
 		return decision{rt: rt, problem: &errTokenInvalid}
 	case redirect:
-		loc := c.path
+		// Absolute, so that a path starting with "//" stays a path and
+		// never reads as another host.
+		loc := "https://" + c.host + c.path
 		if q := stripQuery(c.query); q != "" {
 			loc += "?" + q
 		}
