@@ -72,6 +72,15 @@ func (s *Server) decide(c *call) decision {
 	return decision{rt: rt}
 }
 
+// redirect gives the headers of d's redirect (302): the token becomes
+// the cookie, and the address loses it.
+func (d *decision) redirect(set func(name, value string)) {
+	set("Location", d.location)
+	set("Set-Cookie", d.setCookie)
+	set("Cache-Control", "no-store")
+	set("Referrer-Policy", "no-referrer")
+}
+
 // exchange is one request's record for the access log and the metrics.
 type exchange struct {
 	id       string

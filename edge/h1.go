@@ -100,10 +100,12 @@ func (u *upstreams) get(rt *route) *fasthttp.HostClient {
 			DisableHeaderNamesNormalizing: true,
 			DisablePathNormalizing:        true,
 			NoDefaultUserAgentHeader:      true,
-			// Retry only where nothing reached the app: a pooled
-			// connection that had been closed.
-			RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
-				return false, attempts < 2 && (errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed))
+			// Retry once, an idempotent request only, when a pooled
+			// connection turned out to be closed: a POST the app may
+			// have seen is never sent twice.
+			RetryIfErr: func(r *fasthttp.Request, attempts int, err error) (bool, bool) {
+				idempotent := r.Header.IsGet() || r.Header.IsHead() || r.Header.IsOptions() || r.Header.IsPut() || r.Header.IsDelete()
+				return false, attempts < 2 && idempotent && !r.IsBodyStream() && (errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed))
 			},
 		}
 		if u.m == nil {
@@ -211,12 +213,8 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 		s.h1Problem(ctx, x, d.problem, c.html)
 		return
 	case d.location != "":
-		rh := &ctx.Response.Header
-		rh.Set("X-Request-Id", x.id)
-		rh.Set("Set-Cookie", d.setCookie)
-		rh.Set("Cache-Control", "no-store")
-		rh.Set("Referrer-Policy", "no-referrer")
-		rh.Set("Location", d.location)
+		ctx.Response.Header.Set("X-Request-Id", x.id)
+		d.redirect(ctx.Response.Header.Set)
 		ctx.SetStatusCode(fasthttp.StatusFound)
 		x.status = fasthttp.StatusFound
 		s.finish(x)

@@ -92,11 +92,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(rec, r, *d.problem, x.id)
 		return
 	case d.location != "":
-		h := rec.Header()
-		h.Set("Set-Cookie", d.setCookie)
-		h.Set("Cache-Control", "no-store")
-		h.Set("Referrer-Policy", "no-referrer")
-		http.Redirect(rec, r, d.location, http.StatusFound)
+		d.redirect(rec.Header().Set)
+		rec.WriteHeader(http.StatusFound)
 		return
 	}
 	r.URL.RawQuery = stripQuery(r.URL.RawQuery)
