@@ -295,7 +295,7 @@ func (s *Server) answerH1(ctx *fasthttp.RequestCtx, x *exchange, up *fasthttp.Re
 	if n < 0 {
 		n = -1 // chunked to the client, whatever the sandbox framed it as
 	}
-	ctx.Response.SetBodyStream(&bodyTail{r: body, up: up, x: x, s: s}, n)
+	ctx.Response.SetBodyStream(&bodyTail{countingReader: countingReader{r: body, n: &x.bytesOut}, up: up, x: x, s: s}, n)
 }
 
 // isResponseHop reports whether a response header ends at the edge.
@@ -308,21 +308,15 @@ func isResponseHop(name, connection string) bool {
 	return connection != "" && hasToken(connection, name)
 }
 
-// bodyTail streams a sandbox's response body to the client; fasthttp
-// closes it when the body is through, which frees the upstream
+// bodyTail streams a sandbox's response body to the client, counting it;
+// fasthttp closes it when the body is through, which frees the upstream
 // connection and logs the exchange.
 type bodyTail struct {
-	r    io.Reader
+	countingReader
 	up   *fasthttp.Response
 	x    *exchange
 	s    *Server
 	once sync.Once
-}
-
-func (b *bodyTail) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	b.x.bytesOut += int64(n)
-	return n, err
 }
 
 // WriteTo is how fasthttp copies a body of known size: in large reads,
@@ -332,11 +326,10 @@ func (b *bodyTail) WriteTo(w io.Writer) (int64, error) {
 	defer bulkBuffers.Put(buf)
 	var total int64
 	for {
-		n, err := b.r.Read(*buf)
+		n, err := b.Read(*buf)
 		if n > 0 {
 			m, werr := w.Write((*buf)[:n])
 			total += int64(m)
-			b.x.bytesOut += int64(m)
 			if werr != nil {
 				return total, werr
 			}
@@ -361,6 +354,7 @@ func (b *bodyTail) Close() error {
 	return nil
 }
 
+// countingReader counts what is read through it into n.
 type countingReader struct {
 	r io.Reader
 	n *int64
@@ -389,7 +383,7 @@ func (s *Server) h1Problem(ctx *fasthttp.RequestCtx, x *exchange, p *problem, ht
 // (101) the two connections are joined, with no websocket library in
 // between and no idle timeout.
 func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route) {
-	html := false
+	const html = false // a websocket client reads no page
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	up, err := s.o.Dialer.DialContext(dctx, rt.sandboxID, rt.port)

@@ -105,7 +105,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	stripCookie(r.Header)
 	r.Header.Set("X-Request-Id", x.id)
 	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &countingBody{ReadCloser: r.Body, n: &x.bytesIn}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{&countingReader{r: r.Body, n: &x.bytesIn}, r.Body}
 	}
 	s.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, d.rt)))
 }
@@ -163,17 +166,6 @@ func (w *recorder) Write(b []byte) (int, error) {
 }
 
 func (w *recorder) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
-
-type countingBody struct {
-	io.ReadCloser
-	n *int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	*b.n += int64(n)
-	return n, err
-}
 
 // proxyProblem maps a failure to reach the sandbox to the page to show.
 func (s *Server) proxyProblem(rt *route, requestID string, err error) problem {
