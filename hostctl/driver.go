@@ -49,3 +49,11 @@ type Checker interface {
 type KeyMaker interface {
 	HostKey(ctx context.Context, sb *store.Sandbox) (string, error)
 }
+
+// Forker is a Driver that can start a sandbox from another's disk: Fork
+// copies src's disk (running or stopped) to dst, which gets a host key of
+// its own. hostctl calls it before each start of a sandbox made as a fork;
+// once dst has a disk it does nothing.
+type Forker interface {
+	Fork(ctx context.Context, src, dst *store.Sandbox) error
+}

@@ -285,6 +285,12 @@ func (c *Controller) place(ctx context.Context, sb *store.Sandbox) (bool, error)
 	if n >= c.o.Capacity {
 		return false, nil // full: another host may take it, and the rescan asks again
 	}
+	if sb.ForkOf != "" {
+		// A fork's disk is copied on its source's host.
+		if src, err := c.o.Store.SandboxByID(ctx, sb.ForkOf); err != nil || src.HostID != c.hostID {
+			return false, nil
+		}
+	}
 	errTaken := errors.New("placed elsewhere")
 	up, err := c.o.Store.UpdateSandbox(ctx, sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error {
 		if s.HostID != "" {
@@ -339,6 +345,11 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 	if sb.State == store.StateError && sb.UpdatedAt.Equal(w.failedAt) {
 		return time.Time{}, false, nil // wait for a new start
 	}
+	if sb.ForkOf != "" {
+		if err := c.fork(ctx, sb); err != nil {
+			return c.fail(ctx, sb, w, err)
+		}
+	}
 	pinned := sb.SSHHostKey
 	if km, ok := c.o.Driver.(KeyMaker); ok {
 		key, err := km.HostKey(ctx, sb)
@@ -370,6 +381,22 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 	}
 	c.o.Logger.Info("sandbox running", slog.String("sandbox", sb.ID), slog.Duration("took", time.Since(now)))
 	return c.nextStop(&up), false, nil
+}
+
+// fork gives a sandbox made as a fork its source's disk.
+func (c *Controller) fork(ctx context.Context, sb *store.Sandbox) error {
+	f, ok := c.o.Driver.(Forker)
+	if !ok {
+		return errors.New("this host's driver cannot fork sandboxes")
+	}
+	src, err := c.o.Store.SandboxByID(ctx, sb.ForkOf)
+	if err != nil {
+		return fmt.Errorf("the sandbox to fork: %w", err)
+	}
+	if src.HostID != sb.HostID {
+		return errors.New("the sandbox to fork is on another host")
+	}
+	return f.Fork(ctx, &src, sb)
 }
 
 // fail records a driver error: the sandbox is in error with the reason,

@@ -94,6 +94,10 @@ type Sandbox struct {
 	Labels          map[string]string `json:"labels"`
 	Env             map[string]string `json:"env,omitempty"`
 
+	// ForkOf is the sandbox whose disk this one starts from: its first
+	// start copies the source's disk (hostctl asks the driver).
+	ForkOf string `json:"fork_of,omitempty"`
+
 	CreatedByKey string     `json:"created_by_key,omitempty"`
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`

@@ -132,8 +132,9 @@ func (r *rig) sh(sb store.Sandbox, cmd string) string {
 // pinned key; a background job that a stop and a start within the warm
 // window keep running; a controller restart that adopts the sandbox
 // without starting it twice; a stop past the warm window and a cold start
-// that keep its files; a crash that ends in error with the reason, and a
-// start that recovers it from its disk; delete.
+// that keep its files; a fork of the running sandbox with its own host key
+// and the source's files; a crash that ends in error with the reason, and
+// a start that recovers it from its disk; delete.
 func Run(t *testing.T, d Driver) {
 	st, err := embedded.Open(t.TempDir())
 	if err != nil {
@@ -210,6 +211,27 @@ func Run(t *testing.T, d Driver) {
 		}
 		if alive(again) != "gone" {
 			t.Fatal("the job outlived a cold stop")
+		}
+	})
+
+	t.Run("fork", func(t *testing.T) {
+		src := r.running(sb.ID)
+		now := store.Micro(time.Now())
+		fork, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: acct.ID, Name: "box-fork", Size: "default", ForkOf: sb.ID,
+			DesiredState: store.StateRunning, State: store.StateCreating, CreatedAt: now, UpdatedAt: now}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := r.running(fork.ID)
+		if got.SSHHostKey == src.SSHHostKey || r.sh(got, `cat "$HOME/froog-file"`) != "kept" {
+			t.Fatal("the fork has its source's host key, or not its files")
+		}
+		r.sh(got, `echo forked > "$HOME/froog-file"`)
+		if r.sh(r.running(sb.ID), `cat "$HOME/froog-file"`) != "kept" {
+			t.Fatal("writing in the fork changed the source")
+		}
+		if err := st.DeleteSandbox(ctx, fork.ID, store.Micro(time.Now()), nil); err != nil {
+			t.Fatal(err)
 		}
 	})
 

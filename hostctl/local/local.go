@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -109,6 +110,23 @@ func (d *Driver) Start(ctx context.Context, sb *store.Sandbox) (hostctl.Endpoint
 	ep := hostctl.Endpoint{Host: addr.IP.String(), Port: addr.Port, HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key.PublicKey())))}
 	d.boxes[sb.ID] = &box{sshd: s, ep: ep}
 	return ep, nil
+}
+
+// Fork copies src's home folder to dst, which has none yet. A running
+// source is copied as it is (this driver is for development).
+func (d *Driver) Fork(ctx context.Context, src, dst *store.Sandbox) error {
+	if _, err := os.Stat(d.Home(dst)); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(d.dir(dst), 0o700); err != nil {
+		return err
+	}
+	tmp := d.Home(dst) + ".new"
+	if out, err := exec.CommandContext(ctx, "cp", "-a", d.Home(src), tmp).CombinedOutput(); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("fork: copying the home folder: %v: %s", err, out)
+	}
+	return os.Rename(tmp, d.Home(dst))
 }
 
 func (d *Driver) Pause(ctx context.Context, sb *store.Sandbox) error {

@@ -85,6 +85,7 @@ var _ hostctl.Driver = (*Driver)(nil)
 var _ hostctl.Pauser = (*Driver)(nil)
 var _ hostctl.Checker = (*Driver)(nil)
 var _ hostctl.KeyMaker = (*Driver)(nil)
+var _ hostctl.Forker = (*Driver)(nil)
 
 // New checks the options; it starts nothing.
 func New(o Options) (*Driver, error) {
@@ -142,6 +143,12 @@ func New(o Options) (*Driver, error) {
 			return nil, err
 		}
 	}
+	// Absolute: the overlays name their backing disk by this path.
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	o.Dir = dir
 	if o.DiskSize == 0 {
 		o.DiskSize = 10 << 30
 	}
@@ -442,6 +449,48 @@ func (d *Driver) Check(ctx context.Context, sb *store.Sandbox) error {
 		return nil
 	}
 	return fmt.Errorf("the VM is %s; last console lines: %s", st, d.consoleTail(sb.ID))
+}
+
+// Fork copies src's disk to dst, which has none yet: a running source is
+// paused for the copy (QMP stop, then cont), so the copy is consistent.
+// Only the overlay is copied; both share the base disk. dst gets its own
+// host key at its first start.
+func (d *Driver) Fork(ctx context.Context, src, dst *store.Sandbox) error {
+	if src.ID == dst.ID {
+		return errors.New("qemu: a sandbox cannot fork itself")
+	}
+	unlockDst := d.lock(dst.ID)
+	defer unlockDst()
+	target := d.file(dst.ID, "disk.qcow2")
+	if _, err := os.Stat(target); err == nil {
+		return nil
+	}
+	defer d.lock(src.ID)()
+	if _, err := os.Stat(d.file(src.ID, "disk.qcow2")); err != nil {
+		return fmt.Errorf("qemu: the disk to fork: %w", err)
+	}
+	if vm := d.attach(src.ID); vm != nil {
+		defer vm.close()
+		st, err := vm.status(ctx)
+		if err != nil {
+			return err
+		}
+		if st == "running" {
+			if err := vm.run(ctx, "stop", nil, nil); err != nil {
+				return err
+			}
+			defer vm.run(context.WithoutCancel(ctx), "cont", nil, nil)
+		}
+	}
+	if err := os.MkdirAll(d.dir(dst.ID), 0o700); err != nil {
+		return err
+	}
+	tmp := target + ".new"
+	if out, err := exec.CommandContext(ctx, "cp", "--sparse=always", d.file(src.ID, "disk.qcow2"), tmp).CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("qemu: copying the disk: %v: %s", err, out)
+	}
+	return os.Rename(tmp, target)
 }
 
 // Pause freezes the VM (QMP stop): every process keeps its state, and a
