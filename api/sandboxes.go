@@ -257,22 +257,40 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	idemKey := r.Header.Get("Idempotency-Key")
-	if _, ok := r.Header["Idempotency-Key"]; ok && (idemKey == "" || len(idemKey) > 255) {
-		return badRequest("invalid_header", "Idempotency-Key must be 1-255 characters")
+	if err := checkIdempotencyKey(r); err != nil {
+		return err
 	}
 	var req createRequest
 	if err := decodeJSON(body, &req, true); err != nil {
 		return err
 	}
-	now := s.now()
-	sb, err := req.sandbox(k, now)
+	sb, err := req.sandbox(k, s.now())
 	if err != nil {
 		return err
 	}
+	detail := map[string]string{"size": sb.Size, "os": sb.OS}
+	if len(sb.Labels) > 0 {
+		detail["labels"] = labelString(sb.Labels)
+	}
+	return s.create(w, r, body, sb, s.audit(r, "sandbox.create", sb.Name, detail))
+}
+
+func checkIdempotencyKey(r *http.Request) error {
+	if v, ok := r.Header["Idempotency-Key"]; ok && (len(v) != 1 || v[0] == "" || len(v[0]) > 255) {
+		return badRequest("invalid_header", "Idempotency-Key must be 1-255 characters")
+	}
+	return nil
+}
+
+// create stores a new sandbox (a create or a fork) and answers 202 with
+// it; with an Idempotency-Key, a retry of the same request (request says
+// what makes it the same) gets the same answer and creates nothing.
+func (s *Server) create(w http.ResponseWriter, r *http.Request, request []byte, sb store.Sandbox, ev *store.AuditEvent) error {
+	k := keyFrom(r.Context())
+	idemKey := r.Header.Get("Idempotency-Key")
 	if idemKey != "" {
-		sum := sha256.Sum256(body)
-		prev, err := s.store.BeginIdempotent(r.Context(), store.Idempotency{AccountID: k.AccountID, Key: idemKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: now})
+		sum := sha256.Sum256(request)
+		prev, err := s.store.BeginIdempotent(r.Context(), store.Idempotency{AccountID: k.AccountID, Key: idemKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: sb.CreatedAt})
 		if err != nil {
 			return err
 		}
@@ -284,11 +302,6 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
-	detail := map[string]string{"size": sb.Size, "os": sb.OS}
-	if len(sb.Labels) > 0 {
-		detail["labels"] = labelString(sb.Labels)
-	}
-	ev := s.audit(r, "sandbox.create", sb.Name, detail)
 	created, err := s.store.CreateSandbox(r.Context(), sb, ev)
 	if errors.Is(err, store.ErrConflict) {
 		err = errorf(http.StatusConflict, "conflict", "a sandbox named %q exists", sb.Name)
@@ -310,6 +323,82 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusAccepted)
 	w.Write(out)
 	return nil
+}
+
+type forkRequest struct {
+	Name     *string           `json:"name"`
+	Size     *string           `json:"size"`
+	TTLSecs  *int64            `json:"ttl_secs"`
+	Env      map[string]string `json:"env"`
+	Count    json.RawMessage   `json:"count"`
+	Snapshot json.RawMessage   `json:"snapshot"`
+	unsupported
+}
+
+// forkSandbox makes a new sandbox that starts from the source's disk, with
+// the source's settings (size and auto-stop timer unless given; env on
+// top of the source's own).
+func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
+	k := keyFrom(r.Context())
+	body, err := readBodyMax(r, maxBody)
+	if err != nil {
+		return err
+	}
+	if err := checkIdempotencyKey(r); err != nil {
+		return err
+	}
+	var req forkRequest
+	if err := decodeJSON(body, &req, false); err != nil {
+		return err
+	}
+	if err := req.unsupported.check(); err != nil {
+		return err
+	}
+	for name, v := range map[string]json.RawMessage{"count": req.Count, "snapshot": req.Snapshot} {
+		if v != nil {
+			return badRequest("unsupported_field", "%s is not supported by this froog deployment", name)
+		}
+	}
+	if req.Name == nil {
+		return invalid("name is required: the fork's name")
+	}
+	if err := checkName("name", *req.Name); err != nil {
+		return err
+	}
+	if req.Size != nil && !slices.Contains(sizes, *req.Size) {
+		return invalid("size must be one of %s", strings.Join(sizes, ", "))
+	}
+	if err := errors.Join(checkSecs("ttl_secs", req.TTLSecs, maxTTL), checkEnv(req.Env)); err != nil {
+		return err
+	}
+	src, err := s.sandboxFor(r)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	sb := store.Sandbox{AccountID: k.AccountID, Name: *req.Name, Size: src.Size, OS: src.OS, ForkOf: src.ID,
+		DesiredState: store.StateRunning, State: store.StateCreating, AutoStart: src.AutoStart, TTLSecs: src.TTLSecs,
+		MaxLifetimeSecs: src.MaxLifetimeSecs, DeleteAfterSecs: src.DeleteAfterSecs, Labels: maps.Clone(src.Labels),
+		Env: maps.Clone(src.Env), CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now}
+	if sb.Labels == nil {
+		sb.Labels = map[string]string{}
+	}
+	if req.Size != nil {
+		sb.Size = *req.Size
+	}
+	if req.TTLSecs != nil {
+		sb.TTLSecs = *req.TTLSecs
+	}
+	if len(req.Env) > 0 && sb.Env == nil {
+		sb.Env = map[string]string{}
+	}
+	maps.Copy(sb.Env, req.Env)
+	if err := checkEnv(sb.Env); err != nil {
+		return err
+	}
+	// A fork of another sandbox with the same body is another request.
+	request := append([]byte("fork "+src.ID+"\n"), body...)
+	return s.create(w, r, request, sb, s.audit(r, "sandbox.fork", sb.Name, map[string]string{"from": src.Name, "size": sb.Size}))
 }
 
 func labelString(l map[string]string) string {

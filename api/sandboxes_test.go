@@ -184,6 +184,16 @@ func TestMalformedInput(t *testing.T) {
 			{"POST", "/v1/sandboxes/box/start", `{"size":"huge"}`, "invalid_value"},
 			{"POST", "/v1/sandboxes/box/start", `{"environment":false}`, "unsupported_field"},
 			{"POST", "/v1/sandboxes/box/stop", `{"now":true}`, "unknown_field"},
+			{"POST", "/v1/sandboxes/box/fork", ``, "invalid_json"},
+			{"POST", "/v1/sandboxes/box/fork", `{}`, "invalid_value"},
+			{"POST", "/v1/sandboxes/box/fork", `{"name":"Box-2"}`, "invalid_value"},
+			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","size":"huge"}`, "invalid_value"},
+			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","ttl_secs":-5}`, "invalid_value"},
+			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","env":{"a b":"c"}}`, "invalid_value"},
+			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","count":5}`, "unsupported_field"},
+			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","snapshot":"before"}`, "unsupported_field"},
+			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","os":"debian"}`, "unknown_field"},
+			{"POST", "/v1/sandboxes/box/fork", `{"name":2}`, "invalid_type"},
 			{"POST", "/v1/sandboxes/box/urls", `{}`, "invalid_value"},
 			{"POST", "/v1/sandboxes/box/urls", `{"port":0}`, "invalid_value"},
 			{"POST", "/v1/sandboxes/box/urls", `{"port":65536}`, "invalid_value"},
@@ -230,6 +240,42 @@ func snapshot(t *testing.T, e *env) string {
 		out = append(out, string(b))
 	}
 	return strings.Join(out, "\n")
+}
+
+// A fork: the source's settings, env on top, fork_of for hostctl, one
+// audit event, and a retry with the same key makes nothing more.
+func TestFork(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"src","size":"large","ttl_secs":600,"labels":{"team":"a"},"env":{"A":"1","B":"2"},"auto_start":true}`).want(t, 202, "")
+		e.do("POST", "/v1/sandboxes/nope/fork", e.admin, `{"name":"x"}`).want(t, 404, "not_found")
+		e.do("POST", "/v1/sandboxes/src/fork", e.admin, `{"name":"src"}`).want(t, 409, "conflict")
+		body := `{"name":"src-2","env":{"B":"3"}}`
+		first := e.do("POST", "/v1/sandboxes/src/fork", e.admin, body, "Idempotency-Key", "f-1").want(t, 202, "")
+		again := e.do("POST", "/v1/sandboxes/src/fork", e.admin, body, "Idempotency-Key", "f-1").want(t, 202, "")
+		if again.header.Get("Idempotent-Replayed") != "true" || string(again.body) != string(first.body) {
+			t.Fatal("the retry was not a replay")
+		}
+		// The same key and body on create is another request.
+		e.do("POST", "/v1/sandboxes", e.admin, body, "Idempotency-Key", "f-1").want(t, 422, "idempotency_key_reused")
+		var got sandboxJSON
+		e.do("GET", "/v1/sandboxes/src-2", e.admin, nil).want(t, 200, "").json(t, &got)
+		src, _ := e.store.Sandbox(context.Background(), e.account.ID, "src")
+		fork, _ := e.store.Sandbox(context.Background(), e.account.ID, "src-2")
+		if fork.ForkOf != src.ID || fork.Size != "large" || fork.TTLSecs != 600 || fork.Labels["team"] != "a" || !fork.AutoStart ||
+			fork.Env["A"] != "1" || fork.Env["B"] != "3" || fork.DesiredState != store.StateRunning {
+			t.Fatalf("fork: %+v", fork)
+		}
+		var audit struct {
+			Events []struct {
+				Action, Target string
+				Detail         map[string]string
+			} `json:"events"`
+		}
+		e.do("GET", "/v1/audit", e.admin, nil).want(t, 200, "").json(t, &audit)
+		if a := audit.Events[0]; a.Action != "sandbox.fork" || a.Target != "src-2" || a.Detail["from"] != "src" {
+			t.Fatalf("audit: %+v", audit.Events[0])
+		}
+	})
 }
 
 func TestIdempotencyKey(t *testing.T) {

@@ -45,6 +45,21 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 	if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "hi from vm-box as user in /home/user" {
 		t.Fatalf("exec: %+v", res)
 	}
+	// A fork through the API: a VM of its own with the source's files.
+	c.call("POST", "/v1/sandboxes/vm-box/exec", `{"command": "echo from-the-source > ~/note"}`, 200, nil)
+	c.call("POST", "/v1/sandboxes/vm-box/fork", `{"name": "vm-fork"}`, 202, nil)
+	sb.State = ""
+	for deadline := time.Now().Add(2 * time.Minute); sb.State != "running"; time.Sleep(200 * time.Millisecond) {
+		c.call("GET", "/v1/sandboxes/vm-fork", "", 200, &sb)
+		if sb.State == "error" || time.Now().After(deadline) {
+			t.Fatalf("the fork never ran: %+v", sb)
+		}
+	}
+	c.call("POST", "/v1/sandboxes/vm-fork/exec", `{"command": "cat ~/note; hostname"}`, 200, &res)
+	if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "from-the-source\nvm-fork" {
+		t.Fatalf("in the fork: %+v", res)
+	}
+	c.call("DELETE", "/v1/sandboxes/vm-fork", "", 202, nil)
 	c.call("DELETE", "/v1/sandboxes/vm-box", "", 202, nil)
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		out, _ := exec.Command("pgrep", "-f", filepath.Join(data, "vms")).Output()
