@@ -253,15 +253,9 @@ func (req *createRequest) sandbox(k *store.APIKey, now time.Time) (store.Sandbox
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	k := keyFrom(r.Context())
-	body, err := readBodyMax(r, maxBody)
-	if err != nil {
-		return err
-	}
-	if err := checkIdempotencyKey(r); err != nil {
-		return err
-	}
 	var req createRequest
-	if err := decodeJSON(body, &req, true); err != nil {
+	body, err := readCreate(r, &req, true)
+	if err != nil {
 		return err
 	}
 	sb, err := req.sandbox(k, s.now())
@@ -275,11 +269,17 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	return s.create(w, r, body, sb, s.audit(r, "sandbox.create", sb.Name, detail))
 }
 
-func checkIdempotencyKey(r *http.Request) error {
-	if v, ok := r.Header["Idempotency-Key"]; ok && (len(v) != 1 || v[0] == "" || len(v[0]) > 255) {
-		return badRequest("invalid_header", "Idempotency-Key must be 1-255 characters")
+// readCreate reads a request that creates sandboxes into v, and checks
+// its Idempotency-Key; it returns the body, which the key is bound to.
+func readCreate(r *http.Request, v any, emptyOK bool) ([]byte, error) {
+	body, err := readBodyMax(r, maxBody)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if k, ok := r.Header["Idempotency-Key"]; ok && (len(k) != 1 || k[0] == "" || len(k[0]) > 255) {
+		return nil, badRequest("invalid_header", "Idempotency-Key must be 1-255 characters")
+	}
+	return body, decodeJSON(body, v, emptyOK)
 }
 
 // create stores a new sandbox (a create or a fork) and answers 202 with
@@ -340,15 +340,9 @@ type forkRequest struct {
 // top of the source's own).
 func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	k := keyFrom(r.Context())
-	body, err := readBodyMax(r, maxBody)
-	if err != nil {
-		return err
-	}
-	if err := checkIdempotencyKey(r); err != nil {
-		return err
-	}
 	var req forkRequest
-	if err := decodeJSON(body, &req, false); err != nil {
+	body, err := readCreate(r, &req, false)
+	if err != nil {
 		return err
 	}
 	if err := req.unsupported.check(); err != nil {
