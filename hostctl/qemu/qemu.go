@@ -354,7 +354,7 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox) error {
 		"-drive", "file=" + d.file(sb.ID, "disk.qcow2") + ",if=virtio,format=qcow2,cache=writeback",
 		"-drive", "file=" + d.file(sb.ID, "seed.iso") + ",if=virtio,format=raw,readonly=on",
 		"-netdev", netdev,
-		"-device", "virtio-net-pci,netdev=net0",
+		"-device", "virtio-net-pci,netdev=net0,mac=" + macAddress(sb.ID),
 		"-device", "virtio-rng-pci",
 		"-qmp", "unix:" + d.file(sb.ID, "qmp.sock") + ",server=on,wait=off",
 		"-pidfile", d.file(sb.ID, "qemu.pid"),

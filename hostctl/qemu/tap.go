@@ -89,6 +89,14 @@ table bridge froog {
 	return nil
 }
 
+// macAddress is the sandbox's own MAC (QEMU gives every VM the same one
+// otherwise, and two VMs on one bridge would take each other's frames):
+// QEMU's locally administered prefix, then three bytes of the id's hash.
+func macAddress(id string) string {
+	h := sha256.Sum256([]byte("mac " + id))
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", h[0], h[1], h[2])
+}
+
 // tapName is the sandbox's tap device (at most 15 characters).
 func tapName(id string) string {
 	h := sha256.Sum256([]byte(id))
