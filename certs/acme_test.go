@@ -24,6 +24,7 @@ import (
 	"froog.tech/froog/certs/pebbletest"
 	"froog.tech/froog/edge"
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/pg"
 )
@@ -280,7 +281,7 @@ func (p *pgProxy) cut(down bool) {
 // every edge: past it a name is refused before any order, and the log
 // names the host and the reason.
 func TestAllowancePerAccount(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	r := newACMERig(t, 0, func(o *certs.ACMEOptions) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	small, _ := r.st.CreateAccount(ctx, store.Account{MaxSandboxes: 1, URLNamesPerDay: 2})
 	sb, err := r.st.CreateSandbox(ctx, store.Sandbox{AccountID: small.ID, Name: "small", DesiredState: store.StateStopped, State: store.StateStopped, CreatedAt: time.Now()}, nil)
@@ -361,19 +362,6 @@ func TestWildcard(t *testing.T) {
 		}
 	}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
 
 // One edge runs at most MaxOrders orders at once: three new names asked
 // for together are ordered one after the other.

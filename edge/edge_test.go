@@ -27,6 +27,7 @@ import (
 	"froog.tech/froog/edge"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
@@ -37,18 +38,6 @@ var ctx = context.Background()
 
 const domain = "froog.test"
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
-
 // rig: a running sandbox of the local driver, an edge in front of it, and
 // a client that reaches the edge for any name under the domain.
 type rig struct {
@@ -58,7 +47,7 @@ type rig struct {
 	addr   string // the edge's HTTPS listener
 	http   string // its HTTP listener
 	ca     *certs.LocalCA
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	tun    *tunnel.Tunnel
 	driver *local.Driver
 	stop   func() // shuts the first edge down
@@ -101,7 +90,7 @@ func newRig(t *testing.T, st store.Store) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, st: st, sb: sb, ca: ca, logs: &syncBuffer{}, tun: tun, driver: drv}
+	r := &rig{t: t, st: st, sb: sb, ca: ca, logs: &syncbuf.Buffer{}, tun: tun, driver: drv}
 	r.addr, r.http, r.stop = r.startEdge(st)
 	return r
 }

@@ -21,7 +21,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/internal/browser"
+	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/store/pg"
 )
 
@@ -54,21 +54,8 @@ func TestMain(m *testing.M) {
 type proc struct {
 	cmd    *exec.Cmd
 	stdout *bufio.Reader
-	stderr syncBuffer
+	stderr syncbuf.Buffer
 }
-
-// syncBuffer is a bytes.Buffer that a process writes while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
 
 // start runs froogd with args and waits for the line matching re.
 func start(t *testing.T, re *regexp.Regexp, args ...string) (*proc, []string) {
