@@ -30,6 +30,7 @@ import (
 
 	"froog.tech/froog/certs"
 	"froog.tech/froog/edge"
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/tunnel"
@@ -76,7 +77,7 @@ func TestEdgeBench(t *testing.T) {
 	big, _ := os.Create(filepath.Join(www, "big"))
 	big.Truncate(256 << 20)
 	big.Close()
-	upstream := freeAddr(t)
+	upstream := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 	runNginx(t, dir, "upstream", fmt.Sprintf(`server { listen %s; root %s; access_log off; }`, upstream, www))
 
 	// OpenSSH's sshd, and `ssh -L` through it to the upstream.
@@ -105,13 +106,13 @@ func TestEdgeBench(t *testing.T) {
 		os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
 		return certFile, keyFile
 	}
-	nginxAddr := freeAddr(t)
+	nginxAddr := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 	crt, key := writeCert("nginx.froog.test")
 	runNginx(t, dir, "front", fmt.Sprintf(`upstream tunnel { server %s; keepalive 64; }
 server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access_log off;
   location / { proxy_pass http://tunnel; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off; } }`,
 		forward, nginxAddr, crt, key))
-	caddyAddr := freeAddr(t)
+	caddyAddr := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 	crt, key = writeCert("caddy.froog.test")
 	caddyfile := filepath.Join(dir, "Caddyfile")
 	os.WriteFile(caddyfile, []byte(fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n}\nhttps://caddy.froog.test:%s {\n\tbind 127.0.0.1\n\ttls %s %s\n\treverse_proxy %s\n}\n",
@@ -177,15 +178,6 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 	os.WriteFile(filepath.Join(out, "results.json"), js, 0o644)
 	os.WriteFile(filepath.Join(out, "results.md"), []byte(md.String()), 0o644)
 	fmt.Println(md.String())
-}
-
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func port(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }

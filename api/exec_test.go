@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"froog.tech/froog/api"
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/tunnel"
 )
 
@@ -97,15 +97,6 @@ func (e *liveEnv) exec(name string, req map[string]any) execJSON {
 	var out execJSON
 	e.do("POST", "/v1/sandboxes/"+name+"/exec", e.admin, req).want(e.t, 200, "").json(e.t, &out)
 	return out
-}
-
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func TestExec(t *testing.T) {
@@ -314,7 +305,7 @@ func TestJobsAndWait(t *testing.T) {
 		}
 
 		// A server in the background, and wait for its port.
-		port := freePort(t)
+		port := loopback.FreePort(t)
 		var srv jobJSON
 		e.do("POST", "/v1/sandboxes/box/jobs", e.admin, map[string]any{"command": fmt.Sprintf("python3 -m http.server %d --bind 127.0.0.1", port)}).want(t, 201, "").json(t, &srv)
 		var w struct {
@@ -326,7 +317,7 @@ func TestJobsAndWait(t *testing.T) {
 		if !w.Ready || w.Port != port {
 			t.Fatalf("wait: %+v", w)
 		}
-		closed := freePort(t)
+		closed := loopback.FreePort(t)
 		e.do("POST", "/v1/sandboxes/box/wait", e.admin, map[string]any{"port": closed, "timeout_secs": 1}).want(t, 200, "").json(t, &w)
 		if w.Ready || w.WaitedMs < 700 {
 			t.Fatalf("wait on a closed port: %+v", w)

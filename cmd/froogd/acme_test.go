@@ -3,7 +3,6 @@ package main_test
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,17 +13,8 @@ import (
 	"time"
 
 	"froog.tech/froog/certs/pebbletest"
+	"froog.tech/froog/internal/loopback"
 )
-
-// freePort finds a loopback port nobody listens on.
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // The certificates issue's end-to-end checks against the real binary and
 // a real ACME CA (Pebble): a new URL's first visit gets a certificate
@@ -32,7 +22,7 @@ func freePort(t *testing.T) int {
 // certificate without a new order; two edges asked for one new name at
 // once make one order.
 func TestACMEOnDemand(t *testing.T) {
-	httpPort, tlsPort := freePort(t), freePort(t)
+	httpPort, tlsPort := loopback.FreePort(t), loopback.FreePort(t)
 	ca := pebbletest.Start(t, httpPort, tlsPort, 0)
 	root := filepath.Join(t.TempDir(), "pebble-dir.pem")
 	os.WriteFile(root, ca.DirectoryRootPEM, 0o644)
@@ -45,7 +35,7 @@ func TestACMEOnDemand(t *testing.T) {
 	acme := []string{"--database-url", db, "--domain", "froog.test", "--control-key-file", ctlKey, "--acme-ca", ca.Directory, "--acme-ca-root", root}
 	// Pebble validates against the first edge's ports; the second answers
 	// from the store what the first ordered, and the other way round.
-	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metrics := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 	_, e1 := start(t, edgeRE, append([]string{"edge", "--edge-addr", fmt.Sprintf("127.0.0.1:%d", tlsPort), "--edge-http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"--metrics-addr", metrics}, acme...)...)
 	_, e2 := start(t, edgeRE, append([]string{"edge", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0"}, acme...)...)

@@ -29,6 +29,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/internal/browser"
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/store/pg"
 )
@@ -340,9 +341,7 @@ func sandboxWalkthrough(t *testing.T, c client) {
 	if r.Stdout != "hi\n" || r.ExitCode != 0 {
 		t.Fatalf("echo hi: %+v", r)
 	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0") // a free port for the server
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := loopback.FreePort(t) // for the server
 	c.call("POST", "/v1/sandboxes/e2e/jobs", fmt.Sprintf(`{"command": "python3 -m http.server %d --bind 127.0.0.1"}`, port), 201, nil)
 	var w struct{ Ready bool }
 	c.call("POST", "/v1/sandboxes/e2e/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, &w)
@@ -493,9 +492,7 @@ func TestPublicURLs(t *testing.T) {
 	t.Run("dev", func(t *testing.T) {
 		t.Parallel()
 		data := t.TempDir()
-		ml, _ := net.Listen("tcp", "127.0.0.1:0")
-		metrics := ml.Addr().String()
-		ml.Close()
+		metrics := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 		_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
 			"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test",
 			"--metrics-addr", metrics)
@@ -541,7 +538,7 @@ func TestPublicURLs(t *testing.T) {
 		}
 
 		// A websocket echo of 1 MiB messages, the token inline.
-		wsPort := freePort(t)
+		wsPort := loopback.FreePort(t)
 		script, _ := json.Marshal(wsEcho)
 		c.call("POST", "/v1/sandboxes/e2e/exec", `{"command": "cat > ws.py", "stdin": `+string(script)+`}`, 200, nil)
 		c.call("POST", "/v1/sandboxes/e2e/jobs", fmt.Sprintf(`{"command": "python3 ws.py %d"}`, wsPort), 201, nil)
@@ -633,9 +630,7 @@ func hostEcho(t *testing.T, c client) (string, string) {
 	})
 	script, _ := json.Marshal(headerEcho)
 	c.call("POST", "/v1/sandboxes/e2e/exec", `{"command": "cat > echo.py", "stdin": `+string(script)+`}`, 200, nil)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := loopback.FreePort(t)
 	c.call("POST", "/v1/sandboxes/e2e/jobs", fmt.Sprintf(`{"command": "python3 echo.py %d"}`, port), 201, nil)
 	var w struct{ Ready bool }
 	c.call("POST", "/v1/sandboxes/e2e/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, &w)

@@ -28,3 +28,15 @@ func Serve(tb testing.TB, handle func(net.Conn)) int {
 	}()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// FreePort finds a loopback port that nobody listens on (for a server the
+// test starts another way, or an address nothing should answer on).
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
