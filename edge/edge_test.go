@@ -395,6 +395,11 @@ func TestWebsocketAndStreams(t *testing.T) {
 	conn.SetReadLimit(4 << 20)
 	msg := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 	for i := 0; i < 3; i++ {
+		if i == 2 {
+			// Idle for longer than the header timeout (1 s here): a
+			// websocket has no read deadline.
+			time.Sleep(2500 * time.Millisecond)
+		}
 		if err := conn.WriteMessage(websocket.BinaryMessage, msg); err != nil {
 			t.Fatal(err)
 		}
