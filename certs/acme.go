@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -55,6 +56,9 @@ type ACMEOptions struct {
 	// answered (HTTP-01 through HTTPChallenge, TLS-ALPN-01 through
 	// GetCertificate). Required.
 	HTTPPort, TLSPort int
+	// Challenges names the challenge types offered: "http-01",
+	// "tls-alpn-01"; empty means both.
+	Challenges []string
 	// MaxOrders bounds the orders this edge runs at once; 0 means 4.
 	MaxOrders int
 	// RenewCheckInterval and RenewalWindowRatio are certmagic's; zero
@@ -98,6 +102,14 @@ func NewACME(o ACMEOptions) (*ACME, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	for _, c := range o.Challenges {
+		if c != "http-01" && c != "tls-alpn-01" {
+			errs = append(errs, fmt.Errorf("certs: challenge %q: want http-01 or tls-alpn-01", c))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	if o.CA == "" {
 		o.CA = LetsEncrypt
 	}
@@ -127,7 +139,9 @@ func NewACME(o ACMEOptions) (*ACME, error) {
 	tmpl := certmagic.ACMEIssuer{
 		CA: o.CA, Email: o.Email, Agreed: true, TrustedRoots: o.Roots,
 		AltHTTPPort: o.HTTPPort, AltTLSALPNPort: o.TLSPort,
-		Logger: zap.NewNop(),
+		DisableHTTPChallenge:    len(o.Challenges) > 0 && !slices.Contains(o.Challenges, "http-01"),
+		DisableTLSALPNChallenge: len(o.Challenges) > 0 && !slices.Contains(o.Challenges, "tls-alpn-01"),
+		Logger:                  zap.NewNop(),
 	}
 	if o.EABKeyID != "" {
 		tmpl.ExternalAccount = &acme.EAB{KeyID: o.EABKeyID, MACKey: o.EABMACKey}

@@ -382,3 +382,19 @@ func TestOrdersPerEdge(t *testing.T) {
 		t.Fatalf("%d orders, at most %d at once; want 3, one at a time", r.ca.Orders(), r.ca.MostAtOnce())
 	}
 }
+
+// Both challenge types work through the edge's own listeners: HTTP-01 on
+// its HTTP listener (the redirect server answers the challenge), and
+// TLS-ALPN-01 on its TLS listener.
+func TestEachChallenge(t *testing.T) {
+	for _, ch := range []string{"http-01", "tls-alpn-01"} {
+		t.Run(ch, func(t *testing.T) {
+			r := newACMERig(t, 0, func(o *certs.ACMEOptions) { o.Challenges = []string{ch} })
+			r.url("chal-1-aaaaaa", 3000)
+			time.Sleep(200 * time.Millisecond)
+			if leaf := r.eventually("chal-1-aaaaaa." + domain); leaf.DNSNames[0] != "chal-1-aaaaaa."+domain || r.ca.Orders() != 1 {
+				t.Fatalf("%v, %d orders", leaf.DNSNames, r.ca.Orders())
+			}
+		})
+	}
+}

@@ -65,10 +65,15 @@ func (s *Server) h1Error(ctx *fasthttp.RequestCtx, err error) {
 // upstreams keeps one fasthttp client per sandbox port: its connections
 // (tunnel channels) are reused across requests.
 type upstreams struct {
-	s  *Server
-	mu sync.RWMutex
-	m  map[upstreamKey]*fasthttp.HostClient
+	s      *Server
+	mu     sync.RWMutex
+	m      map[upstreamKey]*fasthttp.HostClient
+	pruned time.Time
 }
+
+// pruneEvery spaces out prunes; a client left meanwhile only holds idle
+// connections, which close by themselves.
+const pruneEvery = 30 * time.Second
 
 type upstreamKey struct {
 	sandboxID string
@@ -116,8 +121,19 @@ func (u *upstreams) get(rt *route) *fasthttp.HostClient {
 	return hc
 }
 
-// prune forgets the clients of ports no route points at any more.
+// prune forgets the clients of ports no route points at any more. It
+// runs when a table is published, at most every pruneEvery: building the
+// set of live ports walks every route, and a busy feed publishes often.
 func (u *upstreams) prune(t *table) {
+	u.mu.Lock()
+	due := time.Since(u.pruned) >= pruneEvery
+	if due {
+		u.pruned = time.Now()
+	}
+	u.mu.Unlock()
+	if !due {
+		return
+	}
 	live := map[upstreamKey]bool{}
 	for _, rt := range t.byURL {
 		live[upstreamKey{rt.sandboxID, rt.port}] = true
@@ -421,7 +437,6 @@ func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route) {
 	}
 	s.finish(x)
 	ctx.Hijack(func(c net.Conn) {
-		c.SetDeadline(time.Time{})
 		client, sandbox := s.track(c), s.track(up)
 		s.m.websockets.Inc()
 		defer s.m.websockets.Dec()
