@@ -24,6 +24,8 @@ func FuzzRequests(f *testing.F) {
 		{"GET", "/v1/audit?limit=1&cursor=5", ""},
 		{"POST", "/v1/sandboxes/box/start", `{"size":"small"}`},
 		{"GET", "/v1/stops/stop_1", ""},
+		{"POST", "/v1/ssh-keys", `{"name":"me","public_key":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGtQUDJlZ2ZHcW9ZcVN3c2lHU3ZKZ1pQeXlkN3dG me@x"}`},
+		{"DELETE", "/v1/ssh-keys/sshkey_1", ""},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, s.body)

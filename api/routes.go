@@ -41,6 +41,10 @@ var routes = []route{
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/jobs/{id}", Action: "sandbox.read", handle: (*Server).getJob},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/jobs/{id}/stop", Action: "exec", handle: (*Server).stopJob},
 
+	{Method: "GET", Pattern: "/v1/ssh-keys", Action: "account.read", handle: (*Server).listSSHKeys},
+	{Method: "POST", Pattern: "/v1/ssh-keys", Action: "account.admin", handle: (*Server).addSSHKey},
+	{Method: "DELETE", Pattern: "/v1/ssh-keys/{id}", Action: "account.admin", handle: (*Server).deleteSSHKey},
+
 	{Method: "GET", Pattern: "/v1/audit", Action: "account.admin", handle: (*Server).listAudit},
 }
 

@@ -50,6 +50,14 @@ type Store interface {
 	CreateAPIKey(ctx context.Context, k APIKey, ev *AuditEvent) (APIKey, error)
 	APIKeyByHash(ctx context.Context, secretHash string) (APIKey, error)
 
+	// CreateSSHKey adds an account's SSH key: ErrConflict when the account
+	// has that key already (same fingerprint), a LimitError past
+	// MaxSSHKeysPerAccount.
+	CreateSSHKey(ctx context.Context, k SSHKey, ev *AuditEvent) (SSHKey, error)
+	// SSHKeys lists an account's SSH keys, oldest first.
+	SSHKeys(ctx context.Context, accountID string) ([]SSHKey, error)
+	DeleteSSHKey(ctx context.Context, accountID, id string, ev *AuditEvent) error
+
 	// CreateSandbox adds a sandbox; ErrConflict when the account already
 	// has one of that name, a LimitError when a running desired state would
 	// pass the account's sandboxes at once.

@@ -28,8 +28,9 @@ const (
 // Product limits that the store enforces inside its transactions, so that
 // concurrent writers cannot overshoot them.
 const (
-	MaxURLsPerSandbox   = 50
-	MaxLiveTokensPerURL = 100
+	MaxURLsPerSandbox    = 50
+	MaxLiveTokensPerURL  = 100
+	MaxSSHKeysPerAccount = 20
 	// IdempotencyWindow is how long an Idempotency-Key is remembered.
 	IdempotencyWindow = 24 * time.Hour
 )
@@ -58,6 +59,19 @@ type APIKey struct {
 	ExpiresAt  *time.Time        `json:"expires_at,omitempty"`
 	RevokedAt  *time.Time        `json:"revoked_at,omitempty"`
 	CreatedAt  time.Time         `json:"created_at"`
+}
+
+// SSHKey is a public key that may log in as user to every sandbox of its
+// account, from each sandbox's next start on.
+type SSHKey struct {
+	ID        string `json:"id"`
+	AccountID string `json:"account_id"`
+	Name      string `json:"name"`
+	// PublicKey is one authorized_keys line: type, key and comment, no
+	// options.
+	PublicKey   string    `json:"public_key"`
+	Fingerprint string    `json:"fingerprint"` // SHA256:…, unique per account
+	CreatedAt   time.Time `json:"created_at"`
 }
 
 // Host is a machine that runs sandboxes.

@@ -25,6 +25,7 @@ type Store struct {
 
 	accounts  map[string]*store.Account
 	keys      map[string]*store.APIKey
+	sshKeys   map[string]*store.SSHKey
 	hosts     map[string]*store.Host
 	sandboxes map[string]*store.Sandbox
 	stops     map[string]*store.Stop
@@ -52,6 +53,7 @@ func Open(dir string) (*Store, error) {
 	s := &Store{
 		accounts:  map[string]*store.Account{},
 		keys:      map[string]*store.APIKey{},
+		sshKeys:   map[string]*store.SSHKey{},
 		hosts:     map[string]*store.Host{},
 		sandboxes: map[string]*store.Sandbox{},
 		stops:     map[string]*store.Stop{},
@@ -99,6 +101,8 @@ func (s *Store) apply(r record) error {
 		setOrDel(s.accounts, r)
 	case tAPIKey:
 		setOrDel(s.keys, r)
+	case tSSHKey:
+		setOrDel(s.sshKeys, r)
 	case tHost:
 		setOrDel(s.hosts, r)
 	case tSandbox:
@@ -140,6 +144,7 @@ func (s *Store) snapshot() []record {
 	recs := []record{metaRecord(s.meta)}
 	recs = appendAll(recs, tAccount, s.accounts)
 	recs = appendAll(recs, tAPIKey, s.keys)
+	recs = appendAll(recs, tSSHKey, s.sshKeys)
 	recs = appendAll(recs, tHost, s.hosts)
 	recs = appendAll(recs, tSandbox, s.sandboxes)
 	recs = appendAll(recs, tStop, s.stops)

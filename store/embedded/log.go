@@ -18,6 +18,7 @@ import (
 const (
 	tAccount  = "account"
 	tAPIKey   = "api_key"
+	tSSHKey   = "ssh_key"
 	tHost     = "host"
 	tSandbox  = store.KindSandbox
 	tStop     = "stop"
@@ -72,6 +73,8 @@ func newValue(table string) (any, error) {
 		return new(store.Account), nil
 	case tAPIKey:
 		return new(store.APIKey), nil
+	case tSSHKey:
+		return new(store.SSHKey), nil
 	case tHost:
 		return new(store.Host), nil
 	case tSandbox:

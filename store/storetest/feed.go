@@ -219,6 +219,9 @@ func testReopen(t *testing.T, o func() Backend) {
 	if err := s.KVPut(ctx, "certs/k", []byte{0, 1, 2}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.CreateSSHKey(ctx, store.SSHKey{AccountID: a.ID, PublicKey: "ssh-ed25519 AAAA", Fingerprint: "SHA256:x", CreatedAt: now}, nil); err != nil {
+		t.Fatal(err)
+	}
 	head, _ := s.Head(ctx)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -236,6 +239,9 @@ func testReopen(t *testing.T, o func() Backend) {
 	}
 	if kv, err := s.KVGet(ctx, "certs/k"); err != nil || string(kv.Value) != "\x00\x01\x02" {
 		t.Fatalf("kv after reopen: %+v, %v", kv, err)
+	}
+	if keys, err := s.SSHKeys(ctx, a.ID); err != nil || len(keys) != 1 || keys[0].Fingerprint != "SHA256:x" {
+		t.Fatalf("ssh keys after reopen: %+v, %v", keys, err)
 	}
 	if h, _ := s.Head(ctx); h != head {
 		t.Fatalf("head after reopen: %d, want %d", h, head)
