@@ -25,6 +25,7 @@ var routes = []route{
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/start", Action: "sandbox.resume", handle: (*Server).startSandbox},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/stop", Action: "sandbox.stop", handle: (*Server).stopSandbox},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/fork", Action: "sandbox.create", handle: (*Server).forkSandbox},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/ssh", Action: "ssh", handle: (*Server).sandboxSSH},
 	{Method: "GET", Pattern: "/v1/stops/{id}", Action: "sandbox.read", handle: (*Server).getStop},
 
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/urls", Action: "sandbox.read", handle: (*Server).listURLs},

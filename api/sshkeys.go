@@ -2,8 +2,10 @@ package api
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -153,5 +155,28 @@ func (s *Server) deleteSSHKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+	return nil
+}
+
+// sandboxSSH says how to log in to a running sandbox: host, port, user and
+// the host key to pin (also as a known_hosts line).
+func (s *Server) sandboxSSH(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	sb, err := s.sandboxFor(r)
+	if err != nil {
+		return err
+	}
+	if sb.State != store.StateRunning || sb.SSHPort == 0 {
+		return errorf(http.StatusConflict, "conflict", "sandbox %q is not running (it is %s)", sb.Name, sb.State)
+	}
+	hostPort := net.JoinHostPort(sb.SSHHost, strconv.Itoa(sb.SSHPort))
+	known := hostPort
+	if sb.SSHPort != 22 {
+		known = "[" + sb.SSHHost + "]:" + strconv.Itoa(sb.SSHPort)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"host": sb.SSHHost, "port": sb.SSHPort, "user": "user",
+		"host_key": sb.SSHHostKey, "known_hosts": known + " " + sb.SSHHostKey})
 	return nil
 }

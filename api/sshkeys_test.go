@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -68,7 +70,9 @@ func TestSSHKeys(t *testing.T) {
 				t.Errorf("%s: got %d %s, want %s", tt.name, r.status, r.body, tt.code)
 			}
 		}
-		var list struct{ SSHKeys []map[string]any `json:"ssh_keys"` }
+		var list struct {
+			SSHKeys []map[string]any `json:"ssh_keys"`
+		}
 		e.do("GET", "/v1/ssh-keys", reader, nil).want(t, 200, "").json(t, &list)
 		if len(list.SSHKeys) != 0 {
 			t.Fatalf("refused adds left keys: %v", list.SSHKeys)
@@ -99,7 +103,9 @@ func TestSSHKeys(t *testing.T) {
 		e.do("DELETE", "/v1/ssh-keys/"+k.ID, e.admin, nil).want(t, 404, "not_found")
 		e.do("DELETE", "/v1/ssh-keys/sshkey_nope", e.admin, nil).want(t, 404, "not_found")
 
-		var audit struct{ Events []struct{ Action, Target string } }
+		var audit struct {
+			Events []struct{ Action, Target string }
+		}
 		e.do("GET", "/v1/audit", e.admin, nil).want(t, 200, "").json(t, &audit)
 		var actions []string
 		for _, ev := range audit.Events {
@@ -109,6 +115,41 @@ func TestSSHKeys(t *testing.T) {
 		}
 		if want := "ssh_key.delete " + k.ID + "|ssh_key.create ci runner|ssh_key.create me@laptop"; strings.Join(actions, "|") != want {
 			t.Fatalf("audit: %q, want %q", strings.Join(actions, "|"), want)
+		}
+	})
+}
+
+// GET /v1/sandboxes/{name}/ssh: where to log in, and the key to pin.
+func TestSandboxSSH(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
+		e.do("GET", "/v1/sandboxes/box/ssh", e.admin, nil).want(t, 409, "conflict")
+		e.do("GET", "/v1/sandboxes/nope/ssh", e.admin, nil).want(t, 404, "not_found")
+		e.do("GET", "/v1/sandboxes/BAD/ssh", e.admin, nil).want(t, 400, "invalid_value")
+		e.do("GET", "/v1/sandboxes/box/ssh?x=1", e.admin, nil).want(t, 400, "invalid_query")
+		e.do("GET", "/v1/sandboxes/box/ssh", e.key("reader", "sandbox.read"), nil).want(t, 403, "api_key_action_forbidden")
+		sb, err := e.store.Sandbox(context.Background(), e.account.ID, "box")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hostKey := pubLine(t, ed25519.PublicKey(make([]byte, 32)), "")
+		if _, err := e.store.UpdateSandbox(context.Background(), sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error {
+			s.State, s.SSHHost, s.SSHPort, s.SSHHostKey = store.StateRunning, "127.0.0.1", 2222, hostKey
+			return nil
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Host, User, HostKey, KnownHosts string
+			Port                            int
+		}
+		r := e.do("GET", "/v1/sandboxes/box/ssh", e.key("ssh", "ssh"), nil).want(t, 200, "")
+		if err := json.Unmarshal(r.body, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Host != "127.0.0.1" || got.Port != 2222 || got.User != "user" || !strings.Contains(string(r.body), `"host_key":"`+hostKey+`"`) ||
+			!strings.Contains(string(r.body), `"known_hosts":"[127.0.0.1]:2222 `+hostKey+`"`) {
+			t.Fatalf("ssh: %s", r.body)
 		}
 	})
 }

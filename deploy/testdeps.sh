@@ -42,6 +42,7 @@ static_busybox() { local l; l=$(ldd "$(command -v busybox)" 2>&1 || true); [[ $l
 command -v busybox >/dev/null 2>&1 && static_busybox || lean+=(busybox-static)
 command -v dropbearconvert >/dev/null 2>&1 || lean+=(dropbear-bin)
 command -v nft >/dev/null 2>&1 || lean+=(nftables)
+[ -x /sbin/mke2fs ] || lean+=(e2fsprogs)
 if [ "${1:-}" = --bench ]; then
   command -v wrk >/dev/null 2>&1 || missing+=(wrk)
   command -v nginx >/dev/null 2>&1 || missing+=(nginx)

@@ -70,7 +70,7 @@ func newRig(t *testing.T, st store.Store) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := drv.Start(ctx, &sb)
+	ep, err := drv.Start(ctx, &sb, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,10 @@ type Endpoint struct {
 // for the state the sandbox is really in.
 type Driver interface {
 	// Start boots the sandbox (creating it the first time), resumes it
-	// when paused, or finds it running; it returns its SSH endpoint.
-	Start(ctx context.Context, sb *store.Sandbox) (Endpoint, error)
+	// when paused, or finds it running; it returns its SSH endpoint. keys
+	// are the account's SSH keys (authorized_keys lines): from this start
+	// on, they and the control plane's key may log in as user.
+	Start(ctx context.Context, sb *store.Sandbox, keys []string) (Endpoint, error)
 	// Stop ends the sandbox's processes; its disk stays.
 	Stop(ctx context.Context, sb *store.Sandbox) error
 	// Delete ends it and removes everything it has on the host.
@@ -32,6 +34,16 @@ type Driver interface {
 // calls Stop when the warm window has passed.
 type Pauser interface {
 	Pause(ctx context.Context, sb *store.Sandbox) error
+}
+
+// Saver is a Pauser that can keep a paused sandbox warm without its
+// process: Save writes the paused sandbox's memory next to its disk and
+// ends the process, and the next Start restores it with every process
+// still running. Save leaves a sandbox that is not paused as it is.
+// hostctl calls it when the host needs memory; a Pauser that cannot save
+// is stopped instead, and its next start boots from the disk.
+type Saver interface {
+	Save(ctx context.Context, sb *store.Sandbox) error
 }
 
 // Checker is a Driver that can tell whether a sandbox it runs is still

@@ -22,6 +22,7 @@ type Store interface {
 	FinishStop(ctx context.Context, id, status, errMsg string, at time.Time) error
 	DeleteSandbox(ctx context.Context, id string, at time.Time, ev *store.AuditEvent) error
 	PurgeSandbox(ctx context.Context, id string) error
+	SSHKeys(ctx context.Context, accountID string) ([]store.SSHKey, error)
 }
 
 // Options configure a Controller. Zero values are documented per field.
@@ -37,8 +38,18 @@ type Options struct {
 	// WarmWindow is how long a stopped sandbox stays paused before its
 	// processes end; 0 means 10 minutes.
 	WarmWindow time.Duration
-	Logger     *slog.Logger     // nil discards
-	Now        func() time.Time // nil means time.Now
+	// MinFreeMemory is how much memory (bytes) hostctl keeps available
+	// on the host: below it, warm sandboxes give up their processes, the
+	// longest stopped first (see Saver). 0 means 1 GiB.
+	MinFreeMemory uint64
+	// MemAvailable reads the host's available memory; nil means
+	// MemAvailable in /proc/meminfo.
+	MemAvailable func() (uint64, error)
+	// MemoryCheck is how often the available memory is read; 0 means
+	// 5 seconds.
+	MemoryCheck time.Duration
+	Logger      *slog.Logger     // nil discards
+	Now         func() time.Time // nil means time.Now
 }
 
 // Controller runs one host.
@@ -48,7 +59,11 @@ type Controller struct {
 
 	mu      sync.Mutex
 	workers map[string]*worker
-	wg      sync.WaitGroup
+	// releases are the warm sandboxes asked to give up their processes
+	// (closed once done); released are those whose memory is saved.
+	releases map[string]chan struct{}
+	released map[string]bool
+	wg       sync.WaitGroup
 }
 
 // worker serializes the work on one sandbox.
@@ -91,7 +106,16 @@ func New(o Options) (*Controller, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Controller{o: o, workers: map[string]*worker{}}, nil
+	if o.MinFreeMemory == 0 {
+		o.MinFreeMemory = 1 << 30
+	}
+	if o.MemAvailable == nil {
+		o.MemAvailable = memAvailable
+	}
+	if o.MemoryCheck == 0 {
+		o.MemoryCheck = 5 * time.Second
+	}
+	return &Controller{o: o, workers: map[string]*worker{}, releases: map[string]chan struct{}{}, released: map[string]bool{}}, nil
 }
 
 func (c *Controller) now() time.Time { return store.Micro(c.o.Now()) }
@@ -104,6 +128,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.hostID = h.ID
 	defer c.wg.Wait()
+	c.wg.Add(1)
+	go c.watchMemory(ctx)
 	for ctx.Err() == nil {
 		err := c.watch(ctx)
 		if ctx.Err() != nil {
@@ -223,6 +249,7 @@ func (c *Controller) work(ctx context.Context, id string, w *worker) {
 		if done {
 			c.mu.Lock()
 			delete(c.workers, id)
+			delete(c.released, id)
 			c.mu.Unlock()
 			return
 		}
@@ -236,6 +263,13 @@ func (c *Controller) work(ctx context.Context, id string, w *worker) {
 // It returns when it next needs a look (a timer), and done when the
 // sandbox is gone from this host.
 func (c *Controller) reconcile(ctx context.Context, id string, w *worker) (next time.Time, done bool, err error) {
+	c.mu.Lock()
+	release := c.releases[id]
+	delete(c.releases, id)
+	c.mu.Unlock()
+	if release != nil {
+		defer close(release)
+	}
 	sb, err := c.o.Store.SandboxByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return time.Time{}, true, nil
@@ -267,7 +301,7 @@ func (c *Controller) reconcile(ctx context.Context, id string, w *worker) (next 
 	if sb.DesiredState == store.StateRunning {
 		return c.run(ctx, &sb, w, now)
 	}
-	return c.rest(ctx, &sb, now)
+	return c.rest(ctx, &sb, now, release != nil)
 }
 
 // place claims an unplaced sandbox for this host when it has room.
@@ -316,6 +350,9 @@ func (c *Controller) observe(ctx context.Context, id string, fn func(*store.Sand
 
 // run handles a sandbox that should be running.
 func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now time.Time) (time.Time, bool, error) {
+	c.mu.Lock()
+	delete(c.released, sb.ID)
+	c.mu.Unlock()
 	if sb.State == store.StateRunning {
 		if reason, due := c.stopDue(sb, now); due {
 			_, err := c.o.Store.StopSandbox(ctx, sb.ID, now, &store.AuditEvent{AccountID: sb.AccountID, At: now, Action: "sandbox.stop", Target: sb.Name, Actor: reason})
@@ -324,7 +361,11 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 		if !w.adopted {
 			// First look since this process started: make sure the driver
 			// really runs it (after a restart it may not), and adopt it.
-			ep, err := c.o.Driver.Start(ctx, sb)
+			keys, err := c.accountKeys(ctx, sb)
+			if err != nil {
+				return time.Time{}, false, err
+			}
+			ep, err := c.o.Driver.Start(ctx, sb, keys)
 			if err != nil {
 				return c.fail(ctx, sb, w, err)
 			}
@@ -358,10 +399,14 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 		}
 		pinned = key
 	}
+	keys, err := c.accountKeys(ctx, sb)
+	if err != nil {
+		return time.Time{}, false, err
+	}
 	if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.Error, s.SSHHostKey = store.StateStarting, "", pinned }); err != nil {
 		return time.Time{}, false, err
 	}
-	ep, err := c.o.Driver.Start(ctx, sb)
+	ep, err := c.o.Driver.Start(ctx, sb, keys)
 	if err != nil {
 		return c.fail(ctx, sb, w, err)
 	}
@@ -383,6 +428,19 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 	return c.nextStop(&up), false, nil
 }
 
+// accountKeys are the SSH keys the sandbox's account has now.
+func (c *Controller) accountKeys(ctx context.Context, sb *store.Sandbox) ([]string, error) {
+	list, err := c.o.Store.SSHKeys(ctx, sb.AccountID)
+	if err != nil {
+		return nil, fmt.Errorf("the account's ssh keys: %w", err)
+	}
+	keys := make([]string, len(list))
+	for i, k := range list {
+		keys[i] = k.PublicKey
+	}
+	return keys, nil
+}
+
 // fork gives a sandbox made as a fork its source's disk.
 func (c *Controller) fork(ctx context.Context, sb *store.Sandbox) error {
 	f, ok := c.o.Driver.(Forker)
@@ -402,6 +460,11 @@ func (c *Controller) fork(ctx context.Context, sb *store.Sandbox) error {
 // fail records a driver error: the sandbox is in error with the reason,
 // never half-running and reported as running.
 func (c *Controller) fail(ctx context.Context, sb *store.Sandbox, w *worker, cause error) (time.Time, bool, error) {
+	if ctx.Err() != nil {
+		// hostctl is shutting down: the driver call was cut short, not the
+		// sandbox broken. The next hostctl looks again.
+		return time.Time{}, false, ctx.Err()
+	}
 	w.failedAt = sb.UpdatedAt
 	w.adopted = false
 	c.o.Driver.Stop(ctx, sb) // leave nothing half-started
@@ -435,7 +498,8 @@ func (c *Controller) nextStop(sb *store.Sandbox) time.Time {
 }
 
 // rest handles a sandbox that should be stopped.
-func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time) (time.Time, bool, error) {
+// release says the host needs the memory of this sandbox, if it is warm.
+func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time, release bool) (time.Time, bool, error) {
 	switch sb.State {
 	case store.StateRunning, store.StateStarting, store.StateStopping:
 		if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State = store.StateStopping }); err != nil {
@@ -482,21 +546,52 @@ func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time)
 			return time.Time{}, false, err
 		}
 	}
-	if sb.WarmUntil != nil && !now.Before(*sb.WarmUntil) {
-		if err := c.o.Driver.Stop(ctx, sb); err != nil {
-			return time.Time{}, false, fmt.Errorf("end warm window: %w", err)
-		}
-		up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.WarmUntil = nil })
-		if err != nil {
+	if sb.WarmUntil != nil && (!now.Before(*sb.WarmUntil) || release) {
+		if err := c.coolDown(ctx, sb, now); err != nil {
 			return time.Time{}, false, err
 		}
-		*sb = up
 	}
 	if sb.DeleteAfterSecs > 0 && sb.StoppedAt != nil && !now.Before(sb.StoppedAt.Add(time.Duration(sb.DeleteAfterSecs)*time.Second)) {
 		err := c.o.Store.DeleteSandbox(ctx, sb.ID, now, &store.AuditEvent{AccountID: sb.AccountID, At: now, Action: "sandbox.delete", Target: sb.Name, Actor: "auto-delete"})
 		return time.Time{}, false, err
 	}
 	return c.nextRest(sb), false, nil
+}
+
+// coolDown ends a warm sandbox's process: at the end of its warm window,
+// or early when the host needs the memory. Then a driver that can save
+// the paused sandbox's memory (Saver) does, and the sandbox stays warm
+// until its window ends; otherwise its next start boots from the disk.
+func (c *Controller) coolDown(ctx context.Context, sb *store.Sandbox, now time.Time) error {
+	c.mu.Lock()
+	saved := c.released[sb.ID]
+	c.mu.Unlock()
+	if now.Before(*sb.WarmUntil) && !saved {
+		s, ok := c.o.Driver.(Saver)
+		if ok {
+			err := s.Save(ctx, sb)
+			if err == nil {
+				c.mu.Lock()
+				c.released[sb.ID] = true
+				c.mu.Unlock()
+				c.o.Logger.Info("host low on memory: saved a warm sandbox's memory and ended its process", slog.String("sandbox", sb.ID))
+				return nil
+			}
+			c.o.Logger.Warn("host low on memory: saving a warm sandbox failed; stopping it", slog.String("sandbox", sb.ID), slog.String("error", err.Error()))
+		}
+	}
+	if err := c.o.Driver.Stop(ctx, sb); err != nil {
+		return fmt.Errorf("end warm window: %w", err)
+	}
+	up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.WarmUntil = nil })
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.released, sb.ID)
+	c.mu.Unlock()
+	*sb = up
+	return nil
 }
 
 func (c *Controller) finishStop(ctx context.Context, sb *store.Sandbox, status, msg string, at time.Time) error {

@@ -246,7 +246,7 @@ type failingDriverFake struct {
 	fail   bool
 }
 
-func (d *failingDriverFake) Start(context.Context, *store.Sandbox) (hostctl.Endpoint, error) {
+func (d *failingDriverFake) Start(context.Context, *store.Sandbox, []string) (hostctl.Endpoint, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.starts++
@@ -311,4 +311,68 @@ func TestCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitState(second.ID, store.StateRunning)
+}
+
+// When the host runs short of memory, warm sandboxes give up their
+// processes, the longest stopped first, and only as many as it takes. The
+// local driver cannot save a paused sandbox's memory, so it stops them:
+// their next start is cold.
+func TestLowMemoryEndsWarmSandboxes(t *testing.T) {
+	var mu sync.Mutex
+	short := 0 // how many more releases the host needs
+	var r *rig
+	r = newRig(t, nil, hostctl.Options{WarmWindow: time.Hour, MinFreeMemory: 1 << 30, MemoryCheck: 20 * time.Millisecond,
+		MemAvailable: func() (uint64, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, name := range []string{"a", "b", "c"} {
+				if sb, err := r.st.Sandbox(ctx, r.acct.ID, name); err == nil && sb.State == store.StateStopped && sb.WarmUntil == nil {
+					n++
+				}
+			}
+			if n < short {
+				return 1 << 20, nil
+			}
+			return 2 << 30, nil
+		}})
+	var ids []string
+	for _, name := range []string{"a", "b", "c"} {
+		sb := r.create(name, nil)
+		r.waitState(sb.ID, store.StateRunning)
+		ids = append(ids, sb.ID)
+	}
+	for _, id := range ids { // stopped in this order: a is the longest stopped
+		r.setDesired(id, store.StateStopped)
+		if sb := r.waitState(id, store.StateStopped); sb.WarmUntil == nil {
+			t.Fatal("not warm after a stop")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	warm := func() string {
+		var s []string
+		for _, id := range ids {
+			sb, _ := r.st.SandboxByID(ctx, id)
+			if sb.WarmUntil != nil {
+				s = append(s, sb.Name)
+			}
+		}
+		return fmt.Sprint(s)
+	}
+	for _, step := range []struct {
+		short int
+		want  string
+	}{{1, "[b c]"}, {2, "[c]"}} {
+		mu.Lock()
+		short = step.short
+		mu.Unlock()
+		deadline := time.Now().Add(10 * time.Second)
+		for warm() != step.want && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond) // ten more checks: no more releases than needed
+		if got := warm(); got != step.want {
+			t.Fatalf("short by %d: warm %s, want %s", step.short, got, step.want)
+		}
+	}
 }

@@ -134,7 +134,7 @@ func newRig(t *testing.T, o tunnel.Options) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := drv.Start(ctx, &sb)
+	ep, err := drv.Start(ctx, &sb, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

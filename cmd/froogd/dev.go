@@ -87,12 +87,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	drv, closeDrv, err := drvFlags.open(c.Data, signer.PublicKey(), log)
+	drv, closeDrv, err := drvFlags.open(c.Data, signer, log)
 	if err != nil {
 		return err
 	}
 	defer closeDrv()
-	ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: "dev", Logger: log})
+	ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: "dev", MinFreeMemory: drvFlags.minFreeMemory(), Logger: log})
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,20 @@
 package main_test
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // The qemu driver's end-to-end check against the real binary: froogd dev
@@ -29,6 +36,11 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 		"--vm-cpus", "1", "--vm-memory-mb", "256", "--vm-disk-gb", "1")
 	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+	// The account's SSH key, added before the sandbox exists.
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	mine, _ := ssh.NewSignerFromKey(priv)
+	pub, _ := json.Marshal(strings.TrimSpace(string(ssh.MarshalAuthorizedKey(mine.PublicKey()))) + " me@laptop")
+	c.call("POST", "/v1/ssh-keys", `{"public_key": `+string(pub)+`}`, 201, nil)
 	c.call("POST", "/v1/sandboxes", `{"name": "vm-box"}`, 202, nil)
 	var sb struct{ State, Error string }
 	for deadline := time.Now().Add(2 * time.Minute); sb.State != "running"; time.Sleep(200 * time.Millisecond) {
@@ -44,6 +56,29 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 	c.call("POST", "/v1/sandboxes/vm-box/exec", `{"command": "echo hi from $(hostname) as $USER in $HOME"}`, 200, &res)
 	if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "hi from vm-box as user in /home/user" {
 		t.Fatalf("exec: %+v", res)
+	}
+	// The user logs in with their own key, where the API says, against
+	// the host key it says.
+	var at struct {
+		Host, User string
+		Port       int
+		HostKey    string `json:"host_key"`
+	}
+	c.call("GET", "/v1/sandboxes/vm-box/ssh", "", 200, &at)
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(at.HostKey))
+	if err != nil {
+		t.Fatalf("host key %q: %v", at.HostKey, err)
+	}
+	conn, err := ssh.Dial("tcp", net.JoinHostPort(at.Host, strconv.Itoa(at.Port)), &ssh.ClientConfig{User: at.User,
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(mine)}, HostKeyCallback: ssh.FixedHostKey(hostKey), HostKeyAlgorithms: []string{hostKey.Type()}, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("ssh with the account's key: %v", err)
+	}
+	sess, _ := conn.NewSession()
+	out, err := sess.Output("hostname")
+	conn.Close()
+	if err != nil || strings.TrimSpace(string(out)) != "vm-box" {
+		t.Fatalf("over ssh: %q, %v", out, err)
 	}
 	// A fork through the API: a VM of its own with the source's files.
 	c.call("POST", "/v1/sandboxes/vm-box/exec", `{"command": "echo from-the-source > ~/note"}`, 200, nil)

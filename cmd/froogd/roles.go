@@ -204,12 +204,12 @@ func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer st.Close()
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	drv, closeDrv, err := drvFlags.open(*data, signer.PublicKey(), log)
+	drv, closeDrv, err := drvFlags.open(*data, signer, log)
 	if err != nil {
 		return err
 	}
 	defer closeDrv()
-	ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: *name, Capacity: *capacity, Logger: log})
+	ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: *name, Capacity: *capacity, MinFreeMemory: drvFlags.minFreeMemory(), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -424,24 +424,26 @@ type ownerFunc func(string) (string, error)
 
 func (f ownerFunc) Owner(name string) (string, error) { return f(name) }
 
-// driverFlags choose and configure the driver that runs sandboxes.
+// driverFlags choose and configure the driver that runs sandboxes, and
+// the host memory hostctl keeps free for them.
 type driverFlags struct {
 	driver, kernel, initrd, accel, net *string
-	cpus, memoryMB, diskGB             *int
+	cpus, memoryMB, diskGB, minFreeMB  *int
 }
 
 func driverFlagsOf(f flags) driverFlags {
 	cache, _ := os.UserCacheDir()
 	tiny := filepath.Join(cache, "froog", "tinyvm")
 	return driverFlags{
-		driver:   f.str("driver", "local", "local (development; not an isolation boundary) or qemu (a VM per sandbox)"),
-		kernel:   f.str("kernel", filepath.Join(tiny, "vmlinuz"), "qemu: the guest kernel (deploy/tinyvm/build.sh makes the test guest)"),
-		initrd:   f.str("initrd", filepath.Join(tiny, "initramfs.gz"), "qemu: the guest's initramfs"),
-		accel:    f.str("accel", "auto", "qemu: auto (KVM where it works, else TCG), kvm or tcg"),
-		net:      f.str("vm-net", "user", "qemu: user (user-mode networking, no root) or tap (a tap device per VM on bridge froogbr0, isolated by nftables; root)"),
-		cpus:     f.num("vm-cpus", 0, "qemu: vCPUs of every VM whatever its size; 0: the sizes' (2, 4, 8)"),
-		memoryMB: f.num("vm-memory-mb", 0, "qemu: memory of every VM whatever its size; 0: the sizes' (4, 8, 16 GB)"),
-		diskGB:   f.num("vm-disk-gb", 10, "qemu: each sandbox's disk"),
+		driver:    f.str("driver", "local", "local (development; not an isolation boundary) or qemu (a VM per sandbox)"),
+		kernel:    f.str("kernel", filepath.Join(tiny, "vmlinuz"), "qemu: the guest kernel (deploy/tinyvm/build.sh makes the test guest)"),
+		initrd:    f.str("initrd", filepath.Join(tiny, "initramfs.gz"), "qemu: the guest's initramfs"),
+		accel:     f.str("accel", "auto", "qemu: auto (KVM where it works, else TCG), kvm or tcg"),
+		net:       f.str("vm-net", "user", "qemu: user (user-mode networking, no root) or tap (a tap device per VM on bridge froogbr0, isolated by nftables; root)"),
+		cpus:      f.num("vm-cpus", 0, "qemu: vCPUs of every VM whatever its size; 0: the sizes' (2, 4, 8)"),
+		memoryMB:  f.num("vm-memory-mb", 0, "qemu: memory of every VM whatever its size; 0: the sizes' (4, 8, 16 GB)"),
+		diskGB:    f.num("vm-disk-gb", 10, "qemu: each sandbox's disk"),
+		minFreeMB: f.num("min-free-memory-mb", 1024, "below this much available host memory, warm (stopped, paused) sandboxes give up their processes, the longest stopped first; qemu saves their memory to disk so they still resume with every process"),
 	}
 }
 
@@ -452,17 +454,19 @@ func (d driverFlags) check() error {
 	default:
 		errs = append(errs, fmt.Errorf("--driver %q: want local or qemu", *d.driver))
 	}
-	if *d.cpus < 0 || *d.memoryMB < 0 || *d.diskGB < 1 {
-		errs = append(errs, errors.New("--vm-cpus and --vm-memory-mb must be 0 or more, --vm-disk-gb 1 or more"))
+	if *d.cpus < 0 || *d.memoryMB < 0 || *d.diskGB < 1 || *d.minFreeMB < 1 {
+		errs = append(errs, errors.New("--vm-cpus and --vm-memory-mb must be 0 or more, --vm-disk-gb and --min-free-memory-mb 1 or more"))
 	}
 	return errors.Join(errs...)
 }
 
+func (d driverFlags) minFreeMemory() uint64 { return uint64(*d.minFreeMB) << 20 }
+
 // open makes the driver, its files under data; close ends what must end
 // with the process (the local driver's sandboxes; VMs outlive it).
-func (d driverFlags) open(data string, key ssh.PublicKey, log *slog.Logger) (hostctl.Driver, func(), error) {
+func (d driverFlags) open(data string, key ssh.Signer, log *slog.Logger) (hostctl.Driver, func(), error) {
 	if *d.driver == "local" {
-		drv, err := local.New(local.Options{Dir: filepath.Join(data, "sandboxes"), ControlKey: key, Logger: log})
+		drv, err := local.New(local.Options{Dir: filepath.Join(data, "sandboxes"), ControlKey: key.PublicKey(), Logger: log})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -479,7 +483,7 @@ func (d driverFlags) open(data string, key ssh.PublicKey, log *slog.Logger) (hos
 		sizes[name] = sz
 	}
 	drv, err := qemu.New(qemu.Options{Dir: filepath.Join(data, "vms"), Kernel: *d.kernel, Initrd: *d.initrd, Accel: *d.accel, Net: *d.net,
-		Sizes: sizes, DiskSize: int64(*d.diskGB) << 30, AuthorizedKeys: []ssh.PublicKey{key}, Logger: log})
+		Sizes: sizes, DiskSize: int64(*d.diskGB) << 30, ControlKey: key, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}

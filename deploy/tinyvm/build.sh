@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the test guest from Debian packages only: Debian's kernel
-# (linux-image-amd64, extracted, not installed), busybox-static, dropbear
-# and the kernel modules it needs, into OUT/vmlinuz and OUT/initramfs.gz.
+# (linux-image-amd64, extracted, not installed), busybox-static, dropbear,
+# e2fsprogs' mke2fs and the kernel modules it needs, into OUT/vmlinuz and OUT/initramfs.gz.
 # The init (deploy/tinyvm/init) reads the same NoCloud seed as cloud-init.
 #
 #   deploy/tinyvm/build.sh [OUT]      (default: ~/.cache/froog/tinyvm)
@@ -14,7 +14,7 @@ stamp=$(cat "$here/build.sh" "$here/init" | sha256sum | cut -c1-16)
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ] && [ -f "$out/vmlinuz" ] && [ -f "$out/initramfs.gz" ]; then
 	exit 0
 fi
-for bin in busybox dropbear dropbearconvert apt-get dpkg-deb; do
+for bin in busybox dropbear dropbearconvert /sbin/mke2fs apt-get dpkg-deb; do
 	command -v "$bin" >/dev/null || { echo "tinyvm: $bin is missing (deploy/testdeps.sh installs it)" >&2; exit 1; }
 done
 case "$(ldd "$(command -v busybox)" 2>&1 || true)" in
@@ -37,10 +37,14 @@ cp "$(command -v busybox)" "$root/bin/busybox"
 for b in $(busybox --list); do
 	[ -e "$root/bin/$b" ] || ln -s busybox "$root/bin/$b"
 done
-# dropbear and dropbearconvert with the libraries they load.
+# dropbear, dropbearconvert and mke2fs (busybox's makes no journal, and a
+# disk without one does not survive QEMU ending the VM) with the libraries
+# they load.
 cp "$(command -v dropbear)" "$root/usr/sbin/dropbear"
 cp "$(command -v dropbearconvert)" "$root/usr/bin/dropbearconvert"
-for lib in $(ldd "$(command -v dropbear)" "$(command -v dropbearconvert)" | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }' | sort -u); do
+cp /sbin/mke2fs "$root/usr/sbin/mke2fs"
+[ ! -f /etc/mke2fs.conf ] || cp /etc/mke2fs.conf "$root/etc/mke2fs.conf"
+for lib in $(ldd "$(command -v dropbear)" "$(command -v dropbearconvert)" /sbin/mke2fs | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }' | sort -u); do
 	mkdir -p "$root$(dirname "$lib")"
 	cp -L "$lib" "$root$lib"
 done

@@ -6,9 +6,13 @@ package drivertest
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +35,10 @@ type Driver struct {
 	Kill func(t *testing.T, dir string, sb store.Sandbox)
 	// Boot bounds one start.
 	Boot time.Duration
+	// AccountKeys: the driver's sandboxes admit the account's SSH keys.
+	AccountKeys bool
+	// Alive reports whether a sandbox has a process on the host. Required.
+	Alive func(dir string, sb store.Sandbox) bool
 }
 
 var ctx = context.Background()
@@ -43,6 +51,8 @@ type rig struct {
 	acct store.Account
 	drv  hostctl.Driver // the latest opened
 	stop func()
+	// lowMemory: the host reports less available memory than hostctl keeps.
+	lowMemory atomic.Bool
 }
 
 func (r *rig) controller(warm time.Duration) {
@@ -51,7 +61,13 @@ func (r *rig) controller(warm time.Duration) {
 		r.stop()
 	}
 	r.drv = r.d.Open(r.t, r.dir)
-	ctl, err := hostctl.New(hostctl.Options{Store: r.st, Driver: r.drv, HostName: "test", Rescan: 200 * time.Millisecond, WarmWindow: warm})
+	ctl, err := hostctl.New(hostctl.Options{Store: r.st, Driver: r.drv, HostName: "test", Rescan: 200 * time.Millisecond, WarmWindow: warm,
+		MinFreeMemory: 1 << 30, MemoryCheck: 100 * time.Millisecond, MemAvailable: func() (uint64, error) {
+			if r.lowMemory.Load() {
+				return 1 << 20, nil
+			}
+			return 1 << 40, nil
+		}})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -103,36 +119,63 @@ func (r *rig) setDesired(id, desired string) {
 	}
 }
 
-// sh runs cmd in the sandbox as user, over SSH with its pinned host key.
+// sh runs cmd in the sandbox as user, over SSH with its pinned host key
+// and the control key.
 func (r *rig) sh(sb store.Sandbox, cmd string) string {
 	r.t.Helper()
+	out, err := r.shAs(r.d.Signer, sb, cmd)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return out
+}
+
+// shAs runs cmd as user, logged in with signer, against the pinned key.
+func (r *rig) shAs(signer ssh.Signer, sb store.Sandbox, cmd string) (string, error) {
 	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(sb.SSHHostKey))
 	if err != nil {
-		r.t.Fatalf("pinned host key: %v", err)
+		return "", fmt.Errorf("pinned host key: %v", err)
 	}
-	c, err := ssh.Dial("tcp", sb.SSHHost+":"+strconv.Itoa(sb.SSHPort), &ssh.ClientConfig{User: "user", Auth: []ssh.AuthMethod{ssh.PublicKeys(r.d.Signer)},
+	c, err := ssh.Dial("tcp", sb.SSHHost+":"+strconv.Itoa(sb.SSHPort), &ssh.ClientConfig{User: "user", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback: ssh.FixedHostKey(key), HostKeyAlgorithms: []string{key.Type()}, Timeout: 10 * time.Second})
 	if err != nil {
-		r.t.Fatalf("ssh with the pinned key: %v", err)
+		return "", fmt.Errorf("ssh with the pinned key: %w", err)
 	}
 	defer c.Close()
 	s, err := c.NewSession()
 	if err != nil {
-		r.t.Fatal(err)
+		return "", err
 	}
 	defer s.Close()
 	out, err := s.CombinedOutput(cmd)
 	if err != nil {
-		r.t.Fatalf("%q: %v: %s", cmd, err, out)
+		return "", fmt.Errorf("%q: %v: %s", cmd, err, out)
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(out)), nil
+}
+
+// accountKey adds a new SSH key to the account and returns its signer.
+func (r *rig) accountKey(comment string) (ssh.Signer, store.SSHKey) {
+	r.t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + " " + comment
+	k, err := r.st.CreateSSHKey(ctx, store.SSHKey{AccountID: r.acct.ID, Name: comment, PublicKey: line,
+		Fingerprint: ssh.FingerprintSHA256(signer.PublicKey()), CreatedAt: store.Micro(time.Now())}, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return signer, k
 }
 
 // Run takes one sandbox through its life: running with SSH against the
-// pinned key; a background job that a stop and a start within the warm
-// window keep running; a controller restart that adopts the sandbox
-// without starting it twice; a stop past the warm window and a cold start
-// that keep its files; a fork of the running sandbox with its own host key
+// pinned key, for the control key and the account's keys; a background
+// job that a stop and a start within the warm window keep running; keys
+// removed and added counting from the next (warm) start; a controller
+// restart that adopts the sandbox without starting it twice; a host short
+// of memory that takes a warm sandbox's process (and a start that resumes
+// it with its job where the driver saves memory); a stop past the warm
+// window and a cold start that keep its files; a fork of the running sandbox with its own host key
 // and the source's files; a crash that ends in error with the reason, and
 // a start that recovers it from its disk; delete.
 func Run(t *testing.T, d Driver) {
@@ -152,6 +195,7 @@ func Run(t *testing.T, d Driver) {
 		}
 	})
 	r.controller(time.Hour)
+	laptop, laptopKey := r.accountKey("me@laptop: the one # with YAML in it")
 	now := store.Micro(time.Now())
 	sb, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: acct.ID, Name: "box", Size: "default", DesiredState: store.StateRunning,
 		State: store.StateCreating, CreatedAt: now, UpdatedAt: now}, nil)
@@ -174,6 +218,17 @@ func Run(t *testing.T, d Driver) {
 	if pinned != "" && first.SSHHostKey != pinned {
 		t.Fatalf("the key in use %q is not the one pinned before the boot %q", first.SSHHostKey, pinned)
 	}
+	// Who gets in: the account's keys where the driver admits them.
+	loggedIn := func(signer ssh.Signer, sb store.Sandbox) bool {
+		out, err := r.shAs(signer, sb, "echo in")
+		if err != nil && !strings.Contains(err.Error(), "unable to authenticate") {
+			t.Fatal(err)
+		}
+		return err == nil && out == "in"
+	}
+	if loggedIn(laptop, first) != d.AccountKeys {
+		t.Fatalf("the account's key logs in: %v, want %v", !d.AccountKeys, d.AccountKeys)
+	}
 	r.sh(first, `echo kept > "$HOME/froog-file"`)
 	job := r.sh(first, `setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & echo $!`)
 	// Alive and not a zombie (a killed job's parent may be slow to reap).
@@ -191,9 +246,29 @@ func Run(t *testing.T, d Driver) {
 		}
 	})
 
+	var desk ssh.Signer // the account's key from "keys" on
+	t.Run("keys", func(t *testing.T) {
+		if !d.AccountKeys {
+			t.Skip("this driver's sandboxes admit only the control key")
+		}
+		// A key removed and one added count from the next start on: here a
+		// warm one, whose guest never read a new seed.
+		if err := st.DeleteSSHKey(ctx, acct.ID, laptopKey.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		desk, _ = r.accountKey("me@desk")
+		r.setDesired(sb.ID, store.StateStopped)
+		r.wait(sb.ID, r.d.Boot, "stopped and warm", func(s store.Sandbox) bool { return s.State == store.StateStopped && s.WarmUntil != nil })
+		r.setDesired(sb.ID, store.StateRunning)
+		again := r.running(sb.ID)
+		if loggedIn(laptop, again) || !loggedIn(desk, again) || alive(again) != "alive" {
+			t.Fatal("after a warm start: the removed key still logs in, or the added one does not, or the job is gone")
+		}
+	})
+
 	t.Run("adopt", func(t *testing.T) {
 		before := r.running(sb.ID)
-		r.controller(time.Second) // a restarted hostctl, with a short warm window from now on
+		r.controller(time.Hour) // a restarted hostctl
 		time.Sleep(time.Second)
 		after := r.running(sb.ID)
 		if after.SSHPort != before.SSHPort || !after.StartedAt.Equal(*before.StartedAt) || alive(after) != "alive" {
@@ -201,7 +276,40 @@ func Run(t *testing.T, d Driver) {
 		}
 	})
 
+	t.Run("memory", func(t *testing.T) {
+		// Warm, then the host needs the memory: the sandbox gives up its
+		// process. A driver that saves the memory resumes it with the job;
+		// the others boot it from its disk.
+		r.setDesired(sb.ID, store.StateStopped)
+		r.wait(sb.ID, r.d.Boot, "stopped and warm", func(s store.Sandbox) bool { return s.State == store.StateStopped && s.WarmUntil != nil })
+		if !d.Alive(r.dir, sb) {
+			t.Fatal("a warm sandbox has no process")
+		}
+		r.lowMemory.Store(true)
+		for deadline := time.Now().Add(r.d.Boot); d.Alive(r.dir, sb); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				r.lowMemory.Store(false)
+				t.Fatal("the host is short of memory, and the warm sandbox keeps its process")
+			}
+		}
+		r.lowMemory.Store(false)
+		// A driver that saves the memory keeps the sandbox warm.
+		_, saver := r.drv.(hostctl.Saver)
+		r.wait(sb.ID, r.d.Boot, fmt.Sprintf("warm (%v) after giving up its process", saver), func(s store.Sandbox) bool { return (s.WarmUntil != nil) == saver })
+		r.setDesired(sb.ID, store.StateRunning)
+		again := r.running(sb.ID)
+		want := map[bool]string{true: "alive", false: "gone"}[saver]
+		if again.SSHHostKey != first.SSHHostKey || alive(again) != want || r.sh(again, `cat "$HOME/froog-file"`) != "kept" {
+			t.Fatalf("after the start: another host key, or the job is not %s, or the file is gone", want)
+		}
+		if d.AccountKeys && !loggedIn(desk, again) {
+			t.Fatal("after the start: the account's key does not log in")
+		}
+	})
+
 	t.Run("cold", func(t *testing.T) {
+		r.controller(time.Second) // a restarted hostctl, with a short warm window from now on
+		r.running(sb.ID)
 		r.setDesired(sb.ID, store.StateStopped)
 		r.wait(sb.ID, r.d.Boot, "stopped past the warm window", func(s store.Sandbox) bool { return s.State == store.StateStopped && s.WarmUntil == nil })
 		r.setDesired(sb.ID, store.StateRunning)
@@ -211,6 +319,9 @@ func Run(t *testing.T, d Driver) {
 		}
 		if alive(again) != "gone" {
 			t.Fatal("the job outlived a cold stop")
+		}
+		if d.AccountKeys && (!loggedIn(desk, again) || loggedIn(laptop, again)) {
+			t.Fatal("after a cold start: the account's key does not log in, or the removed one does")
 		}
 	})
 

@@ -82,7 +82,10 @@ func (d *Driver) dir(sb *store.Sandbox) string { return filepath.Join(d.o.Dir, s
 // Home is the folder that is the sandbox's home (~).
 func (d *Driver) Home(sb *store.Sandbox) string { return filepath.Join(d.dir(sb), "home") }
 
-func (d *Driver) Start(ctx context.Context, sb *store.Sandbox) (hostctl.Endpoint, error) {
+// Start starts the sandbox's SSH server. The account's keys are not
+// admitted: commands here run as the user that runs froogd, so only the
+// control plane gets in (see the package doc).
+func (d *Driver) Start(ctx context.Context, sb *store.Sandbox, _ []string) (hostctl.Endpoint, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	b := d.boxes[sb.ID]

@@ -63,7 +63,7 @@ func newRig(t *testing.T) *rig {
 
 func (r *rig) start() hostctl.Endpoint {
 	r.t.Helper()
-	ep, err := r.drv.Start(context.Background(), r.sb)
+	ep, err := r.drv.Start(context.Background(), r.sb, nil)
 	if err != nil {
 		r.t.Fatalf("Start: %v", err)
 	}
@@ -260,7 +260,7 @@ func TestHostKeyStays(t *testing.T) {
 	r := newRig(t)
 	first := r.start()
 	other := &store.Sandbox{ID: store.NewID("sbx")}
-	ep2, err := r.drv.Start(context.Background(), other)
+	ep2, err := r.drv.Start(context.Background(), other, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,6 +322,16 @@ func TestDriverSuite(t *testing.T) {
 	drivertest.Run(t, drivertest.Driver{
 		Signer: signer,
 		Boot:   15 * time.Second,
+		Alive: func(_ string, sb store.Sandbox) bool {
+			// A process of the sandbox's carries its id in its environment.
+			envs, _ := filepath.Glob("/proc/[0-9]*/environ")
+			for _, f := range envs {
+				if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte("FROOG_SANDBOX_ID="+sb.ID+"\x00")) {
+					return true
+				}
+			}
+			return false
+		},
 		Open: func(t *testing.T, dir string) hostctl.Driver {
 			if d := drivers[dir]; d != nil {
 				return d

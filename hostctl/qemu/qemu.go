@@ -51,9 +51,10 @@ type Options struct {
 	// Sizes map a sandbox's size to vCPUs and memory; nil means
 	// DefaultSizes.
 	Sizes map[string]Size
-	// AuthorizedKeys may log in to every sandbox: the control plane's
-	// key. Required.
-	AuthorizedKeys []ssh.PublicKey
+	// ControlKey is the control plane's key: it may log in to every
+	// sandbox, and the driver logs in with it at every start to write the
+	// account's keys. Required.
+	ControlKey ssh.Signer
 	// Net is user (QEMU's user-mode networking, a loopback port forwarded
 	// to the guest's SSH; no root needed) or tap (a tap device per VM on
 	// Bridge, an address in Subnet, isolated by nftables; needs root).
@@ -61,6 +62,9 @@ type Options struct {
 	Net    string
 	Bridge string       // tap: empty means froogbr0
 	Subnet netip.Prefix // tap: zero means 10.213.0.0/16
+	// BootTimeout is how long a VM has to answer SSH once QEMU runs; 0
+	// means 3 minutes.
+	BootTimeout time.Duration
 	// QEMU and QEMUImg name the binaries; empty means qemu-system-x86_64
 	// and qemu-img from PATH.
 	QEMU, QEMUImg string
@@ -86,6 +90,7 @@ var _ hostctl.Pauser = (*Driver)(nil)
 var _ hostctl.Checker = (*Driver)(nil)
 var _ hostctl.KeyMaker = (*Driver)(nil)
 var _ hostctl.Forker = (*Driver)(nil)
+var _ hostctl.Saver = (*Driver)(nil)
 
 // New checks the options; it starts nothing.
 func New(o Options) (*Driver, error) {
@@ -96,7 +101,7 @@ func New(o Options) (*Driver, error) {
 	if o.Kernel == "" || o.Initrd == "" {
 		errs = append(errs, errors.New("qemu: a kernel and an initrd are required"))
 	}
-	if len(o.AuthorizedKeys) == 0 {
+	if o.ControlKey == nil {
 		errs = append(errs, errors.New("qemu: the control plane's key is required"))
 	}
 	if o.QEMU == "" {
@@ -149,6 +154,9 @@ func New(o Options) (*Driver, error) {
 		return nil, err
 	}
 	o.Dir = dir
+	if o.BootTimeout == 0 {
+		o.BootTimeout = 3 * time.Minute
+	}
 	if o.DiskSize == 0 {
 		o.DiskSize = 10 << 30
 	}
@@ -184,53 +192,92 @@ func (d *Driver) dir(id string) string { return filepath.Join(d.o.Dir, "sandboxe
 
 func (d *Driver) file(id, name string) string { return filepath.Join(d.dir(id), name) }
 
-// Start boots the sandbox from its disk, resumes it when it is paused, or
-// finds it running (also one a previous driver started).
-func (d *Driver) Start(ctx context.Context, sb *store.Sandbox) (hostctl.Endpoint, error) {
+// Start boots the sandbox from its disk, restores it when its memory was
+// saved, resumes it when it is paused, or finds it running (also one a
+// previous driver started). Then it writes keys and the control key into
+// the guest user's authorized_keys.
+//
+// Under --accel auto, KVM is on trial until a VM has booted with it: some
+// hosts have a /dev/kvm whose guests start and then hang, or boot with
+// broken devices. Until then, a cold boot under KVM that fails in any way
+// switches the driver to TCG and boots again.
+func (d *Driver) Start(ctx context.Context, sb *store.Sandbox, keys []string) (hostctl.Endpoint, error) {
 	defer d.lock(sb.ID)()
+	keys = d.authorizedKeys(sb.ID, keys)
+	ep, accel, err := d.startAndAuthorize(ctx, sb, keys)
+	d.mu.Lock()
+	trial := d.auto && accel == "kvm"
+	if trial && err == nil {
+		d.auto = false // KVM works here
+	}
+	if trial && err != nil {
+		d.accel = "tcg"
+	}
+	d.mu.Unlock()
+	if trial && err != nil {
+		d.o.Logger.Warn("qemu: KVM does not work here, using TCG", slog.String("error", err.Error()))
+		d.kill(sb.ID)
+		ep, _, err = d.startAndAuthorize(ctx, sb, keys)
+	}
+	return ep, err
+}
+
+// startAndAuthorize starts the VM and writes its authorized keys; accel
+// is the accelerator of a cold boot ("" when there was none).
+func (d *Driver) startAndAuthorize(ctx context.Context, sb *store.Sandbox, keys []string) (hostctl.Endpoint, string, error) {
+	ep, accel, err := d.start(ctx, sb, keys)
+	if err == nil {
+		if err = d.authorize(ctx, ep, keys); err != nil {
+			err = fmt.Errorf("qemu: writing the authorized keys of %s: %w", sb.ID, err)
+		}
+	}
+	return ep, accel, err
+}
+
+func (d *Driver) start(ctx context.Context, sb *store.Sandbox, keys []string) (hostctl.Endpoint, string, error) {
 	if vm := d.attach(sb.ID); vm != nil {
 		defer vm.close()
 		st, err := vm.status(ctx)
 		if err != nil {
-			return hostctl.Endpoint{}, err
+			return hostctl.Endpoint{}, "", err
 		}
 		if st == "paused" {
 			if err := vm.run(ctx, "cont", nil, nil); err != nil {
-				return hostctl.Endpoint{}, err
+				return hostctl.Endpoint{}, "", err
 			}
 		}
 		if st == "running" || st == "paused" {
-			return d.endpoint(ctx, sb.ID)
+			ep, err := d.endpoint(ctx, sb.ID)
+			return ep, "", err
 		}
 		d.kill(sb.ID) // shut down or crashed inside: boot again from the disk
 	} else if d.alive(sb.ID) {
 		d.kill(sb.ID) // a QEMU whose monitor does not answer is no use
 	}
 	if err := d.prepare(sb); err != nil {
-		return hostctl.Endpoint{}, err
+		return hostctl.Endpoint{}, "", err
 	}
-	err := d.boot(ctx, sb)
-	if err != nil && d.auto && d.Accel() == "kvm" {
-		d.o.Logger.Warn("qemu: KVM does not work here, using TCG", slog.String("error", err.Error()))
-		d.mu.Lock()
-		d.accel = "tcg"
-		d.mu.Unlock()
-		err = d.boot(ctx, sb)
+	if ep, ok := d.restore(ctx, sb); ok {
+		return ep, "", nil
 	}
-	if err != nil {
-		return hostctl.Endpoint{}, err
+	if err := d.writeSeed(sb, keys); err != nil {
+		return hostctl.Endpoint{}, "", err
 	}
-	return d.endpoint(ctx, sb.ID)
+	accel := d.Accel()
+	if err := d.boot(ctx, sb, accel, false); err != nil {
+		return hostctl.Endpoint{}, accel, err
+	}
+	ep, err := d.endpoint(ctx, sb.ID)
+	return ep, accel, err
 }
 
-// prepare makes the sandbox's folder: its host key (once), its disk (an
-// overlay on the base disk, once) and a fresh seed.
+// prepare makes the sandbox's folder: its host key (once) and its disk
+// (an overlay on the base disk, once).
 func (d *Driver) prepare(sb *store.Sandbox) error {
 	if err := os.MkdirAll(d.dir(sb.ID), 0o700); err != nil {
 		return err
 	}
-	keyPEM, pub, err := d.hostKey(sb.ID)
-	if err != nil {
+	if _, _, err := d.hostKey(sb.ID); err != nil {
 		return err
 	}
 	if _, err := os.Stat(d.file(sb.ID, "disk.qcow2")); errors.Is(err, os.ErrNotExist) {
@@ -242,9 +289,15 @@ func (d *Driver) prepare(sb *store.Sandbox) error {
 			return fmt.Errorf("qemu-img create: %v: %s", err, out)
 		}
 	}
-	var keys []string
-	for _, k := range d.o.AuthorizedKeys {
-		keys = append(keys, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))))
+	return nil
+}
+
+// writeSeed writes the seed of the next cold boot: the host key, the keys
+// that may log in, the name and the network.
+func (d *Driver) writeSeed(sb *store.Sandbox, keys []string) error {
+	keyPEM, pub, err := d.hostKey(sb.ID)
+	if err != nil {
+		return err
 	}
 	seed := Seed{InstanceID: sb.ID, Hostname: sb.Name, HostKeyPEM: keyPEM, HostKeyPublic: pub, AuthorizedKeys: keys,
 		Address: "10.0.2.15/24", Gateway: "10.0.2.2"} // QEMU's user-mode network
@@ -312,14 +365,25 @@ func (d *Driver) baseDisk() (string, error) {
 	return path, os.Rename(tmp, path)
 }
 
-// boot starts QEMU for the sandbox; QEMU daemonizes once the VM is set up.
-func (d *Driver) boot(ctx context.Context, sb *store.Sandbox) error {
+// size is the sandbox's share of the host.
+func (d *Driver) size(sb *store.Sandbox) (Size, error) {
 	size, ok := d.o.Sizes[sb.Size]
 	if !ok {
 		size, ok = d.o.Sizes["default"]
 		if !ok {
-			return fmt.Errorf("qemu: no size %q", sb.Size)
+			return Size{}, fmt.Errorf("qemu: no size %q", sb.Size)
 		}
+	}
+	return size, nil
+}
+
+// boot starts QEMU for the sandbox with accel; QEMU daemonizes once the VM
+// is set up. incoming: the VM waits for its memory (migrate-incoming)
+// instead of booting.
+func (d *Driver) boot(ctx context.Context, sb *store.Sandbox, accel string, incoming bool) error {
+	size, err := d.size(sb)
+	if err != nil {
+		return err
 	}
 	netdev, port := "", 22
 	if d.tap != nil {
@@ -340,7 +404,10 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox) error {
 		return err
 	}
 	os.Remove(d.file(sb.ID, "qmp.sock"))
-	accel, cpu := d.Accel(), "max"
+	if !incoming {
+		os.Remove(d.file(sb.ID, "console.log")) // a new boot, a new console
+	}
+	cpu := "max"
 	if accel == "kvm" {
 		cpu = "host"
 	}
@@ -349,7 +416,8 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox) error {
 		"-machine", "q35,accel=" + accel, "-cpu", cpu,
 		"-smp", strconv.Itoa(size.CPUs), "-m", strconv.Itoa(size.MemoryMB),
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-		"-serial", "file:" + d.file(sb.ID, "console.log"),
+		// Appended to: a restored VM's console goes on where it was.
+		"-chardev", "file,id=console,append=on,path=" + d.file(sb.ID, "console.log"), "-serial", "chardev:console",
 		"-kernel", d.o.Kernel, "-initrd", d.o.Initrd, "-append", "console=ttyS0 panic=-1",
 		"-drive", "file=" + d.file(sb.ID, "disk.qcow2") + ",if=virtio,format=qcow2,cache=writeback",
 		"-drive", "file=" + d.file(sb.ID, "seed.iso") + ",if=virtio,format=raw,readonly=on",
@@ -360,14 +428,42 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox) error {
 		"-pidfile", d.file(sb.ID, "qemu.pid"),
 		"-daemonize",
 	}
+	if incoming {
+		args = append(args, "-incoming", "defer")
+	}
 	cmd := exec.CommandContext(ctx, d.o.QEMU, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("qemu: starting %s: %v: %s", sb.ID, err, strings.TrimSpace(out.String()))
 	}
+	if d.auto && accel == "kvm" && !incoming {
+		if err := d.kvmProgress(ctx, sb.ID); err != nil {
+			return err
+		}
+	}
 	d.o.Logger.Info("qemu: booted", slog.String("sandbox", sb.ID), slog.String("accel", accel), slog.Int("ssh_port", port))
 	return nil
+}
+
+// kvmProgress checks a guest that KVM was chosen for without being asked:
+// some hosts have a /dev/kvm whose guests start and then never run (a
+// nested host without the CPU features). Under KVM the kernel writes to
+// the console within a second; a console still empty after 10 seconds
+// means KVM does not work here, and the VM is ended.
+func (d *Driver) kvmProgress(ctx context.Context, id string) error {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if fi, err := os.Stat(d.file(id, "console.log")); err == nil && fi.Size() > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	d.kill(id)
+	return errors.New("qemu: a KVM guest wrote nothing to its console in 10 s")
 }
 
 // endpoint waits until the guest's SSH server answers and returns where
@@ -391,12 +487,15 @@ func (d *Driver) endpoint(ctx context.Context, id string) (hostctl.Endpoint, err
 		host = strings.TrimSpace(string(a))
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	for {
+	for deadline := time.Now().Add(d.o.BootTimeout); ; {
 		if sshAnswers(addr) {
 			return hostctl.Endpoint{Host: host, Port: port, HostKey: pub}, nil
 		}
 		if !d.alive(id) {
 			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s exited while booting: %s", id, d.consoleTail(id))
+		}
+		if time.Now().After(deadline) {
+			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s's SSH server did not answer within %v; last console lines: %s", id, d.o.BootTimeout, d.consoleTail(id))
 		}
 		select {
 		case <-ctx.Done():
@@ -505,9 +604,11 @@ func (d *Driver) Pause(ctx context.Context, sb *store.Sandbox) error {
 	return vm.run(ctx, "stop", nil, nil)
 }
 
-// Stop ends the VM; its disk stays for the next Start.
+// Stop ends the VM and forgets its saved memory; its disk stays for the
+// next Start, which boots from it.
 func (d *Driver) Stop(ctx context.Context, sb *store.Sandbox) error {
 	defer d.lock(sb.ID)()
+	d.forgetMemory(sb.ID)
 	return d.stopLocked(ctx, sb.ID)
 }
 

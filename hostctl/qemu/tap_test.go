@@ -53,7 +53,7 @@ func tapIsolationInside(t *testing.T) {
 	signer, _ := ssh.NewSignerFromKey(priv)
 	dir := t.TempDir()
 	d, err := qemu.New(qemu.Options{Dir: dir, Kernel: os.Getenv("FROOG_KERNEL"), Initrd: os.Getenv("FROOG_INITRD"), Net: "tap",
-		AuthorizedKeys: []ssh.PublicKey{signer.PublicKey()}, DiskSize: 256 << 20, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 256}}})
+		ControlKey: signer, DiskSize: 256 << 20, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 256}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func tapIsolationInside(t *testing.T) {
 	}()
 	var eps []hostctl.Endpoint
 	for _, name := range []string{"a", "b"} {
-		ep, err := d.Start(ctx, &store.Sandbox{ID: "sbx_tap_" + name, Name: name, Size: "default"})
+		ep, err := d.Start(ctx, &store.Sandbox{ID: "sbx_tap_" + name, Name: name, Size: "default"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
