@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -375,4 +377,48 @@ func TestLowMemoryEndsWarmSandboxes(t *testing.T) {
 			t.Fatalf("short by %d: warm %s, want %s", step.short, got, step.want)
 		}
 	}
+}
+
+// checkBlocksDriverFake is the local driver with a Check that waits until
+// its context ends: a fake, because the point is a driver call cut short
+// by hostctl's own shutdown.
+type checkBlocksDriverFake struct {
+	*local.Driver
+	checking chan struct{}
+}
+
+func (d *checkBlocksDriverFake) Check(ctx context.Context, _ *store.Sandbox) error {
+	select {
+	case d.checking <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A controller that shuts down in the middle of a driver call leaves the
+// sandbox as it is: running, not in error, not stopped.
+func TestShutdownIsNotAFailure(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	ld, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ld.Close() })
+	drv := &checkBlocksDriverFake{Driver: ld, checking: make(chan struct{}, 1)}
+	r := newRig(t, drv, hostctl.Options{})
+	sb := r.create("box", nil)
+	r.waitState(sb.ID, store.StateRunning)
+	<-drv.checking
+	r.stopCtl()
+	after, _ := r.st.SandboxByID(ctx, sb.ID)
+	if after.State != store.StateRunning || after.Error != "" {
+		t.Fatalf("after a shutdown during a check: %s %q", after.State, after.Error)
+	}
+	c, err := net.Dial("tcp", net.JoinHostPort(after.SSHHost, strconv.Itoa(after.SSHPort)))
+	if err != nil {
+		t.Fatalf("the shutdown stopped the sandbox: %v", err)
+	}
+	c.Close()
 }
