@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -427,8 +428,8 @@ func (f ownerFunc) Owner(name string) (string, error) { return f(name) }
 // driverFlags choose and configure the driver that runs sandboxes, and
 // the host memory hostctl keeps free for them.
 type driverFlags struct {
-	driver, kernel, initrd, accel, net *string
-	cpus, memoryMB, diskGB, minFreeMB  *int
+	driver, kernel, initrd, accel, net, images *string
+	cpus, memoryMB, diskGB, minFreeMB          *int
 }
 
 func driverFlagsOf(f flags) driverFlags {
@@ -438,6 +439,7 @@ func driverFlagsOf(f flags) driverFlags {
 		driver:    f.str("driver", "local", "local (development; not an isolation boundary) or qemu (a VM per sandbox)"),
 		kernel:    f.str("kernel", filepath.Join(tiny, "vmlinuz"), "qemu: the guest kernel (deploy/tinyvm/build.sh makes the test guest)"),
 		initrd:    f.str("initrd", filepath.Join(tiny, "initramfs.gz"), "qemu: the guest's initramfs"),
+		images:    f.str("images", "", "qemu: OS images by os, OS=DIR[,OS=DIR…], each made by deploy/images/build.sh; a sandbox whose os has none boots --kernel and --initrd"),
 		accel:     f.str("accel", "auto", "qemu: auto (KVM where it works, else TCG), kvm or tcg"),
 		net:       f.str("vm-net", "user", "qemu: user (user-mode networking, no root) or tap (a tap device per VM on bridge froogbr0, isolated by nftables; root)"),
 		cpus:      f.num("vm-cpus", 0, "qemu: vCPUs of every VM whatever its size; 0: the sizes' (2, 4, 8)"),
@@ -454,10 +456,36 @@ func (d driverFlags) check() error {
 	default:
 		errs = append(errs, fmt.Errorf("--driver %q: want local or qemu", *d.driver))
 	}
+	if _, err := parseImages(*d.images); err != nil {
+		errs = append(errs, err)
+	}
 	if *d.cpus < 0 || *d.memoryMB < 0 || *d.diskGB < 1 || *d.minFreeMB < 1 {
 		errs = append(errs, errors.New("--vm-cpus and --vm-memory-mb must be 0 or more, --vm-disk-gb and --min-free-memory-mb 1 or more"))
 	}
 	return errors.Join(errs...)
+}
+
+var osName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,39}$`)
+
+// parseImages reads --images: OS=DIR pairs, comma-separated.
+func parseImages(s string) (map[string]string, error) {
+	out := map[string]string{}
+	if s == "" {
+		return out, nil
+	}
+	for _, pair := range strings.Split(s, ",") {
+		name, dir, ok := strings.Cut(pair, "=")
+		switch {
+		case !ok || dir == "":
+			return nil, fmt.Errorf("--images: %q is not OS=DIR", pair)
+		case !osName.MatchString(name):
+			return nil, fmt.Errorf("--images: %q is not an os name (lowercase letters, digits, dots and dashes)", name)
+		case out[name] != "":
+			return nil, fmt.Errorf("--images: %s twice", name)
+		}
+		out[name] = dir
+	}
+	return out, nil
 }
 
 func (d driverFlags) minFreeMemory() uint64 { return uint64(*d.minFreeMB) << 20 }
@@ -482,7 +510,17 @@ func (d driverFlags) open(data string, key ssh.Signer, log *slog.Logger) (hostct
 		}
 		sizes[name] = sz
 	}
-	drv, err := qemu.New(qemu.Options{Dir: filepath.Join(data, "vms"), Kernel: *d.kernel, Initrd: *d.initrd, Accel: *d.accel, Net: *d.net,
+	dirs, err := parseImages(*d.images)
+	if err != nil {
+		return nil, nil, err
+	}
+	images := map[string]qemu.Image{}
+	for name, dir := range dirs {
+		if images[name], err = qemu.LoadImage(dir); err != nil {
+			return nil, nil, err
+		}
+	}
+	drv, err := qemu.New(qemu.Options{Dir: filepath.Join(data, "vms"), Kernel: *d.kernel, Initrd: *d.initrd, Images: images, Accel: *d.accel, Net: *d.net,
 		Sizes: sizes, DiskSize: int64(*d.diskGB) << 30, ControlKey: key, Logger: log})
 	if err != nil {
 		return nil, nil, err

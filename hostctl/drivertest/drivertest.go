@@ -35,6 +35,8 @@ type Driver struct {
 	Kill func(t *testing.T, dir string, sb store.Sandbox)
 	// Boot bounds one start.
 	Boot time.Duration
+	// OS is the sandboxes' os; empty means the driver's default.
+	OS string
 	// AccountKeys: the driver's sandboxes admit the account's SSH keys.
 	AccountKeys bool
 	// Alive reports whether a sandbox has a process on the host. Required.
@@ -197,7 +199,7 @@ func Run(t *testing.T, d Driver) {
 	r.controller(time.Hour)
 	laptop, laptopKey := r.accountKey("me@laptop: the one # with YAML in it")
 	now := store.Micro(time.Now())
-	sb, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: acct.ID, Name: "box", Size: "default", DesiredState: store.StateRunning,
+	sb, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: acct.ID, Name: "box", Size: "default", OS: d.OS, DesiredState: store.StateRunning,
 		State: store.StateCreating, CreatedAt: now, UpdatedAt: now}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +330,7 @@ func Run(t *testing.T, d Driver) {
 	t.Run("fork", func(t *testing.T) {
 		src := r.running(sb.ID)
 		now := store.Micro(time.Now())
-		fork, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: acct.ID, Name: "box-fork", Size: "default", ForkOf: sb.ID,
+		fork, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: acct.ID, Name: "box-fork", Size: "default", OS: d.OS, ForkOf: sb.ID,
 			DesiredState: store.StateRunning, State: store.StateCreating, CreatedAt: now, UpdatedAt: now}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -40,9 +41,14 @@ var DefaultSizes = map[string]Size{"small": {2, 4096}, "default": {4, 8192}, "la
 type Options struct {
 	// Dir holds the base disks and one folder per sandbox. Required.
 	Dir string
-	// Kernel and Initrd boot the guest (the test image); the guest's
-	// disk starts empty and is formatted on its first boot. Required.
+	// Kernel and Initrd boot the test image (deploy/tinyvm): what a
+	// sandbox whose os has no entry in Images boots, with an empty disk the
+	// guest formats on its first boot.
 	Kernel, Initrd string
+	// Images are OS images by the sandbox's os (deploy/images/build.sh
+	// makes them, LoadImage reads one). Kernel and Initrd, or an image, are
+	// required.
+	Images map[string]Image
 	// DiskSize is the size of each sandbox's disk; 0 means 10 GiB.
 	DiskSize int64
 	// Accel is auto (KVM where /dev/kvm can be opened, TCG otherwise),
@@ -98,8 +104,13 @@ func New(o Options) (*Driver, error) {
 	if o.Dir == "" {
 		errs = append(errs, errors.New("qemu: a data folder is required"))
 	}
-	if o.Kernel == "" || o.Initrd == "" {
-		errs = append(errs, errors.New("qemu: a kernel and an initrd are required"))
+	if (o.Kernel == "" || o.Initrd == "") && len(o.Images) == 0 {
+		errs = append(errs, errors.New("qemu: a kernel and an initrd, or an OS image, are required"))
+	}
+	for name, img := range o.Images {
+		if img.Disk == "" || img.Kernel == "" || img.Initrd == "" {
+			errs = append(errs, fmt.Errorf("qemu: image %s: a disk, a kernel and an initrd are required", name))
+		}
 	}
 	if o.ControlKey == nil {
 		errs = append(errs, errors.New("qemu: the control plane's key is required"))
@@ -281,11 +292,24 @@ func (d *Driver) prepare(sb *store.Sandbox) error {
 		return err
 	}
 	if _, err := os.Stat(d.file(sb.ID, "disk.qcow2")); errors.Is(err, os.ErrNotExist) {
-		base, err := d.baseDisk()
+		img, err := d.image(sb)
 		if err != nil {
 			return err
 		}
-		if out, err := exec.Command(d.o.QEMUImg, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, d.file(sb.ID, "disk.qcow2")).CombinedOutput(); err != nil {
+		base, size := img.Disk, int64(0)
+		if base == "" {
+			base, err = d.baseDisk()
+		} else {
+			size, err = d.diskSize(base) // an OS disk grows to DiskSize; cloud-init resizes its file system
+		}
+		if err != nil {
+			return err
+		}
+		args := []string{"create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, d.file(sb.ID, "disk.qcow2")}
+		if size < d.o.DiskSize && img.Disk != "" {
+			args = append(args, strconv.FormatInt(d.o.DiskSize, 10))
+		}
+		if out, err := exec.Command(d.o.QEMUImg, args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("qemu-img create: %v: %s", err, out)
 		}
 	}
@@ -300,16 +324,55 @@ func (d *Driver) writeSeed(sb *store.Sandbox, keys []string) error {
 		return err
 	}
 	seed := Seed{InstanceID: sb.ID, Hostname: sb.Name, HostKeyPEM: keyPEM, HostKeyPublic: pub, AuthorizedKeys: keys,
-		Address: "10.0.2.15/24", Gateway: "10.0.2.2"} // QEMU's user-mode network
+		Address: "10.0.2.15/24", Gateway: "10.0.2.2", DNS: "10.0.2.3"} // QEMU's user-mode network
 	if d.tap != nil {
 		addr, err := d.tap.address(filepath.Join(d.o.Dir, "sandboxes"), sb.ID)
 		if err != nil {
 			return err
 		}
 		seed.Address = netip.PrefixFrom(addr, d.tap.subnet.Bits()).String()
-		seed.Gateway = d.tap.host.String()
+		seed.Gateway, seed.DNS = d.tap.host.String(), d.tap.host.String()
 	}
 	return os.WriteFile(d.file(sb.ID, "seed.iso"), seed.ISO(time.Now()), 0o600)
+}
+
+// Image is an OS: a qcow2 base disk with cloud-init, booted with its
+// kernel and initrd.
+type Image struct {
+	Disk, Kernel, Initrd string
+	Cmdline              string // the kernel's command line
+}
+
+// LoadImage reads the image in dir, as deploy/images/build.sh makes it:
+// disk.qcow2, vmlinuz, initrd.img and cmdline.
+func LoadImage(dir string) (Image, error) {
+	dir, err := filepath.Abs(dir) // overlays name their base disk by path
+	if err != nil {
+		return Image{}, err
+	}
+	img := Image{Disk: filepath.Join(dir, "disk.qcow2"), Kernel: filepath.Join(dir, "vmlinuz"), Initrd: filepath.Join(dir, "initrd.img")}
+	for _, f := range []string{img.Disk, img.Kernel, img.Initrd} {
+		if _, err := os.Stat(f); err != nil {
+			return Image{}, fmt.Errorf("qemu: image %s: %w", dir, err)
+		}
+	}
+	cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+	if err != nil {
+		return Image{}, fmt.Errorf("qemu: image %s: %w", dir, err)
+	}
+	img.Cmdline = strings.TrimSpace(string(cmdline))
+	return img, nil
+}
+
+// image is what the sandbox boots: its OS's image, or the test image.
+func (d *Driver) image(sb *store.Sandbox) (Image, error) {
+	if img, ok := d.o.Images[sb.OS]; ok {
+		return img, nil
+	}
+	if d.o.Kernel == "" {
+		return Image{}, fmt.Errorf("qemu: this host has no image for os %q", sb.OS)
+	}
+	return Image{Kernel: d.o.Kernel, Initrd: d.o.Initrd, Cmdline: "console=ttyS0 panic=-1"}, nil
 }
 
 // HostKey makes the sandbox's SSH host key (once) and returns its public
@@ -349,7 +412,23 @@ func (d *Driver) hostKey(id string) (string, string, error) {
 	return string(pemBytes), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))), nil
 }
 
-// baseDisk is the empty disk every sandbox's overlay starts from.
+// diskSize is a disk's virtual size.
+func (d *Driver) diskSize(path string) (int64, error) {
+	out, err := exec.Command(d.o.QEMUImg, "info", "--output=json", path).Output()
+	if err != nil {
+		return 0, fmt.Errorf("qemu-img info %s: %w", path, err)
+	}
+	var info struct {
+		VirtualSize int64 `json:"virtual-size"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil || info.VirtualSize <= 0 {
+		return 0, fmt.Errorf("qemu-img info %s: no virtual size (%v)", path, err)
+	}
+	return info.VirtualSize, nil
+}
+
+// baseDisk is the empty disk every test-image sandbox's overlay starts
+// from.
 func (d *Driver) baseDisk() (string, error) {
 	path := filepath.Join(d.o.Dir, "base", fmt.Sprintf("tinyvm-%d.qcow2", d.o.DiskSize))
 	if _, err := os.Stat(path); err == nil {
@@ -382,6 +461,10 @@ func (d *Driver) size(sb *store.Sandbox) (Size, error) {
 // instead of booting.
 func (d *Driver) boot(ctx context.Context, sb *store.Sandbox, accel string, incoming bool) error {
 	size, err := d.size(sb)
+	if err != nil {
+		return err
+	}
+	img, err := d.image(sb)
 	if err != nil {
 		return err
 	}
@@ -418,7 +501,7 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox, accel string, inco
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		// Appended to: a restored VM's console goes on where it was.
 		"-chardev", "file,id=console,append=on,path=" + d.file(sb.ID, "console.log"), "-serial", "chardev:console",
-		"-kernel", d.o.Kernel, "-initrd", d.o.Initrd, "-append", "console=ttyS0 panic=-1",
+		"-kernel", img.Kernel, "-initrd", img.Initrd, "-append", img.Cmdline,
 		"-drive", "file=" + d.file(sb.ID, "disk.qcow2") + ",if=virtio,format=qcow2,cache=writeback",
 		"-drive", "file=" + d.file(sb.ID, "seed.iso") + ",if=virtio,format=raw,readonly=on",
 		"-netdev", netdev,

@@ -53,27 +53,75 @@ func TestDriverSuite(t *testing.T) {
 		Signer:      signer,
 		Boot:        90 * time.Second,
 		AccountKeys: true,
-		Alive: func(dir string, sb store.Sandbox) bool {
-			pid, err := os.ReadFile(filepath.Join(dir, "sandboxes", sb.ID, "qemu.pid"))
-			p, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
-			return err == nil && p > 0 && syscall.Kill(p, 0) == nil
-		},
+		Alive:       qemuAlive,
 		Open: func(t *testing.T, dir string) hostctl.Driver {
 			d := newDriver(t, dir, kernel, initrd, signer)
 			t.Cleanup(func() { stopAll(d, dir) })
 			return d
 		},
-		Kill: func(t *testing.T, dir string, sb store.Sandbox) {
-			pid, err := os.ReadFile(filepath.Join(dir, "sandboxes", sb.ID, "qemu.pid"))
+		Kill: qemuKill,
+	})
+}
+
+// osImage builds (or finds, cached) an OS image with deploy/images/build.sh.
+func osImage(t testing.TB, os_ string) qemu.Image {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(cache, "froog", "images", os_)
+	if b, err := exec.Command("sh", "../../deploy/images/build.sh", os_, out).CombinedOutput(); err != nil {
+		t.Fatalf("building the %s image: %v\n%s", os_, err, b)
+	}
+	img, err := qemu.LoadImage(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// The same suite on an OS image: Debian 12 with systemd and cloud-init,
+// which reads the seed the test guest's init reads (host key, user, keys,
+// network), under TCG.
+func TestDriverSuiteOSImage(t *testing.T) {
+	img := osImage(t, "debian-12")
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	drivertest.Run(t, drivertest.Driver{
+		Signer:      signer,
+		Boot:        5 * time.Minute,
+		OS:          "debian-12",
+		AccountKeys: true,
+		Alive:       qemuAlive,
+		Open: func(t *testing.T, dir string) hostctl.Driver {
+			d, err := qemu.New(qemu.Options{Dir: dir, Images: map[string]qemu.Image{"debian-12": img}, ControlKey: signer,
+				DiskSize: 4 << 30, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 768}}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
-			if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
+			t.Cleanup(func() { stopAll(d, dir) })
+			return d
 		},
+		Kill: qemuKill,
 	})
+}
+
+func qemuAlive(dir string, sb store.Sandbox) bool {
+	pid, err := os.ReadFile(filepath.Join(dir, "sandboxes", sb.ID, "qemu.pid"))
+	p, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
+	return err == nil && p > 0 && syscall.Kill(p, 0) == nil
+}
+
+func qemuKill(t *testing.T, dir string, sb store.Sandbox) {
+	pid, err := os.ReadFile(filepath.Join(dir, "sandboxes", sb.ID, "qemu.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
+	if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func newDriver(t testing.TB, dir, kernel, initrd string, signer ssh.Signer) *qemu.Driver {

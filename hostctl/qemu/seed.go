@@ -22,8 +22,8 @@ type Seed struct {
 	// account's keys.
 	AuthorizedKeys []string
 	// Address is the guest's eth0 address with its prefix, Gateway its
-	// route out; empty means DHCP.
-	Address, Gateway string
+	// route out and DNS its name server; empty Address means DHCP.
+	Address, Gateway, DNS string
 }
 
 // Files gives the seed's files: meta-data, user-data (#cloud-config) and
@@ -31,19 +31,22 @@ type Seed struct {
 func (s Seed) Files() map[string][]byte {
 	var ud strings.Builder
 	ud.WriteString("#cloud-config\n")
-	fmt.Fprintf(&ud, "hostname: %s\n", s.Hostname)
-	ud.WriteString("ssh_deletekeys: true\nssh_keys:\n  ed25519_private: |\n")
+	fmt.Fprintf(&ud, "hostname: %s\npreserve_hostname: false\nmanage_etc_hosts: true\n", s.Hostname)
+	// Only the host key hostctl pinned: no other type is made.
+	ud.WriteString("ssh_deletekeys: true\nssh_genkeytypes: []\nssh_keys:\n  ed25519_private: |\n")
 	for _, line := range strings.Split(strings.TrimSpace(s.HostKeyPEM), "\n") {
 		ud.WriteString("    " + line + "\n")
 	}
 	fmt.Fprintf(&ud, "  ed25519_public: %s\n", strings.TrimSpace(s.HostKeyPublic))
-	ud.WriteString("ssh_authorized_keys:\n")
+	// Keys only, as user (uid 1000) with passwordless sudo; no root login.
+	ud.WriteString("ssh_pwauth: false\ndisable_root: true\nusers:\n  - name: user\n    uid: 1000\n    shell: /bin/bash\n" +
+		"    sudo: \"ALL=(ALL) NOPASSWD:ALL\"\n    lock_passwd: true\n    ssh_authorized_keys:\n")
 	for _, k := range s.AuthorizedKeys {
-		fmt.Fprintf(&ud, "  - %s\n", strings.TrimSpace(k))
+		fmt.Fprintf(&ud, "      - %s\n", strings.TrimSpace(k))
 	}
 	net := "version: 2\nethernets:\n  eth0:\n    dhcp4: true\n"
 	if s.Address != "" {
-		net = fmt.Sprintf("version: 2\nethernets:\n  eth0:\n    addresses: [%s]\n    gateway4: %s\n    nameservers:\n      addresses: [%s]\n", s.Address, s.Gateway, s.Gateway)
+		net = fmt.Sprintf("version: 2\nethernets:\n  eth0:\n    addresses: [%s]\n    gateway4: %s\n    nameservers:\n      addresses: [%s]\n", s.Address, s.Gateway, s.DNS)
 	}
 	return map[string][]byte{
 		"meta-data":      fmt.Appendf(nil, "instance-id: %s\nlocal-hostname: %s\n", s.InstanceID, s.Hostname),

@@ -213,16 +213,18 @@ func (d *Driver) authorizedKeys(id string, account []string) []string {
 }
 
 // authorize logs in to the guest as user, with the control key and
-// against the pinned host key, and writes keys to ~/.ssh/authorized_keys:
-// at every start, so that a key added or removed since the last start
-// counts from this one on, whatever the image's cloud-init does on later
-// boots (it applies the seed's keys on the first boot only).
+// against the pinned host key, waits for cloud-init to finish where the
+// image has it (it restarts the SSH server on the way, so a guest is
+// ready only then), and writes keys to ~/.ssh/authorized_keys: at every
+// start, so that a key added or removed since the last start counts from
+// this one on, whatever cloud-init does on later boots (it applies the
+// seed's keys on an instance's first boot only).
 func (d *Driver) authorize(ctx context.Context, ep hostctl.Endpoint, keys []string) error {
 	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(ep.HostKey))
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, d.o.BootTimeout)
 	defer cancel()
 	addr := net.JoinHostPort(ep.Host, fmt.Sprint(ep.Port))
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
@@ -245,7 +247,8 @@ func (d *Driver) authorize(ctx context.Context, ep hostctl.Endpoint, keys []stri
 	}
 	defer s.Close()
 	s.Stdin = strings.NewReader(strings.Join(keys, "\n") + "\n")
-	out, err := s.CombinedOutput(`umask 077 && mkdir -p ~/.ssh && cat > ~/.ssh/authorized_keys.new && mv -f ~/.ssh/authorized_keys.new ~/.ssh/authorized_keys`)
+	out, err := s.CombinedOutput(`if command -v cloud-init >/dev/null; then cloud-init status --wait >/dev/null || true; fi
+umask 077 && mkdir -p ~/.ssh && cat > ~/.ssh/authorized_keys.new && mv -f ~/.ssh/authorized_keys.new ~/.ssh/authorized_keys`)
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
 	}

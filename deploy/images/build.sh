@@ -1,0 +1,66 @@
+#!/bin/sh
+# Builds an OS image for the qemu driver from Debian's packages: a root
+# file system with systemd, cloud-init and OpenSSH (mmdebstrap), cleaned of
+# keys, machine id and logs, as OUT/disk.qcow2, with its kernel and initrd
+# beside it (OUT/vmlinuz, OUT/initrd.img) and their command line
+# (OUT/cmdline). froogd takes it with --image OS=OUT. Every sandbox's disk
+# is an overlay on disk.qcow2; cloud-init reads froog's NoCloud seed at
+# boot (host key, user, keys, network), as the test guest's init does.
+#
+#   deploy/images/build.sh OS [OUT]   OS: debian-12 (default OUT: ~/.cache/froog/images/OS)
+#
+# It does nothing when OUT already holds a build of this script. Needs
+# root (mmdebstrap's root mode) and Debian's mirror.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+os=${1:?usage: build.sh OS [OUT]}
+case "$os" in
+debian-12) suite=bookworm ;;
+*) echo "images: no recipe for $os (debian-12)" >&2; exit 2 ;;
+esac
+out=${2:-${XDG_CACHE_HOME:-$HOME/.cache}/froog/images/$os}
+stamp=$(cat "$here/build.sh" | sha256sum | cut -c1-16)
+if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then
+	exit 0
+fi
+for bin in mmdebstrap mke2fs qemu-img; do
+	command -v "$bin" >/dev/null || { echo "images: $bin is missing (deploy/testdeps.sh --images installs it)" >&2; exit 1; }
+done
+mirror=${FROOG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+root=$work/root
+
+# What every froog sandbox has: sudo for user, SSH, cloud-init.
+mmdebstrap --quiet --mode=root --variant=minbase \
+	--include=linux-image-amd64,initramfs-tools,systemd-sysv,udev,kmod,cloud-init,openssh-server,sudo,ifupdown,isc-dhcp-client,netbase,iproute2,e2fsprogs,ca-certificates,curl,git \
+	"$suite" "$root" "$mirror"
+
+printf '/dev/vda / ext4 errors=remount-ro 0 1\n' >"$root/etc/fstab"
+# cloud-init: only froog's seed, only the host key froog pinned, and no
+# password logins.
+cat >"$root/etc/cloud/cloud.cfg.d/90-froog.cfg" <<'CFG'
+datasource_list: [NoCloud]
+ssh_genkeytypes: []
+ssh_pwauth: false
+disable_root: true
+CFG
+# Cleaned: no host keys, machine id or logs travel with the image.
+rm -f "$root"/etc/ssh/ssh_host_* "$root/var/lib/dbus/machine-id"
+: >"$root/etc/machine-id"
+rm -rf "$root"/var/log/*.log "$root"/var/log/apt/* "$root"/var/cache/apt/*.bin "$root"/var/lib/apt/lists/*
+# What is in it.
+chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' linux-image-amd64 cloud-init openssh-server systemd >"$root/etc/froog-image"
+
+kver=$(ls "$root/lib/modules")
+mkdir -p "$out"
+rm -f "$out/stamp"
+cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"
+cp "$root/boot/initrd.img-$kver" "$out/initrd.img"
+printf 'root=/dev/vda rw console=ttyS0 panic=-1 net.ifnames=0\n' >"$out/cmdline"
+size=$(( $(du -sm "$root" | cut -f1) * 3 / 2 + 512 ))
+mke2fs -q -F -t ext4 -L root -d "$root" "$work/disk.raw" "${size}M"
+qemu-img convert -O qcow2 "$work/disk.raw" "$out/disk.qcow2.new"
+mv "$out/disk.qcow2.new" "$out/disk.qcow2"
+echo "$stamp" >"$out/stamp"
+echo "images: $out ($os, kernel $kver, ${size} MB)"
