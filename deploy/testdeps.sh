@@ -6,7 +6,9 @@
 # sandboxes' test server); Chromium (every page a person sees is checked
 # in it); QEMU, qemu-img, busybox-static and dropbear (the qemu driver's
 # tests boot deploy/tinyvm's guest, built from them and Debian's kernel,
-# under TCG) and nftables (its --net tap isolation). On Debian or Ubuntu as root it uses apt-get;
+# under TCG), e2fsprogs (the guest's journaled disk), mmdebstrap (the OS
+# image the driver suite also boots, deploy/images) and nftables (its --net
+# tap isolation). On Debian or Ubuntu as root it uses apt-get;
 # elsewhere it says what to install and exits non-zero.
 # With --bench it also installs what `make bench` compares against: wrk,
 # nginx and Caddy.
@@ -43,6 +45,7 @@ command -v busybox >/dev/null 2>&1 && static_busybox || lean+=(busybox-static)
 command -v dropbearconvert >/dev/null 2>&1 || lean+=(dropbear-bin)
 command -v nft >/dev/null 2>&1 || lean+=(nftables)
 [ -x /sbin/mke2fs ] || lean+=(e2fsprogs)
+command -v mmdebstrap >/dev/null 2>&1 || lean+=(mmdebstrap)
 if [ "${1:-}" = --bench ]; then
   command -v wrk >/dev/null 2>&1 || missing+=(wrk)
   command -v nginx >/dev/null 2>&1 || missing+=(nginx)

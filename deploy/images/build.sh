@@ -7,7 +7,7 @@
 # is an overlay on disk.qcow2; cloud-init reads froog's NoCloud seed at
 # boot (host key, user, keys, network), as the test guest's init does.
 #
-#   deploy/images/build.sh OS [OUT]   OS: debian-12 (default OUT: ~/.cache/froog/images/OS)
+#   deploy/images/build.sh OS [OUT]   OS: debian-13 or debian-12 (default OUT: ~/.cache/froog/images/OS)
 #
 # It does nothing when OUT already holds a build of this script. Needs
 # root (mmdebstrap's root mode) and Debian's mirror.
@@ -15,8 +15,9 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 os=${1:?usage: build.sh OS [OUT]}
 case "$os" in
+debian-13) suite=trixie ;;
 debian-12) suite=bookworm ;;
-*) echo "images: no recipe for $os (debian-12)" >&2; exit 2 ;;
+*) echo "images: no recipe for $os (debian-13, debian-12)" >&2; exit 2 ;;
 esac
 out=${2:-${XDG_CACHE_HOME:-$HOME/.cache}/froog/images/$os}
 stamp=$(cat "$here/build.sh" | sha256sum | cut -c1-16)
@@ -24,7 +25,7 @@ if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then
 	exit 0
 fi
 for bin in mmdebstrap mke2fs qemu-img; do
-	command -v "$bin" >/dev/null || { echo "images: $bin is missing (deploy/testdeps.sh --images installs it)" >&2; exit 1; }
+	command -v "$bin" >/dev/null || { echo "images: $bin is missing (deploy/testdeps.sh installs it)" >&2; exit 1; }
 done
 mirror=${FROOG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 work=$(mktemp -d)
@@ -37,13 +38,20 @@ mmdebstrap --quiet --mode=root --variant=minbase \
 	"$suite" "$root" "$mirror"
 
 printf '/dev/vda / ext4 errors=remount-ro 0 1\n' >"$root/etc/fstab"
-# cloud-init: only froog's seed, only the host key froog pinned, and no
-# password logins.
+# cloud-init: only froog's seed and only the host key froog pinned. The
+# SSH server takes keys only, as user; set here, so that cloud-init finds
+# nothing to change and never restarts it (Debian 13's cloud-init stops it
+# and does not start it again).
 cat >"$root/etc/cloud/cloud.cfg.d/90-froog.cfg" <<'CFG'
 datasource_list: [NoCloud]
 ssh_genkeytypes: []
-ssh_pwauth: false
+ssh_pwauth: unchanged
 disable_root: true
+CFG
+cat >"$root/etc/ssh/sshd_config.d/10-froog.conf" <<'CFG'
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin no
 CFG
 # Cleaned: no host keys, machine id or logs travel with the image.
 rm -f "$root"/etc/ssh/ssh_host_* "$root/var/lib/dbus/machine-id"

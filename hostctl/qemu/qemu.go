@@ -552,6 +552,31 @@ func (d *Driver) kvmProgress(ctx context.Context, id string) error {
 // endpoint waits until the guest's SSH server answers and returns where
 // it is, with the pinned key.
 func (d *Driver) endpoint(ctx context.Context, id string) (hostctl.Endpoint, error) {
+	ep, err := d.address(id)
+	if err != nil {
+		return hostctl.Endpoint{}, err
+	}
+	addr := net.JoinHostPort(ep.Host, strconv.Itoa(ep.Port))
+	for deadline := time.Now().Add(d.o.BootTimeout); ; {
+		if sshAnswers(addr) {
+			return ep, nil
+		}
+		if !d.alive(id) {
+			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s exited while booting: %s", id, d.consoleTail(id))
+		}
+		if time.Now().After(deadline) {
+			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s's SSH server did not answer within %v; last console lines: %s", id, d.o.BootTimeout, d.consoleTail(id))
+		}
+		select {
+		case <-ctx.Done():
+			return hostctl.Endpoint{}, fmt.Errorf("qemu: waiting for %s's SSH server: %w", id, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// address is where the VM's SSH server listens, with its host key.
+func (d *Driver) address(id string) (hostctl.Endpoint, error) {
 	b, err := os.ReadFile(d.file(id, "ssh_port"))
 	if err != nil {
 		return hostctl.Endpoint{}, err
@@ -569,23 +594,7 @@ func (d *Driver) endpoint(ctx context.Context, id string) (hostctl.Endpoint, err
 		}
 		host = strings.TrimSpace(string(a))
 	}
-	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	for deadline := time.Now().Add(d.o.BootTimeout); ; {
-		if sshAnswers(addr) {
-			return hostctl.Endpoint{Host: host, Port: port, HostKey: pub}, nil
-		}
-		if !d.alive(id) {
-			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s exited while booting: %s", id, d.consoleTail(id))
-		}
-		if time.Now().After(deadline) {
-			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s's SSH server did not answer within %v; last console lines: %s", id, d.o.BootTimeout, d.consoleTail(id))
-		}
-		select {
-		case <-ctx.Done():
-			return hostctl.Endpoint{}, fmt.Errorf("qemu: waiting for %s's SSH server: %w", id, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return hostctl.Endpoint{Host: host, Port: port, HostKey: pub}, nil
 }
 
 // sshAnswers reports whether an SSH server greets on addr (user-mode
@@ -602,10 +611,15 @@ func sshAnswers(addr string) bool {
 	return n == 4 && string(b) == "SSH-"
 }
 
+// consoleTail is the console's last whole lines, up to 400 bytes.
 func (d *Driver) consoleTail(id string) string {
 	b, _ := os.ReadFile(d.file(id, "console.log"))
+	b = bytes.TrimRight(b, "\r\n")
 	if len(b) > 400 {
 		b = b[len(b)-400:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
 	}
 	return strings.TrimSpace(string(b))
 }
@@ -652,16 +666,21 @@ func (d *Driver) Fork(ctx context.Context, src, dst *store.Sandbox) error {
 		return fmt.Errorf("qemu: the disk to fork: %w", err)
 	}
 	if vm := d.attach(src.ID); vm != nil {
-		defer vm.close()
 		st, err := vm.status(ctx)
+		vm.close() // QMP takes one client at a time: pause attaches again
 		if err != nil {
 			return err
 		}
 		if st == "running" {
-			if err := vm.run(ctx, "stop", nil, nil); err != nil {
+			if err := d.pause(ctx, src.ID); err != nil {
 				return err
 			}
-			defer vm.run(context.WithoutCancel(ctx), "cont", nil, nil)
+			defer func() {
+				if vm := d.attach(src.ID); vm != nil {
+					vm.run(context.WithoutCancel(ctx), "cont", nil, nil)
+					vm.close()
+				}
+			}()
 		}
 	}
 	if err := os.MkdirAll(d.dir(dst.ID), 0o700); err != nil {
@@ -679,11 +698,21 @@ func (d *Driver) Fork(ctx context.Context, src, dst *store.Sandbox) error {
 // Start within the warm window resumes it in about a second.
 func (d *Driver) Pause(ctx context.Context, sb *store.Sandbox) error {
 	defer d.lock(sb.ID)()
-	vm := d.attach(sb.ID)
+	return d.pause(ctx, sb.ID)
+}
+
+// pause syncs a running guest's disk and freezes the VM.
+func (d *Driver) pause(ctx context.Context, id string) error {
+	vm := d.attach(id)
 	if vm == nil {
 		return nil
 	}
 	defer vm.close()
+	st, err := vm.status(ctx)
+	if err != nil || st != "running" {
+		return err
+	}
+	d.syncGuest(ctx, id)
 	return vm.run(ctx, "stop", nil, nil)
 }
 
@@ -692,6 +721,9 @@ func (d *Driver) Pause(ctx context.Context, sb *store.Sandbox) error {
 func (d *Driver) Stop(ctx context.Context, sb *store.Sandbox) error {
 	defer d.lock(sb.ID)()
 	d.forgetMemory(sb.ID)
+	if err := d.pause(ctx, sb.ID); err != nil { // a running guest syncs its disk first
+		d.o.Logger.Warn("qemu: pausing before the stop", slog.String("sandbox", sb.ID), slog.String("error", err.Error()))
+	}
 	return d.stopLocked(ctx, sb.ID)
 }
 

@@ -81,21 +81,21 @@ func osImage(t testing.TB, os_ string) qemu.Image {
 	return img
 }
 
-// The same suite on an OS image: Debian 12 with systemd and cloud-init,
+// The same suite on an OS image: Debian 13 with systemd and cloud-init,
 // which reads the seed the test guest's init reads (host key, user, keys,
 // network), under TCG.
 func TestDriverSuiteOSImage(t *testing.T) {
-	img := osImage(t, "debian-12")
+	img := osImage(t, "debian-13")
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	signer, _ := ssh.NewSignerFromKey(priv)
 	drivertest.Run(t, drivertest.Driver{
 		Signer:      signer,
 		Boot:        5 * time.Minute,
-		OS:          "debian-12",
+		OS:          "debian-13",
 		AccountKeys: true,
 		Alive:       qemuAlive,
 		Open: func(t *testing.T, dir string) hostctl.Driver {
-			d, err := qemu.New(qemu.Options{Dir: dir, Images: map[string]qemu.Image{"debian-12": img}, ControlKey: signer,
+			d, err := qemu.New(qemu.Options{Dir: dir, Images: map[string]qemu.Image{"debian-13": img}, ControlKey: signer,
 				DiskSize: 4 << 30, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 768}}})
 			if err != nil {
 				t.Fatal(err)

@@ -25,7 +25,16 @@ func dialMonitor(socket string, timeout time.Duration) (*monitor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := mon.Connect(); err != nil {
+	// QMP serves one client at a time: a second one gets no greeting, and
+	// Connect would wait for it forever.
+	connected := make(chan error, 1)
+	go func() { connected <- mon.Connect() }()
+	select {
+	case err = <-connected:
+	case <-time.After(timeout):
+		err = errors.New("no greeting from the monitor (is another client connected?)")
+	}
+	if err != nil {
 		mon.Disconnect()
 		return nil, err
 	}

@@ -39,7 +39,9 @@ func (s Seed) Files() map[string][]byte {
 	}
 	fmt.Fprintf(&ud, "  ed25519_public: %s\n", strings.TrimSpace(s.HostKeyPublic))
 	// Keys only, as user (uid 1000) with passwordless sudo; no root login.
-	ud.WriteString("ssh_pwauth: false\ndisable_root: true\nusers:\n  - name: user\n    uid: 1000\n    shell: /bin/bash\n" +
+	// The image's SSH server takes no passwords; cloud-init changing that
+	// setting would restart it (see deploy/images/build.sh).
+	ud.WriteString("ssh_pwauth: unchanged\ndisable_root: true\nusers:\n  - name: user\n    uid: 1000\n    shell: /bin/bash\n" +
 		"    sudo: \"ALL=(ALL) NOPASSWD:ALL\"\n    lock_passwd: true\n    ssh_authorized_keys:\n")
 	for _, k := range s.AuthorizedKeys {
 		fmt.Fprintf(&ud, "      - %s\n", strings.TrimSpace(k))
