@@ -38,14 +38,7 @@ func newRig(t *testing.T, drv hostctl.Driver, o hostctl.Options) *rig {
 	}
 	t.Cleanup(func() { st.Close() })
 	if drv == nil {
-		_, priv, _ := ed25519.GenerateKey(rand.Reader)
-		signer, _ := ssh.NewSignerFromKey(priv)
-		d, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		drv = d
+		drv = newLocal(t)
 	}
 	a, err := st.CreateAccount(ctx, store.Account{MaxSandboxes: 10, URLNamesPerDay: 20})
 	if err != nil {
@@ -54,6 +47,19 @@ func newRig(t *testing.T, drv hostctl.Driver, o hostctl.Options) *rig {
 	r := &rig{t: t, st: st, drv: drv, acct: a}
 	r.runController(o)
 	return r
+}
+
+// newLocal is a local driver, closed when the test ends.
+func newLocal(t *testing.T) *local.Driver {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	d, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }
 
 func (r *rig) runController(o hostctl.Options) {
@@ -321,12 +327,15 @@ func TestCapacity(t *testing.T) {
 // their next start is cold.
 func TestLowMemoryEndsWarmSandboxes(t *testing.T) {
 	var mu sync.Mutex
-	short := 0 // how many more releases the host needs
-	var r *rig
+	short := 0 // how many sandboxes the host needs to have released
+	var r *rig // set before short is: read only once short is set
 	r = newRig(t, nil, hostctl.Options{WarmWindow: time.Hour, MinFreeMemory: 1 << 30, MemoryCheck: 20 * time.Millisecond,
 		MemAvailable: func() (uint64, error) {
 			mu.Lock()
 			defer mu.Unlock()
+			if short == 0 {
+				return 2 << 30, nil
+			}
 			n := 0
 			for _, name := range []string{"a", "b", "c"} {
 				if sb, err := r.st.Sandbox(ctx, r.acct.ID, name); err == nil && sb.State == store.StateStopped && sb.WarmUntil == nil {
@@ -399,14 +408,7 @@ func (d *checkBlocksDriverFake) Check(ctx context.Context, _ *store.Sandbox) err
 // A controller that shuts down in the middle of a driver call leaves the
 // sandbox as it is: running, not in error, not stopped.
 func TestShutdownIsNotAFailure(t *testing.T) {
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
-	ld, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ld.Close() })
-	drv := &checkBlocksDriverFake{Driver: ld, checking: make(chan struct{}, 1)}
+	drv := &checkBlocksDriverFake{Driver: newLocal(t), checking: make(chan struct{}, 1)}
 	r := newRig(t, drv, hostctl.Options{})
 	sb := r.create("box", nil)
 	r.waitState(sb.ID, store.StateRunning)
