@@ -217,7 +217,7 @@ func (d *Driver) Start(ctx context.Context, sb *store.Sandbox, keys []string) (h
 	keys = d.authorizedKeys(sb.ID, keys)
 	ep, accel, err := d.startAndAuthorize(ctx, sb, keys)
 	d.mu.Lock()
-	trial := d.auto && accel == "kvm"
+	trial := d.auto && accel == "kvm" && ctx.Err() == nil // a start cut short says nothing of KVM
 	if trial && err == nil {
 		d.auto = false // KVM works here
 	}
