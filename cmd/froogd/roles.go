@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +27,7 @@ import (
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/hostctl/qemu"
+	"froog.tech/froog/internal/sshkey"
 	"froog.tech/froog/store/pg"
 	"froog.tech/froog/tunnel"
 )
@@ -65,26 +64,13 @@ func secretKey(path string, create bool) ([]byte, error) {
 // edge log in to sandboxes with), creating it the first time when create
 // is set.
 func controlKey(path string, create bool) (ssh.Signer, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) && create {
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		block, err := ssh.MarshalPrivateKey(priv, "froog control plane")
-		if err != nil {
-			return nil, err
-		}
-		b = pem.EncodeToMemory(block)
-		if err := writeFileAtomic(path, b); err != nil {
-			return nil, fmt.Errorf("write control key: %w", err)
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("read control key: %w", err)
+	load := sshkey.Load
+	if create {
+		load = func(path string) (ssh.Signer, []byte, error) { return sshkey.LoadOrCreate(path, "froog control plane") }
 	}
-	s, err := ssh.ParsePrivateKey(b)
+	s, _, err := load(path)
 	if err != nil {
-		return nil, fmt.Errorf("control key %s: %w", path, err)
+		return nil, fmt.Errorf("control key: %w", err)
 	}
 	return s, nil
 }

@@ -3,9 +3,6 @@ package local
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/hostctl"
+	"froog.tech/froog/internal/sshkey"
 	"froog.tech/froog/store"
 )
 
@@ -185,28 +183,8 @@ func (d *Driver) Close() error {
 
 // hostKey loads the sandbox's host key, creating it the first time.
 func hostKey(path string) (ssh.Signer, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		block, err := ssh.MarshalPrivateKey(priv, "")
-		if err != nil {
-			return nil, err
-		}
-		b = pem.EncodeToMemory(block)
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			return nil, fmt.Errorf("write host key: %w", err)
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("read host key: %w", err)
-	}
-	s, err := ssh.ParsePrivateKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("host key %s: %w", path, err)
-	}
-	return s, nil
+	s, _, err := sshkey.LoadOrCreate(path, "")
+	return s, err
 }
 
 // pidsOf lists the processes tagged with the sandbox's id.

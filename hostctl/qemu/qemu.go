@@ -3,10 +3,7 @@ package qemu
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/hostctl"
+	"froog.tech/froog/internal/sshkey"
 	"froog.tech/froog/store"
 )
 
@@ -386,30 +384,14 @@ func (d *Driver) HostKey(ctx context.Context, sb *store.Sandbox) (string, error)
 	return pub, err
 }
 
-// hostKey returns the sandbox's SSH host key, made on first use.
+// hostKey returns the sandbox's SSH host key (OpenSSH PEM), made on first
+// use, and its public half.
 func (d *Driver) hostKey(id string) (string, string, error) {
-	path := d.file(id, "host_key")
-	if b, err := os.ReadFile(path); err == nil {
-		key, err := ssh.ParsePrivateKey(b)
-		if err != nil {
-			return "", "", fmt.Errorf("qemu: host key of %s: %w", id, err)
-		}
-		return string(b), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key.PublicKey()))), nil
-	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	s, pemBytes, err := sshkey.LoadOrCreate(d.file(id, "host_key"), "")
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("qemu: host key of %s: %w", id, err)
 	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		return "", "", err
-	}
-	pemBytes := pem.EncodeToMemory(block)
-	if err := os.WriteFile(path, pemBytes, 0o600); err != nil {
-		return "", "", err
-	}
-	signer, _ := ssh.NewSignerFromKey(priv)
-	return string(pemBytes), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))), nil
+	return string(pemBytes), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey()))), nil
 }
 
 // diskSize is a disk's virtual size.
