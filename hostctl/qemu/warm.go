@@ -234,7 +234,7 @@ umask 077 && mkdir -p ~/.ssh && cat > ~/.ssh/authorized_keys.new && mv -f ~/.ssh
 func (d *Driver) syncGuest(ctx context.Context, id string) {
 	ep, err := d.address(id)
 	if err == nil {
-		err = d.guestRun(ctx, ep, 30*time.Second, "", "sync")
+		err = d.guestRun(ctx, ep, 10*time.Second, "", "sync")
 	}
 	if err != nil {
 		d.o.Logger.Warn("qemu: the guest did not sync its disk before the pause", slog.String("sandbox", id), slog.String("error", err.Error()))
