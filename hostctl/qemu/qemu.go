@@ -225,7 +225,9 @@ func (d *Driver) Start(ctx context.Context, sb *store.Sandbox, keys []string) (h
 	d.mu.Unlock()
 	if trial && err != nil {
 		d.o.Logger.Warn("qemu: KVM does not work here, using TCG", slog.String("error", err.Error()))
-		d.kill(sb.ID)
+		if err := d.kill(sb.ID); err != nil {
+			return hostctl.Endpoint{}, err
+		}
 		ep, _, err = d.startAndAuthorize(ctx, sb, keys)
 	}
 	return ep, err
@@ -259,9 +261,11 @@ func (d *Driver) start(ctx context.Context, sb *store.Sandbox, keys []string) (h
 			ep, err := d.endpoint(ctx, sb.ID)
 			return ep, "", err
 		}
-		d.kill(sb.ID) // shut down or crashed inside: boot again from the disk
-	} else if d.alive(sb.ID) {
-		d.kill(sb.ID) // a QEMU whose monitor does not answer is no use
+	}
+	// Shut down or crashed inside, or a QEMU whose monitor does not
+	// answer: boot again from the disk.
+	if err := d.kill(sb.ID); err != nil {
+		return hostctl.Endpoint{}, "", err
 	}
 	if err := d.prepare(sb); err != nil {
 		return hostctl.Endpoint{}, "", err
@@ -527,7 +531,9 @@ func (d *Driver) kvmProgress(ctx context.Context, id string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	d.kill(id)
+	if err := d.kill(id); err != nil {
+		return err
+	}
 	return errors.New("qemu: a KVM guest wrote nothing to its console in 10 s")
 }
 
@@ -710,23 +716,20 @@ func (d *Driver) Stop(ctx context.Context, sb *store.Sandbox) error {
 }
 
 func (d *Driver) stopLocked(ctx context.Context, id string) error {
-	vm := d.attach(id)
-	if vm == nil {
-		return nil
+	if vm := d.attach(id); vm != nil {
+		// quit ends QEMU after flushing what it holds of the disk.
+		err := vm.run(ctx, "quit", nil, nil)
+		vm.close()
+		for deadline := time.Now().Add(10 * time.Second); d.alive(id) && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil && !d.alive(id) && !strings.Contains(err.Error(), "closed") {
+			d.o.Logger.Warn("qemu: quit", slog.String("sandbox", id), slog.String("error", err.Error()))
+		}
 	}
-	// The guest writes its disk through; quit ends QEMU after flushing
-	// what it holds.
-	err := vm.run(ctx, "quit", nil, nil)
-	vm.close()
-	for deadline := time.Now().Add(10 * time.Second); d.alive(id) && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
+	if err := d.kill(id); err != nil { // one that did not quit, or whose monitor does not answer
+		return err
 	}
-	if d.alive(id) {
-		d.kill(id)
-	} else if err != nil && !strings.Contains(err.Error(), "closed") {
-		d.o.Logger.Warn("qemu: quit", slog.String("sandbox", id), slog.String("error", err.Error()))
-	}
-	os.Remove(d.file(id, "qemu.pid"))
 	os.Remove(d.file(id, "qmp.sock"))
 	if d.tap != nil {
 		d.tap.unplug(id)
@@ -768,14 +771,20 @@ func (d *Driver) alive(id string) bool {
 	return err == nil && bytes.Contains(cmdline, []byte("froog-"+id))
 }
 
-func (d *Driver) kill(id string) {
+// kill ends the VM's QEMU process, if it runs, and waits until it is gone
+// and its disk's lock with it: a process busy in the kernel can take
+// seconds to exit after SIGKILL, and a new QEMU could not open the disk.
+func (d *Driver) kill(id string) error {
 	if pid := d.pid(id); pid > 0 && d.alive(id) {
 		syscall.Kill(pid, syscall.SIGKILL)
-		for i := 0; i < 100 && d.alive(id); i++ {
-			time.Sleep(20 * time.Millisecond)
+		for deadline := time.Now().Add(30 * time.Second); d.alive(id); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("qemu: the QEMU of %s (pid %d) does not exit after SIGKILL", id, pid)
+			}
 		}
 	}
 	os.Remove(d.file(id, "qemu.pid"))
+	return nil
 }
 
 // attach connects to a running VM's monitor, or returns nil.

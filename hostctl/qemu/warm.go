@@ -102,7 +102,7 @@ func (d *Driver) restore(ctx context.Context, sb *store.Sandbox) (hostctl.Endpoi
 	if err != nil {
 		d.o.Logger.Warn("qemu: restoring a saved VM failed; booting from its disk, its processes are lost",
 			slog.String("sandbox", sb.ID), slog.String("error", err.Error()))
-		d.kill(sb.ID)
+		d.kill(sb.ID) // one that does not exit fails the boot that follows, with the reason
 		return hostctl.Endpoint{}, false
 	}
 	return ep, true
