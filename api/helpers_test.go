@@ -10,11 +10,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"froog.tech/froog/api"
+	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
@@ -59,30 +59,13 @@ type env struct {
 	srv     *httptest.Server
 	account store.Account
 	admin   string
-	logs    *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	logs    *syncbuf.Buffer
 }
 
 func newEnv(t testing.TB, s store.Store, o api.Options) *env {
 	t.Helper()
 	t.Cleanup(func() { s.Close() })
-	e := &env{t: t, store: s, logs: &syncBuffer{}}
+	e := &env{t: t, store: s, logs: &syncbuf.Buffer{}}
 	key := make([]byte, 32)
 	rand.Read(key)
 	o.Store, o.Domain, o.SecretKey, o.PublicPort = s, "froog.test", key, 8443
