@@ -14,6 +14,7 @@ run: build ## start froog on this machine: embedded store, no setup
 	./bin/froogd dev
 
 test: ## install what the tests need, then run every test with the race detector
+	./deploy/checktree.sh
 	./deploy/testdeps.sh
 	$(GO) test -race -count=1 ./...
 
@@ -22,7 +23,8 @@ bench: ## run the benchmarks; the edge against nginx and Caddy lands in .bench/
 	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestEdgeBench$$' -v -timeout 30m .
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-lint: ## gofmt, go vet and staticcheck
+lint: ## no build outputs in git, gofmt, go vet and staticcheck
+	./deploy/checktree.sh
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
