@@ -76,8 +76,12 @@ func (rt *route) check(tok string, now time.Time) (time.Duration, bool) {
 // custom headers with it), so requiring the token would make every
 // cross-origin call to a private URL fail. It goes to the app, which
 // answers its own CORS policy; the request that follows is checked.
-func isPreflight(method, requestMethod string) bool {
-	return method == http.MethodOptions && requestMethod != ""
+// Only a request that can be nothing but a preflight skips the token: one
+// that asks for an upgrade or carries a body is checked like any other
+// (a preflight has neither, and either would let a stranger talk to the
+// app).
+func isPreflight(c *call) bool {
+	return c.method == http.MethodOptions && c.requestMethod != "" && !c.upgrade && !c.body
 }
 
 // queryToken finds the first _token parameter in a raw query.

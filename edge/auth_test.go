@@ -1,7 +1,7 @@
 package edge
 
 import (
-	"net/http"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -44,13 +44,74 @@ func FuzzStripQuery(f *testing.F) {
 	})
 }
 
-func TestStripCookie(t *testing.T) {
-	h := http.Header{}
-	h.Add("Cookie", "a=1; __Host-froog_url=pt_x; b=2")
-	h.Add("Cookie", "__Host-froog_url=pt_y")
-	stripCookie(h)
-	if got := h.Values("Cookie"); len(got) != 1 || got[0] != "a=1; b=2" {
-		t.Fatalf("cookies after strip: %q", got)
+// One parser reads the token's cookie for authentication and for
+// stripping: every spelling that authenticates is stripped.
+func TestTokenCookie(t *testing.T) {
+	tests := []struct {
+		header string
+		tokens []string
+		rest   string
+	}{
+		{"a=1; __Host-froog_url=pt_x; b=2", []string{"pt_x"}, "a=1; b=2"},
+		{"__Host-froog_url =pt_x", []string{"pt_x"}, ""},
+		{"__Host-froog_url= pt_x ;a=1", []string{"pt_x"}, "a=1"},
+		{"\t__Host-froog_url\t=\t\"pt_x\"", []string{"pt_x"}, ""},
+		{"__HOST-FROOG_URL=pt_x", []string{"pt_x"}, ""},
+		{"__Host-froog_url=pt_x;__Host-froog_url=pt_y", []string{"pt_x", "pt_y"}, ""},
+		{"x__Host-froog_url=1; __Host-froog_urlx=2", nil, "x__Host-froog_url=1; __Host-froog_urlx=2"},
+		{"a=__Host-froog_url=pt_x", nil, "a=__Host-froog_url=pt_x"},
+		{"a=1;;b=2", nil, "a=1;;b=2"},
+	}
+	for _, tt := range tests {
+		got := tokenCookies(tt.header, nil)
+		if fmt.Sprint(got) != fmt.Sprint(tt.tokens) {
+			t.Errorf("tokenCookies(%q) = %q, want %q", tt.header, got, tt.tokens)
+		}
+		if rest, _ := stripTokenCookie(tt.header); rest != tt.rest {
+			t.Errorf("stripTokenCookie(%q) = %q, want %q", tt.header, rest, tt.rest)
+		}
+	}
+}
+
+func FuzzTokenCookie(f *testing.F) {
+	for _, s := range []string{"a=1; __Host-froog_url=pt_x", "__host-froog_url =\"x\";", ";;=;"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		rest, changed := stripTokenCookie(v)
+		if got := tokenCookies(rest, nil); len(got) > 0 {
+			t.Fatalf("stripTokenCookie(%q) = %q still carries %q", v, rest, got)
+		}
+		if changed != (len(tokenCookies(v, nil)) > 0) {
+			t.Fatalf("%q: changed %v, but tokens %q", v, changed, tokenCookies(v, nil))
+		}
+	})
+}
+
+// The Connection header's names end at the edge, up to a bound; an
+// upgrade is only ever a websocket.
+func TestHops(t *testing.T) {
+	var h hops
+	if !h.addConnection("keep-alive, X-A ,upgrade") || !h.addConnection("x-b") {
+		t.Fatal("refused a short list")
+	}
+	for name, want := range map[string]bool{"x-a": true, "X-B": true, "Keep-Alive": true, "Upgrade": true, "Connection": true,
+		"X-Froog-Url-Token": true, "x-forwarded-for": true, "X-C": false, "Cookie": false} {
+		if h.drop(name) != want {
+			t.Errorf("drop(%q) = %v, want %v", name, !want, want)
+		}
+	}
+	if !h.upgrade {
+		t.Error("upgrade not seen")
+	}
+	var many hops
+	if many.addConnection(strings.Repeat("x,", maxConnectionTokens+1)+"y") && many.addConnection(strings.Repeat("a,", maxConnectionTokens)) {
+		t.Fatal("no bound on Connection's names")
+	}
+	for v, want := range map[string]bool{"websocket": true, " WebSocket ": true, "h2c": false, "websocket, h2c": false, "": false, "TLS/1.2": false} {
+		if isWebsocket(v) != want {
+			t.Errorf("isWebsocket(%q) = %v", v, !want)
+		}
 	}
 }
 
@@ -86,8 +147,21 @@ func TestAuthorize(t *testing.T) {
 			t.Errorf("%s: got %v (life %v), want %v", tt.name, v, life, tt.want)
 		}
 	}
-	if !isPreflight("OPTIONS", "POST") || isPreflight("OPTIONS", "") || isPreflight("GET", "POST") {
-		t.Fatal("preflight detection")
+	for _, tt := range []struct {
+		c    call
+		want bool
+	}{
+		{call{method: "OPTIONS", requestMethod: "POST"}, true},
+		{call{method: "OPTIONS"}, false},
+		{call{method: "GET", requestMethod: "POST"}, false},
+		{call{method: "options", requestMethod: "POST"}, false},
+		// What a preflight never is: an upgrade, or a request with a body.
+		{call{method: "OPTIONS", requestMethod: "POST", upgrade: true}, false},
+		{call{method: "OPTIONS", requestMethod: "POST", body: true}, false},
+	} {
+		if got := isPreflight(&tt.c); got != tt.want {
+			t.Errorf("isPreflight(%+v) = %v", tt.c, got)
+		}
 	}
 }
 

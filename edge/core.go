@@ -21,10 +21,12 @@ type call struct {
 	// the values of every __Host-froog_url cookie.
 	tokenHeader  string
 	tokenCookies []string
-	upgrade      bool // a websocket (or other) upgrade
-	preflight    bool // a CORS preflight, see isPreflight
-	html         bool // a browser navigation: errors are pages
-	ip           netip.Addr
+	// requestMethod is Access-Control-Request-Method (a CORS preflight's).
+	requestMethod string
+	upgrade       bool // a websocket upgrade the edge would pass through
+	body          bool // the request has a body (any length but 0)
+	html          bool // a browser navigation: errors are pages
+	ip            netip.Addr
 }
 
 // decision is the core's answer: a problem to answer with, a redirect
@@ -34,6 +36,9 @@ type decision struct {
 	problem   *problem
 	location  string // a redirect's target: this URL without the token
 	setCookie string
+	// host is the request's host as the edge spells it (the route's name,
+	// and the port the client gave): for X-Forwarded-Host and redirects.
+	host string
 }
 
 // decide routes and authorizes c. Both protocol front ends call it, so
@@ -45,31 +50,44 @@ func (s *Server) decide(c *call) decision {
 			return decision{problem: &p}
 		}
 	}
-	rt := s.routes.lookup(c.host)
+	name, port, ok := splitHostPort(c.host)
+	if !ok {
+		return decision{problem: &errBadRequest}
+	}
+	rt := s.routes.lookup(name)
 	if rt == nil {
 		return decision{problem: &errNotFound}
 	}
-	if c.method == "CONNECT" {
-		return decision{rt: rt, problem: &errForbidden}
+	d := decision{rt: rt, host: rt.host + "." + s.o.Domain}
+	if port != "" {
+		d.host += ":" + port
 	}
-	if rt.public || c.preflight {
-		return decision{rt: rt}
+	switch {
+	case c.method == "CONNECT":
+		d.problem = &errForbidden
+		return d
+	case !strings.HasPrefix(c.path, "/") && !(c.path == "*" && c.method == "OPTIONS"):
+		d.problem = &errBadRequest // an absolute-form target, or no path
+		return d
+	}
+	if rt.public || isPreflight(c) {
+		return d
 	}
 	switch v, tok, life := rt.authorize(c, s.o.Now()); v {
 	case missing:
-		return decision{rt: rt, problem: &errTokenMissing}
+		d.problem = &errTokenMissing
 	case invalid:
-		return decision{rt: rt, problem: &errTokenInvalid}
+		d.problem = &errTokenInvalid
 	case redirect:
 		// Absolute, so that a path starting with "//" stays a path and
 		// never reads as another host.
-		loc := "https://" + c.host + c.path
+		d.location = "https://" + d.host + c.path
 		if q := stripQuery(c.query); q != "" {
-			loc += "?" + q
+			d.location += "?" + q
 		}
-		return decision{rt: rt, location: loc, setCookie: tokenCookieValue(tok, life)}
+		d.setCookie = tokenCookieValue(tok, life)
 	}
-	return decision{rt: rt}
+	return d
 }
 
 // redirect gives the headers of d's redirect (302): the token becomes
@@ -109,42 +127,4 @@ func (s *Server) finish(x *exchange) {
 		slog.String("request_id", x.id), slog.String("host", x.host), slog.String("method", x.method),
 		slog.String("path", x.path), slog.Int("status", x.status), slog.Int64("bytes_in", x.bytesIn),
 		slog.Int64("bytes", x.bytesOut), slog.Duration("duration", d), slog.String("proto", x.proto))
-}
-
-// Hop-by-hop headers (RFC 9110 §7.6.1) end at the edge, as do any the
-// Connection header names.
-var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-
-// replacedHeaders are the edge's to set: whatever a client sent is
-// dropped (the token header too, which must never reach the sandbox).
-var replacedHeaders = []string{tokenHeader, "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Request-Id"}
-
-// isHop reports whether a request header named name ends at the edge.
-// connection is the Connection header's value; upgrade keeps the two
-// headers an upgrade needs.
-func isHop(name, connection string, upgrade bool) bool {
-	for _, h := range hopHeaders {
-		if strings.EqualFold(name, h) {
-			return !upgrade || !(strings.EqualFold(h, "Connection") || strings.EqualFold(h, "Upgrade"))
-		}
-	}
-	for _, h := range replacedHeaders {
-		if strings.EqualFold(name, h) {
-			return true
-		}
-	}
-	return connection != "" && hasToken(connection, name) && !(upgrade && strings.EqualFold(name, "Upgrade"))
-}
-
-// hasToken reports whether the comma-separated list v holds token
-// (case-insensitive).
-func hasToken(v, token string) bool {
-	for v != "" {
-		var part string
-		part, v, _ = strings.Cut(v, ",")
-		if strings.EqualFold(strings.TrimSpace(part), token) {
-			return true
-		}
-	}
-	return false
 }

@@ -2,23 +2,35 @@ package edge
 
 import (
 	"bytes"
-	"errors"
 	"net"
-	"strconv"
+	"net/http"
 	"strings"
 )
 
 // framingConn guards an HTTP/1.1 connection against request smuggling: it
 // reads ahead of the HTTP/1.1 server, holds each request head back until
-// it is whole, and refuses (400, then close) a head that frames its body
-// two ways (Content-Length and Transfer-Encoding), gives Content-Length
-// more than once, or folds a header onto the next line (obs-fold). HTTP
-// servers differ on these (net/http accepts all three), and a proxy that
-// reads a message differently from its upstream is how requests get
-// smuggled; the guard makes the edge's rule its own, whatever the server. It then follows the
-// body (Content-Length bytes, or chunks) to find the next head. After a
-// request asking for an upgrade it stops looking: what follows is not
-// HTTP.
+// it is whole, and refuses a head that the server and an upstream could
+// read two ways. HTTP parsers differ on exactly these (net/http accepts
+// obs-fold, fasthttp ends lines at a bare LF), and a proxy that reads a
+// message differently from its upstream is how requests get smuggled, so
+// the guard admits only one spelling of each thing that frames a message:
+//
+//   - lines end in CRLF: a bare LF or a bare CR anywhere in the head is
+//     refused, and so is a NUL;
+//   - the request line is METHOD SP TARGET SP HTTP/1.x, with a token method;
+//   - a header is NAME ":" VALUE with a token name (no space before the
+//     colon) and no obs-fold;
+//   - the body is framed once: Content-Length (digits only, given once) or
+//     Transfer-Encoding: chunked (given once, HTTP/1.1 only), never both;
+//   - chunk-size lines are hex digits (an extension after ';' allowed),
+//     and every chunk line ends in CRLF.
+//
+// It then follows the body (Content-Length bytes, or chunks) to find the
+// next head. It stops looking only when the edge has joined the
+// connection to a sandbox's (passThrough, after a 101): what follows is
+// not HTTP. A refusal is answered by the guard itself (400, or 431 for a
+// head too large), once: Read then fails, and so does every later Write,
+// so the HTTP server's own error answer never follows it.
 type framingConn struct {
 	net.Conn
 	out []byte // checked bytes not yet handed to the reader
@@ -28,7 +40,8 @@ type framingConn struct {
 	state    int
 	left     int64 // body bytes left (stBody, stChunk)
 	line     []byte
-	rejected bool
+	refuse   *framingError
+	answered bool // the refusal went out: nothing more is written
 }
 
 const (
@@ -41,9 +54,39 @@ const (
 	stOpaque
 )
 
+// maxHead bounds a request head; the HTTP server's buffer is the same size.
 const maxHead = 64<<10 + 4096
 
-var errRejected = errors.New("request refused: ambiguous framing")
+// framingError is the guard's refusal of a request.
+type framingError struct {
+	status int // 400, or 431 for a head too large
+	reason string
+}
+
+func (e *framingError) Error() string { return "request refused: " + e.reason }
+
+var (
+	errAmbiguous = &framingError{400, "ambiguous framing"}
+	errHeadLarge = &framingError{431, "request head too large"}
+)
+
+// answer writes the refusal's response, once.
+func (c *framingConn) answer() error {
+	if !c.answered {
+		c.answered = true
+		body := c.refuse.Error() + "\r\n"
+		c.Conn.Write([]byte("HTTP/1.1 " + itoa(c.refuse.status) + " " + http.StatusText(c.refuse.status) +
+			"\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: " + itoa(len(body)) + "\r\n\r\n" + body))
+	}
+	return c.refuse
+}
+
+func (c *framingConn) Write(p []byte) (int, error) {
+	if c.answered {
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(p)
+}
 
 func (c *framingConn) Read(p []byte) (int, error) {
 	if len(c.out) == 0 && len(c.head) == 0 && c.left > 0 && (c.state == stBody || c.state == stChunk) {
@@ -56,8 +99,8 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		return n, err
 	}
 	for len(c.out) == 0 {
-		if c.rejected {
-			return 0, errRejected
+		if c.refuse != nil {
+			return 0, c.answer()
 		}
 		if c.buf == nil {
 			c.buf = make([]byte, 32<<10)
@@ -66,9 +109,8 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		if n > 0 {
 			c.feed(c.buf[:n])
 		}
-		if c.rejected {
-			c.Conn.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: 36\r\n\r\nrequest refused: ambiguous framing\r\n"))
-			return 0, errRejected
+		if len(c.out) == 0 && c.refuse != nil {
+			return 0, c.answer()
 		}
 		if len(c.out) == 0 && err != nil {
 			return 0, err
@@ -79,28 +121,44 @@ func (c *framingConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// passThrough stops the guard: the connection is joined to a sandbox's
+// and what follows is the sandbox's protocol. Bytes held back as the
+// start of a next head are released.
+func (c *framingConn) passThrough() {
+	c.out = append(c.out, c.head...)
+	c.head, c.state = nil, stOpaque
+}
+
 // feed runs the framing state machine over b, moving checked bytes to out.
 func (c *framingConn) feed(b []byte) {
-	for len(b) > 0 && !c.rejected {
+	for len(b) > 0 && c.refuse == nil {
 		switch c.state {
 		case stOpaque:
 			c.out = append(c.out, b...)
 			return
 		case stHead:
+			old := len(c.head)
 			c.head = append(c.head, b...)
 			b = nil
-			end := bytes.Index(c.head, []byte("\r\n\r\n"))
+			from := max(old-3, 0)
+			end := bytes.Index(c.head[from:], []byte("\r\n\r\n"))
 			if end < 0 {
 				if len(c.head) > maxHead {
-					// Too big to be ours to judge: the HTTP server refuses it.
-					c.out, c.head, c.state = append(c.out, c.head...), nil, stOpaque
+					c.refuse = errHeadLarge
+				} else if !cleanFrom(c.head, old) {
+					c.refuse = errAmbiguous // no need to wait for the rest
 				}
 				return
 			}
+			end += from
 			head, rest := c.head[:end+4], c.head[end+4:]
 			c.head = nil
+			if len(head) > maxHead {
+				c.refuse = errHeadLarge
+				return
+			}
 			if !c.checkHead(head) {
-				c.rejected = true
+				c.refuse = errAmbiguous
 				return
 			}
 			c.out = append(c.out, head...)
@@ -116,18 +174,49 @@ func (c *framingConn) feed(b []byte) {
 				c.line = append(c.line, b...)
 				c.out = append(c.out, b...)
 				if len(c.line) > 4096 {
-					c.rejected = true
+					c.refuse = errAmbiguous
 				}
 				return
 			}
 			c.line = append(c.line, b[:i+1]...)
 			c.out = append(c.out, b[:i+1]...)
 			b = b[i+1:]
-			line := strings.TrimRight(string(c.line), "\r\n")
+			line := c.line
 			c.line = c.line[:0]
-			c.nextLine(line)
+			if len(line) < 2 || line[len(line)-2] != '\r' || !cleanLines(line) {
+				c.refuse = errAmbiguous // a chunk line ending in a bare LF
+				return
+			}
+			c.nextLine(string(line[:len(line)-2]))
 		}
 	}
+}
+
+// cleanLines reports whether b has no NUL, and no CR or LF outside a
+// CRLF pair (a CR at the very end may still be followed by its LF).
+func cleanLines(b []byte) bool { return cleanFrom(b, 0) }
+
+// cleanFrom is cleanLines for the bytes of b from index from on, the
+// bytes before them already checked.
+func cleanFrom(b []byte, from int) bool {
+	if from > 0 && b[from-1] == '\r' && from < len(b) && b[from] != '\n' {
+		return false
+	}
+	for i := from; i < len(b); i++ {
+		switch ch := b[i]; ch {
+		case 0:
+			return false
+		case '\r':
+			if i+1 < len(b) && b[i+1] != '\n' {
+				return false
+			}
+		case '\n':
+			if i == 0 || b[i-1] != '\r' {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // feedBody notes that k body bytes went by.
@@ -142,14 +231,14 @@ func (c *framingConn) feedBody(k int64) {
 	}
 }
 
-// nextLine handles a whole line of the chunked framing.
+// nextLine handles a whole line of the chunked framing, without its CRLF.
 func (c *framingConn) nextLine(line string) {
 	switch c.state {
 	case stChunkSize:
 		size, _, _ := strings.Cut(line, ";")
-		n, err := strconv.ParseInt(strings.TrimSpace(size), 16, 64)
-		if err != nil || n < 0 {
-			c.rejected = true
+		n, ok := parseHex(strings.TrimRight(size, " \t"))
+		if !ok {
+			c.refuse = errAmbiguous
 			return
 		}
 		if n == 0 {
@@ -159,7 +248,7 @@ func (c *framingConn) nextLine(line string) {
 		c.state, c.left = stChunk, n
 	case stChunkEnd:
 		if line != "" {
-			c.rejected = true
+			c.refuse = errAmbiguous
 			return
 		}
 		c.state = stChunkSize
@@ -170,20 +259,92 @@ func (c *framingConn) nextLine(line string) {
 	}
 }
 
-// checkHead validates a request head and sets the state for its body.
-func (c *framingConn) checkHead(head []byte) bool {
-	lines := strings.Split(strings.TrimSuffix(string(head), "\r\n\r\n"), "\r\n")
-	var cl []string
-	te, upgrade := "", false
-	for _, l := range lines[1:] {
-		if l == "" || l[0] == ' ' || l[0] == '\t' {
-			return false // obs-fold
+// parseHex reads a chunk size: 1 to 15 hex digits, nothing else (no sign,
+// no 0x, no spaces before).
+func parseHex(s string) (int64, bool) {
+	if s == "" || len(s) > 15 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		var d byte
+		switch ch := s[i]; {
+		case ch >= '0' && ch <= '9':
+			d = ch - '0'
+		case ch >= 'a' && ch <= 'f':
+			d = ch - 'a' + 10
+		case ch >= 'A' && ch <= 'F':
+			d = ch - 'A' + 10
+		default:
+			return 0, false
 		}
-		name, value, ok := strings.Cut(l, ":")
-		if !ok {
+		n = n<<4 | int64(d)
+	}
+	return n, true
+}
+
+// parseDigits reads a Content-Length: 1 to 18 decimal digits, nothing else.
+func parseDigits(s string) (int64, bool) {
+	if s == "" || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(s[i]-'0')
+	}
+	return n, true
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110 §5.6.2): a header
+// name or a method.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !tchar[s[i]] {
 			return false
 		}
-		value = strings.TrimSpace(value)
+	}
+	return true
+}
+
+var tchar = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// checkHead validates a request head and sets the state for its body.
+func (c *framingConn) checkHead(head []byte) bool {
+	if !cleanLines(head) {
+		return false
+	}
+	lines := strings.Split(string(head[:len(head)-4]), "\r\n")
+	method, rest, ok1 := strings.Cut(lines[0], " ")
+	target, version, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || !isToken(method) || target == "" || strings.ContainsAny(target, " \t") ||
+		(version != "HTTP/1.1" && version != "HTTP/1.0") {
+		return false
+	}
+	var cl []string
+	te := ""
+	for _, l := range lines[1:] {
+		name, value, ok := strings.Cut(l, ":")
+		if !ok || !isToken(name) {
+			return false // obs-fold, a space before the colon, or no colon
+		}
+		value = strings.Trim(value, " \t")
 		switch strings.ToLower(name) {
 		case "content-length":
 			cl = append(cl, value)
@@ -191,22 +352,20 @@ func (c *framingConn) checkHead(head []byte) bool {
 			if te != "" {
 				return false
 			}
-			te = strings.ToLower(value)
-		case "upgrade":
-			upgrade = true
+			te = value
 		}
 	}
 	switch {
 	case te != "" && len(cl) > 0, len(cl) > 1:
 		return false
 	case te != "":
-		if te != "chunked" {
-			return false // net/http supports nothing else either
+		if !strings.EqualFold(te, "chunked") || version != "HTTP/1.1" {
+			return false // nothing else is supported, and HTTP/1.0 has no chunks
 		}
 		c.state = stChunkSize
 	case len(cl) == 1:
-		n, err := strconv.ParseInt(cl[0], 10, 64)
-		if err != nil || n < 0 {
+		n, ok := parseDigits(cl[0])
+		if !ok {
 			return false
 		}
 		c.state, c.left = stBody, n
@@ -215,9 +374,6 @@ func (c *framingConn) checkHead(head []byte) bool {
 		}
 	default:
 		c.state = stHead
-	}
-	if upgrade {
-		c.state = stOpaque
 	}
 	return true
 }

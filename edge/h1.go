@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
 	"net"
 	"strconv"
 	"strings"
@@ -155,17 +156,32 @@ func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // h1Head is what one pass over a request's headers finds. Names are
 // compared without case: fasthttp keeps them as sent.
 type h1Head struct {
-	connection, upgrade, fetchMode, accept, requestMethod, token string
+	hops                                         hops
+	tooMany                                      bool // more Connection names than the edge honours
+	upgrade                                      string
+	upgrades                                     int
+	fetchMode, accept, requestMethod, token      string
+	tokenCookies                                 []string
 }
 
-func scanH1(h *fasthttp.RequestHeader) h1Head {
-	var hd h1Head
+func scanH1(h *fasthttp.RequestHeader, hd *h1Head) {
 	for k, v := range h.All() {
 		switch name := b2s(k); {
 		case strings.EqualFold(name, "Connection"):
-			hd.connection = b2s(v)
+			if !hd.hops.addConnection(b2s(v)) {
+				hd.tooMany = true
+			}
 		case strings.EqualFold(name, "Upgrade"):
 			hd.upgrade = b2s(v)
+			hd.upgrades++
+		case strings.EqualFold(name, "Cookie"):
+			// fasthttp gives every cookie it parsed as one header, in the
+			// form it sends upstream: the edge reads that, so what it
+			// authenticates with is what it strips. The value lives in a
+			// buffer fasthttp reuses: a token is copied out.
+			if containsFold(b2s(v), tokenCookieLower) {
+				hd.tokenCookies = tokenCookies(string(v), hd.tokenCookies)
+			}
 		case strings.EqualFold(name, "Sec-Fetch-Mode"):
 			hd.fetchMode = b2s(v)
 		case strings.EqualFold(name, "Accept"):
@@ -173,26 +189,54 @@ func scanH1(h *fasthttp.RequestHeader) h1Head {
 		case strings.EqualFold(name, "Access-Control-Request-Method"):
 			hd.requestMethod = b2s(v)
 		case strings.EqualFold(name, tokenHeader) && hd.token == "":
-			hd.token = b2s(v)
+			hd.token = trimOWS(b2s(v))
 		}
 	}
-	return hd
 }
 
-// dropHeaders deletes the headers drop reports, in every spelling sent.
-// names is scratch space for the names (they are copied out before any
-// is deleted).
-func dropHeaders(all func(func([]byte, []byte) bool), del func([]byte), drop func(string) bool, names []byte) {
+// dropHeaders deletes the headers drop reports, each distinct spelling
+// once (a deletion walks every header). It reports false, deleting
+// nothing, when there are more than maxDropped spellings to delete.
+func dropHeaders(all iter.Seq2[[]byte, []byte], del func([]byte), drop func(string) bool) bool {
+	var scratch [512]byte
+	names, n := scratch[:0], 0
 	for k := range all {
-		if drop(b2s(k)) {
-			names = append(append(names, k...), 0)
+		if !drop(b2s(k)) || hasName(names, k) {
+			continue
 		}
+		if n++; n > maxDropped {
+			return false
+		}
+		names = append(append(names, k...), 0)
 	}
 	for len(names) > 0 {
 		i := bytes.IndexByte(names, 0)
 		del(names[:i])
 		names = names[i+1:]
 	}
+	return true
+}
+
+// headerFold is the value of the first header named name, in any case.
+func headerFold(all iter.Seq2[[]byte, []byte], name string) string {
+	for k, v := range all {
+		if strings.EqualFold(b2s(k), name) {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+// hasName reports whether the NUL-terminated list names holds name.
+func hasName(names, name []byte) bool {
+	for len(names) > 0 {
+		i := bytes.IndexByte(names, 0)
+		if bytes.Equal(names[:i], name) {
+			return true
+		}
+		names = names[i+1:]
+	}
+	return false
 }
 
 // serveH1 serves one HTTP/1.1 request: the core decides, then the proxy.
@@ -205,24 +249,25 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 	if i := bytes.IndexByte(uri, '?'); i >= 0 {
 		path, query = uri[:i], uri[i+1:]
 	}
-	hd := scanH1(h)
 	var cookies [2]string
+	hd := h1Head{tokenCookies: cookies[:0]}
+	scanH1(h, &hd)
+	body := h.ContentLength() > 0 || h.ContentLength() == -1 // -1 chunked; -2, a request without a body
 	c := call{host: b2s(h.Host()), method: b2s(h.Method()), path: b2s(path), query: b2s(query),
-		tokenHeader: hd.token, tokenCookies: cookies[:0],
-		upgrade:   hd.upgrade != "" && hasToken(hd.connection, "upgrade"),
-		preflight: isPreflight(b2s(h.Method()), hd.requestMethod),
-		html:      wantsHTML(hd.fetchMode, hd.accept),
+		tokenHeader: hd.token, tokenCookies: hd.tokenCookies, requestMethod: hd.requestMethod,
+		upgrade: hd.hops.upgrade && hd.upgrades == 1 && isWebsocket(hd.upgrade) && !body,
+		body:    body,
+		html:    wantsHTML(hd.fetchMode, hd.accept),
 	}
 	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
 		c.ip = a.AddrPort().Addr().Unmap()
 	}
-	for k, v := range h.Cookies() {
-		if b2s(k) == tokenCookie {
-			c.tokenCookies = append(c.tokenCookies, b2s(v))
-		}
-	}
 	// The log keeps its own copies: these bytes belong to the request.
 	x.host, x.method, x.path = string(h.Host()), string(h.Method()), string(path)
+	if hd.tooMany {
+		s.h1Problem(ctx, x, &errBadRequest, c.html)
+		return
+	}
 	d := s.decide(&c)
 	switch {
 	case d.problem != nil:
@@ -249,14 +294,31 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 	if h.ConnectionClose() {
 		ctx.SetConnectionClose() // the client's connection closes; the tunnel's stays
 	}
-	var scratch [256]byte
-	dropHeaders(h.All(), h.DelBytes, func(name string) bool { return isHop(name, hd.connection, c.upgrade) }, scratch[:0])
+	if !dropHeaders(h.All(), h.DelBytes, hd.hops.drop) {
+		s.h1Problem(ctx, x, &errBadRequest, c.html)
+		return
+	}
 	h.ResetConnectionClose()
-	h.DelCookie(tokenCookie)
+	if len(c.tokenCookies) > 0 {
+		for k, v := range h.All() {
+			if strings.EqualFold(b2s(k), "Cookie") {
+				rest, _ := stripTokenCookie(string(v))
+				h.DelAllCookies()
+				if rest != "" {
+					h.Set("Cookie", rest)
+				}
+				break
+			}
+		}
+	}
+	if c.upgrade {
+		h.Set("Connection", "Upgrade")
+		h.Set("Upgrade", "websocket")
+	}
 	h.SetNoDefaultContentType(true) // a body without a Content-Type stays without one
 	h.Set("X-Forwarded-For", c.ip.String())
 	h.Set("X-Forwarded-Proto", "https")
-	h.Set("X-Forwarded-Host", x.host)
+	h.Set("X-Forwarded-Host", d.host)
 	h.Set("X-Request-Id", x.id)
 	// The head is in; the body may take as long as it takes.
 	ctx.Conn().SetReadDeadline(time.Time{})
@@ -289,14 +351,19 @@ func (s *Server) answerH1(ctx *fasthttp.RequestCtx, x *exchange, up *fasthttp.Re
 	up.Header.CopyTo(rh)
 	rh.SetNoDefaultContentType(true)
 	rh.ResetConnectionClose()
-	var conn string
+	var hp hops
+	ok := true
 	for k, v := range up.Header.All() {
 		if strings.EqualFold(b2s(k), "Connection") {
-			conn = string(v)
+			ok = ok && hp.addConnection(b2s(v))
 		}
 	}
-	var scratch [256]byte
-	dropHeaders(up.Header.All(), rh.DelBytes, func(name string) bool { return isResponseHop(name, conn) }, scratch[:0])
+	if !ok || !dropHeaders(up.Header.All(), rh.DelBytes, hp.dropResponse) {
+		fasthttp.ReleaseResponse(up)
+		ctx.Response.Reset()
+		s.h1Problem(ctx, x, &errBadAnswer, false)
+		return
+	}
 	rh.Set("X-Request-Id", x.id)
 	x.status = up.StatusCode()
 	body := up.BodyStream()
@@ -312,16 +379,6 @@ func (s *Server) answerH1(ctx *fasthttp.RequestCtx, x *exchange, up *fasthttp.Re
 		n = -1 // chunked to the client, whatever the sandbox framed it as
 	}
 	ctx.Response.SetBodyStream(&bodyTail{countingReader: countingReader{r: body, n: &x.bytesOut}, up: up, x: x, s: s}, n)
-}
-
-// isResponseHop reports whether a response header ends at the edge.
-func isResponseHop(name, connection string) bool {
-	for _, h := range hopHeaders {
-		if strings.EqualFold(name, h) {
-			return true
-		}
-	}
-	return connection != "" && hasToken(connection, name)
 }
 
 // bodyTail streams a sandbox's response body to the client, counting it;
@@ -435,7 +492,20 @@ func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route) {
 		s.finish(x)
 		return
 	}
+	if !isWebsocket(headerFold(resp.Header.All(), "Upgrade")) {
+		// The edge asked for a websocket; joining the client to anything
+		// else (h2c) would take its requests out of the edge's sight.
+		up.Close()
+		ctx.Response.Reset()
+		s.h1Problem(ctx, x, &errBadAnswer, html)
+		return
+	}
 	s.finish(x)
+	// From here on the connection carries the websocket, not HTTP: the
+	// framing guard lets it through.
+	if fc, ok := ctx.Conn().(*framingConn); ok {
+		fc.passThrough()
+	}
 	ctx.Hijack(func(c net.Conn) {
 		client, sandbox := s.track(c), s.track(up)
 		s.m.websockets.Inc()

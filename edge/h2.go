@@ -44,12 +44,13 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 	}
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			rt := pr.In.Context().Value(ctxKey{}).(*route)
+			d := pr.In.Context().Value(ctxKey{}).(*decision)
 			pr.Out.URL.Scheme = "http"
-			pr.Out.URL.Host = rt.sandboxID + ":" + strconv.Itoa(rt.port)
+			pr.Out.URL.Host = d.rt.sandboxID + ":" + strconv.Itoa(d.rt.port)
 			pr.Out.Host = pr.In.Host
-			pr.SetXForwarded()                              // replaces whatever X-Forwarded-* the client sent
-			pr.Out.Header.Set("X-Forwarded-Proto", "https") // the edge serves only HTTPS
+			pr.SetXForwarded() // replaces whatever X-Forwarded-* the client sent
+			pr.Out.Header.Set("X-Forwarded-Proto", "https")
+			pr.Out.Header.Set("X-Forwarded-Host", d.host)
 		},
 		Transport:     transport,
 		FlushInterval: -1, // server-sent events and streams go out as they come
@@ -58,7 +59,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 				w.WriteHeader(499) // the client went away; nobody reads this
 				return
 			}
-			p := s.proxyProblem(r.Context().Value(ctxKey{}).(*route), w.Header().Get("X-Request-Id"), err)
+			p := s.proxyProblem(r.Context().Value(ctxKey{}).(*decision).rt, w.Header().Get("X-Request-Id"), err)
 			writeProblem(w, r, p, w.Header().Get("X-Request-Id"))
 		},
 		ErrorLog: slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelWarn),
@@ -71,19 +72,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{id: newRequestID(), start: time.Now(), host: r.Host, method: r.Method, path: r.URL.Path, proto: r.Proto, status: http.StatusOK}
 	rec := &recorder{ResponseWriter: w, x: x}
 	defer s.finish(x)
+	// HTTP/2 has no upgrades (its server refuses Connection and Upgrade
+	// headers), and its extended CONNECT is refused as a CONNECT.
 	c := &call{host: r.Host, method: r.Method, path: r.URL.EscapedPath(), query: r.URL.RawQuery,
-		tokenHeader: r.Header.Get(tokenHeader),
-		upgrade:     hasToken(strings.Join(r.Header.Values("Connection"), ","), "upgrade") && r.Header.Get("Upgrade") != "",
-		preflight:   isPreflight(r.Method, r.Header.Get("Access-Control-Request-Method")),
-		html:        wantsHTML(r.Header.Get("Sec-Fetch-Mode"), r.Header.Get("Accept")),
+		tokenHeader:   trimOWS(r.Header.Get(tokenHeader)),
+		requestMethod: r.Header.Get("Access-Control-Request-Method"),
+		body:          r.ContentLength != 0, // -1: the stream stays open, length unknown
+		html:          wantsHTML(r.Header.Get("Sec-Fetch-Mode"), r.Header.Get("Accept")),
+	}
+	if r.URL.Path == "*" || r.RequestURI == "*" {
+		c.path = "*"
 	}
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		c.ip = ap.Addr()
 	}
-	for _, ck := range r.Cookies() {
-		if ck.Name == tokenCookie {
-			c.tokenCookies = append(c.tokenCookies, ck.Value)
-		}
+	cookies := r.Header.Values("Cookie")
+	for _, v := range cookies {
+		c.tokenCookies = tokenCookies(v, c.tokenCookies)
 	}
 	w.Header().Set("X-Request-Id", x.id)
 	d := s.decide(c)
@@ -97,12 +102,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.URL.RawQuery = stripQuery(r.URL.RawQuery)
+	var hp hops
 	for name := range r.Header {
-		if name != "Connection" && name != "Upgrade" && isHop(name, "", false) {
-			r.Header.Del(name) // ReverseProxy drops the hop-by-hop ones itself
+		if hp.drop(name) {
+			r.Header.Del(name)
 		}
 	}
-	stripCookie(r.Header)
+	if len(c.tokenCookies) > 0 {
+		r.Header.Del("Cookie")
+		for _, v := range cookies {
+			if rest, _ := stripTokenCookie(v); rest != "" {
+				r.Header.Add("Cookie", rest)
+			}
+		}
+	}
 	r.Header.Set("X-Request-Id", x.id)
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = struct {
@@ -110,7 +123,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			io.Closer
 		}{&countingReader{r: r.Body, n: &x.bytesIn}, r.Body}
 	}
-	s.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, d.rt)))
+	s.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, &d)))
 }
 
 // writeProblem answers r with p over net/http.
@@ -119,31 +132,6 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p problem, requestID s
 	p.headers(html, w.Header().Set)
 	w.WriteHeader(p.status)
 	w.Write(p.body(html, requestID))
-}
-
-// stripCookie removes the token cookie from Cookie headers, keeping the
-// others as sent.
-func stripCookie(h http.Header) {
-	vals := h.Values("Cookie")
-	if len(vals) == 0 {
-		return
-	}
-	var out []string
-	for _, v := range vals {
-		var kept []string
-		for _, c := range strings.Split(v, ";") {
-			if name, _, _ := strings.Cut(strings.TrimSpace(c), "="); name != tokenCookie {
-				kept = append(kept, strings.TrimSpace(c))
-			}
-		}
-		if len(kept) > 0 {
-			out = append(out, strings.Join(kept, "; "))
-		}
-	}
-	h.Del("Cookie")
-	for _, v := range out {
-		h.Add("Cookie", v)
-	}
 }
 
 // recorder notes the status and size for the access log.

@@ -29,6 +29,27 @@ func parseHost(host, domain string) (label string) {
 	return label
 }
 
+// splitHostPort splits a Host header into the host and the port, if any.
+// The port must be 1 to 5 digits: anything else there (a "@", a path) is
+// refused, so that the host the edge repeats in redirects and
+// X-Forwarded-Host is only ever a name and a number.
+func splitHostPort(host string) (name, port string, ok bool) {
+	i := lastColon(host)
+	if i < 0 {
+		return host, "", host != ""
+	}
+	name, port = host[:i], host[i+1:]
+	if len(port) == 0 || len(port) > 5 || name == "" {
+		return "", "", false
+	}
+	for j := 0; j < len(port); j++ {
+		if port[j] < '0' || port[j] > '9' {
+			return "", "", false
+		}
+	}
+	return name, port, true
+}
+
 // lastColon finds the colon of a port, outside an IPv6 literal.
 func lastColon(s string) int {
 	for i := len(s) - 1; i >= 0; i-- {
