@@ -95,3 +95,26 @@ func PutURLIn(ctx context.Context, tx URLTx, sb *Sandbox, port int, old *URL, fn
 	}
 	return w.URL, nil
 }
+
+// CheckURLToken is Store.CreateURLToken's decision for every
+// implementation: tok may join u, whose tokens are all, or it is
+// ErrURLPublic on a public URL and a LimitError past MaxLiveTokensPerURL
+// tokens live at tok.CreatedAt. It returns the ids of the tokens that are
+// no longer live, which the write deletes.
+func CheckURLToken(u *URL, tok *URLToken, all []URLToken) (dead []string, err error) {
+	if u.Public {
+		return nil, ErrURLPublic
+	}
+	n := 0
+	for _, o := range all {
+		if o.Live(tok.CreatedAt) {
+			n++
+		} else {
+			dead = append(dead, o.ID)
+		}
+	}
+	if n >= MaxLiveTokensPerURL {
+		return nil, &LimitError{Limit: "tokens_per_url", Max: MaxLiveTokensPerURL}
+	}
+	return dead, nil
+}

@@ -150,25 +150,22 @@ func (s *Store) CreateURLToken(ctx context.Context, t store.URLToken, ev *store.
 	if !ok {
 		return store.URLToken{}, fmt.Errorf("create url token: url %s: %w", t.URLID, store.ErrNotFound)
 	}
-	if u.Public {
-		return store.URLToken{}, fmt.Errorf("create url token: %w", store.ErrURLPublic)
-	}
 	if t.ID == "" {
 		t.ID = store.NewID("utk")
 	}
-	var recs []record
-	n := 0
+	var all []store.URLToken
 	for _, o := range s.tokens {
-		switch {
-		case o.URLID != t.URLID:
-		case o.Live(t.CreatedAt):
-			n++
-		default:
-			recs = append(recs, del(tURLToken, o.ID)) // dead tokens go
+		if o.URLID == t.URLID {
+			all = append(all, *o)
 		}
 	}
-	if n >= store.MaxLiveTokensPerURL {
-		return store.URLToken{}, fmt.Errorf("create url token: %w", &store.LimitError{Limit: "tokens_per_url", Max: store.MaxLiveTokensPerURL})
+	dead, err := store.CheckURLToken(u, &t, all)
+	if err != nil {
+		return store.URLToken{}, fmt.Errorf("create url token: %w", err)
+	}
+	var recs []record
+	for _, id := range dead {
+		recs = append(recs, del(tURLToken, id)) // dead tokens go
 	}
 	recs = append(recs, put(tURLToken, t.ID, clone(&t)))
 	if err := s.commit(recs, ev); err != nil {

@@ -137,26 +137,19 @@ func (s *Store) CreateURLToken(ctx context.Context, tok store.URLToken, ev *stor
 		if err := getDoc(ctx, t, &u, "url "+tok.URLID, `SELECT doc FROM urls WHERE id = $1 FOR UPDATE`, tok.URLID); err != nil {
 			return err
 		}
-		if u.Public {
-			return store.ErrURLPublic
-		}
 		all, err := docs[store.URLToken](ctx, t, "url tokens", `SELECT doc FROM url_tokens WHERE url_id = $1`, tok.URLID)
 		if err != nil {
 			return err
 		}
-		n := 0
-		for _, o := range all {
-			if o.Live(tok.CreatedAt) {
-				n++
-				continue
-			}
-			if _, err := t.Exec(ctx, `DELETE FROM url_tokens WHERE id = $1`, o.ID); err != nil { // dead tokens go
+		dead, err := store.CheckURLToken(&u, &tok, all)
+		if err != nil {
+			return err
+		}
+		for _, id := range dead {
+			if _, err := t.Exec(ctx, `DELETE FROM url_tokens WHERE id = $1`, id); err != nil { // dead tokens go
 				return err
 			}
-			t.changed(store.KindURLToken, o.ID, nil)
-		}
-		if n >= store.MaxLiveTokensPerURL {
-			return &store.LimitError{Limit: "tokens_per_url", Max: store.MaxLiveTokensPerURL}
+			t.changed(store.KindURLToken, id, nil)
 		}
 		if _, err := t.Exec(ctx, `INSERT INTO url_tokens (id, url_id, doc) VALUES ($1, $2, $3)`, tok.ID, tok.URLID, mustJSON(tok)); err != nil {
 			return fmt.Errorf("write url token: %w", err)
