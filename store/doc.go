@@ -10,8 +10,8 @@
 // store/embedded for one machine. What the two must decide alike is
 // decided here, once: PutURLIn makes every decision of a URL write (name,
 // limits, viewer tokens) and leaves the implementation its persistence;
-// SandboxFilter.Match, StartsRunning, NewStop and LiveTokens do the same
-// for parts of the sandbox and token writes.
+// CheckURLToken, SandboxFilter.Match, StartsRunning, NewStop and
+// LiveTokens do the same for parts of the token and sandbox writes.
 //
 // store must not import net/http or any package that knows about HTTP.
 package store
