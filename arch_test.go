@@ -61,3 +61,22 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 }
+
+// The shipped binary does not link package testing (nor testing/...):
+// test helpers live in packages of their own (store/storetest,
+// store/pg/pgtest) that only tests import.
+func TestBinaryLinksNoTesting(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./cmd/froogd").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/froogd: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) == 0 || deps[len(deps)-1] != "froog.tech/froog/cmd/froogd" {
+		t.Fatalf("go list -deps ./cmd/froogd: got %d packages, last %q, want froog.tech/froog/cmd/froogd last", len(deps), deps[len(deps)-1:])
+	}
+	for _, dep := range deps {
+		if dep == "testing" || strings.HasPrefix(dep, "testing/") {
+			t.Errorf("cmd/froogd links %s; find who imports it with go list -deps -f '{{.ImportPath}} {{.Imports}}' ./cmd/froogd", dep)
+		}
+	}
+}

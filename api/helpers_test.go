@@ -18,6 +18,7 @@ import (
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
+	"froog.tech/froog/store/pg/pgtest"
 )
 
 // backends are the stores every API test runs against.
@@ -33,7 +34,7 @@ var backends = []struct {
 		return s
 	}},
 	{"postgres", func(t testing.TB) store.Store {
-		s, err := pg.Open(context.Background(), pg.TestOptions(t))
+		s, err := pg.Open(context.Background(), pgtest.Options(t))
 		if err != nil {
 			t.Fatal(err)
 		}

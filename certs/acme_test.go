@@ -27,6 +27,7 @@ import (
 	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/pg"
+	"froog.tech/froog/store/pg/pgtest"
 )
 
 var ctx = context.Background()
@@ -50,7 +51,7 @@ func newACMERig(t testing.TB, validity time.Duration, edit func(*certs.ACMEOptio
 	tlsLn, _ := net.Listen("tcp", "127.0.0.1:0")
 	httpLn, _ := net.Listen("tcp", "127.0.0.1:0")
 	ca := pebbletest.Start(t, httpLn.Addr().(*net.TCPAddr).Port, tlsLn.Addr().(*net.TCPAddr).Port, validity)
-	o := pg.TestOptions(t)
+	o := pgtest.Options(t)
 	proxy := startPGProxy(t, o.URL)
 	o.URL = proxy.url
 	st, err := pg.Open(ctx, o)

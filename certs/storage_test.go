@@ -17,6 +17,7 @@ import (
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
+	"froog.tech/froog/store/pg/pgtest"
 )
 
 var ctx = context.Background()
@@ -42,7 +43,7 @@ func TestStorage(t *testing.T) {
 			}
 		},
 		"postgres": func(t *testing.T) func() backend {
-			o := pg.TestOptions(t)
+			o := pgtest.Options(t)
 			return func() backend {
 				s, err := pg.Open(ctx, o)
 				if err != nil {
@@ -247,7 +248,7 @@ func TestLockAcrossProcesses(t *testing.T) {
 		st.Unlock(ctx, "fight")
 		os.Exit(0)
 	}
-	o := pg.TestOptions(t)
+	o := pgtest.Options(t)
 	s, err := pg.Open(ctx, o)
 	if err != nil {
 		t.Fatal(err)

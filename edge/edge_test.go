@@ -31,6 +31,7 @@ import (
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
+	"froog.tech/froog/store/pg/pgtest"
 	"froog.tech/froog/tunnel"
 )
 
@@ -285,7 +286,7 @@ func TestPrivateURL(t *testing.T) {
 }
 
 func TestViewerTokensAcrossEdges(t *testing.T) {
-	opts := pg.TestOptions(t)
+	opts := pgtest.Options(t)
 	st, err := pg.Open(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

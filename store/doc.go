@@ -7,7 +7,11 @@
 // urls, url tokens and desktop links is published, in commit order, on the
 // change feed. Two implementations share one conformance suite
 // (store/storetest): store/pg for production and several nodes, and
-// store/embedded for one machine.
+// store/embedded for one machine. What the two must decide alike is
+// decided here, once: PutURLIn makes every decision of a URL write (name,
+// limits, viewer tokens) and leaves the implementation its persistence;
+// CheckURLToken, SandboxFilter.Match, StartsRunning, NewStop and
+// LiveTokens do the same for parts of the token and sandbox writes.
 //
 // store must not import net/http or any package that knows about HTTP.
 package store

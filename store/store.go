@@ -96,7 +96,8 @@ type Store interface {
 	// current one (nil when new) and returns what to store. A new host
 	// name counts against the account's names per day (LimitError), a
 	// taken one is ErrConflict, a new URL past MaxURLsPerSandbox is a
-	// LimitError, and a URL made public loses its viewer tokens.
+	// LimitError, and a URL made public loses its viewer tokens. Every
+	// implementation leaves these decisions to PutURLIn.
 	PutURL(ctx context.Context, sandboxID string, port int, fn func(old *URL, ev *AuditEvent) (URL, error), ev *AuditEvent) (URL, error)
 	URLs(ctx context.Context, sandboxID string) ([]URL, error)
 	URL(ctx context.Context, sandboxID string, port int) (URL, error)
@@ -216,24 +217,6 @@ type CertStorage interface {
 	AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)
 	// ReleaseLease ends owner's lease; another owner's lease is untouched.
 	ReleaseLease(ctx context.Context, name, owner string) error
-}
-
-// URLChangeEffects says what a PutURL write does besides storing the URL.
-type URLChangeEffects struct {
-	New       bool // a URL that did not exist
-	NewName   bool // a host name the URL did not have: counts per day
-	DropViews bool // made public: its viewer tokens go
-}
-
-// URLEffects is the one place that decides what changing old into u means.
-func URLEffects(old *URL, u *URL) URLChangeEffects {
-	if old == nil {
-		return URLChangeEffects{New: true, NewName: true, DropViews: u.Public}
-	}
-	return URLChangeEffects{
-		NewName:   old.Hostname != u.Hostname,
-		DropViews: u.Public && !old.Public,
-	}
 }
 
 // StartsRunning reports whether a write that turns old into sb asks for a

@@ -31,7 +31,7 @@ import (
 	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
-	"froog.tech/froog/store/pg"
+	"froog.tech/froog/store/pg/pgtest"
 )
 
 var froogd string // the binary under test
@@ -235,7 +235,7 @@ func TestDataFolderInUse(t *testing.T) {
 
 // Self-hosting on Postgres: migrate, an account, a key, the API.
 func TestPostgresRoles(t *testing.T) {
-	db := pg.TestSchema(t).URLWithSchema()
+	db := pgtest.URLWithSchema(pgtest.Schema(t))
 	run := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command(froogd, args...).Output()
@@ -668,7 +668,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // database URL, the API key and the two key files.
 func selfHosted(t *testing.T) (db, key, ctlKey, secret string) {
 	t.Helper()
-	db = pg.TestSchema(t).URLWithSchema()
+	db = pgtest.URLWithSchema(pgtest.Schema(t))
 	run := func(args ...string) string {
 		out, err := exec.Command(froogd, args...).Output()
 		if err != nil {

@@ -37,71 +37,77 @@ func (s *Store) PutURL(ctx context.Context, sandboxID string, port int, fn func(
 	if err != nil {
 		return store.URL{}, fmt.Errorf("put url: %w", err)
 	}
-	old := s.urlFor(sandboxID, port)
-	var arg *store.URL
-	if old != nil {
-		arg = clone(old)
+	var old *store.URL
+	if o := s.urlFor(sandboxID, port); o != nil {
+		old = clone(o)
 	}
-	u, err := fn(arg, ev)
+	u, err := store.PutURLIn(ctx, &urlTx{s: s, ev: ev}, sb, port, old, fn, ev)
 	if err != nil {
-		return store.URL{}, err
-	}
-	u.SandboxID, u.Port, u.AccountID = sandboxID, port, sb.AccountID
-	if old != nil {
-		u.ID = old.ID
-	} else if u.ID == "" {
-		u.ID = store.NewID("url")
-	}
-	eff := store.URLEffects(old, &u)
-	var recs []record
-	if eff.New {
-		n := 0
-		for _, o := range s.urls {
-			if o.SandboxID == sandboxID {
-				n++
-			}
-		}
-		if n >= store.MaxURLsPerSandbox {
-			return store.URL{}, fmt.Errorf("put url: %w", &store.LimitError{Limit: "urls_per_sandbox", Max: store.MaxURLsPerSandbox})
-		}
-	}
-	if eff.NewName {
-		for _, o := range s.urls {
-			if o.Hostname == u.Hostname && o.ID != u.ID {
-				return store.URL{}, fmt.Errorf("put url: host name %q: %w", u.Hostname, store.ErrConflict)
-			}
-		}
-		acct := s.accounts[sb.AccountID]
-		day := store.Day(u.UpdatedAt)
-		n := 0
-		for id, name := range s.urlNames {
-			switch {
-			case name.Day < day:
-				recs = append(recs, del(tURLName, id)) // an old day: forget it
-			case name.AccountID == sb.AccountID && name.Day == day:
-				n++
-			}
-		}
-		id := day + "/" + sb.AccountID + "/" + u.Hostname
-		if _, ok := s.urlNames[id]; !ok {
-			if n >= acct.URLNamesPerDay {
-				return store.URL{}, fmt.Errorf("put url: %w", &store.LimitError{Limit: "url_names_per_day", Max: acct.URLNamesPerDay})
-			}
-			recs = append(recs, put(tURLName, id, &urlName{AccountID: sb.AccountID, Hostname: u.Hostname, Day: day}))
-		}
-	}
-	if eff.DropViews {
-		for _, t := range s.tokens {
-			if t.URLID == u.ID {
-				recs = append(recs, del(tURLToken, t.ID))
-			}
-		}
-	}
-	recs = append(recs, put(tURL, u.ID, clone(&u)))
-	if err := s.commit(recs, ev); err != nil {
-		return store.URL{}, err
+		return store.URL{}, fmt.Errorf("put url: %w", err)
 	}
 	return u, nil
+}
+
+// urlTx is the persistence of one PutURL; s.mu is held.
+type urlTx struct {
+	s  *Store
+	ev *store.AuditEvent
+}
+
+var _ store.URLTx = (*urlTx)(nil)
+
+func (t *urlTx) CountURLs(ctx context.Context, sandboxID string) (int, error) {
+	n := 0
+	for _, o := range t.s.urls {
+		if o.SandboxID == sandboxID {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (t *urlTx) URLNames(ctx context.Context, accountID, hostname, day string) (store.URLNames, error) {
+	var names store.URLNames
+	acct, ok := t.s.accounts[accountID]
+	if !ok {
+		return names, fmt.Errorf("account %s: %w", accountID, store.ErrNotFound)
+	}
+	names.Account = *acct
+	for _, o := range t.s.urls {
+		if o.Hostname == hostname {
+			names.Taken = true
+		}
+	}
+	for _, name := range t.s.urlNames {
+		if name.AccountID == accountID && name.Day == day {
+			names.Today = append(names.Today, name.Hostname)
+		}
+	}
+	return names, nil
+}
+
+func (t *urlTx) WriteURL(ctx context.Context, w store.URLWrite) error {
+	var recs []record
+	if w.NameDay != "" {
+		for id, name := range t.s.urlNames {
+			if name.Day < w.NameDay {
+				recs = append(recs, del(tURLName, id)) // an old day: forget it
+			}
+		}
+	}
+	if w.AddName {
+		id := w.NameDay + "/" + w.URL.AccountID + "/" + w.URL.Hostname
+		recs = append(recs, put(tURLName, id, &urlName{AccountID: w.URL.AccountID, Hostname: w.URL.Hostname, Day: w.NameDay}))
+	}
+	if w.DropViews {
+		for _, tok := range t.s.tokens {
+			if tok.URLID == w.URL.ID {
+				recs = append(recs, del(tURLToken, tok.ID))
+			}
+		}
+	}
+	recs = append(recs, put(tURL, w.URL.ID, clone(&w.URL)))
+	return t.s.commit(recs, t.ev)
 }
 
 func (s *Store) URLs(ctx context.Context, sandboxID string) ([]store.URL, error) {
@@ -144,25 +150,22 @@ func (s *Store) CreateURLToken(ctx context.Context, t store.URLToken, ev *store.
 	if !ok {
 		return store.URLToken{}, fmt.Errorf("create url token: url %s: %w", t.URLID, store.ErrNotFound)
 	}
-	if u.Public {
-		return store.URLToken{}, fmt.Errorf("create url token: %w", store.ErrURLPublic)
-	}
 	if t.ID == "" {
 		t.ID = store.NewID("utk")
 	}
-	var recs []record
-	n := 0
+	var all []store.URLToken
 	for _, o := range s.tokens {
-		switch {
-		case o.URLID != t.URLID:
-		case o.Live(t.CreatedAt):
-			n++
-		default:
-			recs = append(recs, del(tURLToken, o.ID)) // dead tokens go
+		if o.URLID == t.URLID {
+			all = append(all, *o)
 		}
 	}
-	if n >= store.MaxLiveTokensPerURL {
-		return store.URLToken{}, fmt.Errorf("create url token: %w", &store.LimitError{Limit: "tokens_per_url", Max: store.MaxLiveTokensPerURL})
+	dead, err := store.CheckURLToken(u, &t, all)
+	if err != nil {
+		return store.URLToken{}, fmt.Errorf("create url token: %w", err)
+	}
+	var recs []record
+	for _, id := range dead {
+		recs = append(recs, del(tURLToken, id)) // dead tokens go
 	}
 	recs = append(recs, put(tURLToken, t.ID, clone(&t)))
 	if err := s.commit(recs, ev); err != nil {

@@ -7,4 +7,7 @@
 // change, in commit order, with NOTIFY to wake subscribers; a dropped
 // LISTEN connection is redialled and subscribers re-read from their last
 // sequence number, so nothing is missed.
+//
+// Tests get a migrated schema of their own from store/pg/pgtest, which is
+// a package apart so that the binary does not link package testing.
 package pg

@@ -10,12 +10,13 @@ import (
 
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/pg"
+	"froog.tech/froog/store/pg/pgtest"
 	"froog.tech/froog/store/storetest"
 )
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) func() storetest.Backend {
-		o := pg.TestOptions(t)
+		o := pgtest.Options(t)
 		return func() storetest.Backend {
 			s, err := pg.Open(context.Background(), o)
 			if err != nil {
@@ -27,14 +28,14 @@ func TestConformance(t *testing.T) {
 }
 
 func TestMigrateTwice(t *testing.T) {
-	o := pg.TestOptions(t)
+	o := pgtest.Options(t)
 	if err := pg.Migrate(context.Background(), o); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
 }
 
 func TestOpenUnmigrated(t *testing.T) {
-	o := pg.TestOptions(t)
+	o := pgtest.Options(t)
 	o.Schema += "_none" // exists nowhere
 	if _, err := pg.Open(context.Background(), o); err == nil || !strings.Contains(err.Error(), "froogd migrate") {
 		t.Fatalf("Open of an empty schema: got %v, want advice to migrate", err)
@@ -45,7 +46,7 @@ func TestOpenUnmigrated(t *testing.T) {
 // nothing committed meanwhile is missed.
 func TestFeedSurvivesDroppedListener(t *testing.T) {
 	ctx := context.Background()
-	o := pg.TestOptions(t)
+	o := pgtest.Options(t)
 	s, err := pg.Open(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +110,7 @@ func TestFeedSurvivesDroppedListener(t *testing.T) {
 
 func TestPruneGivesGap(t *testing.T) {
 	ctx := context.Background()
-	s, err := pg.Open(ctx, pg.TestOptions(t))
+	s, err := pg.Open(ctx, pgtest.Options(t))
 	if err != nil {
 		t.Fatal(err)
 	}

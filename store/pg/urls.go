@@ -28,53 +28,8 @@ func (s *Store) PutURL(ctx context.Context, sandboxID string, port int, fn func(
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		var arg *store.URL
-		if old != nil {
-			c := *old
-			arg = &c
-		}
-		u, err := fn(arg, ev)
-		if err != nil {
-			return err
-		}
-		u.SandboxID, u.Port, u.AccountID = sandboxID, port, sb.AccountID
-		if old != nil {
-			u.ID = old.ID
-		} else if u.ID == "" {
-			u.ID = store.NewID("url")
-		}
-		eff := store.URLEffects(old, &u)
-		if eff.New {
-			var n int
-			if err := t.QueryRow(ctx, `SELECT count(*) FROM urls WHERE sandbox_id = $1`, sandboxID).Scan(&n); err != nil {
-				return fmt.Errorf("count urls: %w", err)
-			}
-			if n >= store.MaxURLsPerSandbox {
-				return &store.LimitError{Limit: "urls_per_sandbox", Max: store.MaxURLsPerSandbox}
-			}
-		}
-		if eff.NewName {
-			if err := takeName(ctx, t, sb.AccountID, u.Hostname, u.UpdatedAt); err != nil {
-				return err
-			}
-		}
-		if eff.DropViews {
-			if err := deleteIDs(ctx, t, store.KindURLToken, `DELETE FROM url_tokens WHERE url_id = $1 RETURNING id`, u.ID); err != nil {
-				return err
-			}
-		}
-		_, err = t.Exec(ctx, `INSERT INTO urls (id, sandbox_id, port, hostname, doc) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, doc = excluded.doc`,
-			u.ID, u.SandboxID, u.Port, u.Hostname, mustJSON(u))
-		if isUnique(err) {
-			return fmt.Errorf("host name %q: %w", u.Hostname, store.ErrConflict)
-		}
-		if err != nil {
-			return fmt.Errorf("write url: %w", err)
-		}
-		t.changed(store.KindURL, u.ID, &u)
-		out = u
-		return nil
+		out, err = store.PutURLIn(ctx, urlTx{t}, sb, port, old, fn, ev)
+		return err
 	})
 	if err != nil {
 		return store.URL{}, fmt.Errorf("put url: %w", err)
@@ -82,38 +37,66 @@ func (s *Store) PutURL(ctx context.Context, sandboxID string, port int, fn func(
 	return out, nil
 }
 
-// takeName counts a new host name against the account's names per day.
-// It locks the account row, so concurrent writers count in turn.
-func takeName(ctx context.Context, t *txn, accountID, hostname string, at time.Time) error {
-	var a store.Account
-	if err := getDoc(ctx, t, &a, "account "+accountID, `SELECT doc FROM accounts WHERE id = $1 FOR UPDATE`, accountID); err != nil {
-		return err
-	}
-	var taken bool
-	if err := t.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM urls WHERE hostname = $1)`, hostname).Scan(&taken); err != nil {
-		return fmt.Errorf("check host name: %w", err)
-	}
-	if taken {
-		return fmt.Errorf("host name %q: %w", hostname, store.ErrConflict)
-	}
-	day := store.Day(at)
-	if _, err := t.Exec(ctx, `DELETE FROM url_names WHERE day < $1::date`, day); err != nil {
-		return fmt.Errorf("forget old url names: %w", err)
-	}
+// urlTx is the persistence of one PutURL.
+type urlTx struct{ t *txn }
+
+var _ store.URLTx = urlTx{}
+
+func (x urlTx) CountURLs(ctx context.Context, sandboxID string) (int, error) {
 	var n int
-	var again bool
-	if err := t.QueryRow(ctx, `SELECT count(*), bool_or(hostname = $3) IS TRUE FROM url_names WHERE day = $1::date AND account_id = $2`, day, accountID, hostname).Scan(&n, &again); err != nil {
-		return fmt.Errorf("count url names: %w", err)
+	if err := x.t.QueryRow(ctx, `SELECT count(*) FROM urls WHERE sandbox_id = $1`, sandboxID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count urls: %w", err)
 	}
-	if again {
-		return nil
+	return n, nil
+}
+
+// URLNames locks the account row, so concurrent writers count names in
+// turn.
+func (x urlTx) URLNames(ctx context.Context, accountID, hostname, day string) (store.URLNames, error) {
+	var names store.URLNames
+	if err := getDoc(ctx, x.t, &names.Account, "account "+accountID, `SELECT doc FROM accounts WHERE id = $1 FOR UPDATE`, accountID); err != nil {
+		return names, err
 	}
-	if n >= a.URLNamesPerDay {
-		return &store.LimitError{Limit: "url_names_per_day", Max: a.URLNamesPerDay}
+	if err := x.t.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM urls WHERE hostname = $1)`, hostname).Scan(&names.Taken); err != nil {
+		return names, fmt.Errorf("check host name: %w", err)
 	}
-	if _, err := t.Exec(ctx, `INSERT INTO url_names (day, account_id, hostname) VALUES ($1::date, $2, $3)`, day, accountID, hostname); err != nil {
-		return fmt.Errorf("record url name: %w", err)
+	rows, err := x.t.Query(ctx, `SELECT hostname FROM url_names WHERE day = $1::date AND account_id = $2`, day, accountID)
+	if err != nil {
+		return names, fmt.Errorf("read url names: %w", err)
 	}
+	if names.Today, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return names, fmt.Errorf("read url names: %w", err)
+	}
+	return names, nil
+}
+
+func (x urlTx) WriteURL(ctx context.Context, w store.URLWrite) error {
+	t, u := x.t, &w.URL
+	if w.NameDay != "" {
+		if _, err := t.Exec(ctx, `DELETE FROM url_names WHERE day < $1::date`, w.NameDay); err != nil {
+			return fmt.Errorf("forget old url names: %w", err)
+		}
+	}
+	if w.AddName {
+		if _, err := t.Exec(ctx, `INSERT INTO url_names (day, account_id, hostname) VALUES ($1::date, $2, $3)`, w.NameDay, u.AccountID, u.Hostname); err != nil {
+			return fmt.Errorf("record url name: %w", err)
+		}
+	}
+	if w.DropViews {
+		if err := deleteIDs(ctx, t, store.KindURLToken, `DELETE FROM url_tokens WHERE url_id = $1 RETURNING id`, u.ID); err != nil {
+			return err
+		}
+	}
+	_, err := t.Exec(ctx, `INSERT INTO urls (id, sandbox_id, port, hostname, doc) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, doc = excluded.doc`,
+		u.ID, u.SandboxID, u.Port, u.Hostname, mustJSON(u))
+	if isUnique(err) {
+		return fmt.Errorf("host name %q: %w", u.Hostname, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("write url: %w", err)
+	}
+	t.changed(store.KindURL, u.ID, u)
 	return nil
 }
 
@@ -154,26 +137,19 @@ func (s *Store) CreateURLToken(ctx context.Context, tok store.URLToken, ev *stor
 		if err := getDoc(ctx, t, &u, "url "+tok.URLID, `SELECT doc FROM urls WHERE id = $1 FOR UPDATE`, tok.URLID); err != nil {
 			return err
 		}
-		if u.Public {
-			return store.ErrURLPublic
-		}
 		all, err := docs[store.URLToken](ctx, t, "url tokens", `SELECT doc FROM url_tokens WHERE url_id = $1`, tok.URLID)
 		if err != nil {
 			return err
 		}
-		n := 0
-		for _, o := range all {
-			if o.Live(tok.CreatedAt) {
-				n++
-				continue
-			}
-			if _, err := t.Exec(ctx, `DELETE FROM url_tokens WHERE id = $1`, o.ID); err != nil { // dead tokens go
+		dead, err := store.CheckURLToken(&u, &tok, all)
+		if err != nil {
+			return err
+		}
+		for _, id := range dead {
+			if _, err := t.Exec(ctx, `DELETE FROM url_tokens WHERE id = $1`, id); err != nil { // dead tokens go
 				return err
 			}
-			t.changed(store.KindURLToken, o.ID, nil)
-		}
-		if n >= store.MaxLiveTokensPerURL {
-			return &store.LimitError{Limit: "tokens_per_url", Max: store.MaxLiveTokensPerURL}
+			t.changed(store.KindURLToken, id, nil)
 		}
 		if _, err := t.Exec(ctx, `INSERT INTO url_tokens (id, url_id, doc) VALUES ($1, $2, $3)`, tok.ID, tok.URLID, mustJSON(tok)); err != nil {
 			return fmt.Errorf("write url token: %w", err)

@@ -491,6 +491,16 @@ func testURLs(t *testing.T, o func() Backend) {
 	if all, _ := s.AllURLTokens(ctx, now.Add(2*time.Hour)); len(all) != 0 {
 		t.Fatalf("AllURLTokens lists an expired token: %+v", all)
 	}
+	// Renaming a private URL, or hosting it again private, keeps them.
+	if _, err := putURL(s, sb.ID, 3000, "acme-demo2", false, now); err != nil {
+		t.Fatalf("PutURL rename private: %v", err)
+	}
+	if _, err := putURL(s, sb.ID, 3000, "acme-demo", false, now); err != nil {
+		t.Fatalf("PutURL rename back: %v", err)
+	}
+	if list, _ := s.URLTokens(ctx, u.ID, now); len(list) != 1 {
+		t.Fatalf("tokens after a private rename: got %d, want 1", len(list))
+	}
 	// Making it public deletes its viewer tokens.
 	if _, err := putURL(s, sb.ID, 3000, "acme-demo", true, now); err != nil {
 		t.Fatalf("PutURL public: %v", err)
@@ -550,6 +560,19 @@ func testURLLimits(t *testing.T, o func() Backend) {
 	}
 	if _, err := putURL(s, sb.ID, 4000, "n3", true, now.Add(24*time.Hour)); err != nil {
 		t.Fatalf("next day: %v", err)
+	}
+
+	// A name taken again on the same day counts once.
+	c, _ := s.CreateAccount(ctx, store.Account{MaxSandboxes: 10, URLNamesPerDay: 2})
+	sb3 := sandbox(t, s, c.ID, "again", nil, now)
+	for _, name := range []string{"r0", "r1", "r0", "r1"} {
+		if _, err := putURL(s, sb3.ID, 3000, name, false, now); err != nil {
+			t.Fatalf("rename to %s: %v", name, err)
+		}
+	}
+	_, err = putURL(s, sb3.ID, 3000, "r2", false, now)
+	if !errors.As(err, &le) || le.Limit != "url_names_per_day" {
+		t.Fatalf("3rd name in a day after renaming back and forth: got %v, want url_names_per_day", err)
 	}
 
 	b, _ := s.CreateAccount(ctx, store.Account{MaxSandboxes: 10, URLNamesPerDay: 1000})

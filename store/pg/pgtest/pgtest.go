@@ -1,4 +1,8 @@
-package pg
+// Package pgtest gives a test a Postgres schema of its own for store/pg.
+//
+// It lives apart from store/pg so that the shipped binary does not link
+// package testing; only tests import it.
+package pgtest
 
 import (
 	"context"
@@ -9,34 +13,36 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"froog.tech/froog/store/pg"
 )
 
-// DefaultTestURL is where tests find Postgres unless
+// DefaultURL is where tests find Postgres unless
 // FROOG_TEST_DATABASE_URL says otherwise.
-const DefaultTestURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
-// TestOptions creates a fresh, migrated schema for one test and drops it
+// Options creates a fresh, migrated schema for one test and drops it
 // when the test ends. Tests that need Postgres fail (not skip) when it is
 // not there: make test starts it.
-func TestOptions(t testing.TB) Options {
+func Options(t testing.TB) pg.Options {
 	t.Helper()
-	o := TestSchema(t)
-	if err := Migrate(context.Background(), o); err != nil {
+	o := Schema(t)
+	if err := pg.Migrate(context.Background(), o); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	return o
 }
 
-// TestSchema is TestOptions without the migration.
-func TestSchema(t testing.TB) Options {
+// Schema is Options without the migration.
+func Schema(t testing.TB) pg.Options {
 	t.Helper()
 	url := os.Getenv("FROOG_TEST_DATABASE_URL")
 	if url == "" {
-		url = DefaultTestURL
+		url = DefaultURL
 	}
 	var b [6]byte
 	rand.Read(b[:])
-	o := Options{URL: url, Schema: "t_" + hex.EncodeToString(b[:])}
+	o := pg.Options{URL: url, Schema: "t_" + hex.EncodeToString(b[:])}
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -62,7 +68,7 @@ func TestSchema(t testing.TB) Options {
 
 // URLWithSchema is o.URL with the schema as its search path, for a process
 // that only takes a connection string.
-func (o Options) URLWithSchema() string {
+func URLWithSchema(o pg.Options) string {
 	sep := "?"
 	if strings.Contains(o.URL, "?") {
 		sep = "&"
