@@ -156,12 +156,12 @@ func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 // h1Head is what one pass over a request's headers finds. Names are
 // compared without case: fasthttp keeps them as sent.
 type h1Head struct {
-	hops                                         hops
-	tooMany                                      bool // more Connection names than the edge honours
-	upgrade                                      string
-	upgrades                                     int
-	fetchMode, accept, requestMethod, token      string
-	tokenCookies                                 []string
+	hops                                    hops
+	tooMany                                 bool // more Connection names than the edge honours
+	upgrade                                 string
+	upgrades                                int
+	fetchMode, accept, requestMethod, token string
+	tokenCookies                            []string
 }
 
 func scanH1(h *fasthttp.RequestHeader, hd *h1Head) {
