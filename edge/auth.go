@@ -2,6 +2,7 @@ package edge
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -81,31 +82,54 @@ func (rt *route) check(tok string, now time.Time) (time.Duration, bool) {
 // (a preflight has neither, and either would let a stranger talk to the
 // app).
 func isPreflight(c *call) bool {
-	return c.method == http.MethodOptions && c.requestMethod != "" && !c.upgrade && !c.body
+	return c.method == http.MethodOptions && c.requestMethod != "" && !c.upgrade && !c.asksUpgrade && !c.body
 }
 
-// queryToken finds the first _token parameter in a raw query.
+// queryToken finds the first _token parameter in a raw query. A name is
+// read as the app would read it, percent-decoded (%5Ftoken is _token), and
+// so is the value: whatever spelling the edge takes, stripQuery removes.
 func queryToken(raw string) (string, bool) {
 	for raw != "" {
 		var part string
 		part, raw, _ = strings.Cut(raw, "&")
-		if k, v, _ := strings.Cut(part, "="); k == tokenParam {
-			return v, true // tokens are base64url: nothing to unescape
+		if k, v, _ := strings.Cut(part, "="); isTokenParam(k) {
+			if u, err := url.QueryUnescape(v); err == nil {
+				v = u
+			}
+			return v, true
 		}
 	}
 	return "", false
 }
 
+// isTokenParam reports whether a raw query parameter name is _token.
+func isTokenParam(k string) bool {
+	if k == tokenParam {
+		return true
+	}
+	if !strings.Contains(k, "%") {
+		return false
+	}
+	u, err := url.QueryUnescape(k)
+	return err == nil && u == tokenParam
+}
+
 // stripQuery removes every _token parameter, leaving the rest as sent.
 func stripQuery(raw string) string {
-	if !strings.Contains(raw, tokenParam) {
+	if !strings.Contains(raw, tokenParam) && !strings.Contains(raw, "%") {
 		return raw
 	}
 	var kept []string
+	changed := false
 	for _, part := range strings.Split(raw, "&") {
-		if k, _, _ := strings.Cut(part, "="); k != tokenParam {
-			kept = append(kept, part)
+		if k, _, _ := strings.Cut(part, "="); isTokenParam(k) {
+			changed = true
+			continue
 		}
+		kept = append(kept, part)
+	}
+	if !changed {
+		return raw
 	}
 	return strings.Join(kept, "&")
 }

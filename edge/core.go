@@ -24,6 +24,7 @@ type call struct {
 	// requestMethod is Access-Control-Request-Method (a CORS preflight's).
 	requestMethod string
 	upgrade       bool // a websocket upgrade the edge would pass through
+	asksUpgrade   bool // Connection: upgrade or an Upgrade header, whatever the edge does with it
 	body          bool // the request has a body (any length but 0)
 	html          bool // a browser navigation: errors are pages
 	ip            netip.Addr

@@ -153,7 +153,7 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeader,
-		ErrorLog:          slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelDebug),
+		ErrorLog:          discardLog,
 	}
 	h1srv := s.newH1Server()
 	errc := make(chan error, 3)
@@ -250,6 +250,7 @@ func (l *connListener) Addr() net.Addr { return l.addr }
 func (s *Server) ServeRedirect(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
+		ErrorLog:          discardLog,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if s.o.HTTPChallenge != nil && s.o.HTTPChallenge(w, r) {
 				return

@@ -169,17 +169,16 @@ func (c *framingConn) feed(b []byte) {
 			b = b[k:]
 			c.feedBody(k)
 		case stChunkSize, stChunkEnd, stTrailer:
+			// A line is held back until it is whole and checked.
 			i := bytes.IndexByte(b, '\n')
 			if i < 0 {
 				c.line = append(c.line, b...)
-				c.out = append(c.out, b...)
 				if len(c.line) > 4096 {
 					c.refuse = errAmbiguous
 				}
 				return
 			}
 			c.line = append(c.line, b[:i+1]...)
-			c.out = append(c.out, b[:i+1]...)
 			b = b[i+1:]
 			line := c.line
 			c.line = c.line[:0]
@@ -187,7 +186,9 @@ func (c *framingConn) feed(b []byte) {
 				c.refuse = errAmbiguous // a chunk line ending in a bare LF
 				return
 			}
-			c.nextLine(string(line[:len(line)-2]))
+			if c.nextLine(string(line[:len(line)-2])); c.refuse == nil {
+				c.out = append(c.out, line...)
+			}
 		}
 	}
 }

@@ -97,7 +97,7 @@ func (u *upstreams) get(rt *route) *fasthttp.HostClient {
 			Dial: func(string) (net.Conn, error) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				return u.s.o.Dialer.DialContext(ctx, k.sandboxID, k.port)
+				return u.s.dial(ctx, k.sandboxID, k.port)
 			},
 			MaxConns:                      4096,
 			MaxIdleConnDuration:           90 * time.Second,
@@ -255,9 +255,10 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 	body := h.ContentLength() > 0 || h.ContentLength() == -1 // -1 chunked; -2, a request without a body
 	c := call{host: b2s(h.Host()), method: b2s(h.Method()), path: b2s(path), query: b2s(query),
 		tokenHeader: hd.token, tokenCookies: hd.tokenCookies, requestMethod: hd.requestMethod,
-		upgrade: hd.hops.upgrade && hd.upgrades == 1 && isWebsocket(hd.upgrade) && !body,
-		body:    body,
-		html:    wantsHTML(hd.fetchMode, hd.accept),
+		upgrade:     hd.hops.upgrade && hd.upgrades == 1 && isWebsocket(hd.upgrade) && !body,
+		asksUpgrade: hd.hops.upgrade || hd.upgrades > 0,
+		body:        body,
+		html:        wantsHTML(hd.fetchMode, hd.accept),
 	}
 	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
 		c.ip = a.AddrPort().Addr().Unmap()
@@ -327,8 +328,10 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 		s.upgradeH1(ctx, x, d.rt)
 		return
 	}
+	in := countingReader{n: &x.bytesIn}
 	if req.IsBodyStream() {
-		req.SetBodyStream(&countingReader{r: ctx.RequestBodyStream(), n: &x.bytesIn}, h.ContentLength())
+		in.r = ctx.RequestBodyStream()
+		req.SetBodyStream(&in, h.ContentLength())
 	} else {
 		x.bytesIn = int64(len(req.Body()))
 	}
@@ -337,7 +340,7 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 	up.Header.DisableNormalizing()
 	if err := s.upstreams.get(d.rt).Do(req, up); err != nil {
 		fasthttp.ReleaseResponse(up)
-		p := s.proxyProblem(d.rt, x.id, err)
+		p := s.proxyProblem(d.rt, x.id, err, &in)
 		s.h1Problem(ctx, x, &p, c.html)
 		return
 	}
@@ -427,15 +430,20 @@ func (b *bodyTail) Close() error {
 	return nil
 }
 
-// countingReader counts what is read through it into n.
+// countingReader counts what is read through it into n, and keeps the
+// first error other than io.EOF: for a request body, the client's.
 type countingReader struct {
-	r io.Reader
-	n *int64
+	r   io.Reader
+	n   *int64
+	err error
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	*c.n += int64(n)
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
 	return n, err
 }
 
@@ -459,9 +467,9 @@ func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route) {
 	const html = false // a websocket client reads no page
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	up, err := s.o.Dialer.DialContext(dctx, rt.sandboxID, rt.port)
+	up, err := s.dial(dctx, rt.sandboxID, rt.port)
 	if err != nil {
-		p := s.proxyProblem(rt, x.id, err)
+		p := s.proxyProblem(rt, x.id, err, nil)
 		s.h1Problem(ctx, x, &p, html)
 		return
 	}
@@ -476,7 +484,7 @@ func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route) {
 	}
 	if err != nil {
 		up.Close()
-		p := s.proxyProblem(rt, x.id, err)
+		p := s.proxyProblem(rt, x.id, err, nil)
 		s.h1Problem(ctx, x, &p, html)
 		return
 	}

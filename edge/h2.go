@@ -2,24 +2,31 @@ package edge
 
 import (
 	"context"
-	"errors"
 	"io"
-	"log/slog"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
-
-	"froog.tech/froog/tunnel"
 )
 
 // The HTTP/2 front end: net/http's server and its ReverseProxy, around
 // the same core as HTTP/1.1.
 
 type ctxKey struct{}
+
+// h2Request is what the reverse proxy's hooks need of one request.
+type h2Request struct {
+	d  *decision
+	in countingReader // the request body, as read from the client
+}
+
+// discardLog takes the log lines of net/http's servers and proxy: they
+// quote bytes of the exchange (a client's bad preface, an app's bad
+// answer), which may hold a token.
+var discardLog = log.New(io.Discard, "", 0)
 
 func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 	transport := &http.Transport{
@@ -35,7 +42,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 			if err != nil {
 				return nil, err
 			}
-			return s.o.Dialer.DialContext(ctx, id, p)
+			return s.dial(ctx, id, p)
 		},
 		MaxIdleConnsPerHost:    64,
 		IdleConnTimeout:        90 * time.Second,
@@ -44,7 +51,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 	}
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			d := pr.In.Context().Value(ctxKey{}).(*decision)
+			d := pr.In.Context().Value(ctxKey{}).(*h2Request).d
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = d.rt.sandboxID + ":" + strconv.Itoa(d.rt.port)
 			pr.Out.Host = pr.In.Host
@@ -59,10 +66,11 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 				w.WriteHeader(499) // the client went away; nobody reads this
 				return
 			}
-			p := s.proxyProblem(r.Context().Value(ctxKey{}).(*decision).rt, w.Header().Get("X-Request-Id"), err)
+			rq := r.Context().Value(ctxKey{}).(*h2Request)
+			p := s.proxyProblem(rq.d.rt, w.Header().Get("X-Request-Id"), err, &rq.in)
 			writeProblem(w, r, p, w.Header().Get("X-Request-Id"))
 		},
-		ErrorLog: slog.NewLogLogger(s.o.Logger.Handler(), slog.LevelWarn),
+		ErrorLog: discardLog, // errors go through ErrorHandler; the log's would quote the exchange
 	}
 }
 
@@ -117,13 +125,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	r.Header.Set("X-Request-Id", x.id)
+	rq := &h2Request{d: &d, in: countingReader{r: r.Body, n: &x.bytesIn}}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = struct {
 			io.Reader
 			io.Closer
-		}{&countingReader{r: r.Body, n: &x.bytesIn}, r.Body}
+		}{&rq.in, r.Body}
 	}
-	s.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, &d)))
+	s.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rq)))
 }
 
 // writeProblem answers r with p over net/http.
@@ -154,15 +163,3 @@ func (w *recorder) Write(b []byte) (int, error) {
 }
 
 func (w *recorder) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
-
-// proxyProblem maps a failure to reach the sandbox to the page to show.
-func (s *Server) proxyProblem(rt *route, requestID string, err error) problem {
-	switch {
-	case errors.Is(err, tunnel.ErrNotRunning):
-		return errStopped
-	case strings.Contains(err.Error(), "connect failed"): // the SSH server found nothing on the port
-		return errBadGateway(rt.port)
-	}
-	s.o.Logger.Warn("proxy", slog.String("request_id", requestID), slog.String("sandbox", rt.sandboxID), slog.String("error", err.Error()))
-	return errBadGateway(rt.port)
-}

@@ -71,7 +71,11 @@ func start(t *testing.T, re *regexp.Regexp, args ...string) (*proc, []string) {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+		checkNoSecrets(t, args, p.stderr.String())
+	})
 	lines := make(chan []string, 1)
 	go func() {
 		var seen string // the output so far: re may span lines
@@ -100,6 +104,19 @@ func start(t *testing.T, re *regexp.Regexp, args ...string) (*proc, []string) {
 		t.Fatalf("froogd %v did not start: %s", args, p.stderr.String())
 	}
 	return nil, nil
+}
+
+// secretRE matches what must never be in a log line: URL, viewer and
+// desktop-link tokens and API keys (froog_ followed by the key's secret).
+var secretRE = regexp.MustCompile(`\b(pt|pvt|dt)_[A-Za-z0-9_-]{40,}|\bfroog_[A-Za-z0-9_-]{40,}`)
+
+// checkNoSecrets fails t when a froogd's log holds a secret. Every test
+// that runs the binary goes through it, so every log line the end-to-end
+// suites produce is checked against every token they used.
+func checkNoSecrets(t *testing.T, args []string, log string) {
+	if m := secretRE.FindAllString(log, 3); m != nil {
+		t.Errorf("froogd %s logged secrets %q", args[0], m)
+	}
 }
 
 // stop ends p with SIGTERM and checks it exits cleanly.
