@@ -30,6 +30,7 @@ import (
 
 	"froog.tech/froog/certs"
 	"froog.tech/froog/edge"
+	"froog.tech/froog/edge/route"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
@@ -358,15 +359,19 @@ func runEdge(t *testing.T, ca *certs.LocalCA, sshd *sshdtest.Server, signer ssh.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tun.Close() })
-	srv, err := edge.New(edge.Options{Store: st, Dialer: tun, Domain: "froog.test", GetCertificate: ca.GetCertificate, Logger: slog.New(slog.DiscardHandler),
+	routes, err := route.New(route.Options{Store: st, Domain: "froog.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := edge.New(edge.Options{Routes: routes, Dialer: tun, GetCertificate: ca.GetCertificate, Logger: slog.New(slog.DiscardHandler),
 		RateLimit: -1}) // wrk is one address: no per-address limit
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go srv.Run(ctx)
+	go routes.Run(ctx)
 	go srv.ServeTLS(ctx, ln)
-	<-srv.Ready()
+	<-routes.Ready()
 	addr := ln.Addr().String()
 	echo := func(d time.Duration) float64 {
 		dialer := websocket.Dialer{NetDial: func(n, _ string) (net.Conn, error) { return net.Dial(n, addr) },

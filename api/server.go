@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"froog.tech/froog/internal/requestid"
 	"froog.tech/froog/store"
 )
 
@@ -125,7 +124,7 @@ func (s *Server) now() time.Time { return store.Micro(s.clock()) }
 // ServeHTTP adds the request id and rate limit to every request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := newRequestID()
+	id := requestid.New()
 	r = r.WithContext(context.WithValue(r.Context(), reqIDCtx, id))
 	w.Header().Set("X-Request-Id", id)
 	rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
@@ -181,12 +180,6 @@ func (s *Server) endpoint(rt route) http.Handler {
 			writeError(w, r, e)
 		}
 	})
-}
-
-func newRequestID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
 }
 
 func requestID(r *http.Request) string {

@@ -23,6 +23,7 @@ import (
 	"froog.tech/froog/certs"
 	"froog.tech/froog/certs/pebbletest"
 	"froog.tech/froog/edge"
+	"froog.tech/froog/edge/route"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/store"
@@ -67,8 +68,11 @@ func newACMERig(t testing.TB, validity time.Duration, edit func(*certs.ACMEOptio
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca.DirectoryRootPEM)
-	var srv *edge.Server
-	ao := certs.ACMEOptions{Store: st, Names: names{&srv}, CA: ca.Directory, Roots: roots,
+	routes, err := route.New(route.Options{Store: st, Domain: domain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ao := certs.ACMEOptions{Store: st, Names: routes, CA: ca.Directory, Roots: roots,
 		HTTPPort: httpLn.Addr().(*net.TCPAddr).Port, TLSPort: tlsLn.Addr().(*net.TCPAddr).Port}
 	if edit != nil {
 		edit(&ao)
@@ -77,24 +81,20 @@ func newACMERig(t testing.TB, validity time.Duration, edit func(*certs.ACMEOptio
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err = edge.New(edge.Options{Store: st, Dialer: noDialer{}, Domain: domain, GetCertificate: a.GetCertificate, HTTPChallenge: a.HTTPChallenge})
+	srv, err := edge.New(edge.Options{Routes: routes, Dialer: noDialer{}, GetCertificate: a.GetCertificate, HTTPChallenge: a.HTTPChallenge})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(3)
-	go func() { defer wg.Done(); srv.Run(cctx) }()
+	go func() { defer wg.Done(); routes.Run(cctx) }()
 	go func() { defer wg.Done(); srv.ServeTLS(cctx, tlsLn) }()
 	go func() { defer wg.Done(); srv.ServeRedirect(cctx, httpLn) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	<-srv.Ready()
+	<-routes.Ready()
 	return r
 }
-
-type names struct{ srv **edge.Server }
-
-func (n names) Owner(name string) (string, error) { return (*n.srv).Owner(name) }
 
 // noDialer: these tests are about certificates; nothing is proxied.
 type noDialer struct{}

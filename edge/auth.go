@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"froog.tech/froog/store"
+	"froog.tech/froog/edge/route"
 )
 
 // Names of the URL token's three carriers (DESIGN.md).
@@ -28,9 +28,9 @@ const (
 
 // authorize decides a request to a private URL. It returns, for a
 // redirect, the token and how long its cookie lasts (0: a session cookie).
-func (rt *route) authorize(c *call, now time.Time) (verdict, string, time.Duration) {
+func authorize(rt *route.Route, c *call, now time.Time) (verdict, string, time.Duration) {
 	if tok, ok := queryToken(c.query); ok {
-		life, valid := rt.check(tok, now)
+		life, valid := rt.Check(tok, now)
 		switch {
 		case !valid:
 			return invalid, "", 0
@@ -40,13 +40,13 @@ func (rt *route) authorize(c *call, now time.Time) (verdict, string, time.Durati
 		return allow, "", 0 // inline: a websocket upgrade or a non-GET request
 	}
 	if c.tokenHeader != "" {
-		if _, ok := rt.check(c.tokenHeader, now); ok {
+		if _, ok := rt.Check(c.tokenHeader, now); ok {
 			return allow, "", 0
 		}
 		return invalid, "", 0
 	}
 	for _, tok := range c.tokenCookies {
-		if _, ok := rt.check(tok, now); ok {
+		if _, ok := rt.Check(tok, now); ok {
 			return allow, "", 0
 		}
 	}
@@ -54,22 +54,6 @@ func (rt *route) authorize(c *call, now time.Time) (verdict, string, time.Durati
 		return invalid, "", 0
 	}
 	return missing, "", 0
-}
-
-// check reports whether tok opens the route, and for a viewer token how
-// long it has left.
-func (rt *route) check(tok string, now time.Time) (time.Duration, bool) {
-	if tok == "" || len(tok) > 256 {
-		return 0, false
-	}
-	h := store.HashSecret(tok)
-	if rt.tokenHash != "" && h == rt.tokenHash {
-		return 0, true
-	}
-	if exp, ok := rt.viewers[h]; ok && now.Before(exp) {
-		return exp.Sub(now), true
-	}
-	return 0, false
 }
 
 // isPreflight: a CORS preflight (OPTIONS with Access-Control-Request-Method)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/edge/route"
 	"froog.tech/froog/store"
 )
 
@@ -121,10 +122,10 @@ func TestHops(t *testing.T) {
 
 func TestAuthorize(t *testing.T) {
 	now := time.Now()
-	rt := &route{public: false, tokenHash: store.HashSecret("pt_own"), viewers: map[string]time.Time{
-		store.HashSecret("pvt_live"): now.Add(time.Hour),
-		store.HashSecret("pvt_gone"): now.Add(-time.Second),
-	}}
+	rt := route.NewRoute(&store.URL{TokenHash: store.HashSecret("pt_own")}, []store.URLToken{
+		{Hash: store.HashSecret("pvt_live"), ExpiresAt: now.Add(time.Hour)},
+		{Hash: store.HashSecret("pvt_gone"), ExpiresAt: now.Add(-time.Second)},
+	}, now.Add(-time.Minute))
 	tests := []struct {
 		name string
 		c    call
@@ -146,7 +147,7 @@ func TestAuthorize(t *testing.T) {
 		{"oversized token", call{method: "GET", tokenHeader: strings.Repeat("x", 300)}, invalid, false},
 	}
 	for _, tt := range tests {
-		v, _, life := rt.authorize(&tt.c, now)
+		v, _, life := authorize(rt, &tt.c, now)
 		if v != tt.want || (life > 0) != tt.life {
 			t.Errorf("%s: got %v (life %v), want %v", tt.name, v, life, tt.want)
 		}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"froog.tech/froog/edge/route"
 )
 
 // call is what the core knows of one request, whatever its protocol. Its
@@ -33,7 +35,7 @@ type call struct {
 // decision is the core's answer: a problem to answer with, a redirect
 // that sets the token cookie, or (neither) the route to proxy to.
 type decision struct {
-	rt        *route
+	rt        *route.Route
 	problem   *problem
 	location  string // a redirect's target: this URL without the token
 	setCookie string
@@ -51,15 +53,15 @@ func (s *Server) decide(c *call) decision {
 			return decision{problem: &p}
 		}
 	}
-	name, port, ok := splitHostPort(c.host)
+	name, port, ok := route.SplitHostPort(c.host)
 	if !ok {
 		return decision{problem: &errBadRequest}
 	}
-	rt := s.routes.lookup(name)
+	rt := s.o.Routes.Lookup(name)
 	if rt == nil {
 		return decision{problem: &errNotFound}
 	}
-	d := decision{rt: rt, host: rt.host + "." + s.o.Domain}
+	d := decision{rt: rt, host: rt.Host + "." + s.domain}
 	if port != "" {
 		d.host += ":" + port
 	}
@@ -71,10 +73,10 @@ func (s *Server) decide(c *call) decision {
 		d.problem = &errBadRequest // an absolute-form target, or no path
 		return d
 	}
-	if rt.public || isPreflight(c) {
+	if rt.Public || isPreflight(c) {
 		return d
 	}
-	switch v, tok, life := rt.authorize(c, s.o.Now()); v {
+	switch v, tok, life := authorize(rt, c, s.o.Now()); v {
 	case missing:
 		d.problem = &errTokenMissing
 	case invalid:

@@ -25,6 +25,7 @@ import (
 
 	"froog.tech/froog/certs"
 	"froog.tech/froog/edge"
+	"froog.tech/froog/edge/route"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
@@ -100,8 +101,13 @@ func newRig(t *testing.T, st store.Store) *rig {
 // function that shuts it down.
 func (r *rig) startEdge(st store.Store, edit ...func(*edge.Options)) (string, string, func()) {
 	t := r.t
-	o := edge.Options{Store: st, Dialer: r.tun, Domain: domain, GetCertificate: r.ca.GetCertificate,
-		Logger: slog.New(slog.NewJSONHandler(r.logs, nil)), ReadHeaderTimeout: time.Second}
+	log := slog.New(slog.NewJSONHandler(r.logs, nil))
+	routes, err := route.New(route.Options{Store: st, Domain: domain, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := edge.Options{Routes: routes, Dialer: r.tun, GetCertificate: r.ca.GetCertificate,
+		Logger: log, ReadHeaderTimeout: time.Second}
 	for _, e := range edit {
 		e(&o)
 	}
@@ -114,13 +120,13 @@ func (r *rig) startEdge(st store.Store, edit ...func(*edge.Options)) (string, st
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(3)
-	go func() { defer wg.Done(); srv.Run(cctx) }()
+	go func() { defer wg.Done(); routes.Run(cctx) }()
 	go func() { defer wg.Done(); srv.ServeTLS(cctx, ln) }()
 	go func() { defer wg.Done(); srv.ServeRedirect(cctx, hln) }()
 	stop := sync.OnceFunc(func() { cancel(); wg.Wait() })
 	t.Cleanup(stop)
 	select {
-	case <-srv.Ready():
+	case <-routes.Ready():
 	case <-time.After(10 * time.Second):
 		t.Fatal("route table never loaded")
 	}

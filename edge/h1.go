@@ -8,13 +8,15 @@ import (
 	"io"
 	"iter"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
+
+	"froog.tech/froog/edge/route"
+	"froog.tech/froog/internal/requestid"
 )
 
 // The HTTP/1.1 front end: fasthttp's server and one fasthttp client per
@@ -61,92 +63,6 @@ func (s *Server) h1Error(ctx *fasthttp.RequestCtx, err error) {
 	ctx.Response.Reset()
 	ctx.SetStatusCode(status)
 	ctx.SetConnectionClose()
-}
-
-// upstreams keeps one fasthttp client per sandbox port: its connections
-// (tunnel channels) are reused across requests.
-type upstreams struct {
-	s      *Server
-	mu     sync.RWMutex
-	m      map[upstreamKey]*fasthttp.HostClient
-	pruned time.Time
-}
-
-// pruneEvery spaces out prunes; a client left meanwhile only holds idle
-// connections, which close by themselves.
-const pruneEvery = 30 * time.Second
-
-type upstreamKey struct {
-	sandboxID string
-	port      int
-}
-
-func (u *upstreams) get(rt *route) *fasthttp.HostClient {
-	k := upstreamKey{rt.sandboxID, rt.port}
-	u.mu.RLock()
-	hc := u.m[k]
-	u.mu.RUnlock()
-	if hc != nil {
-		return hc
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if hc = u.m[k]; hc == nil {
-		hc = &fasthttp.HostClient{
-			Addr: rt.sandboxID + ":" + strconv.Itoa(rt.port),
-			Dial: func(string) (net.Conn, error) {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				return u.s.dial(ctx, k.sandboxID, k.port)
-			},
-			MaxConns:                      4096,
-			MaxIdleConnDuration:           90 * time.Second,
-			ReadBufferSize:                maxHeader,
-			StreamResponseBody:            true,
-			DisableHeaderNamesNormalizing: true,
-			DisablePathNormalizing:        true,
-			NoDefaultUserAgentHeader:      true,
-			// Retry once, an idempotent request only, when a pooled
-			// connection turned out to be closed: a POST the app may
-			// have seen is never sent twice.
-			RetryIfErr: func(r *fasthttp.Request, attempts int, err error) (bool, bool) {
-				idempotent := r.Header.IsGet() || r.Header.IsHead() || r.Header.IsOptions() || r.Header.IsPut() || r.Header.IsDelete()
-				return false, attempts < 2 && idempotent && !r.IsBodyStream() && (errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed))
-			},
-		}
-		if u.m == nil {
-			u.m = map[upstreamKey]*fasthttp.HostClient{}
-		}
-		u.m[k] = hc
-	}
-	return hc
-}
-
-// prune forgets the clients of ports no route points at any more. It
-// runs when a table is published, at most every pruneEvery: building the
-// set of live ports walks every route, and a busy feed publishes often.
-func (u *upstreams) prune(t *table) {
-	u.mu.Lock()
-	due := time.Since(u.pruned) >= pruneEvery
-	if due {
-		u.pruned = time.Now()
-	}
-	u.mu.Unlock()
-	if !due {
-		return
-	}
-	live := map[upstreamKey]bool{}
-	for _, rt := range t.byURL {
-		live[upstreamKey{rt.sandboxID, rt.port}] = true
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for k, hc := range u.m {
-		if !live[k] {
-			hc.CloseIdleConnections()
-			delete(u.m, k)
-		}
-	}
 }
 
 // b2s views b as a string without copying; the string must not outlive
@@ -243,7 +159,7 @@ func hasName(names, name []byte) bool {
 func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 	req := &ctx.Request
 	h := &req.Header
-	x := &exchange{id: newRequestID(), start: time.Now(), proto: "HTTP/1.1", status: fasthttp.StatusOK}
+	x := &exchange{id: requestid.New(), start: time.Now(), proto: "HTTP/1.1", status: fasthttp.StatusOK}
 	uri := h.RequestURI()
 	path, query := uri, []byte(nil)
 	if i := bytes.IndexByte(uri, '?'); i >= 0 {
@@ -463,11 +379,11 @@ func (s *Server) h1Problem(ctx *fasthttp.RequestCtx, x *exchange, p *problem, ht
 // the sandbox on a connection of its own, and once the sandbox agrees
 // (101) the two connections are joined, with no websocket library in
 // between and no idle timeout.
-func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route) {
+func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route.Route) {
 	const html = false // a websocket client reads no page
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	up, err := s.dial(dctx, rt.sandboxID, rt.port)
+	up, err := s.dial(dctx, rt.SandboxID, rt.Port)
 	if err != nil {
 		p := s.proxyProblem(rt, x.id, err, nil)
 		s.h1Problem(ctx, x, &p, html)

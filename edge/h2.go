@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"froog.tech/froog/internal/requestid"
 )
 
 // The HTTP/2 front end: net/http's server and its ReverseProxy, around
@@ -53,7 +55,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			d := pr.In.Context().Value(ctxKey{}).(*h2Request).d
 			pr.Out.URL.Scheme = "http"
-			pr.Out.URL.Host = d.rt.sandboxID + ":" + strconv.Itoa(d.rt.port)
+			pr.Out.URL.Host = d.rt.SandboxID + ":" + strconv.Itoa(d.rt.Port)
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded() // replaces whatever X-Forwarded-* the client sent
 			pr.Out.Header.Set("X-Forwarded-Proto", "https")
@@ -77,7 +79,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 // ServeHTTP serves one request that came over HTTP/2 (or any net/http
 // server): the core decides, then the reverse proxy.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	x := &exchange{id: newRequestID(), start: time.Now(), host: r.Host, method: r.Method, path: r.URL.Path, proto: r.Proto, status: http.StatusOK}
+	x := &exchange{id: requestid.New(), start: time.Now(), host: r.Host, method: r.Method, path: r.URL.Path, proto: r.Proto, status: http.StatusOK}
 	rec := &recorder{ResponseWriter: w, x: x}
 	defer s.finish(x)
 	// HTTP/2 has no upgrades (its server refuses Connection and Upgrade

@@ -1,6 +1,10 @@
 package edge
 
-import "strings"
+import (
+	"strings"
+
+	"froog.tech/froog/edge/route"
+)
 
 // The rules for request and response headers, for both protocols: which
 // headers end at the edge, how the token's cookie and header are read,
@@ -184,7 +188,7 @@ func stripTokenCookie(v string) (string, bool) {
 // ignoring ASCII case.
 func containsFold(s, lower string) bool {
 	for i := 0; i+len(lower) <= len(s); i++ {
-		if equalFold(s[i:i+len(lower)], lower) {
+		if route.EqualFold(s[i:i+len(lower)], lower) {
 			return true
 		}
 	}

@@ -6,10 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"froog.tech/froog/edge/route"
 	"froog.tech/froog/tunnel"
 )
 
@@ -35,19 +39,19 @@ func (s *Server) dial(ctx context.Context, sandboxID string, port int) (net.Conn
 // does not blame the sandbox. The log says what failed in the edge's own
 // words: the errors of HTTP parsers quote the bytes they could not read,
 // and those may hold a token.
-func (s *Server) proxyProblem(rt *route, requestID string, err error, in *countingReader) problem {
+func (s *Server) proxyProblem(rt *route.Route, requestID string, err error, in *countingReader) problem {
 	if in != nil && in.err != nil {
-		s.o.Logger.Info("proxy: the client's request body failed", slog.String("request_id", requestID), slog.String("sandbox", rt.sandboxID))
+		s.o.Logger.Info("proxy: the client's request body failed", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID))
 		return errBadRequest
 	}
 	switch {
 	case errors.Is(err, tunnel.ErrNotRunning):
 		return errStopped
 	case strings.Contains(err.Error(), "connect failed"): // the SSH server found nothing on the port
-		return errBadGateway(rt.port)
+		return errBadGateway(rt.Port)
 	}
-	s.o.Logger.Warn("proxy", slog.String("request_id", requestID), slog.String("sandbox", rt.sandboxID), slog.String("error", safeError(err)))
-	return errBadGateway(rt.port)
+	s.o.Logger.Warn("proxy", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.String("error", safeError(err)))
+	return errBadGateway(rt.Port)
 }
 
 // safeError describes err for a log line without quoting the exchange.
@@ -63,4 +67,79 @@ func safeError(err error) string {
 		return "the app closed the connection"
 	}
 	return "the app's answer could not be read"
+}
+
+// upstreams keeps one fasthttp client per sandbox port: its connections
+// (tunnel channels) are reused across requests.
+type upstreams struct {
+	s      *Server
+	mu     sync.RWMutex
+	m      map[route.Port]*fasthttp.HostClient
+	pruned time.Time
+}
+
+// pruneEvery spaces out prunes; a client left meanwhile only holds idle
+// connections, which close by themselves.
+const pruneEvery = 30 * time.Second
+
+func (u *upstreams) get(rt *route.Route) *fasthttp.HostClient {
+	k := route.Port{SandboxID: rt.SandboxID, Port: rt.Port}
+	u.mu.RLock()
+	hc := u.m[k]
+	due := time.Since(u.pruned) >= pruneEvery
+	u.mu.RUnlock()
+	if due {
+		u.prune()
+	}
+	if hc != nil {
+		return hc
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if hc = u.m[k]; hc == nil {
+		hc = &fasthttp.HostClient{
+			Addr: rt.SandboxID + ":" + strconv.Itoa(rt.Port),
+			Dial: func(string) (net.Conn, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				return u.s.dial(ctx, k.SandboxID, k.Port)
+			},
+			MaxConns:                      4096,
+			MaxIdleConnDuration:           90 * time.Second,
+			ReadBufferSize:                maxHeader,
+			StreamResponseBody:            true,
+			DisableHeaderNamesNormalizing: true,
+			DisablePathNormalizing:        true,
+			NoDefaultUserAgentHeader:      true,
+			// Retry once, an idempotent request only, when a pooled
+			// connection turned out to be closed: a POST the app may
+			// have seen is never sent twice.
+			RetryIfErr: func(r *fasthttp.Request, attempts int, err error) (bool, bool) {
+				idempotent := r.Header.IsGet() || r.Header.IsHead() || r.Header.IsOptions() || r.Header.IsPut() || r.Header.IsDelete()
+				return false, attempts < 2 && idempotent && !r.IsBodyStream() && (errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed))
+			},
+		}
+		if u.m == nil {
+			u.m = map[route.Port]*fasthttp.HostClient{}
+		}
+		u.m[k] = hc
+	}
+	return hc
+}
+
+// prune forgets the clients of ports no route points at any more, at
+// most every pruneEvery.
+func (u *upstreams) prune() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if time.Since(u.pruned) < pruneEvery {
+		return
+	}
+	u.pruned = time.Now()
+	for k, hc := range u.m {
+		if !u.s.o.Routes.Serves(k) {
+			hc.CloseIdleConnections()
+			delete(u.m, k)
+		}
+	}
 }

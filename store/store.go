@@ -88,8 +88,10 @@ type Store interface {
 	PurgeSandbox(ctx context.Context, id string) error
 
 	// AllURLs and AllURLTokens load every URL and every live URL token at
-	// now: the edge's route table, kept current from the feed afterwards.
+	// now, and AllSandboxes every sandbox not deleted: the edge's route
+	// table, kept current from the feed afterwards.
 	AllURLs(ctx context.Context) ([]URL, error)
+	AllSandboxes(ctx context.Context) ([]Sandbox, error)
 	AllURLTokens(ctx context.Context, now time.Time) ([]URLToken, error)
 
 	// PutURL creates or changes the URL for (sandboxID, port): fn gets the

@@ -10,11 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"path/filepath"
+
 	"froog.tech/froog/api"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
-	"path/filepath"
 )
 
 // adminStore opens Postgres when --database-url is set, else the embedded

@@ -20,6 +20,7 @@ import (
 	"froog.tech/froog/api"
 	"froog.tech/froog/certs"
 	"froog.tech/froog/edge"
+	"froog.tech/froog/edge/route"
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
@@ -112,7 +113,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	eo := edge.Options{Store: st, Dialer: tun, Domain: c.Domain, GetCertificate: ca.GetCertificate, HTTPSPort: port, Logger: log, Registerer: reg}
+	routes, err := route.New(route.Options{Store: st, Domain: c.Domain, Logger: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	eo := edge.Options{Routes: routes, Dialer: tun, GetCertificate: ca.GetCertificate, HTTPSPort: port, Logger: log, Registerer: reg}
 	rate.apply(&eo)
 	edgeSrv, err := edge.New(eo)
 	if err != nil {
@@ -128,7 +133,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctl.Run(gctx) })
 	g.Go(func() error { return tun.Watch(gctx, st) })
-	g.Go(func() error { edgeSrv.Run(gctx); return nil })
+	g.Go(func() error { routes.Run(gctx); return nil })
 	g.Go(func() error { return edgeSrv.ServeTLS(gctx, edgeLn) })
 	g.Go(func() error { return edgeSrv.ServeRedirect(gctx, httpLn) })
 	g.Go(func() error { return serveHTTP(gctx, ln, srv) })

@@ -24,6 +24,7 @@ import (
 	"froog.tech/froog/api"
 	"froog.tech/froog/certs"
 	"froog.tech/froog/edge"
+	"froog.tech/froog/edge/route"
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/hostctl/qemu"
@@ -261,20 +262,24 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	// The edge asks certs for certificates; with ACME, certs asks the
-	// edge's route table which names to order: each is given the other.
-	var srv *edge.Server
-	o := edge.Options{Store: st, Dialer: tun, Domain: *domain, HTTPSPort: *publicPort, Logger: log, Registerer: reg}
-	rate.apply(&o)
-	if err := tlsFlags.apply(&o, *domain, st, func(name string) (string, error) { return srv.Owner(name) }, lns, reg, log); err != nil {
+	// The route table first: certs asks it which names to order, and the
+	// edge which sandbox port a host is.
+	routes, err := route.New(route.Options{Store: st, Domain: *domain, Logger: log, Registerer: reg})
+	if err != nil {
 		return err
 	}
-	if srv, err = edge.New(o); err != nil {
+	o := edge.Options{Routes: routes, Dialer: tun, HTTPSPort: *publicPort, Logger: log, Registerer: reg}
+	rate.apply(&o)
+	if err := tlsFlags.apply(&o, *domain, st, routes, lns, reg, log); err != nil {
+		return err
+	}
+	srv, err := edge.New(o)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "froog edge on https://%s (HTTP %s)\n", lns[0].Addr(), lns[1].Addr())
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { srv.Run(gctx); return nil })
+	g.Go(func() error { routes.Run(gctx); return nil })
 	g.Go(func() error { return tun.Watch(gctx, st) })
 	g.Go(func() error { return srv.ServeTLS(gctx, lns[0]) })
 	g.Go(func() error { return srv.ServeRedirect(gctx, lns[1]) })
@@ -367,8 +372,8 @@ func (c edgeCerts) check() error {
 }
 
 // apply sets the edge's certificate source (and, for ACME, its HTTP-01
-// answers); owner is the edge's route table, lns its listeners.
-func (c edgeCerts) apply(o *edge.Options, domain string, st certs.Store, owner func(string) (string, error), lns []net.Listener, reg prometheus.Registerer, log *slog.Logger) error {
+// answers); names is the route table, lns the edge's listeners.
+func (c edgeCerts) apply(o *edge.Options, domain string, st certs.Store, names certs.Names, lns []net.Listener, reg prometheus.Registerer, log *slog.Logger) error {
 	switch {
 	case *c.caDir != "":
 		ca, err := certs.OpenLocalCA(*c.caDir, domain)
@@ -396,7 +401,7 @@ func (c edgeCerts) apply(o *edge.Options, domain string, st certs.Store, owner f
 				return fmt.Errorf("--acme-ca-root %s: no PEM certificate in it", *c.root)
 			}
 		}
-		a, err := certs.NewACME(certs.ACMEOptions{Store: st, Names: ownerFunc(owner), CA: *c.acmeCA, Email: *c.email,
+		a, err := certs.NewACME(certs.ACMEOptions{Store: st, Names: names, CA: *c.acmeCA, Email: *c.email,
 			EABKeyID: *c.eabKID, EABMACKey: *c.eabMAC, Roots: roots, MaxOrders: *c.maxOrders,
 			HTTPPort: lns[1].Addr().(*net.TCPAddr).Port, TLSPort: lns[0].Addr().(*net.TCPAddr).Port, Registerer: reg, Logger: log})
 		if err != nil {
@@ -406,10 +411,6 @@ func (c edgeCerts) apply(o *edge.Options, domain string, st certs.Store, owner f
 	}
 	return nil
 }
-
-type ownerFunc func(string) (string, error)
-
-func (f ownerFunc) Owner(name string) (string, error) { return f(name) }
 
 // driverFlags choose and configure the driver that runs sandboxes, and
 // the host memory hostctl keeps free for them.

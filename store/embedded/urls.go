@@ -369,6 +369,18 @@ func (s *Store) AllURLs(ctx context.Context) ([]store.URL, error) {
 	return out, nil
 }
 
+func (s *Store) AllSandboxes(ctx context.Context) ([]store.Sandbox, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]store.Sandbox, 0, len(s.sandboxes))
+	for _, sb := range s.sandboxes {
+		if sb.DeletedAt == nil {
+			out = append(out, *clone(sb))
+		}
+	}
+	return out, nil
+}
+
 func (s *Store) AllURLTokens(ctx context.Context, now time.Time) ([]store.URLToken, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

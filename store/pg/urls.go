@@ -352,6 +352,10 @@ func (s *Store) AllURLs(ctx context.Context) ([]store.URL, error) {
 	return docs[store.URL](ctx, s.pool, "urls", `SELECT doc FROM urls`)
 }
 
+func (s *Store) AllSandboxes(ctx context.Context) ([]store.Sandbox, error) {
+	return docs[store.Sandbox](ctx, s.pool, "sandboxes", `SELECT doc FROM sandboxes WHERE NOT deleted`)
+}
+
 func (s *Store) AllURLTokens(ctx context.Context, now time.Time) ([]store.URLToken, error) {
 	all, err := docs[store.URLToken](ctx, s.pool, "url tokens", `SELECT doc FROM url_tokens`)
 	if err != nil {

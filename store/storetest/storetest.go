@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -484,6 +485,9 @@ func testURLs(t *testing.T, o func() Backend) {
 	}
 	if all, err := s.AllURLs(ctx); err != nil || len(all) != 2 {
 		t.Fatalf("AllURLs: %d, %v; want 2", len(all), err)
+	}
+	if all, err := s.AllSandboxes(ctx); err != nil || !slices.ContainsFunc(all, func(x store.Sandbox) bool { return x.ID == sb.ID }) {
+		t.Fatalf("AllSandboxes: %+v, %v; want it to hold %s", all, err, sb.ID)
 	}
 	if all, err := s.AllURLTokens(ctx, now); err != nil || len(all) != 1 || all[0].ID != tok.ID {
 		t.Fatalf("AllURLTokens: %+v, %v", all, err)

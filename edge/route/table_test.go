@@ -1,4 +1,4 @@
-package edge
+package route
 
 import (
 	"fmt"
@@ -8,22 +8,22 @@ import (
 	"froog.tech/froog/store"
 )
 
-func tableWith(n int) *routes {
+func tableWith(n int) *Table {
 	t := newTable()
 	for i := 0; i < n; i++ {
 		t.putURL(&store.URL{ID: fmt.Sprint("url_", i), Hostname: fmt.Sprintf("box-%d-abcdef", i), SandboxID: "sbx_1", Port: 3000 + i%1000})
 	}
-	rs := &routes{domain: "froog.test", now: time.Now}
+	rs := &Table{o: Options{Domain: "froog.test", Now: time.Now}}
 	rs.cur.Store(t)
 	return rs
 }
 
 func TestLookupAllocatesNothing(t *testing.T) {
 	rs := tableWith(1000)
-	if rs.lookup("box-500-abcdef.froog.test:8443") == nil || rs.lookup("box-5000-abcdef.froog.test") != nil {
+	if rs.Lookup("box-500-abcdef.froog.test:8443") == nil || rs.Lookup("box-5000-abcdef.froog.test") != nil {
 		t.Fatal("lookup finds the wrong routes")
 	}
-	if n := testing.AllocsPerRun(1000, func() { rs.lookup("box-500-abcdef.froog.test:8443") }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { rs.Lookup("box-500-abcdef.froog.test:8443") }); n != 0 {
 		t.Fatalf("%v allocations per lookup, want 0", n)
 	}
 }
@@ -51,18 +51,17 @@ func BenchmarkLookup(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		rs.lookup("box-50000-abcdef.froog.test:8443")
+		rs.Lookup("box-50000-abcdef.froog.test:8443")
 	}
 }
 
-func BenchmarkAuthorizeCookie(b *testing.B) {
-	rt := &route{tokenHash: store.HashSecret("pt_own"), viewers: map[string]time.Time{}}
-	c := &call{method: "GET", tokenCookies: []string{"pt_own"}}
+func BenchmarkCheck(b *testing.B) {
+	rt := &Route{TokenHash: store.HashSecret("pt_own"), viewers: map[string]time.Time{}}
 	now := time.Now()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if v, _, _ := rt.authorize(c, now); v != allow {
-			b.Fatal(v)
+		if _, ok := rt.Check("pt_own", now); !ok {
+			b.Fatal("refused")
 		}
 	}
 }

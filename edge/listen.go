@@ -1,0 +1,227 @@
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"froog.tech/froog/edge/route"
+)
+
+// Listening: the TLS handshake and the split by ALPN between the two
+// protocols' servers, the plain-HTTP listener that redirects to HTTPS,
+// and the connections that outlive their servers' view (websockets),
+// tracked so that shutdown and Close end them.
+
+// withDone is ctx, also ended by Close.
+func (s *Server) withDone(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// ServeTLS serves HTTPS on ln until ctx ends. After the TLS handshake,
+// ALPN h2 goes to net/http's HTTP/2 server and everything else to
+// fasthttp's HTTP/1.1 server behind the framing guard; both call the same
+// core (decide).
+func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := s.withDone(ctx)
+	defer cancel()
+	cfg := &tls.Config{
+		GetCertificate: s.o.GetCertificate,
+		MinVersion:     tls.VersionTLS12,
+		// acme-tls/1 stays offered for TLS-ALPN-01 challenges.
+		NextProtos: []string{"h2", "http/1.1", "acme-tls/1"},
+	}
+	h1, h2 := newConnListener(ln.Addr()), newConnListener(ln.Addr())
+	h2srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeader,
+		ErrorLog:          discardLog,
+	}
+	h1srv := s.newH1Server()
+	errc := make(chan error, 3)
+	go func() { errc <- s.serve(ctx, h2srv, func() error { return h2srv.Serve(h2) }) }()
+	go func() {
+		err := h1srv.Serve(h1)
+		if ctx.Err() != nil {
+			err = nil
+		}
+		errc <- err
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				errc <- nil
+				return
+			}
+			go s.handshake(ctx, tls.Server(c, cfg), h1, h2)
+		}
+	}()
+	<-ctx.Done()
+	ln.Close()
+	s.closeHijacked() // before the shutdown, which would wait for them
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	h1srv.ShutdownWithContext(sctx) // closes h1; the HTTP/2 server's Shutdown closes h2
+	cancel()
+	s.closeHijacked()
+	var first error
+	for range 3 {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// handshake completes TLS and hands the connection to the server of its
+// protocol.
+func (s *Server) handshake(ctx context.Context, c *tls.Conn, h1, h2 *connListener) {
+	c.SetDeadline(time.Now().Add(s.o.ReadHeaderTimeout))
+	if err := c.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	switch c.ConnectionState().NegotiatedProtocol {
+	case "h2":
+		h2.put(c)
+	case "acme-tls/1":
+		c.Close() // the handshake was the answer
+	default:
+		h1.put(&framingConn{Conn: c})
+	}
+}
+
+// connListener is a net.Listener fed with connections by put.
+type connListener struct {
+	addr   net.Addr
+	conns  chan net.Conn
+	done   chan struct{}
+	closer sync.Once
+}
+
+func newConnListener(addr net.Addr) *connListener {
+	return &connListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *connListener) put(c net.Conn) {
+	select {
+	case l.conns <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error {
+	l.closer.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *connListener) Addr() net.Addr { return l.addr }
+
+// ServeRedirect serves plain HTTP on ln: browsers are sent to HTTPS.
+func (s *Server) ServeRedirect(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := s.withDone(ctx)
+	defer cancel()
+	srv := &http.Server{
+		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
+		ErrorLog:          discardLog,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.o.HTTPChallenge != nil && s.o.HTTPChallenge(w, r) {
+				return
+			}
+			host := r.Host
+			if h, _, err := net.SplitHostPort(host); err == nil {
+				host = h
+			}
+			if s.o.Routes.Lookup(host) == nil && route.Label(host, s.domain) == "" {
+				writeProblem(w, r, errNotFound, "")
+				return
+			}
+			if p := s.o.HTTPSPort; p != 0 && p != 443 {
+				host = net.JoinHostPort(host, strconv.Itoa(p))
+			}
+			http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusPermanentRedirect)
+		}),
+	}
+	return s.serve(ctx, srv, func() error { return srv.Serve(ln) })
+}
+
+func (s *Server) serve(ctx context.Context, srv *http.Server, serve func() error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- serve() }()
+	select {
+	case err := <-errc:
+		if ctx.Err() == nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	s.closeHijacked()
+	return nil
+}
+
+// closeHijacked ends every websocket: Shutdown does not see them.
+func (s *Server) closeHijacked() {
+	s.mu.Lock()
+	conns := make([]net.Conn, 0, len(s.hijacked))
+	for c := range s.hijacked {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.Close() // takes s.mu itself
+	}
+}
+
+// track notes a hijacked connection (a websocket's, either side) so that
+// shutdown closes it: the servers' Shutdown does not see them.
+func (s *Server) track(c net.Conn) net.Conn {
+	tc := &trackedConn{Conn: c, s: s}
+	s.mu.Lock()
+	s.hijacked[tc] = struct{}{}
+	s.mu.Unlock()
+	return tc
+}
+
+type trackedConn struct {
+	net.Conn
+	s    *Server
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.s.mu.Lock()
+		delete(c.s.hijacked, c)
+		c.s.mu.Unlock()
+	})
+	return c.Conn.Close()
+}

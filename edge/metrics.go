@@ -1,0 +1,26 @@
+package edge
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	requests   *prometheus.CounterVec
+	latency    prometheus.Histogram
+	bytesIn    prometheus.Counter
+	bytesOut   prometheus.Counter
+	websockets prometheus.Gauge
+}
+
+func newMetrics(r prometheus.Registerer) metrics {
+	m := metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "froog_edge_requests_total", Help: "Requests by status class."}, []string{"class"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "froog_edge_request_duration_seconds",
+			Help: "From a request's head to the end of its answer (to the upgrade, for websockets).", Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14)}),
+		bytesIn:    prometheus.NewCounter(prometheus.CounterOpts{Name: "froog_edge_request_bytes_total", Help: "Request body bytes received."}),
+		bytesOut:   prometheus.NewCounter(prometheus.CounterOpts{Name: "froog_edge_response_bytes_total", Help: "Response body bytes sent."}),
+		websockets: prometheus.NewGauge(prometheus.GaugeOpts{Name: "froog_edge_websockets_open", Help: "Open websocket (upgraded) connections."}),
+	}
+	if r != nil {
+		r.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.websockets)
+	}
+	return m
+}

@@ -1,0 +1,110 @@
+package route
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestLabel(t *testing.T) {
+	tests := []struct{ host, want string }{
+		{"my-box-3000-k7f2qx.froog.test", "my-box-3000-k7f2qx"},
+		{"My-Box-3000-K7F2QX.FROOG.TEST", "my-box-3000-k7f2qx"},
+		{"acme-demo.froog.test:8443", "acme-demo"},
+		{"acme-demo.froog.test.", "acme-demo"},
+		{"acme-demo.froog.test.:443", "acme-demo"},
+		{"froog.test", ""},
+		{".froog.test", ""},
+		{"a.b.froog.test", ""},
+		{"box.froog.test.evil.com", ""},
+		{"boxfroog.test", ""},
+		{"box.other.test", ""},
+		{"box_1.froog.test", ""},
+		{"bo x.froog.test", ""},
+		{"[::1]:443", ""},
+		{"", ""},
+		{":443", ""},
+	}
+	for _, tt := range tests {
+		if got := Label(tt.host, "froog.test"); got != tt.want {
+			t.Errorf("Label(%q) = %q, want %q", tt.host, got, tt.want)
+		}
+	}
+}
+
+func TestLabelAllocatesNothing(t *testing.T) {
+	var sink string
+	if n := testing.AllocsPerRun(100, func() { sink = Label("my-box-3000-k7f2qx.froog.test:8443", "froog.test") }); n != 0 {
+		t.Fatalf("%v allocations per parse, want 0", n)
+	}
+	_ = sink
+}
+
+func FuzzLabel(f *testing.F) {
+	for _, s := range []string{"a.froog.test", "A-B.FROOG.TEST:1", "x.y.froog.test", "[::1]:80", "froog.test", "é.froog.test", "a.froog.test."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		label := Label(host, "froog.test")
+		if label == "" {
+			return
+		}
+		// What it accepts is one lowercase label that, with the domain,
+		// is the host it was given.
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				t.Fatalf("%q: label %q has %q", host, label, c)
+			}
+		}
+		h := strings.ToLower(host)
+		if i := strings.LastIndexByte(h, ':'); i >= 0 {
+			h = h[:i]
+		}
+		if strings.TrimSuffix(h, ".") != label+".froog.test" {
+			t.Fatalf("%q: label %q is not the host's", host, label)
+		}
+	})
+}
+
+func BenchmarkLabel(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		Label("my-box-3000-k7f2qx.froog.test:8443", "froog.test")
+	}
+}
+
+func TestSplitHostPort(t *testing.T) {
+	tests := []struct {
+		host, name, port string
+		ok               bool
+	}{
+		{"a.froog.test", "a.froog.test", "", true},
+		{"a.froog.test:8443", "a.froog.test", "8443", true},
+		{"a.froog.test:@evil.example", "", "", false},
+		{"a.froog.test:", "", "", false},
+		{"a.froog.test:123456", "", "", false},
+		{"a.froog.test:80/x", "", "", false},
+		{":443", "", "", false},
+		{"", "", "", false},
+		{"[::1]:443", "[::1]", "443", true},
+	}
+	for _, tt := range tests {
+		name, port, ok := SplitHostPort(tt.host)
+		if name != tt.name || port != tt.port || ok != tt.ok {
+			t.Errorf("SplitHostPort(%q) = %q, %q, %v", tt.host, name, port, ok)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	n := NewName("my-box", 3000)
+	if !regexp.MustCompile(`^my-box-3000-[a-z0-9]{6}$`).MatchString(n) {
+		t.Fatalf("NewName: %q", n)
+	}
+	for s, want := range map[string]error{"acme-demo": nil, "ab": ErrSubdomainSyntax, "-ab": ErrSubdomainSyntax, "Abc": ErrSubdomainSyntax,
+		strings.Repeat("a", 41): ErrSubdomainSyntax, "desktop": ErrSubdomainTaken, "wall": ErrSubdomainTaken} {
+		if got := CheckSubdomain(s); got != want {
+			t.Errorf("CheckSubdomain(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

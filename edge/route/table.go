@@ -1,0 +1,385 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"froog.tech/froog/store"
+)
+
+// Store is what the table reads.
+type Store interface {
+	store.Feed
+	AllURLs(ctx context.Context) ([]store.URL, error)
+	AllURLTokens(ctx context.Context, now time.Time) ([]store.URLToken, error)
+	AllSandboxes(ctx context.Context) ([]store.Sandbox, error)
+}
+
+// Route is what the edge knows of one URL. Routes are never changed once
+// published: a change makes a new one. Read its fields, never write them.
+type Route struct {
+	URLID     string
+	AccountID string
+	Host      string // the label
+	SandboxID string
+	Port      int
+	Public    bool
+	TokenHash string
+	// viewers maps a viewer token's hash to its expiry.
+	viewers map[string]time.Time
+}
+
+// Check reports whether tok opens the route, and for a viewer token how
+// long it has left.
+func (rt *Route) Check(tok string, now time.Time) (time.Duration, bool) {
+	if tok == "" || len(tok) > 256 {
+		return 0, false
+	}
+	h := store.HashSecret(tok)
+	if rt.TokenHash != "" && h == rt.TokenHash {
+		return 0, true
+	}
+	if exp, ok := rt.viewers[h]; ok && now.Before(exp) {
+		return exp.Sub(now), true
+	}
+	return 0, false
+}
+
+// NewRoute makes the route of u with its viewer tokens live at now, as
+// the table does.
+func NewRoute(u *store.URL, viewers []store.URLToken, now time.Time) *Route {
+	r := &Route{URLID: u.ID, AccountID: u.AccountID, Host: u.Hostname, SandboxID: u.SandboxID, Port: u.Port, Public: u.Public, TokenHash: u.TokenHash, viewers: map[string]time.Time{}}
+	for _, v := range viewers {
+		if v.Live(now) && !u.Public {
+			r.viewers[v.Hash] = v.ExpiresAt
+		}
+	}
+	return r
+}
+
+// Sandbox is what the table knows of a sandbox that is not deleted.
+type Sandbox struct {
+	ID, AccountID, Name string
+	State, DesiredState string
+	AutoStart           bool
+}
+
+// table is one version of the route table.
+type table struct {
+	byHost map[string]*Route
+	byURL  map[string]*Route
+	// tokenURL maps a viewer token's id to its URL, for deletions, which
+	// carry only the id.
+	tokenURL  map[string]string
+	sandboxes map[string]*Sandbox
+	// ports holds the sandbox ports some URL points at (a URL is one
+	// sandbox's port, so one each).
+	ports map[Port]string
+}
+
+// Port is a port inside a sandbox.
+type Port struct {
+	SandboxID string
+	Port      int
+}
+
+func newTable() *table {
+	return &table{byHost: map[string]*Route{}, byURL: map[string]*Route{}, tokenURL: map[string]string{}, sandboxes: map[string]*Sandbox{}, ports: map[Port]string{}}
+}
+
+// clone copies the maps (not the routes, which are immutable).
+func (t *table) clone() *table {
+	return &table{byHost: maps.Clone(t.byHost), byURL: maps.Clone(t.byURL), tokenURL: maps.Clone(t.tokenURL), sandboxes: maps.Clone(t.sandboxes), ports: maps.Clone(t.ports)}
+}
+
+func (t *table) putURL(u *store.URL) {
+	old := t.byURL[u.ID]
+	r := NewRoute(u, nil, time.Time{})
+	if old != nil {
+		delete(t.byHost, old.Host) // a renamed URL's old address stops at once
+		delete(t.ports, Port{old.SandboxID, old.Port})
+		if !u.Public {
+			r.viewers = old.viewers
+		}
+	}
+	t.byURL[u.ID], t.byHost[u.Hostname] = r, r
+	t.ports[Port{u.SandboxID, u.Port}] = u.ID
+}
+
+func (t *table) deleteURL(id string) {
+	if old := t.byURL[id]; old != nil {
+		delete(t.byHost, old.Host)
+		delete(t.byURL, id)
+		delete(t.ports, Port{old.SandboxID, old.Port})
+	}
+}
+
+// withViewers replaces a route by a copy whose viewers edit changed.
+func (t *table) withViewers(urlID string, edit func(map[string]time.Time)) {
+	old := t.byURL[urlID]
+	if old == nil {
+		return
+	}
+	r := *old
+	r.viewers = maps.Clone(old.viewers)
+	edit(r.viewers)
+	t.byURL[urlID], t.byHost[r.Host] = &r, &r
+}
+
+func (t *table) putToken(tok *store.URLToken, now time.Time) {
+	t.tokenURL[tok.ID] = tok.URLID
+	t.withViewers(tok.URLID, func(v map[string]time.Time) {
+		if tok.Live(now) {
+			v[tok.Hash] = tok.ExpiresAt
+		} else {
+			delete(v, tok.Hash)
+		}
+	})
+}
+
+func (t *table) deleteToken(id string, hash string) {
+	urlID, ok := t.tokenURL[id]
+	if !ok {
+		return
+	}
+	delete(t.tokenURL, id)
+	t.withViewers(urlID, func(v map[string]time.Time) {
+		if hash != "" {
+			delete(v, hash)
+		}
+	})
+}
+
+func (t *table) putSandbox(sb *store.Sandbox) {
+	if sb.DeletedAt != nil {
+		delete(t.sandboxes, sb.ID)
+		return
+	}
+	t.sandboxes[sb.ID] = &Sandbox{ID: sb.ID, AccountID: sb.AccountID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart}
+}
+
+// Options configure a Table.
+type Options struct {
+	Store  Store  // required
+	Domain string // the public-URL domain; required
+	// Registerer gets the table's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger     // nil discards
+	Now        func() time.Time // nil means time.Now
+}
+
+// Table holds the current routes and keeps them current from the store's
+// change feed. Readers take no lock.
+type Table struct {
+	o   Options
+	cur atomic.Pointer[table]
+	// current: the table follows the feed (false from a store error until
+	// the next successful load).
+	current atomic.Bool
+	// tokenHash remembers each viewer token's hash, for deletions.
+	tokenHash map[string]string
+	ready     chan struct{}
+	routes    prometheus.Gauge
+}
+
+// New checks the options and builds an empty table; it starts nothing.
+func New(o Options) (*Table, error) {
+	var errs []error
+	if o.Store == nil {
+		errs = append(errs, errors.New("route: a store is required"))
+	}
+	if o.Domain == "" {
+		errs = append(errs, errors.New("route: a domain is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	o.Domain = strings.ToLower(strings.TrimSuffix(o.Domain, "."))
+	t := &Table{o: o, ready: make(chan struct{}),
+		routes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "froog_edge_routes", Help: "URLs in the route table."})}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(t.routes)
+	}
+	t.cur.Store(newTable())
+	return t, nil
+}
+
+// Domain is the public-URL domain, lowercase.
+func (t *Table) Domain() string { return t.o.Domain }
+
+// Ready is closed once the table has loaded.
+func (t *Table) Ready() <-chan struct{} { return t.ready }
+
+// Current reports whether the table follows the store (false while the
+// store is unreachable: the table still serves the routes it knows).
+func (t *Table) Current() bool { return t.current.Load() }
+
+// Lookup finds the route of a Host header; it takes no lock and, for a
+// lowercase host, allocates nothing.
+func (t *Table) Lookup(host string) *Route {
+	label := Label(host, t.o.Domain)
+	if label == "" {
+		return nil
+	}
+	return t.cur.Load().byHost[label]
+}
+
+// Sandbox gives what the table knows of a sandbox, or nil.
+func (t *Table) Sandbox(id string) *Sandbox { return t.cur.Load().sandboxes[id] }
+
+// Serves reports whether some route still points at a sandbox's port.
+func (t *Table) Serves(p Port) bool {
+	_, ok := t.cur.Load().ports[p]
+	return ok
+}
+
+// ErrUnknownName and ErrNotCurrent are Owner's refusals.
+var (
+	ErrUnknownName = errors.New("no URL holds this name")
+	ErrNotCurrent  = errors.New("the route table is not current: the store is unreachable")
+)
+
+// Owner says which account's URL holds the host name, from the table in
+// memory; certificates are ordered only for such names. While the table
+// does not follow the store it refuses every name.
+func (t *Table) Owner(name string) (string, error) {
+	if !t.current.Load() {
+		return "", ErrNotCurrent
+	}
+	rt := t.Lookup(name)
+	if rt == nil {
+		return "", ErrUnknownName
+	}
+	return rt.AccountID, nil
+}
+
+func (t *Table) publish(tb *table) {
+	t.cur.Store(tb)
+	t.routes.Set(float64(len(tb.byURL)))
+}
+
+// load reads every URL, token and sandbox and publishes a fresh table;
+// it returns the feed position the table is current to.
+func (t *Table) load(ctx context.Context) (int64, error) {
+	head, err := t.o.Store.Head(ctx)
+	if err != nil {
+		return 0, err
+	}
+	urls, err := t.o.Store.AllURLs(ctx)
+	if err != nil {
+		return 0, err
+	}
+	now := t.o.Now()
+	toks, err := t.o.Store.AllURLTokens(ctx, now)
+	if err != nil {
+		return 0, err
+	}
+	sbs, err := t.o.Store.AllSandboxes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	tb := newTable()
+	t.tokenHash = map[string]string{}
+	for i := range urls {
+		tb.putURL(&urls[i])
+	}
+	for i := range toks {
+		tb.putToken(&toks[i], now)
+		t.tokenHash[toks[i].ID] = toks[i].Hash
+	}
+	for i := range sbs {
+		tb.putSandbox(&sbs[i])
+	}
+	t.publish(tb)
+	return head, nil
+}
+
+// Run loads the table and follows the feed until ctx ends, reloading
+// after a gap or an error.
+func (t *Table) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := t.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		t.o.Logger.Warn("route table: reloading", slog.String("error", err.Error()))
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (t *Table) follow(ctx context.Context) error {
+	t.current.Store(false)
+	head, err := t.load(ctx)
+	if err != nil {
+		return err
+	}
+	t.current.Store(true)
+	defer t.current.Store(false)
+	select {
+	case <-t.ready:
+	default:
+		close(t.ready)
+	}
+	sub, err := t.o.Store.Subscribe(ctx, head)
+	if err != nil {
+		return err
+	}
+	for {
+		c, err := sub.Next(ctx)
+		if err != nil {
+			return err // a gap or a store error: reload
+		}
+		tb := t.cur.Load().clone()
+		t.apply(tb, c)
+		// Take what the same read brought too, and publish once.
+		for sub.Buffered() > 0 {
+			more, err := sub.Next(ctx)
+			if err != nil {
+				return err
+			}
+			t.apply(tb, more)
+		}
+		t.publish(tb)
+	}
+}
+
+func (t *Table) apply(tb *table, c store.Change) {
+	switch c.Kind {
+	case store.KindURL:
+		if c.Deleted {
+			tb.deleteURL(c.ID)
+		} else {
+			tb.putURL(c.URL)
+		}
+	case store.KindURLToken:
+		if c.Deleted {
+			tb.deleteToken(c.ID, t.tokenHash[c.ID])
+			delete(t.tokenHash, c.ID)
+		} else {
+			t.tokenHash[c.ID] = c.URLToken.Hash
+			tb.putToken(c.URLToken, t.o.Now())
+		}
+	case store.KindSandbox:
+		if c.Deleted {
+			delete(tb.sandboxes, c.ID)
+		} else {
+			tb.putSandbox(c.Sandbox)
+		}
+	}
+}
