@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,20 +54,16 @@ func TestH2Spec(t *testing.T) {
 		t.Fatalf("build h2spec: %v\n%s", err, out)
 	}
 
-	data := t.TempDir()
-	_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
-		"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test")
-	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
-	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+	c, edgeAddr, caFile := devEdge(t)
 	_, host := hostEcho(t, c)
 	c.call("POST", "/v1/sandboxes/e2e/urls", `{"port": `+echoPort(t, c)+`, "public": true}`, 200, nil)
-	web := edgeClient(t, m[2], filepath.Join(data, "ca.pem"), true)
+	web := edgeClient(t, edgeAddr, caFile, true)
 	waitFor(t, "the public URL answers", func() bool {
 		res, _ := visit(t, web, "GET", "https://"+host+"/")
 		return res.StatusCode == 200
 	})
 
-	ip, port, _ := strings.Cut(m[2], ":")
+	ip, port, _ := strings.Cut(edgeAddr, ":")
 	hosts := filepath.Join(t.TempDir(), "hosts")
 	os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+ip+" "+host+"\n"), 0o644)
 	report := filepath.Join(t.TempDir(), "h2spec.xml")
