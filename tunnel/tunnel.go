@@ -325,12 +325,23 @@ func (t *Tunnel) keepAlive(id string, c *client) {
 }
 
 // Watch drops connections when their sandbox stops, goes away or moves to
-// another endpoint, until ctx ends.
+// another endpoint, until ctx ends; while the feed is unavailable it keeps
+// trying.
 func (t *Tunnel) Watch(ctx context.Context, feed store.Feed) error {
 	for ctx.Err() == nil {
 		sub, err := feed.Subscribe(ctx, -1)
 		if err != nil {
-			return err
+			// The store is away (Postgres down): the connections stay as
+			// they are, and serve, until it is back. Returning would end
+			// the process that serves them.
+			if ctx.Err() == nil {
+				t.o.Logger.Warn("tunnel: cannot follow the change feed; retrying", slog.String("error", err.Error()))
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
 		}
 		// Anything may have changed while we were not looking.
 		t.mu.Lock()
