@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -322,4 +325,168 @@ func dialEdgeWS(t *testing.T, addr, caFile, u string) *websocket.Conn {
 	}
 	t.Cleanup(func() { ws.Close() })
 	return ws
+}
+
+// pgServer is a Postgres cluster of one test's own, on a free loopback
+// port, that the test may stop and start (the shared server must never
+// be).
+type pgServer struct {
+	t         *testing.T
+	bin, dir  string
+	port      int
+	cred      *syscall.Credential // postgres refuses to run as root
+	startArgs []string
+}
+
+// privatePostgres initialises and starts a cluster in a temporary folder;
+// it is stopped and removed when the test ends.
+func privatePostgres(t *testing.T) *pgServer {
+	t.Helper()
+	ctls, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+	if len(ctls) == 0 {
+		t.Skip("no Postgres server binaries in /usr/lib/postgresql/*/bin (deploy/testdeps.sh installs them)")
+	}
+	slices.Sort(ctls)
+	s := &pgServer{t: t, bin: filepath.Dir(ctls[len(ctls)-1]), port: loopback.FreePort(t)}
+	dir, err := os.MkdirTemp("", "froog-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.dir = dir
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Skipf("running as root and there is no postgres user to run a cluster as: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(dir, 0o700)
+	s.run("initdb", "-D", filepath.Join(dir, "data"), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync")
+	s.startArgs = []string{"-D", filepath.Join(dir, "data"), "-l", filepath.Join(dir, "log"), "-w", "-t", "30",
+		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", s.port, dir)}
+	s.start()
+	t.Cleanup(func() {
+		cmd := exec.Command(filepath.Join(s.bin, "pg_ctl"), "-D", filepath.Join(dir, "data"), "-w", "-m", "immediate", "stop")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+		cmd.Run() // already stopped, when the test failed during an outage
+	})
+	return s
+}
+
+func (s *pgServer) url() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
+}
+
+func (s *pgServer) run(name string, args ...string) {
+	s.t.Helper()
+	cmd := exec.Command(filepath.Join(s.bin, name), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	cmd.Dir = s.dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
+		s.t.Fatalf("%s %v: %v\n%s\n%s", name, args, err, out, log)
+	}
+}
+
+func (s *pgServer) pgctl(args ...string) {
+	s.t.Helper()
+	s.run("pg_ctl", append([]string{"-D", filepath.Join(s.dir, "data"), "-w", "-t", "30"}, args...)...)
+}
+
+func (s *pgServer) start() { s.t.Helper(); s.run("pg_ctl", append(s.startArgs, "start")...) }
+
+// stop is a fast shutdown: every session is ended at once.
+func (s *pgServer) stop() { s.t.Helper(); s.pgctl("stop", "-m", "fast") }
+
+// Postgres goes away for a while under two `froogd edge` processes.
+// Known routes keep serving all along, from the edges' caches; a viewer
+// token revoked just before the outage stays refused by both; and the
+// changes made through the API as soon as Postgres is back reach both
+// edges, which catch up from the last change each saw (the store's
+// durable change feed), not only from the notifications that follow.
+//
+// The outage lasts 10 s: longer than the store's reconnect backoff and
+// keepalives take to notice, so the edges are disconnected for real and
+// redial, while the whole test stays near 30 s.
+func TestPostgresOutage(t *testing.T) {
+	pg := privatePostgres(t)
+	db, key, ctlKey, secret := selfHostedOn(t, pg.url())
+	cl := startCluster(t, db, key, ctlKey, secret, 2)
+	c := cl.c
+	newSandbox(t, c, "po", 10*time.Second)
+	port := serveApp(t, c, "po", "echo.py", headerEcho)
+	port2 := serveApp(t, c, "po", "echo2.py", headerEcho)
+	var u struct{ Host string }
+	c.call("POST", "/v1/sandboxes/po/urls", fmt.Sprintf(`{"port": %d}`, port), 201, &u)
+	host := u.Host
+	token := func(label string) (id, secret string) {
+		var tok struct{ ID, Token string }
+		c.call("POST", fmt.Sprintf("/v1/sandboxes/po/urls/%d/tokens", port), `{"ttl_secs": 3600, "label": "`+label+`"}`, 201, &tok)
+		return tok.ID, tok.Token
+	}
+	aliceID, alice := token("alice")
+	bobID, bob := token("bob")
+	var edges []*http.Client
+	for _, a := range cl.edgeAddrs {
+		edges = append(edges, edgeClient(t, a, cl.caFile, true))
+	}
+	as := func(web *http.Client, h, tok string) int {
+		req, _ := http.NewRequest("GET", "https://"+h+"/", nil)
+		req.Header.Set("Cookie", "__Host-froog_url="+tok)
+		res, err := web.Do(req)
+		if err != nil {
+			return 0
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for i, web := range edges {
+		waitFor(t, fmt.Sprintf("edge %d lets alice and bob in", i), func() bool { return as(web, host, alice) == 200 && as(web, host, bob) == 200 })
+	}
+
+	c.call("DELETE", fmt.Sprintf("/v1/sandboxes/po/urls/%d/tokens/%s", port, aliceID), "", 200, nil)
+	pg.stop()
+	down := time.Now()
+	var served int
+	for time.Since(down) < 10*time.Second {
+		for i, web := range edges {
+			if got := as(web, host, bob); got != 200 {
+				t.Logf("edge %d: %s", i, cl.edges[i].stderr.String())
+				t.Fatalf("edge %d, %v into the outage: bob gets %d, want 200", i, time.Since(down).Round(time.Millisecond), got)
+			}
+			if got := as(web, host, alice); got != 401 {
+				t.Fatalf("edge %d, %v into the outage: revoked alice gets %d, want 401", i, time.Since(down).Round(time.Millisecond), got)
+			}
+			served++
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if res, err := http.Get(c.base + "/readyz"); err == nil && res.StatusCode == 200 {
+		t.Fatal("the API says it is ready without Postgres")
+	}
+	pg.start()
+	t.Logf("Postgres was away %v; the edges served %d checks meanwhile", time.Since(down).Round(time.Millisecond), served)
+
+	// The API is back as soon as Postgres is: change things at once.
+	waitFor(t, "the API is ready again", func() bool {
+		res, err := http.Get(c.base + "/readyz")
+		return err == nil && res.StatusCode == 200
+	})
+	back := time.Now()
+	c.call("DELETE", fmt.Sprintf("/v1/sandboxes/po/urls/%d/tokens/%s", port, bobID), "", 200, nil)
+	_, carol := token("carol")
+	host2 := publicURL(t, c, "po", port2)
+	for i, web := range edges {
+		waitFor(t, fmt.Sprintf("edge %d sees every change made after the outage", i), func() bool {
+			res, _ := visit(t, web, "GET", "https://"+host2+"/")
+			return as(web, host, bob) == 401 && as(web, host, carol) == 200 && res.StatusCode == 200 && as(web, host, alice) == 401
+		})
+	}
+	t.Logf("both edges had every change %v after the API was back", time.Since(back).Round(time.Millisecond))
 }
