@@ -26,7 +26,7 @@ type batchConn struct {
 	raw syscall.RawConn // for quick ACKs; nil where the conn is not TCP
 
 	// ended is set before the SSH client can learn that the connection
-	// is over (a read error, or Close): see lostEOF.
+	// is over (a read error, or Close): see deadlineConn.readChannel.
 	ended atomic.Bool
 }
 
