@@ -3,6 +3,7 @@ package tunnel
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -23,6 +24,10 @@ type batchConn struct {
 	err    error
 
 	raw syscall.RawConn // for quick ACKs; nil where the conn is not TCP
+
+	// ended is set before the SSH client can learn that the connection
+	// is over (a read error, or Close): see deadlineConn.readChannel.
+	ended atomic.Bool
 }
 
 // maxQueued bounds what Write queues before it waits: the channels'
@@ -80,6 +85,7 @@ func (b *batchConn) writer() {
 
 // fail records err for every later Write and ends the connection.
 func (b *batchConn) fail(err error) {
+	b.ended.Store(true)
 	if b.err == nil {
 		b.err = err
 		b.Conn.Close()
@@ -96,6 +102,9 @@ func (b *batchConn) fail(err error) {
 // lapses by itself, so it is asked for after every read.
 func (b *batchConn) Read(p []byte) (int, error) {
 	n, err := b.Conn.Read(p)
+	if err != nil {
+		b.ended.Store(true)
+	}
 	if b.raw != nil {
 		b.raw.Control(quickACK)
 	}

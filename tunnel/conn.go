@@ -1,6 +1,9 @@
 package tunnel
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -75,6 +78,7 @@ func isClosed(c chan struct{}) bool {
 type deadlineConn struct {
 	net.Conn
 	onClose func()
+	ended   func() bool // whether the SSH connection under the channel is over
 
 	// viaReader: a read deadline has been set, so reads come through the
 	// reader goroutine from now on. Until then they happen in place.
@@ -90,15 +94,15 @@ type deadlineConn struct {
 	closed    chan struct{}
 }
 
-func newDeadlineConn(c net.Conn, onClose func()) *deadlineConn {
-	return &deadlineConn{Conn: c, onClose: onClose, chunks: make(chan []byte, 4), rd: newDeadline(), wd: newDeadline(), closed: make(chan struct{})}
+func newDeadlineConn(c net.Conn, onClose func(), ended func() bool) *deadlineConn {
+	return &deadlineConn{Conn: c, onClose: onClose, ended: ended, chunks: make(chan []byte, 4), rd: newDeadline(), wd: newDeadline(), closed: make(chan struct{})}
 }
 
 func (c *deadlineConn) reader() {
 	defer close(c.chunks)
 	for {
 		buf := make([]byte, 32<<10)
-		n, err := c.Conn.Read(buf)
+		n, err := c.readChannel(buf)
 		if n > 0 {
 			select {
 			case c.chunks <- buf[:n]:
@@ -117,7 +121,7 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	if !c.viaReader.Load() {
 		// No read deadline yet: read in place, no goroutine. (A deadline
 		// set while such a read waits holds from the next read on.)
-		return c.Conn.Read(p)
+		return c.readChannel(p)
 	}
 	c.readOnce.Do(func() { go c.reader() })
 	if len(c.left) == 0 {
@@ -139,6 +143,26 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	n := copy(p, c.left)
 	c.left = c.left[n:]
 	return n, nil
+}
+
+// ErrConnectionLost is what a channel's reader gets, instead of io.EOF,
+// when the channel ended because its SSH connection did. x/crypto/ssh
+// ends every channel of a dead connection with io.EOF, the same as a
+// clean end; a proxy reading a body that ends with its connection (no
+// Content-Length, not chunked) would then pass a cut body on as
+// complete.
+var ErrConnectionLost = fmt.Errorf("the sandbox's SSH connection was lost: %w", io.ErrUnexpectedEOF)
+
+// readChannel reads from the channel, telling a lost connection from the
+// sandbox's end of the stream. The connection is marked ended before the
+// SSH client sees it end, so the mark is there by the time the channel
+// says EOF.
+func (c *deadlineConn) readChannel(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, io.EOF) && c.ended != nil && c.ended() {
+		err = ErrConnectionLost
+	}
+	return n, err
 }
 
 func (c *deadlineConn) Write(p []byte) (int, error) {

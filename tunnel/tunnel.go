@@ -56,6 +56,7 @@ type Tunnel struct {
 
 type client struct {
 	*ssh.Client
+	conn    *batchConn
 	host    string
 	port    int
 	hostKey string
@@ -111,7 +112,7 @@ func (t *Tunnel) DialContext(ctx context.Context, sandboxID string, port int) (n
 		return nil, fmt.Errorf("dial sandbox %s port %d: %w", sandboxID, port, err)
 	}
 	t.m.channels.Inc()
-	return newDeadlineConn(nc, t.m.channels.Dec), nil
+	return newDeadlineConn(nc, t.m.channels.Dec, c.conn.ended.Load), nil
 }
 
 // Session opens an exec session in the sandbox. The caller closes it.
@@ -264,7 +265,7 @@ func (t *Tunnel) dial(ctx context.Context, id string, wait time.Duration) (*clie
 		return nil, fmt.Errorf("ssh handshake with sandbox %s: %w", id, err)
 	}
 	nc.SetDeadline(time.Time{})
-	c := &client{Client: ssh.NewClient(conn, chans, reqs), host: sb.SSHHost, port: sb.SSHPort, hostKey: sb.SSHHostKey}
+	c := &client{Client: ssh.NewClient(conn, chans, reqs), conn: bc, host: sb.SSHHost, port: sb.SSHPort, hostKey: sb.SSHHostKey}
 	t.m.dialSeconds.Observe(time.Since(start).Seconds())
 	t.m.conns.Inc()
 	go t.keepAlive(id, c)
@@ -324,12 +325,23 @@ func (t *Tunnel) keepAlive(id string, c *client) {
 }
 
 // Watch drops connections when their sandbox stops, goes away or moves to
-// another endpoint, until ctx ends.
+// another endpoint, until ctx ends; while the feed is unavailable it keeps
+// trying.
 func (t *Tunnel) Watch(ctx context.Context, feed store.Feed) error {
 	for ctx.Err() == nil {
 		sub, err := feed.Subscribe(ctx, -1)
 		if err != nil {
-			return err
+			// The store is away (Postgres down): the connections stay as
+			// they are, and serve, until it is back. Returning would end
+			// the process that serves them.
+			if ctx.Err() == nil {
+				t.o.Logger.Warn("tunnel: cannot follow the change feed; retrying", slog.String("error", err.Error()))
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
 		}
 		// Anything may have changed while we were not looking.
 		t.mu.Lock()

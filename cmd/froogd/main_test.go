@@ -685,7 +685,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // database URL, the API key and the two key files.
 func selfHosted(t *testing.T) (db, key, ctlKey, secret string) {
 	t.Helper()
-	db = pgtest.URLWithSchema(pgtest.Schema(t))
+	return selfHostedOn(t, pgtest.URLWithSchema(pgtest.Schema(t)))
+}
+
+// selfHostedOn is selfHosted on the empty database at db.
+func selfHostedOn(t *testing.T, db string) (_, key, ctlKey, secret string) {
+	t.Helper()
 	run := func(args ...string) string {
 		out, err := exec.Command(froogd, args...).Output()
 		if err != nil {
