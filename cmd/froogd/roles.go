@@ -371,7 +371,7 @@ func (c edgeCerts) check() error {
 func (c edgeCerts) apply(o *edge.Options, domain string, st certs.Store, owner func(string) (string, error), lns []net.Listener, reg prometheus.Registerer, log *slog.Logger) error {
 	switch {
 	case *c.caDir != "":
-		ca, err := certs.OpenLocalCA(*c.caDir, domain)
+		ca, err := certs.NewLocalCA(certs.LocalCAOptions{Dir: *c.caDir, Domains: []string{domain}, Names: ownerFunc(owner)})
 		if err != nil {
 			return err
 		}
