@@ -1,8 +1,10 @@
 # froog edge: the Makefile is the interface for people and CI.
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# FUZZTIME is how long `make fuzz` runs each fuzz target.
+FUZZTIME ?= 20s
 
-.PHONY: help build run test bench lint
+.PHONY: help build run test bench lint fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -22,6 +24,9 @@ bench: ## run the benchmarks; the edge against nginx and Caddy lands in .bench/
 	./deploy/testdeps.sh --bench
 	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestEdgeBench$$' -v -timeout 30m .
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+fuzz: ## run every fuzz target for FUZZTIME each (20s), one at a time; failing inputs land in testdata/fuzz
+	FUZZTIME=$(FUZZTIME) GO=$(GO) ./deploy/fuzz.sh
 
 lint: ## no build outputs in git, gofmt, go vet and staticcheck
 	./deploy/checktree.sh

@@ -134,5 +134,9 @@ func reaches(k *store.APIKey, sb *store.Sandbox) bool {
 	return true
 }
 
-// scoped reports whether the key is limited to some sandboxes.
+// scoped reports whether the key is limited to some sandboxes by name.
 func scoped(k *store.APIKey) bool { return len(k.Sandboxes) > 0 }
+
+// limited reports whether the key reaches only some of the account's
+// sandboxes, by name or by label: such a key sees nothing account-wide.
+func limited(k *store.APIKey) bool { return len(k.Sandboxes) > 0 || len(k.Labels) > 0 }

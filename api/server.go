@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"froog.tech/froog/internal/requestid"
@@ -128,6 +130,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), reqIDCtx, id))
 	w.Header().Set("X-Request-Id", id)
 	rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	if r.Body != nil && r.Body != http.NoBody {
+		rec.body = &bodyWatch{ReadCloser: r.Body}
+		r.Body = rec.body
+	}
 	if e := s.limiter.take(clientIP(r), s.clock(), w.Header()); e != nil {
 		writeError(rec, r, e)
 	} else {
@@ -142,11 +148,43 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	wrote  bool
+	body   *bodyWatch // nil without a body
 }
 
+// WriteHeader closes the connection after an answer given before the
+// request body was read to its end: a request refused before its body
+// (no key, a limit, an unknown route) costs the server nothing more.
+// Without it, net/http reads up to 256 KiB of the body (and waits for a
+// slow one) before sending the answer, to keep the connection.
 func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
+	if w.wrote {
+		return
+	}
+	w.wrote, w.status = true, code
+	if w.body != nil && !w.body.eof.Load() {
+		w.Header().Set("Connection", "close")
+	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.ResponseWriter.Write(b)
+}
+
+// bodyWatch notes that a request body was read to its end.
+type bodyWatch struct {
+	io.ReadCloser
+	eof atomic.Bool
+}
+
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
 }
 
 // Unwrap lets http.ResponseController reach Flush (streamed exec).

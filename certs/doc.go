@@ -9,7 +9,9 @@
 //   - An operator's wildcard for *.DOMAIN (wildcard.go), reread when it
 //     changes.
 //   - The local CA (localca.go) that `froogd dev` and tests use: a root
-//     created once in the data folder (ca.pem), a leaf per name, cached.
+//     created once in the data folder (ca.pem), a leaf per name, cached
+//     (least recently used out past a bound); with a decision function
+//     (the edge's route table, as for ACME), only for names that route.
 //
 // The edge asks; certs never serves HTTP itself, but answers the ACME
 // challenges the edge hands it.

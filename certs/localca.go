@@ -1,6 +1,7 @@
 package certs
 
 import (
+	"container/list"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -21,21 +22,55 @@ import (
 // LocalCA issues certificates for development from a root kept in a
 // folder. It is safe for concurrent use.
 type LocalCA struct {
-	domains []string
-	key     *ecdsa.PrivateKey
-	cert    *x509.Certificate
-	certDER []byte
+	domains   []string
+	names     Names // nil: any name under domains
+	maxCached int
+	key       *ecdsa.PrivateKey
+	cert      *x509.Certificate
+	certDER   []byte
 
 	mu     sync.Mutex
-	leaves map[string]*tls.Certificate
+	leaves map[string]*list.Element // of *leaf
+	lru    *list.List               // most recently used first
 }
 
-// OpenLocalCA loads the root in dir (ca.pem, ca-key.pem), creating it the
-// first time, and issues leaves only for names under domains (the domain
-// itself and one or more labels below it).
+type leaf struct {
+	name string
+	cert *tls.Certificate
+}
+
+// LocalCAOptions configure a LocalCA.
+type LocalCAOptions struct {
+	// Dir holds the root (ca.pem, ca-key.pem), created the first time.
+	// Required.
+	Dir string
+	// Domains are where leaves may be issued: each domain itself and one
+	// or more labels below it. Required.
+	Domains []string
+	// Names, when set, decides which names under Domains get a
+	// certificate: only those it gives an owner for (the edge's route
+	// table, as for ACME). nil issues for any name under Domains (tests,
+	// peers in benchmarks).
+	Names Names
+	// MaxCached bounds the leaves kept in memory, least recently used
+	// first out; 0 means 1024.
+	MaxCached int
+}
+
+// OpenLocalCA is NewLocalCA for dir and domains, with no decision
+// function and the default cache.
 func OpenLocalCA(dir string, domains ...string) (*LocalCA, error) {
+	return NewLocalCA(LocalCAOptions{Dir: dir, Domains: domains})
+}
+
+// NewLocalCA loads the root in o.Dir, creating it the first time.
+func NewLocalCA(o LocalCAOptions) (*LocalCA, error) {
+	dir, domains := o.Dir, o.Domains
 	certPath, keyPath := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem")
-	ca := &LocalCA{leaves: map[string]*tls.Certificate{}}
+	if o.MaxCached == 0 {
+		o.MaxCached = 1024
+	}
+	ca := &LocalCA{names: o.Names, maxCached: o.MaxCached, leaves: map[string]*list.Element{}, lru: list.New()}
 	for _, d := range domains {
 		ca.domains = append(ca.domains, strings.ToLower(strings.TrimSuffix(d, ".")))
 	}
@@ -117,7 +152,9 @@ func (ca *LocalCA) allowed(name string) bool {
 	return false
 }
 
-// GetCertificate serves tls.Config.GetCertificate.
+// GetCertificate serves tls.Config.GetCertificate: a cached leaf, or a
+// new one for a name under the CA's domains that the decision function
+// (if any) gives an owner for.
 func (ca *LocalCA) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
 	if name == "" || !ca.allowed(name) {
@@ -125,9 +162,33 @@ func (ca *LocalCA) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate,
 	}
 	ca.mu.Lock()
 	defer ca.mu.Unlock()
-	if c, ok := ca.leaves[name]; ok && time.Until(c.Leaf.NotAfter) > 24*time.Hour {
-		return c, nil
+	if el, ok := ca.leaves[name]; ok {
+		if c := el.Value.(*leaf).cert; time.Until(c.Leaf.NotAfter) > 24*time.Hour {
+			ca.lru.MoveToFront(el)
+			return c, nil
+		}
+		ca.lru.Remove(el)
+		delete(ca.leaves, name)
 	}
+	if ca.names != nil {
+		if _, err := ca.names.Owner(name); err != nil {
+			return nil, fmt.Errorf("no certificate for %q: %w", name, err)
+		}
+	}
+	c, err := ca.issue(name)
+	if err != nil {
+		return nil, err
+	}
+	ca.leaves[name] = ca.lru.PushFront(&leaf{name: name, cert: c})
+	for ca.lru.Len() > ca.maxCached {
+		old := ca.lru.Remove(ca.lru.Back()).(*leaf)
+		delete(ca.leaves, old.name)
+	}
+	return c, nil
+}
+
+// issue makes a leaf for name, signed by the root.
+func (ca *LocalCA) issue(name string) (*tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -149,9 +210,7 @@ func (ca *LocalCA) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate,
 	if err != nil {
 		return nil, err
 	}
-	c := &tls.Certificate{Certificate: [][]byte{der, ca.certDER}, PrivateKey: key, Leaf: leaf}
-	ca.leaves[name] = c
-	return c, nil
+	return &tls.Certificate{Certificate: [][]byte{der, ca.certDER}, PrivateKey: key, Leaf: leaf}, nil
 }
 
 // Pool is a cert pool holding the root, for clients in tests.

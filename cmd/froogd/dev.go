@@ -109,7 +109,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	ca, err := certs.OpenLocalCA(c.Data, c.Domain)
+	// The local CA issues only for names the edge's route table holds:
+	// each is given the other, as in `froogd edge`.
+	var edgeSrv *edge.Server
+	ca, err := certs.NewLocalCA(certs.LocalCAOptions{Dir: c.Data, Domains: []string{c.Domain},
+		Names: ownerFunc(func(name string) (string, error) { return edgeSrv.Owner(name) })})
 	if err != nil {
 		return err
 	}
@@ -119,7 +123,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	eo := edge.Options{Routes: routes, Dialer: tun, GetCertificate: ca.GetCertificate, HTTPSPort: port, Logger: log, Registerer: reg}
 	rate.apply(&eo)
-	edgeSrv, err := edge.New(eo)
+	edgeSrv, err = edge.New(eo)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,8 @@
+package certs
+
+// Cached is how many leaves the local CA keeps.
+func (ca *LocalCA) Cached() int {
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	return len(ca.leaves)
+}
