@@ -109,21 +109,19 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	// The local CA issues only for names the edge's route table holds:
-	// each is given the other, as in `froogd edge`.
-	var edgeSrv *edge.Server
-	ca, err := certs.NewLocalCA(certs.LocalCAOptions{Dir: c.Data, Domains: []string{c.Domain},
-		Names: ownerFunc(func(name string) (string, error) { return edgeSrv.Owner(name) })})
+	// The route table first: the local CA issues only for the names it
+	// holds, and the edge reads it.
+	routes, err := route.New(route.Options{Store: st, Domain: c.Domain, Logger: log, Registerer: reg})
 	if err != nil {
 		return err
 	}
-	routes, err := route.New(route.Options{Store: st, Domain: c.Domain, Logger: log, Registerer: reg})
+	ca, err := certs.NewLocalCA(certs.LocalCAOptions{Dir: c.Data, Domains: []string{c.Domain}, Names: routes})
 	if err != nil {
 		return err
 	}
 	eo := edge.Options{Routes: routes, Dialer: tun, GetCertificate: ca.GetCertificate, HTTPSPort: port, Logger: log, Registerer: reg}
 	rate.apply(&eo)
-	edgeSrv, err = edge.New(eo)
+	edgeSrv, err := edge.New(eo)
 	if err != nil {
 		return err
 	}

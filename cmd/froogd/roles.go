@@ -376,7 +376,7 @@ func (c edgeCerts) check() error {
 func (c edgeCerts) apply(o *edge.Options, domain string, st certs.Store, names certs.Names, lns []net.Listener, reg prometheus.Registerer, log *slog.Logger) error {
 	switch {
 	case *c.caDir != "":
-		ca, err := certs.NewLocalCA(certs.LocalCAOptions{Dir: *c.caDir, Domains: []string{domain}, Names: ownerFunc(owner)})
+		ca, err := certs.NewLocalCA(certs.LocalCAOptions{Dir: *c.caDir, Domains: []string{domain}, Names: names})
 		if err != nil {
 			return err
 		}
