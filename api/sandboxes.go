@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	names "froog.tech/froog/edge/route"
 	"froog.tech/froog/store"
 )
 
@@ -197,7 +198,7 @@ func (req *createRequest) sandbox(k *store.APIKey, now time.Time) (store.Sandbox
 		}
 		sb.Name = *req.Name
 	} else {
-		sb.Name = "sandbox-" + randomLabel(6)
+		sb.Name = "sandbox-" + names.RandomLabel(6)
 	}
 	if req.Size != nil {
 		if !slices.Contains(sizes, *req.Size) {

@@ -1,16 +1,14 @@
 package api
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	names "froog.tech/froog/edge/route"
 	"froog.tech/froog/store"
 )
 
@@ -27,23 +25,6 @@ const (
 	maxTokenTTL    = 30 * 24 * 3600
 	defaultTokenTT = 24 * 3600
 )
-
-var subdomainRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,38}[a-z0-9]$`)
-
-// reservedNames are host names under the public domain that froog uses
-// itself.
-var reservedNames = []string{"api", "desktop", "wall", "www", "edge", "admin", "status"}
-
-// randomLabel returns n random lowercase letters and digits.
-func randomLabel(n int) string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, n)
-	rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)] // 256 % 36 = 4: a negligible bias for names
-	}
-	return string(b)
-}
 
 // link is the public address of host name, with a token when given.
 func (s *Server) link(hostname, token string) string {
@@ -147,10 +128,10 @@ func (req *urlRequest) check() error {
 		return invalid("port must be from 1 to 65535")
 	}
 	if req.Subdomain != nil {
-		if !subdomainRE.MatchString(*req.Subdomain) {
-			return invalid("subdomain must be 3-40 lowercase letters, digits and hyphens, not starting or ending with a hyphen")
-		}
-		if slices.Contains(reservedNames, *req.Subdomain) {
+		switch err := names.CheckSubdomain(*req.Subdomain); err {
+		case names.ErrSubdomainSyntax:
+			return invalid("%s", err.Error())
+		case names.ErrSubdomainTaken:
 			return errorf(http.StatusConflict, "subdomain_taken", "subdomain %q is taken", *req.Subdomain)
 		}
 	}
@@ -184,7 +165,7 @@ func (s *Server) putURL(w http.ResponseWriter, r *http.Request) error {
 			var u store.URL
 			created = old == nil
 			if created {
-				u = store.URL{ID: store.NewID("url"), Hostname: fmt.Sprintf("%s-%d-%s", sb.Name, port, randomLabel(6)), CreatedAt: now}
+				u = store.URL{ID: store.NewID("url"), Hostname: names.NewName(sb.Name, port), CreatedAt: now}
 				ev.Action = "url.create"
 			} else {
 				u = *old

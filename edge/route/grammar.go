@@ -37,11 +37,11 @@ func CheckSubdomain(s string) error {
 // NewName makes a default name for a sandbox's port: NAME-PORT-RAND, RAND
 // RandLen random lowercase letters and digits.
 func NewName(sandbox string, port int) string {
-	return sandbox + "-" + strconv.Itoa(port) + "-" + randomLabel(RandLen)
+	return sandbox + "-" + strconv.Itoa(port) + "-" + RandomLabel(RandLen)
 }
 
-// randomLabel returns n random lowercase letters and digits.
-func randomLabel(n int) string {
+// RandomLabel returns n random lowercase letters and digits.
+func RandomLabel(n int) string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	b := make([]byte, n)
 	rand.Read(b)
