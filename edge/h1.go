@@ -5,11 +5,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"iter"
 	"net"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -300,69 +298,6 @@ func (s *Server) answerH1(ctx *fasthttp.RequestCtx, x *exchange, up *fasthttp.Re
 	ctx.Response.SetBodyStream(&bodyTail{countingReader: countingReader{r: body, n: &x.bytesOut}, up: up, x: x, s: s}, n)
 }
 
-// bodyTail streams a sandbox's response body to the client, counting it;
-// fasthttp closes it when the body is through, which frees the upstream
-// connection and logs the exchange.
-type bodyTail struct {
-	countingReader
-	up   *fasthttp.Response
-	x    *exchange
-	s    *Server
-	once sync.Once
-}
-
-// WriteTo is how fasthttp copies a body of known size: in large reads,
-// rather than its own 4 KiB ones.
-func (b *bodyTail) WriteTo(w io.Writer) (int64, error) {
-	buf := bulkBuffers.Get().(*[]byte)
-	defer bulkBuffers.Put(buf)
-	var total int64
-	for {
-		n, err := b.Read(*buf)
-		if n > 0 {
-			m, werr := w.Write((*buf)[:n])
-			total += int64(m)
-			if werr != nil {
-				return total, werr
-			}
-		}
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
-			return total, err
-		}
-	}
-}
-
-var bulkBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
-
-func (b *bodyTail) Close() error {
-	b.once.Do(func() {
-		b.up.CloseBodyStream()
-		fasthttp.ReleaseResponse(b.up)
-		b.s.finish(b.x)
-	})
-	return nil
-}
-
-// countingReader counts what is read through it into n, and keeps the
-// first error other than io.EOF: for a request body, the client's.
-type countingReader struct {
-	r   io.Reader
-	n   *int64
-	err error
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	*c.n += int64(n)
-	if err != nil && err != io.EOF && c.err == nil {
-		c.err = err
-	}
-	return n, err
-}
-
 // h1Problem answers with one of the edge's own pages.
 func (s *Server) h1Problem(ctx *fasthttp.RequestCtx, x *exchange, p *problem, html bool) {
 	rh := &ctx.Response.Header
@@ -430,16 +365,5 @@ func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route.Rout
 	if fc, ok := ctx.Conn().(*framingConn); ok {
 		fc.passThrough()
 	}
-	ctx.Hijack(func(c net.Conn) {
-		client, sandbox := s.track(c), s.track(up)
-		s.m.websockets.Inc()
-		defer s.m.websockets.Dec()
-		done := make(chan struct{}, 2)
-		go func() { io.Copy(sandbox, client); done <- struct{}{} }()
-		go func() { io.Copy(client, br); done <- struct{}{} }()
-		<-done
-		client.Close()
-		sandbox.Close()
-		<-done
-	})
+	ctx.Hijack(func(c net.Conn) { s.pipe(c, up, br) })
 }
