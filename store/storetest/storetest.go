@@ -36,6 +36,7 @@ func Run(t *testing.T, f Factory) {
 		{"SandboxList", testSandboxList},
 		{"SameNameConcurrently", testSameNameConcurrently},
 		{"RunningLimit", testRunningLimit},
+		{"AutoStart", testAutoStart},
 		{"Stops", testStops},
 		{"Hosts", testHosts},
 		{"URLs", testURLs},
