@@ -363,7 +363,7 @@ func runEdge(t *testing.T, ca *certs.LocalCA, sshd *sshdtest.Server, signer ssh.
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := edge.New(edge.Options{Routes: routes, Dialer: tun, GetCertificate: ca.GetCertificate, Logger: slog.New(slog.DiscardHandler),
+	srv, err := edge.New(edge.Options{Routes: routes, Sandboxes: st, Dialer: tun, GetCertificate: ca.GetCertificate, Logger: slog.New(slog.DiscardHandler),
 		RateLimit: -1}) // wrk is one address: no per-address limit
 	if err != nil {
 		t.Fatal(err)

@@ -277,7 +277,9 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if cur.DesiredState != store.StateRunning && cur.State != store.StateRunning {
-			return errorf(http.StatusConflict, "conflict", "sandbox %q is not running", sb.Name)
+			if err := s.wake(r, &cur); err != nil { // the start counts against the timeout
+				return err
+			}
 		}
 		if cur.State == store.StateRunning {
 			out, errOut := &capped{max: 4 << 20}, &capped{max: 4096}

@@ -81,7 +81,7 @@ func newACMERig(t testing.TB, validity time.Duration, edit func(*certs.ACMEOptio
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := edge.New(edge.Options{Routes: routes, Dialer: noDialer{}, GetCertificate: a.GetCertificate, HTTPChallenge: a.HTTPChallenge})
+	srv, err := edge.New(edge.Options{Routes: routes, Sandboxes: st, Dialer: noDialer{}, GetCertificate: a.GetCertificate, HTTPChallenge: a.HTTPChallenge})
 	if err != nil {
 		t.Fatal(err)
 	}

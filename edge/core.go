@@ -42,6 +42,9 @@ type decision struct {
 	// host is the request's host as the edge spells it (the route's name,
 	// and the port the client gave): for X-Forwarded-Host and redirects.
 	host string
+	// wake: the request may start a stopped sandbox (the URL is public, or
+	// the request carried a valid token).
+	wake bool
 }
 
 // decide routes and authorizes c. Both protocol front ends call it, so
@@ -73,7 +76,11 @@ func (s *Server) decide(c *call) decision {
 		d.problem = &errBadRequest // an absolute-form target, or no path
 		return d
 	}
-	if rt.Public || isPreflight(c) {
+	if rt.Public {
+		d.wake = true
+		return d
+	}
+	if isPreflight(c) {
 		return d
 	}
 	switch v, tok, life := authorize(rt, c, s.o.Now()); v {
@@ -89,6 +96,8 @@ func (s *Server) decide(c *call) decision {
 			d.location += "?" + q
 		}
 		d.setCookie = tokenCookieValue(tok, life)
+	default:
+		d.wake = true
 	}
 	return d
 }

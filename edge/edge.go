@@ -27,6 +27,8 @@ type Routes interface {
 	Lookup(host string) *route.Route
 	// Serves reports whether some route still points at a sandbox's port.
 	Serves(p route.Port) bool
+	// Sandbox gives the state and auto_start of a sandbox, or nil.
+	Sandbox(id string) *route.Sandbox
 	// Domain is the public-URL domain, lowercase.
 	Domain() string
 }
@@ -37,6 +39,12 @@ var _ Routes = (*route.Table)(nil)
 type Options struct {
 	Routes Routes // required
 	Dialer Dialer // required
+	// Sandboxes takes the edge's one write: a stopped sandbox's start,
+	// asked by a request to one of its URLs. Required.
+	Sandboxes Sandboxes
+	// HoldTimeout bounds how long a request waits for its sandbox to
+	// start; 0 means 20 s.
+	HoldTimeout time.Duration
 	// GetCertificate gives the TLS certificates (package certs). Required.
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// HTTPChallenge, when set, answers ACME HTTP-01 challenges on the HTTP
@@ -66,7 +74,12 @@ type Server struct {
 	limit     *limiter // nil: no limit
 	proxy     *httputil.ReverseProxy
 	upstreams upstreams
-	m         metrics
+	transport *http.Transport // HTTP/2's upstream pool
+	starts    starts
+	// seen is the sandbox (*route.Sandbox) each sandbox id was last
+	// proxied to, for forgetStale.
+	seen sync.Map
+	m    metrics
 
 	mu       sync.Mutex
 	hijacked map[net.Conn]struct{}
@@ -79,6 +92,9 @@ func New(o Options) (*Server, error) {
 	var errs []error
 	if o.Routes == nil {
 		errs = append(errs, errors.New("edge: a route table is required"))
+	}
+	if o.Sandboxes == nil {
+		errs = append(errs, errors.New("edge: a sandbox store is required (auto-start writes to it)"))
 	}
 	if o.Dialer == nil {
 		errs = append(errs, errors.New("edge: a dialer is required"))
@@ -94,6 +110,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.HoldTimeout == 0 {
+		o.HoldTimeout = 20 * time.Second
 	}
 	if o.ReadHeaderTimeout == 0 {
 		o.ReadHeaderTimeout = 10 * time.Second

@@ -106,7 +106,7 @@ func (r *rig) startEdge(st store.Store, edit ...func(*edge.Options)) (string, st
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := edge.Options{Routes: routes, Dialer: r.tun, GetCertificate: r.ca.GetCertificate,
+	o := edge.Options{Routes: routes, Sandboxes: st, Dialer: r.tun, GetCertificate: r.ca.GetCertificate,
 		Logger: log, ReadHeaderTimeout: time.Second}
 	for _, e := range edit {
 		e(&o)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"iter"
 	"net"
 	"strings"
@@ -238,10 +239,17 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 	// The head is in; the body may take as long as it takes.
 	ctx.Conn().SetReadDeadline(time.Time{})
 
+	if sb, held := s.needsHold(d.rt); held {
+		if p := s.holdH1(ctx, x, &d, sb, c.body); p != nil {
+			s.h1Problem(ctx, x, p, c.html)
+			return
+		}
+	}
 	if c.upgrade {
 		s.upgradeH1(ctx, x, d.rt)
 		return
 	}
+	s.forgetStale(d.rt.SandboxID)
 	in := countingReader{n: &x.bytesIn}
 	if req.IsBodyStream() {
 		in.r = ctx.RequestBodyStream()
@@ -259,6 +267,26 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.answerH1(ctx, x, up)
+}
+
+// holdH1 holds a request while its sandbox starts (hold.go), with its
+// body in memory.
+func (s *Server) holdH1(ctx *fasthttp.RequestCtx, x *exchange, d *decision, sb *route.Sandbox, body bool) *problem {
+	req := &ctx.Request
+	if body && req.IsBodyStream() {
+		if req.Header.ContentLength() > maxHeldBody {
+			return s.tooLargeToHold(d.rt, sb, d.wake, x.id)
+		}
+		buf, err := io.ReadAll(io.LimitReader(ctx.RequestBodyStream(), maxHeldBody+1))
+		if err != nil {
+			return &errBadRequest
+		}
+		if len(buf) > maxHeldBody {
+			return s.tooLargeToHold(d.rt, sb, d.wake, x.id)
+		}
+		req.SetBody(buf)
+	}
+	return s.hold(context.Background(), d.rt, sb, d.wake, x.id)
 }
 
 // answerH1 sends the sandbox's answer up on to the client, streaming its

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"froog.tech/froog/edge/route"
 	"froog.tech/froog/internal/requestid"
 )
 
@@ -51,6 +53,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 		MaxResponseHeaderBytes: 64 << 10,
 		DisableCompression:     true,
 	}
+	s.transport = transport
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			d := pr.In.Context().Value(ctxKey{}).(*h2Request).d
@@ -127,6 +130,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	r.Header.Set("X-Request-Id", x.id)
+	if sb, held := s.needsHold(d.rt); held {
+		if p := s.holdH2(r, &d, sb, c.body, x.id); p != nil {
+			writeProblem(rec, r, *p, x.id)
+			return
+		}
+	}
+	s.forgetStale(d.rt.SandboxID)
 	rq := &h2Request{d: &d, in: countingReader{r: r.Body, n: &x.bytesIn}}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = struct {
@@ -135,6 +145,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}{&rq.in, r.Body}
 	}
 	s.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rq)))
+}
+
+// holdH2 holds a request while its sandbox starts (hold.go), with its
+// body in memory; the hold ends when the client goes.
+func (s *Server) holdH2(r *http.Request, d *decision, sb *route.Sandbox, body bool, requestID string) *problem {
+	if body {
+		if r.ContentLength > maxHeldBody {
+			return s.tooLargeToHold(d.rt, sb, d.wake, requestID)
+		}
+		buf, err := io.ReadAll(io.LimitReader(r.Body, maxHeldBody+1))
+		if err != nil {
+			return &errBadRequest
+		}
+		if len(buf) > maxHeldBody {
+			return s.tooLargeToHold(d.rt, sb, d.wake, requestID)
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(buf)), int64(len(buf))
+	}
+	return s.hold(r.Context(), d.rt, sb, d.wake, requestID)
 }
 
 // writeProblem answers r with p over net/http.

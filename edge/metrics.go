@@ -8,6 +8,9 @@ type metrics struct {
 	bytesIn    prometheus.Counter
 	bytesOut   prometheus.Counter
 	websockets prometheus.Gauge
+	autoStarts *prometheus.CounterVec
+	holdTime   prometheus.Histogram
+	held       prometheus.Gauge
 }
 
 func newMetrics(r prometheus.Registerer) metrics {
@@ -18,9 +21,13 @@ func newMetrics(r prometheus.Registerer) metrics {
 		bytesIn:    prometheus.NewCounter(prometheus.CounterOpts{Name: "froog_edge_request_bytes_total", Help: "Request body bytes received."}),
 		bytesOut:   prometheus.NewCounter(prometheus.CounterOpts{Name: "froog_edge_response_bytes_total", Help: "Response body bytes sent."}),
 		websockets: prometheus.NewGauge(prometheus.GaugeOpts{Name: "froog_edge_websockets_open", Help: "Open websocket (upgraded) connections."}),
+		autoStarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "froog_edge_auto_starts_total", Help: "Requests held for a stopped sandbox, by outcome (started, refused, timed_out)."}, []string{"outcome"}),
+		holdTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "froog_edge_hold_seconds", Help: "How long requests were held while their sandbox started.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "froog_edge_requests_held", Help: "Requests held now, waiting for their sandbox to start."}),
 	}
 	if r != nil {
-		r.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.websockets)
+		r.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.websockets, m.autoStarts, m.holdTime, m.held)
 	}
 	return m
 }

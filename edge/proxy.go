@@ -127,6 +127,36 @@ func (u *upstreams) get(rt *route.Route) *fasthttp.HostClient {
 	return hc
 }
 
+// forgetStale drops the pooled connections to a sandbox that changed
+// since the last request to it (it stopped, started, moved): they went
+// through a tunnel connection that is gone, and a POST sent on one would
+// fail rather than be retried. Sandbox changes are rare next to requests;
+// the check is a lookup and a pointer comparison.
+func (s *Server) forgetStale(sandboxID string) {
+	cur := s.o.Routes.Sandbox(sandboxID)
+	if cur == nil {
+		return
+	}
+	if old, ok := s.seen.Load(sandboxID); ok && old == cur {
+		return
+	}
+	if old, loaded := s.seen.Swap(sandboxID, cur); loaded && old != cur {
+		s.upstreams.closeIdle(sandboxID)
+		s.transport.CloseIdleConnections() // net/http's pool is not by sandbox
+	}
+}
+
+// closeIdle closes the idle connections to one sandbox's ports.
+func (u *upstreams) closeIdle(sandboxID string) {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	for k, hc := range u.m {
+		if k.SandboxID == sandboxID {
+			hc.CloseIdleConnections()
+		}
+	}
+}
+
 // prune forgets the clients of ports no route points at any more, at
 // most every pruneEvery.
 func (u *upstreams) prune() {
@@ -142,6 +172,12 @@ func (u *upstreams) prune() {
 			delete(u.m, k)
 		}
 	}
+	u.s.seen.Range(func(id, _ any) bool {
+		if u.s.o.Routes.Sandbox(id.(string)) == nil {
+			u.s.seen.Delete(id)
+		}
+		return true
+	})
 }
 
 // pipe joins a client's connection to a sandbox's once the sandbox agreed

@@ -119,7 +119,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	eo := edge.Options{Routes: routes, Dialer: tun, GetCertificate: ca.GetCertificate, HTTPSPort: port, Logger: log, Registerer: reg}
+	eo := edge.Options{Routes: routes, Sandboxes: st, Dialer: tun, GetCertificate: ca.GetCertificate, HTTPSPort: port, Logger: log, Registerer: reg}
 	rate.apply(&eo)
 	edgeSrv, err := edge.New(eo)
 	if err != nil {

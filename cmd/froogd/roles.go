@@ -268,7 +268,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	o := edge.Options{Routes: routes, Dialer: tun, HTTPSPort: *publicPort, Logger: log, Registerer: reg}
+	o := edge.Options{Routes: routes, Sandboxes: st, Dialer: tun, HTTPSPort: *publicPort, Logger: log, Registerer: reg}
 	rate.apply(&o)
 	if err := tlsFlags.apply(&o, *domain, st, routes, lns, reg, log); err != nil {
 		return err
