@@ -12,7 +12,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/drivertest"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 )
 
@@ -159,6 +162,61 @@ func TestClosingKillsProcessGroup(t *testing.T) {
 	})
 	s.Close()
 	waitFor(t, func() bool { return !alive(pid) })
+}
+
+// A command that has ended leaves its process group alone when its
+// channel closes. A job the API starts is a background child that calls
+// setsid: for a moment after the command has exited it is still in the
+// command's group, and the session's close used to kill it there now and
+// then (the exit and the close raced), so a job's server never came up.
+// Here the child stays 50 ms in the group: before the fix about 1 in 10
+// were killed.
+func TestEndedCommandKeepsBackgroundJobs(t *testing.T) {
+	r := newRig(t)
+	ep := r.start()
+	home := r.drv.Home(r.sb)
+	const workers, each = 4, 15
+	lost := make(chan int, workers*each)
+	var wg sync.WaitGroup
+	for w := range workers {
+		c := r.client(ep)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				name := fmt.Sprintf("job-%d-%d.pid", w, i)
+				s, err := c.NewSession()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				err = s.Run(`{ exec < /dev/null > /dev/null 2>&1; sleep 0.05; exec setsid sleep 60; } & echo $! > ` + name)
+				s.Close()
+				if err != nil {
+					t.Errorf("starting a job: %v", err)
+					return
+				}
+				b, _ := os.ReadFile(filepath.Join(home, name))
+				var pid int
+				if !sscan(string(b), &pid) {
+					t.Errorf("%s: %q", name, b)
+					return
+				}
+				// Either it reaches a session of its own or it was killed.
+				if !wait.Until(10*time.Second, func() bool { return !alive(pid) || sessionOf(pid) == pid }) {
+					t.Errorf("job %d neither reached a session of its own nor died", pid)
+					return
+				}
+				if !alive(pid) {
+					lost <- pid
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := len(lost); n > 0 {
+		t.Fatalf("%d of %d background jobs were killed with the session that started them", n, workers*each)
+	}
 }
 
 // Signals reach the process group.
@@ -305,6 +363,21 @@ func procState(pid int) string {
 		return ""
 	}
 	return s[i+2 : i+3]
+}
+
+// sessionOf is the session id of /proc/PID/stat (0 when gone).
+func sessionOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndex(s, ")")+1:])
+	if len(f) < 4 {
+		return 0
+	}
+	sid, _ := strconv.Atoi(f[3])
+	return sid
 }
 
 func lines(t *testing.T, path string) int {
