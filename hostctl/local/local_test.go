@@ -156,12 +156,12 @@ func TestClosingKillsProcessGroup(t *testing.T) {
 	}
 	pidFile := filepath.Join(r.drv.Home(r.sb), "child.pid")
 	var pid int
-	waitFor(t, func() bool {
+	wait.For(t, 10*time.Second, "the child's pid is written", func() bool {
 		b, err := os.ReadFile(pidFile)
 		return err == nil && len(b) > 0 && sscan(string(b), &pid)
 	})
 	s.Close()
-	waitFor(t, func() bool { return !alive(pid) })
+	wait.For(t, 10*time.Second, "the child dies with the channel", func() bool { return !alive(pid) })
 }
 
 // A command that has ended leaves its process group alone when its
@@ -231,7 +231,7 @@ func TestSignal(t *testing.T) {
 	if err := s.Start(`trap 'echo got-term; exit 3' TERM; touch ready; while true; do sleep 0.05; done`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(r.drv.Home(r.sb), "ready")); return err == nil })
+	wait.For(t, 10*time.Second, "the command is ready", func() bool { _, err := os.Stat(filepath.Join(r.drv.Home(r.sb), "ready")); return err == nil })
 	if err := s.Signal(ssh.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -280,18 +280,18 @@ func TestPauseResumeStop(t *testing.T) {
 	run(t, c, `echo kept > file; setsid sh -c 'while true; do date +%s%N >> ticks; sleep 0.05; done' > /dev/null 2>&1 < /dev/null & echo $! > job.pid`, nil, "")
 	home := r.drv.Home(r.sb)
 	var pid int
-	waitFor(t, func() bool { b, _ := os.ReadFile(filepath.Join(home, "job.pid")); return sscan(string(b), &pid) })
+	wait.For(t, 10*time.Second, "the job's pid is written", func() bool { b, _ := os.ReadFile(filepath.Join(home, "job.pid")); return sscan(string(b), &pid) })
 	if err := r.drv.Pause(context.Background(), r.sb); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return procState(pid) == "T" })
+	wait.For(t, 10*time.Second, "the job is frozen", func() bool { return frozen(pid) })
 	n := lines(t, filepath.Join(home, "ticks"))
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // four ticks' time, in which none must come
 	if m := lines(t, filepath.Join(home, "ticks")); m != n {
 		t.Fatalf("a paused job kept running: %d ticks, then %d", n, m)
 	}
 	c2 := r.client(r.start()) // warm resume
-	waitFor(t, func() bool { return lines(t, filepath.Join(home, "ticks")) > n })
+	wait.For(t, 10*time.Second, "the job ticks again", func() bool { return lines(t, filepath.Join(home, "ticks")) > n })
 	if out, _, _ := run(t, c2, "cat file", nil, ""); out != "kept\n" {
 		t.Fatalf("file after resume: %q", out)
 	}
@@ -331,16 +331,6 @@ func TestHostKeyStays(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatal("condition never held")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func sscan(s string, pid *int) bool {
 	_, err := fmt.Sscan(s, pid)
 	return err == nil && *pid > 0
@@ -363,6 +353,27 @@ func procState(pid int) string {
 		return ""
 	}
 	return s[i+2 : i+3]
+}
+
+// frozen reports whether pid is stopped (T), or waits (D) in vfork for a
+// child that is: sh starts commands with vfork, and a SIGSTOP that lands
+// on the child before its exec leaves the parent in D until SIGCONT.
+func frozen(pid int) bool {
+	switch procState(pid) {
+	case "T":
+		return true
+	case "D":
+		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, f := range stats {
+			b, _ := os.ReadFile(f)
+			s := string(b)
+			fields := strings.Fields(s[strings.LastIndex(s, ")")+1:])
+			if len(fields) > 1 && fields[0] == "T" && fields[1] == strconv.Itoa(pid) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // sessionOf is the session id of /proc/PID/stat (0 when gone).
