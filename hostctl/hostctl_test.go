@@ -163,8 +163,14 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	r.setDesired(sb.ID, store.StateStopped)
-	stopped := r.waitState(sb.ID, store.StateStopped)
-	if stopped.WarmUntil == nil || stopped.StoppedAt == nil || stopped.PendingStopID != "" {
+	// The stop record finishes in a write of its own, just after the
+	// state's: wait for both.
+	var stopped store.Sandbox
+	wait.For(t, 15*time.Second, "stopped, with its stop finished", func() bool {
+		stopped, _ = r.st.SandboxByID(ctx, sb.ID)
+		return stopped.State == store.StateStopped && stopped.PendingStopID == ""
+	})
+	if stopped.WarmUntil == nil || stopped.StoppedAt == nil {
 		t.Fatalf("stopped sandbox: %+v", stopped)
 	}
 	r.setDesired(sb.ID, store.StateRunning)
