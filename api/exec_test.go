@@ -21,6 +21,7 @@ import (
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/tunnel"
 )
 
@@ -70,18 +71,14 @@ func (e *liveEnv) running(name string) string {
 
 func (e *liveEnv) waitState(name, state string) string {
 	e.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var sb struct{ ID, State string }
+	var sb struct{ ID, State string }
+	if !wait.Until(15*time.Second, func() bool {
 		e.do("GET", "/v1/sandboxes/"+name, e.admin, nil).json(e.t, &sb)
-		if sb.State == state {
-			return sb.ID
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s never reached %s (it is %s)", name, state, sb.State)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return sb.State == state
+	}) {
+		e.t.Fatalf("%s never reached %s (it is %s)", name, state, sb.State)
 	}
+	return sb.ID
 }
 
 type execJSON struct {
@@ -144,16 +141,10 @@ func TestExec(t *testing.T) {
 
 func waitGone(t *testing.T, pid string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	wait.For(t, 10*time.Second, "process "+pid+" ends", func() bool {
 		b, err := os.ReadFile("/proc/" + pid + "/stat")
-		if err != nil || strings.Contains(string(b), ") Z ") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %s is still alive", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err != nil || strings.Contains(string(b), ") Z ")
+	})
 }
 
 // stream opens a streamed exec and returns its lines as they come.
@@ -231,12 +222,9 @@ func TestExecStream(t *testing.T) {
 			r.Body.Close()
 		}
 		// The slots come back as the hung-up commands are killed.
-		for deadline := time.Now().Add(10 * time.Second); e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": "true"}).status != 200; {
-			if time.Now().After(deadline) {
-				t.Fatal("command slots never came back")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		wait.For(t, 10*time.Second, "the command slots come back", func() bool {
+			return e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": "true"}).status == 200
+		})
 
 		// The connection breaks under a running stream: a clear error, and
 		// the next exec redials and works.
@@ -288,11 +276,8 @@ func TestJobsAndWait(t *testing.T) {
 			t.Fatalf("job: %+v", j)
 		}
 		var got jobJSON
-		for deadline := time.Now().Add(10 * time.Second); !got.Done; {
-			got = e.job("box", j.ID, 0)
-			if time.Now().After(deadline) {
-				t.Fatalf("job never ended: %+v", got)
-			}
+		if !wait.Until(10*time.Second, func() bool { got = e.job("box", j.ID, 0); return got.Done }) {
+			t.Fatalf("job never ended: %+v", got)
 		}
 		if got.State != "exited" || got.ExitCode == nil || *got.ExitCode != 4 || got.Output != "first\nsecond\n" || got.NextOffset != 13 {
 			t.Fatalf("ended job: %+v", got)
@@ -315,7 +300,7 @@ func TestJobsAndWait(t *testing.T) {
 		}
 		e.do("POST", "/v1/sandboxes/box/wait", e.admin, map[string]any{"port": port, "timeout_secs": 20}).want(t, 200, "").json(t, &w)
 		if !w.Ready || w.Port != port {
-			t.Fatalf("wait: %+v", w)
+			t.Fatalf("wait: %+v; the server's job: %+v", w, e.job("box", srv.ID, 0))
 		}
 		closed := loopback.FreePort(t)
 		e.do("POST", "/v1/sandboxes/box/wait", e.admin, map[string]any{"port": closed, "timeout_secs": 1}).want(t, 200, "").json(t, &w)

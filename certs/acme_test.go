@@ -26,6 +26,7 @@ import (
 	"froog.tech/froog/edge/route"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/pg"
 	"froog.tech/froog/store/pg/pgtest"
@@ -38,13 +39,14 @@ const domain = "froog.test"
 // acmeRig: an edge with on-demand certificates from Pebble, on Postgres
 // (reached through a proxy the test can cut), and a URL in the store.
 type acmeRig struct {
-	t     testing.TB
-	ca    *pebbletest.CA
-	st    *pg.Store
-	proxy *pgProxy
-	addr  string
-	acct  store.Account
-	sb    store.Sandbox
+	t      testing.TB
+	ca     *pebbletest.CA
+	routes *route.Table
+	st     *pg.Store
+	proxy  *pgProxy
+	addr   string
+	acct   store.Account
+	sb     store.Sandbox
 }
 
 func newACMERig(t testing.TB, validity time.Duration, edit func(*certs.ACMEOptions)) *acmeRig {
@@ -93,7 +95,14 @@ func newACMERig(t testing.TB, validity time.Duration, edit func(*certs.ACMEOptio
 	go func() { defer wg.Done(); srv.ServeRedirect(cctx, httpLn) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	<-routes.Ready()
+	r.routes = routes
 	return r
+}
+
+// known waits until the feed has brought name to the edge's route table.
+func (r *acmeRig) known(name string) {
+	r.t.Helper()
+	wait.For(r.t, 10*time.Second, name+" reaches the edge", func() bool { _, err := r.routes.Owner(name); return err == nil })
 }
 
 // noDialer: these tests are about certificates; nothing is proxied.
@@ -130,15 +139,12 @@ func (r *acmeRig) handshake(name string) (*x509.Certificate, error) {
 // eventually retries the handshake while the feed brings a change.
 func (r *acmeRig) eventually(name string) *x509.Certificate {
 	r.t.Helper()
+	var leaf *x509.Certificate
 	var err error
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		var leaf *x509.Certificate
-		if leaf, err = r.handshake(name); err == nil {
-			return leaf
-		}
+	if !wait.Until(20*time.Second, func() bool { leaf, err = r.handshake(name); return err == nil }) {
+		r.t.Fatalf("never a certificate for %s: %v", name, err)
 	}
-	r.t.Fatalf("never a certificate for %s: %v", name, err)
-	return nil
+	return leaf
 }
 
 // 1,000 handshakes for names no URL holds: not one order, nothing stored.
@@ -177,7 +183,7 @@ func TestUnknownNamesOrderNothing(t *testing.T) {
 func TestStoreOutageRefusesIssuance(t *testing.T) {
 	r := newACMERig(t, 0, nil)
 	r.url("outage-1-bbbbbb", 3000)
-	time.Sleep(200 * time.Millisecond) // the feed brings it
+	r.known("outage-1-bbbbbb." + domain)
 	r.proxy.cut(true)
 	for i := 0; i < 3; i++ {
 		if _, err := r.handshake("outage-1-bbbbbb." + domain); err == nil {
@@ -200,28 +206,29 @@ func TestRemovedURLIsNotRenewed(t *testing.T) {
 	r := newACMERig(t, 30*time.Second, func(o *certs.ACMEOptions) { o.RenewalWindowRatio = 0.95 })
 	u := r.url("renew-1-cccccc", 3000)
 	r.eventually("renew-1-cccccc." + domain)
+	// A clock that passes is what is tested: certmagic and Pebble read
+	// the real one.
 	time.Sleep(2 * time.Second) // past 5 % of 30 s: due for renewal
-	for deadline := time.Now().Add(20 * time.Second); r.ca.Orders() < 2; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never renewed: %d orders", r.ca.Orders())
-		}
+	wait.For(t, 20*time.Second, "renewed (a second order)", func() bool {
 		r.handshake("renew-1-cccccc." + domain)
-	}
+		return r.ca.Orders() >= 2
+	})
 	r.eventually("renew-1-cccccc." + domain)
 	if err := r.st.DeleteURL(ctx, r.sb.ID, u.Port, nil); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the feed brings it
+	wait.For(t, 10*time.Second, "the edge forgets the removed URL", func() bool {
+		_, err := r.routes.Owner("renew-1-cccccc." + domain)
+		return err != nil
+	})
 	orders := r.ca.Orders()
-	time.Sleep(2 * time.Second) // due again
+	time.Sleep(2 * time.Second) // due again (the real clock, as above)
 	// The certificate in memory may serve one more handshake, whose
 	// renewal the decision refuses; then it is dropped.
-	refused := false
-	for i := 0; i < 10 && !refused; i++ {
+	refused := wait.Until(5*time.Second, func() bool {
 		_, err := r.handshake("renew-1-cccccc." + domain)
-		refused = err != nil
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err != nil
+	})
 	if !refused || r.ca.Orders() != orders {
 		t.Fatalf("after the URL was removed: still served %v, orders went from %d to %d", !refused, orders, r.ca.Orders())
 	}
@@ -297,7 +304,7 @@ func TestAllowancePerAccount(t *testing.T) {
 	r.urlOn(sb.ID, "small-1-dddddd", 3000)
 	r.urlOn(sb.ID, "small-2-eeeeee", 3001)
 	r.eventually("small-1-dddddd." + domain)
-	time.Sleep(100 * time.Millisecond)
+	r.known("small-2-eeeeee." + domain)
 	for i := 0; i < 3; i++ {
 		if _, err := r.handshake("small-2-eeeeee." + domain); err == nil {
 			t.Fatal("a name past the allowance got a certificate")
@@ -351,17 +358,12 @@ func TestWildcard(t *testing.T) {
 			t.Errorf("%s got the wildcard", name)
 		}
 	}
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // a later modification time: what tells a replaced file
 	write("two")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	wait.For(t, 10*time.Second, "the replaced wildcard is picked up", func() bool {
 		c, _ := w.GetCertificate(&tls.ClientHelloInfo{ServerName: "x." + domain})
-		if c.Leaf.SerialNumber.Cmp(first.Leaf.SerialNumber) != 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the replaced wildcard was never picked up")
-		}
-	}
+		return c.Leaf.SerialNumber.Cmp(first.Leaf.SerialNumber) != 0
+	})
 }
 
 // One edge runs at most MaxOrders orders at once: three new names asked
@@ -372,7 +374,9 @@ func TestOrdersPerEdge(t *testing.T) {
 	for i, n := range names {
 		r.url(n, 3000+i)
 	}
-	time.Sleep(200 * time.Millisecond)
+	for _, n := range names {
+		r.known(n + "." + domain)
+	}
 	var wg sync.WaitGroup
 	for _, n := range names {
 		wg.Add(1)
@@ -392,7 +396,7 @@ func TestEachChallenge(t *testing.T) {
 		t.Run(ch, func(t *testing.T) {
 			r := newACMERig(t, 0, func(o *certs.ACMEOptions) { o.Challenges = []string{ch} })
 			r.url("chal-1-aaaaaa", 3000)
-			time.Sleep(200 * time.Millisecond)
+			r.known("chal-1-aaaaaa." + domain)
 			if leaf := r.eventually("chal-1-aaaaaa." + domain); leaf.DNSNames[0] != "chal-1-aaaaaa."+domain || r.ca.Orders() != 1 {
 				t.Fatalf("%v, %d orders", leaf.DNSNames, r.ca.Orders())
 			}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"froog.tech/froog/internal/wait"
 )
 
 // BenchmarkFirstVisit: a new URL's first handshake, until its certificate
@@ -25,7 +27,7 @@ func BenchmarkFirstVisit(b *testing.B) {
 		label := fmt.Sprintf("first-%d-%06d", i, time.Now().UnixNano()%1e6)
 		b.StopTimer()
 		r.url(label, 4000+i%1000)
-		time.Sleep(50 * time.Millisecond) // the feed brings it
+		r.known(label + "." + domain)
 		b.StartTimer()
 		r.eventually(label + "." + domain)
 	}
@@ -38,7 +40,7 @@ func BenchmarkFirstVisit(b *testing.B) {
 func BenchmarkHandshake(b *testing.B) {
 	r := newACMERig(b, 0, nil)
 	r.url("hs-1-aaaaaa", 3000)
-	time.Sleep(100 * time.Millisecond)
+	r.known("hs-1-aaaaaa." + domain)
 	r.eventually("hs-1-aaaaaa." + domain)
 	conn, err := tls.Dial("tcp", r.addr, &tls.Config{ServerName: "hs-1-aaaaaa." + domain, RootCAs: r.ca.IssuerRoots()})
 	if err != nil {
@@ -121,13 +123,12 @@ server { listen %[3]s ssl; ssl_certificate %[2]s/c.pem; ssl_certificate_key %[2]
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
+	wait.For(b, 10*time.Second, "nginx listens", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
 			c.Close()
-			return addr
 		}
-		if time.Now().After(deadline) {
-			b.Fatal("nginx never listened")
-		}
-	}
+		return err == nil
+	})
+	return addr
 }

@@ -194,7 +194,7 @@ func testLocks(t *testing.T, o func() backend) {
 		}
 		got <- time.Now()
 	}()
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // a holds it a while, b blocked in Lock: what is tested
 	released := time.Now()
 	if err := a.Unlock(ctx, "issue_cert_x"); err != nil {
 		t.Fatal(err)
@@ -243,7 +243,7 @@ func TestLockAcrossProcesses(t *testing.T) {
 			os.Exit(1)
 		}
 		fmt.Println("locked")
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // holding it: the other process must wait
 		fmt.Println("unlocking", time.Now().UnixNano())
 		st.Unlock(ctx, "fight")
 		os.Exit(0)

@@ -16,6 +16,7 @@ import (
 
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 )
@@ -99,20 +100,15 @@ func (r *rig) create(name string, edit func(*store.Sandbox)) store.Sandbox {
 // waitState polls until the sandbox is in state (or gone, for "gone").
 func (r *rig) waitState(id, state string) store.Sandbox {
 	r.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		sb, err := r.st.SandboxByID(ctx, id)
-		if state == "gone" && errors.Is(err, store.ErrNotFound) {
-			return sb
-		}
-		if err == nil && sb.State == state {
-			return sb
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("sandbox never reached %s: %+v, %v", state, sb, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var sb store.Sandbox
+	var err error
+	if !wait.Until(15*time.Second, func() bool {
+		sb, err = r.st.SandboxByID(ctx, id)
+		return (state == "gone" && errors.Is(err, store.ErrNotFound)) || (err == nil && sb.State == state)
+	}) {
+		r.t.Fatalf("sandbox never reached %s: %+v, %v", state, sb, err)
 	}
+	return sb
 }
 
 func (r *rig) setDesired(id, desired string) {
@@ -167,8 +163,14 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	r.setDesired(sb.ID, store.StateStopped)
-	stopped := r.waitState(sb.ID, store.StateStopped)
-	if stopped.WarmUntil == nil || stopped.StoppedAt == nil || stopped.PendingStopID != "" {
+	// The stop record finishes in a write of its own, just after the
+	// state's: wait for both.
+	var stopped store.Sandbox
+	wait.For(t, 15*time.Second, "stopped, with its stop finished", func() bool {
+		stopped, _ = r.st.SandboxByID(ctx, sb.ID)
+		return stopped.State == store.StateStopped && stopped.PendingStopID == ""
+	})
+	if stopped.WarmUntil == nil || stopped.StoppedAt == nil {
 		t.Fatalf("stopped sandbox: %+v", stopped)
 	}
 	r.setDesired(sb.ID, store.StateRunning)
@@ -192,16 +194,12 @@ func TestStopRecordCompletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitState(sb.ID, store.StateStopped)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got, err := r.st.Stop(ctx, r.acct.ID, st.ID)
-		if err == nil && got.Status == store.StopCompleted && got.EndedAt != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stop never completed: %+v, %v", got, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var got store.Stop
+	if !wait.Until(5*time.Second, func() bool {
+		got, err = r.st.Stop(ctx, r.acct.ID, st.ID)
+		return err == nil && got.Status == store.StopCompleted && got.EndedAt != nil
+	}) {
+		t.Fatalf("stop never completed: %+v, %v", got, err)
 	}
 }
 
@@ -218,18 +216,10 @@ func TestTimers(t *testing.T) {
 	}
 	r.waitState(life.ID, store.StateStopped)
 	r.waitState(gone.ID, "gone")
-	// The warm window ends.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.For(t, 5*time.Second, "the warm window ends (warm_until cleared)", func() bool {
 		sb, _ := r.st.SandboxByID(ctx, auto.ID)
-		if sb.WarmUntil == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("warm_until never cleared")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return sb.WarmUntil == nil
+	})
 	if sb, _ := r.st.SandboxByID(ctx, forever.ID); sb.State != store.StateRunning {
 		t.Fatalf("a sandbox without auto-stop stopped: %s", sb.State)
 	}
@@ -274,7 +264,9 @@ func TestDriverErrorLeavesError(t *testing.T) {
 	if bad.Error != "no disk image for ubuntu-24.04" {
 		t.Fatalf("error reason %q", bad.Error)
 	}
-	time.Sleep(600 * time.Millisecond) // several rescans: it is not retried on its own
+	// Nothing to poll for: a retry would show within this time (three
+	// rescans), and must not.
+	time.Sleep(600 * time.Millisecond)
 	drv.mu.Lock()
 	n := drv.starts
 	drv.fail = false
@@ -299,6 +291,7 @@ func TestRestartAdopts(t *testing.T) {
 	before := r.waitState(sb.ID, store.StateRunning)
 	r.stopCtl()
 	r.runController(hostctl.Options{})
+	// Nothing to poll for: a wrong restart would show within two rescans.
 	time.Sleep(500 * time.Millisecond)
 	after, _ := r.st.SandboxByID(ctx, sb.ID)
 	if after.State != store.StateRunning || after.SSHPort != before.SSHPort || !after.StartedAt.Equal(*before.StartedAt) {
@@ -311,6 +304,7 @@ func TestCapacity(t *testing.T) {
 	first := r.create("one", nil)
 	r.waitState(first.ID, store.StateRunning)
 	second := r.create("two", nil)
+	// Nothing to poll for: a wrong claim would show within two rescans.
 	time.Sleep(500 * time.Millisecond)
 	if sb, _ := r.st.SandboxByID(ctx, second.ID); sb.HostID != "" || sb.State != store.StateCreating {
 		t.Fatalf("a full host took a sandbox: %+v", sb)
@@ -328,11 +322,13 @@ func TestCapacity(t *testing.T) {
 func TestLowMemoryEndsWarmSandboxes(t *testing.T) {
 	var mu sync.Mutex
 	short := 0 // how many sandboxes the host needs to have released
+	checks := 0
 	var r *rig // set before short is: read only once short is set
 	r = newRig(t, nil, hostctl.Options{WarmWindow: time.Hour, MinFreeMemory: 1 << 30, MemoryCheck: 20 * time.Millisecond,
 		MemAvailable: func() (uint64, error) {
 			mu.Lock()
 			defer mu.Unlock()
+			checks++
 			if short == 0 {
 				return 2 << 30, nil
 			}
@@ -358,7 +354,7 @@ func TestLowMemoryEndsWarmSandboxes(t *testing.T) {
 		if sb := r.waitState(id, store.StateStopped); sb.WarmUntil == nil {
 			t.Fatal("not warm after a stop")
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // stop times apart: their order is what is tested
 	}
 	warm := func() string {
 		var s []string
@@ -377,11 +373,12 @@ func TestLowMemoryEndsWarmSandboxes(t *testing.T) {
 		mu.Lock()
 		short = step.short
 		mu.Unlock()
-		deadline := time.Now().Add(10 * time.Second)
-		for warm() != step.want && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		time.Sleep(200 * time.Millisecond) // ten more checks: no more releases than needed
+		wait.Until(10*time.Second, func() bool { return warm() == step.want })
+		// Ten more checks of the memory: no more releases than needed.
+		mu.Lock()
+		then := checks
+		mu.Unlock()
+		wait.For(t, 10*time.Second, "ten more memory checks", func() bool { mu.Lock(); defer mu.Unlock(); return checks >= then+10 })
 		if got := warm(); got != step.want {
 			t.Fatalf("short by %d: warm %s, want %s", step.short, got, step.want)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/syncbuf"
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/tunnel"
@@ -299,21 +302,19 @@ func TestRedialAfterCut(t *testing.T) {
 		t.Fatalf("read on a cut connection: %v, want an error at once", err)
 	}
 	c := r.httpClient()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		res, err := c.Get(base + "/again")
-		if err == nil {
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if string(b) != "hello /again" {
-				t.Fatalf("got %q", b)
-			}
-			break
+	if !wait.Until(10*time.Second, func() bool {
+		var res *http.Response
+		if res, err = c.Get(base + "/again"); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never redialled: %v", err)
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if string(b) != "hello /again" {
+			t.Fatalf("got %q", b)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return true
+	}) {
+		t.Fatalf("never redialled: %v", err)
 	}
 	if n := r.proxy.accepts.Load(); n != 2 {
 		t.Fatalf("%d connections, want 2 (one redial)", n)
@@ -323,22 +324,23 @@ func TestRedialAfterCut(t *testing.T) {
 // A connection that stops answering keepalives is closed, and the next
 // dial makes a new one.
 func TestKeepAliveClosesDeadConnection(t *testing.T) {
-	r := newRig(t, tunnel.Options{KeepAlive: 100 * time.Millisecond})
+	var logs syncbuf.Buffer
+	r := newRig(t, tunnel.Options{KeepAlive: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	_, base := upstream(t)
 	c := r.httpClient()
 	get(t, c, base+"/1")
 	r.proxy.frozen.Store(true)
-	time.Sleep(400 * time.Millisecond) // several keepalive periods without an answer
+	wait.For(t, 10*time.Second, "the tunnel gives up on a connection that does not answer", func() bool {
+		return strings.Contains(logs.String(), "does not answer keepalives")
+	})
 	r.proxy.frozen.Store(false)
 	r.proxy.cut() // what is left of the old connection
-	deadline := time.Now().Add(10 * time.Second)
-	for r.proxy.accepts.Load() < 2 {
-		c.Get(base + "/2")
-		if time.Now().After(deadline) {
-			t.Fatal("no new connection after the old one died")
+	wait.For(t, 10*time.Second, "a new connection after the old one died", func() bool {
+		if res, err := c.Get(base + "/2"); err == nil {
+			res.Body.Close()
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return r.proxy.accepts.Load() >= 2
+	})
 }
 
 // Watch drops a sandbox's connection when it stops.
@@ -355,7 +357,8 @@ func TestWatchDropsOnStop(t *testing.T) {
 			io.Copy(io.Discard, c)
 		}
 	}()
-	time.Sleep(50 * time.Millisecond) // let Watch subscribe
+	// No need to wait for Watch to subscribe: if it does before the stop,
+	// the feed tells it; if after, it checks the connections it has then.
 	conn, err := r.tun.DialContext(ctx, r.sb.ID, ln.Addr().(*net.TCPAddr).Port)
 	if err != nil {
 		t.Fatal(err)

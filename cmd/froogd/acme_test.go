@@ -14,6 +14,7 @@ import (
 
 	"froog.tech/froog/certs/pebbletest"
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/wait"
 )
 
 // The certificates issue's end-to-end checks against the real binary and
@@ -50,7 +51,7 @@ func TestACMEOnDemand(t *testing.T) {
 	// The feed brings the new URL to the edge within milliseconds; until
 	// then its name is refused.
 	var res *http.Response
-	waitFor(t, "the first visit", func() bool {
+	wait.For(t, 15*time.Second, "the first visit", func() bool {
 		var err error
 		res, err = edges[0].Get(link)
 		if err == nil {
@@ -88,15 +89,14 @@ func TestACMEOnDemand(t *testing.T) {
 			defer wg.Done()
 			// Until the feed brings the URL (milliseconds), the name is
 			// unknown and the handshake is refused.
-			for try := 0; try < 100; try++ {
+			wait.Until(10*time.Second, func() bool {
 				res, err := web.Get("https://" + u.Host + "/")
 				if err == nil {
 					res.Body.Close()
 					serials[i] = res.TLS.PeerCertificates[0].SerialNumber.String()
-					return
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return err == nil
+			})
 		}()
 	}
 	wg.Wait()

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/wait"
 )
 
 // rawApp is the app behind the attack corpus: it appends every byte it
@@ -92,7 +93,7 @@ func newAttackRig(t *testing.T) *attackRig {
 	caPEM, _ := os.ReadFile(filepath.Join(data, "ca.pem"))
 	r.pool.AppendCertsFromPEM(caPEM)
 	r.c.call("POST", "/v1/sandboxes", `{"name": "atk"}`, 202, nil)
-	waitFor(t, "atk runs", func() bool {
+	wait.For(t, 15*time.Second, "atk runs", func() bool {
 		var sb struct{ State string }
 		r.c.call("GET", "/v1/sandboxes/atk", "", 200, &sb)
 		return sb.State == "running"

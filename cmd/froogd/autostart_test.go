@@ -12,8 +12,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/wait"
 )
 
 // Auto-start through the real binary: a request to a stopped sandbox
@@ -35,7 +37,7 @@ func TestAutoStart(t *testing.T) {
 	}
 	stop := func(name string) {
 		c.call("POST", "/v1/sandboxes/"+name+"/stop", "", 202, nil)
-		waitFor(t, name+" stops", func() bool { return state(name) == "stopped" })
+		wait.For(t, 15*time.Second, name+" stops", func() bool { return state(name) == "stopped" })
 	}
 	// autoStarts counts the sandbox.auto_start events by actor.
 	autoStarts := func(actor string) int {
@@ -54,7 +56,7 @@ func TestAutoStart(t *testing.T) {
 
 	// A sandbox with auto_start, the header echo on a private URL.
 	c.call("POST", "/v1/sandboxes", `{"name": "sleepy", "auto_start": true}`, 202, nil)
-	waitFor(t, "sleepy runs", func() bool { return state("sleepy") == "running" })
+	wait.For(t, 15*time.Second, "sleepy runs", func() bool { return state("sleepy") == "running" })
 	script, _ := json.Marshal(headerEcho)
 	c.call("POST", "/v1/sandboxes/sleepy/exec", `{"command": "cat > echo.py", "stdin": `+string(script)+`}`, 200, nil)
 	port := loopback.FreePort(t)
@@ -141,7 +143,7 @@ func TestAutoStart(t *testing.T) {
 	if res.StatusCode != 503 || res.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "sandbox_starting") {
 		t.Fatalf("a 2 MiB body while starting: %d %q %s", res.StatusCode, res.Header.Get("Retry-After"), b)
 	}
-	waitFor(t, "sleepy runs again", func() bool { return state("sleepy") == "running" })
+	wait.For(t, 15*time.Second, "sleepy runs again", func() bool { return state("sleepy") == "running" })
 	var seen struct{ Stdout string }
 	c.call("POST", "/v1/sandboxes/sleepy/exec", `{"command": "cat seen.log"}`, 200, &seen)
 	if strings.Contains(seen.Stdout, "/big") {

@@ -21,6 +21,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/wait"
 )
 
 // The hardening issue's fault tests: each breaks one thing under the real
@@ -235,7 +236,7 @@ func TestEdgeStopsGracefully(t *testing.T) {
 	edge := cl.edges[0]
 	addr := cl.edgeAddrs[0]
 	h1, h2 := edgeClient(t, addr, cl.caFile, false), edgeClient(t, addr, cl.caFile, true)
-	waitFor(t, "the edge serves the app", func() bool {
+	wait.For(t, 15*time.Second, "the edge serves the app", func() bool {
 		status, _, _ := get(h1, "https://"+host+"/length/10")
 		return status == 200
 	})
@@ -293,7 +294,7 @@ func TestEdgeStopsGracefully(t *testing.T) {
 	}
 
 	// A new visitor is refused at once (the listener is closed).
-	waitFor(t, "the edge refuses new connections", func() bool {
+	wait.For(t, 15*time.Second, "the edge refuses new connections", func() bool {
 		_, _, err := get(edgeClient(t, addr, cl.caFile, false), "https://"+host+"/length/10")
 		return err != nil
 	})
@@ -449,7 +450,7 @@ func TestPostgresOutage(t *testing.T) {
 		return res.StatusCode
 	}
 	for i, web := range edges {
-		waitFor(t, fmt.Sprintf("edge %d lets alice and bob in", i), func() bool { return as(web, host, alice) == 200 && as(web, host, bob) == 200 })
+		wait.For(t, 15*time.Second, fmt.Sprintf("edge %d lets alice and bob in", i), func() bool { return as(web, host, alice) == 200 && as(web, host, bob) == 200 })
 	}
 
 	c.call("DELETE", fmt.Sprintf("/v1/sandboxes/po/urls/%d/tokens/%s", port, aliceID), "", 200, nil)
@@ -476,7 +477,7 @@ func TestPostgresOutage(t *testing.T) {
 	t.Logf("Postgres was away %v; the edges served %d checks meanwhile", time.Since(down).Round(time.Millisecond), served)
 
 	// The API is back as soon as Postgres is: change things at once.
-	waitFor(t, "the API is ready again", func() bool {
+	wait.For(t, 15*time.Second, "the API is ready again", func() bool {
 		res, err := http.Get(c.base + "/readyz")
 		return err == nil && res.StatusCode == 200
 	})
@@ -485,7 +486,7 @@ func TestPostgresOutage(t *testing.T) {
 	_, carol := token("carol")
 	host2 := publicURL(t, c, "po", port2)
 	for i, web := range edges {
-		waitFor(t, fmt.Sprintf("edge %d sees every change made after the outage", i), func() bool {
+		wait.For(t, 15*time.Second, fmt.Sprintf("edge %d sees every change made after the outage", i), func() bool {
 			res, _ := visit(t, web, "GET", "https://"+host2+"/")
 			return as(web, host, bob) == 401 && as(web, host, carol) == 200 && res.StatusCode == 200 && as(web, host, alice) == 401
 		})

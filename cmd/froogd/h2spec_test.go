@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"froog.tech/froog/internal/wait"
 )
 
 // h2specDeviations are the h2spec cases the edge fails on purpose or by
@@ -58,7 +60,7 @@ func TestH2Spec(t *testing.T) {
 	_, host := hostEcho(t, c)
 	c.call("POST", "/v1/sandboxes/e2e/urls", `{"port": `+echoPort(t, c)+`, "public": true}`, 200, nil)
 	web := edgeClient(t, edgeAddr, caFile, true)
-	waitFor(t, "the public URL answers", func() bool {
+	wait.For(t, 15*time.Second, "the public URL answers", func() bool {
 		res, _ := visit(t, web, "GET", "https://"+host+"/")
 		return res.StatusCode == 200
 	})

@@ -31,6 +31,7 @@ import (
 	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store/pg/pgtest"
 )
 
@@ -339,11 +340,8 @@ func sandboxWalkthrough(t *testing.T, c client) {
 	waitState := func(want string, within time.Duration) time.Duration {
 		t.Helper()
 		start := time.Now()
-		for state() != want {
-			if time.Since(start) > within {
-				t.Fatalf("not %s after %v (it is %s)", want, within, state())
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !wait.Until(within, func() bool { return state() == want }) {
+			t.Fatalf("not %s after %v (it is %s)", want, within, state())
 		}
 		return time.Since(start)
 	}
@@ -358,13 +356,7 @@ func sandboxWalkthrough(t *testing.T, c client) {
 	if r.Stdout != "hi\n" || r.ExitCode != 0 {
 		t.Fatalf("echo hi: %+v", r)
 	}
-	port := loopback.FreePort(t) // for the server
-	c.call("POST", "/v1/sandboxes/e2e/jobs", fmt.Sprintf(`{"command": "python3 -m http.server %d --bind 127.0.0.1"}`, port), 201, nil)
-	var w struct{ Ready bool }
-	c.call("POST", "/v1/sandboxes/e2e/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, &w)
-	if !w.Ready {
-		t.Fatal("the server's port never listened")
-	}
+	serve(t, c, "python3 -m http.server %d --bind 127.0.0.1")
 
 	c.call("POST", "/v1/sandboxes/e2e/exec", `{"command": "echo kept > notes.txt"}`, 200, nil)
 	c.call("POST", "/v1/sandboxes/e2e/stop", "", 202, nil)
@@ -377,7 +369,8 @@ func sandboxWalkthrough(t *testing.T, c client) {
 		t.Fatalf("file after stop and start: %q", r.Stdout)
 	}
 
-	// The 60 s auto-stop counts from that start.
+	// The 60 s auto-stop counts from that start: the clock that passes is
+	// what is tested (froogd reads the real one).
 	time.Sleep(time.Until(started.Add(55 * time.Second)))
 	if s := state(); s != "running" {
 		t.Fatalf("stopped early: %s at %v", s, time.Since(started))
@@ -621,14 +614,14 @@ func TestPublicURLs(t *testing.T) {
 		var tok struct{ ID, Token string }
 		c.call("POST", "/v1/sandboxes/e2e/urls/"+echoPort(t, c)+"/tokens", `{"ttl_secs": 600, "label": "alice"}`, 201, &tok)
 		for i, web := range edges {
-			waitFor(t, fmt.Sprintf("edge %d lets alice in", i), func() bool {
+			wait.For(t, 15*time.Second, fmt.Sprintf("edge %d lets alice in", i), func() bool {
 				res, _ := visit(t, web, "GET", "https://"+host+"/", "Cookie", "__Host-froog_url="+tok.Token)
 				return res.StatusCode == 200
 			})
 		}
 		c.call("DELETE", "/v1/sandboxes/e2e/urls/"+echoPort(t, c)+"/tokens/"+tok.ID, "", 200, nil)
 		for i, web := range edges {
-			waitFor(t, fmt.Sprintf("edge %d shuts alice out", i), func() bool {
+			wait.For(t, 15*time.Second, fmt.Sprintf("edge %d shuts alice out", i), func() bool {
 				res, _ := visit(t, web, "GET", "https://"+host+"/", "Cookie", "__Host-froog_url="+tok.Token)
 				return res.StatusCode == 401
 			})
@@ -640,20 +633,14 @@ func TestPublicURLs(t *testing.T) {
 // privately, and returns the link and the host name.
 func hostEcho(t *testing.T, c client) (string, string) {
 	c.call("POST", "/v1/sandboxes", `{"name": "e2e"}`, 202, nil)
-	waitFor(t, "e2e runs", func() bool {
+	wait.For(t, 15*time.Second, "e2e runs", func() bool {
 		var sb struct{ State string }
 		c.call("GET", "/v1/sandboxes/e2e", "", 200, &sb)
 		return sb.State == "running"
 	})
 	script, _ := json.Marshal(headerEcho)
 	c.call("POST", "/v1/sandboxes/e2e/exec", `{"command": "cat > echo.py", "stdin": `+string(script)+`}`, 200, nil)
-	port := loopback.FreePort(t)
-	c.call("POST", "/v1/sandboxes/e2e/jobs", fmt.Sprintf(`{"command": "python3 echo.py %d"}`, port), 201, nil)
-	var w struct{ Ready bool }
-	c.call("POST", "/v1/sandboxes/e2e/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, &w)
-	if !w.Ready {
-		t.Fatal("the echo server never listened")
-	}
+	port := serve(t, c, "python3 echo.py %d")
 	var u struct{ URL, Host string }
 	c.call("POST", "/v1/sandboxes/e2e/urls", fmt.Sprintf(`{"port": %d}`, port), 201, &u)
 	return u.URL, u.Host
@@ -669,14 +656,23 @@ func echoPort(t *testing.T, c client) string {
 	return strconv.Itoa(urls[0].Port)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+// serve starts a server in e2e as a job, command with %d for a free
+// port, waits until the port listens, and returns it. When it never does,
+// the job's state and output say why.
+func serve(t *testing.T, c client, command string) int {
 	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	port := loopback.FreePort(t)
+	body, _ := json.Marshal(map[string]string{"command": fmt.Sprintf(command, port)})
+	var job struct{ ID string }
+	c.call("POST", "/v1/sandboxes/e2e/jobs", string(body), 201, &job)
+	var w struct{ Ready bool }
+	c.call("POST", "/v1/sandboxes/e2e/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, &w)
+	if !w.Ready {
+		var j struct{ State, Output string }
+		c.call("GET", "/v1/sandboxes/e2e/jobs/"+job.ID, "", 200, &j)
+		t.Fatalf("the server's port %d never listened; its job is %s: %q", port, j.State, j.Output)
 	}
+	return port
 }
 
 // selfHosted prepares what an operator does before starting froogd on

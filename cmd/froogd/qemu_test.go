@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/internal/wait"
 )
 
 // The qemu driver's end-to-end check against the real binary: froogd dev
@@ -42,13 +44,7 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 	pub, _ := json.Marshal(strings.TrimSpace(string(ssh.MarshalAuthorizedKey(mine.PublicKey()))) + " me@laptop")
 	c.call("POST", "/v1/ssh-keys", `{"public_key": `+string(pub)+`}`, 201, nil)
 	c.call("POST", "/v1/sandboxes", `{"name": "vm-box"}`, 202, nil)
-	var sb struct{ State, Error string }
-	for deadline := time.Now().Add(2 * time.Minute); sb.State != "running"; time.Sleep(200 * time.Millisecond) {
-		c.call("GET", "/v1/sandboxes/vm-box", "", 200, &sb)
-		if sb.State == "error" || time.Now().After(deadline) {
-			t.Fatalf("the VM never ran: %+v", sb)
-		}
-	}
+	runs(t, c, "vm-box")
 	var res struct {
 		ExitCode int `json:"exit_code"`
 		Stdout   string
@@ -83,26 +79,27 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 	// A fork through the API: a VM of its own with the source's files.
 	c.call("POST", "/v1/sandboxes/vm-box/exec", `{"command": "echo from-the-source > ~/note"}`, 200, nil)
 	c.call("POST", "/v1/sandboxes/vm-box/fork", `{"name": "vm-fork"}`, 202, nil)
-	sb.State = ""
-	for deadline := time.Now().Add(2 * time.Minute); sb.State != "running"; time.Sleep(200 * time.Millisecond) {
-		c.call("GET", "/v1/sandboxes/vm-fork", "", 200, &sb)
-		if sb.State == "error" || time.Now().After(deadline) {
-			t.Fatalf("the fork never ran: %+v", sb)
-		}
-	}
+	runs(t, c, "vm-fork")
 	c.call("POST", "/v1/sandboxes/vm-fork/exec", `{"command": "cat ~/note; hostname"}`, 200, &res)
 	if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "from-the-source\nvm-fork" {
 		t.Fatalf("in the fork: %+v", res)
 	}
 	c.call("DELETE", "/v1/sandboxes/vm-fork", "", 202, nil)
 	c.call("DELETE", "/v1/sandboxes/vm-box", "", 202, nil)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	wait.For(t, time.Minute, "the VMs end with their sandboxes", func() bool {
 		out, _ := exec.Command("pgrep", "-f", filepath.Join(data, "vms")).Output()
-		if len(out) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the VM outlived its sandbox's deletion")
-		}
+		return len(out) == 0
+	})
+}
+
+// runs waits until the VM sandbox name runs; an error state ends the wait.
+func runs(t *testing.T, c client, name string) {
+	t.Helper()
+	var sb struct{ State, Error string }
+	if !wait.Until(2*time.Minute, func() bool {
+		c.call("GET", "/v1/sandboxes/"+name, "", 200, &sb)
+		return sb.State == "running" || sb.State == "error"
+	}) || sb.State != "running" {
+		t.Fatalf("%s never ran: %+v", name, sb)
 	}
 }

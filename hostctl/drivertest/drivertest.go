@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/hostctl"
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 )
@@ -81,17 +82,12 @@ func (r *rig) controller(warm time.Duration) {
 
 func (r *rig) wait(id string, within time.Duration, what string, cond func(store.Sandbox) bool) store.Sandbox {
 	r.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		sb, err := r.st.SandboxByID(ctx, id)
-		if err == nil && cond(sb) {
-			return sb
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("never %s: %+v, %v", what, sb, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var sb store.Sandbox
+	var err error
+	if !wait.Until(within, func() bool { sb, err = r.st.SandboxByID(ctx, id); return err == nil && cond(sb) }) {
+		r.t.Fatalf("never %s: %+v, %v", what, sb, err)
 	}
+	return sb
 }
 
 func (r *rig) running(id string) store.Sandbox {
@@ -271,6 +267,7 @@ func Run(t *testing.T, d Driver) {
 	t.Run("adopt", func(t *testing.T) {
 		before := r.running(sb.ID)
 		r.controller(time.Hour) // a restarted hostctl
+		// Nothing to poll for: a wrong restart would show within this time.
 		time.Sleep(time.Second)
 		after := r.running(sb.ID)
 		if after.SSHPort != before.SSHPort || !after.StartedAt.Equal(*before.StartedAt) || alive(after) != "alive" {
@@ -288,13 +285,11 @@ func Run(t *testing.T, d Driver) {
 			t.Fatal("a warm sandbox has no process")
 		}
 		r.lowMemory.Store(true)
-		for deadline := time.Now().Add(r.d.Boot); d.Alive(r.dir, sb); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				r.lowMemory.Store(false)
-				t.Fatal("the host is short of memory, and the warm sandbox keeps its process")
-			}
-		}
+		released := wait.Until(r.d.Boot, func() bool { return !d.Alive(r.dir, sb) })
 		r.lowMemory.Store(false)
+		if !released {
+			t.Fatal("the host is short of memory, and the warm sandbox keeps its process")
+		}
 		// A driver that saves the memory keeps the sandbox warm.
 		_, saver := r.drv.(hostctl.Saver)
 		r.wait(sb.ID, r.d.Boot, fmt.Sprintf("warm (%v) after giving up its process", saver), func(s store.Sandbox) bool { return (s.WarmUntil != nil) == saver })
@@ -369,12 +364,8 @@ func Run(t *testing.T, d Driver) {
 	if err := st.DeleteSandbox(ctx, sb.ID, store.Micro(time.Now()), nil); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(d.Boot); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := st.SandboxByID(ctx, sb.ID); errors.Is(err, store.ErrNotFound) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("never gone after delete")
-		}
-	}
+	wait.For(t, d.Boot, "gone after delete", func() bool {
+		_, err := st.SandboxByID(ctx, sb.ID)
+		return errors.Is(err, store.ErrNotFound)
+	})
 }

@@ -12,7 +12,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/drivertest"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 )
 
@@ -153,12 +156,67 @@ func TestClosingKillsProcessGroup(t *testing.T) {
 	}
 	pidFile := filepath.Join(r.drv.Home(r.sb), "child.pid")
 	var pid int
-	waitFor(t, func() bool {
+	wait.For(t, 10*time.Second, "the child's pid is written", func() bool {
 		b, err := os.ReadFile(pidFile)
 		return err == nil && len(b) > 0 && sscan(string(b), &pid)
 	})
 	s.Close()
-	waitFor(t, func() bool { return !alive(pid) })
+	wait.For(t, 10*time.Second, "the child dies with the channel", func() bool { return !alive(pid) })
+}
+
+// A command that has ended leaves its process group alone when its
+// channel closes. A job the API starts is a background child that calls
+// setsid: for a moment after the command has exited it is still in the
+// command's group, and the session's close used to kill it there now and
+// then (the exit and the close raced), so a job's server never came up.
+// Here the child stays 50 ms in the group: before the fix about 1 in 10
+// were killed.
+func TestEndedCommandKeepsBackgroundJobs(t *testing.T) {
+	r := newRig(t)
+	ep := r.start()
+	home := r.drv.Home(r.sb)
+	const workers, each = 4, 15
+	lost := make(chan int, workers*each)
+	var wg sync.WaitGroup
+	for w := range workers {
+		c := r.client(ep)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				name := fmt.Sprintf("job-%d-%d.pid", w, i)
+				s, err := c.NewSession()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				err = s.Run(`{ exec < /dev/null > /dev/null 2>&1; sleep 0.05; exec setsid sleep 60; } & echo $! > ` + name)
+				s.Close()
+				if err != nil {
+					t.Errorf("starting a job: %v", err)
+					return
+				}
+				b, _ := os.ReadFile(filepath.Join(home, name))
+				var pid int
+				if !sscan(string(b), &pid) {
+					t.Errorf("%s: %q", name, b)
+					return
+				}
+				// Either it reaches a session of its own or it was killed.
+				if !wait.Until(10*time.Second, func() bool { return !alive(pid) || sessionOf(pid) == pid }) {
+					t.Errorf("job %d neither reached a session of its own nor died", pid)
+					return
+				}
+				if !alive(pid) {
+					lost <- pid
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := len(lost); n > 0 {
+		t.Fatalf("%d of %d background jobs were killed with the session that started them", n, workers*each)
+	}
 }
 
 // Signals reach the process group.
@@ -173,7 +231,7 @@ func TestSignal(t *testing.T) {
 	if err := s.Start(`trap 'echo got-term; exit 3' TERM; touch ready; while true; do sleep 0.05; done`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { _, err := os.Stat(filepath.Join(r.drv.Home(r.sb), "ready")); return err == nil })
+	wait.For(t, 10*time.Second, "the command is ready", func() bool { _, err := os.Stat(filepath.Join(r.drv.Home(r.sb), "ready")); return err == nil })
 	if err := s.Signal(ssh.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -222,18 +280,18 @@ func TestPauseResumeStop(t *testing.T) {
 	run(t, c, `echo kept > file; setsid sh -c 'while true; do date +%s%N >> ticks; sleep 0.05; done' > /dev/null 2>&1 < /dev/null & echo $! > job.pid`, nil, "")
 	home := r.drv.Home(r.sb)
 	var pid int
-	waitFor(t, func() bool { b, _ := os.ReadFile(filepath.Join(home, "job.pid")); return sscan(string(b), &pid) })
+	wait.For(t, 10*time.Second, "the job's pid is written", func() bool { b, _ := os.ReadFile(filepath.Join(home, "job.pid")); return sscan(string(b), &pid) })
 	if err := r.drv.Pause(context.Background(), r.sb); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return procState(pid) == "T" })
+	wait.For(t, 10*time.Second, "the job is frozen", func() bool { return frozen(pid) })
 	n := lines(t, filepath.Join(home, "ticks"))
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // four ticks' time, in which none must come
 	if m := lines(t, filepath.Join(home, "ticks")); m != n {
 		t.Fatalf("a paused job kept running: %d ticks, then %d", n, m)
 	}
 	c2 := r.client(r.start()) // warm resume
-	waitFor(t, func() bool { return lines(t, filepath.Join(home, "ticks")) > n })
+	wait.For(t, 10*time.Second, "the job ticks again", func() bool { return lines(t, filepath.Join(home, "ticks")) > n })
 	if out, _, _ := run(t, c2, "cat file", nil, ""); out != "kept\n" {
 		t.Fatalf("file after resume: %q", out)
 	}
@@ -273,16 +331,6 @@ func TestHostKeyStays(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatal("condition never held")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func sscan(s string, pid *int) bool {
 	_, err := fmt.Sscan(s, pid)
 	return err == nil && *pid > 0
@@ -305,6 +353,42 @@ func procState(pid int) string {
 		return ""
 	}
 	return s[i+2 : i+3]
+}
+
+// frozen reports whether pid is stopped (T), or waits (D) in vfork for a
+// child that is: sh starts commands with vfork, and a SIGSTOP that lands
+// on the child before its exec leaves the parent in D until SIGCONT.
+func frozen(pid int) bool {
+	switch procState(pid) {
+	case "T":
+		return true
+	case "D":
+		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, f := range stats {
+			b, _ := os.ReadFile(f)
+			s := string(b)
+			fields := strings.Fields(s[strings.LastIndex(s, ")")+1:])
+			if len(fields) > 1 && fields[0] == "T" && fields[1] == strconv.Itoa(pid) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sessionOf is the session id of /proc/PID/stat (0 when gone).
+func sessionOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndex(s, ")")+1:])
+	if len(f) < 4 {
+		return 0
+	}
+	sid, _ := strconv.Atoi(f[3])
+	return sid
 }
 
 func lines(t *testing.T, path string) int {

@@ -196,10 +196,18 @@ func (s *sshd) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 		select {
 		case r, ok := <-reqs:
 			if !ok {
-				// The client closed the channel: the command goes with it.
+				// The client closed the channel: a command still running goes
+				// with it. One that has ended is left alone, and so is its
+				// process group: a background job may still be in it, on its
+				// way to a session of its own (setsid), and must not be
+				// killed for the session it came from.
 				if cmd != nil {
-					syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-					<-exited
+					select {
+					case <-exited:
+					default:
+						syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+						<-exited
+					}
 				}
 				return
 			}
@@ -227,8 +235,10 @@ func (s *sshd) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				r.Reply(true, nil)
 				cmd = c
 				go func() {
-					defer close(exited)
-					status := exitStatus(cmd.Wait())
+					status := exitStatus(c.Wait())
+					// Ended before the client hears of it, so that its
+					// close never finds the command still "running".
+					close(exited)
 					ch.SendRequest("exit-status", false, binary.BigEndian.AppendUint32(nil, status))
 					ch.CloseWrite()
 					ch.Close()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/pg"
 	"froog.tech/froog/store/pg/pgtest"
@@ -83,15 +84,12 @@ func TestFeedSurvivesDroppedListener(t *testing.T) {
 	defer admin.Close(ctx)
 	// The listener connects in the background: wait for it, then kill it.
 	var killed int
-	for deadline := time.Now().Add(10 * time.Second); killed == 0; {
+	wait.For(t, 10*time.Second, "the listen connection shows up", func() bool {
 		if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'froog-listen' AND query LIKE '%`+o.Schema+`%'`).Scan(&killed); err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the listen connection never showed up")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return killed > 0
+	})
 	if killed != 1 {
 		t.Fatalf("killed %d listen connections, want 1", killed)
 	}

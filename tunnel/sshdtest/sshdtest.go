@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/internal/wait"
 )
 
 // Server is a running sshd.
@@ -71,16 +73,7 @@ LogLevel ERROR
 	}
 	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("sshd never listened")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(tb, 10*time.Second, "sshd listens", func() bool { return listens(addr) })
 	f := strings.Fields(string(pub))
 	return &Server{Addr: addr, HostKey: f[0] + " " + f[1], Dir: dir}
 }
@@ -106,14 +99,14 @@ func (s *Server) Forward(tb testing.TB, pemKey []byte, target string) string {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if c, err := net.Dial("tcp", local); err == nil {
-			c.Close()
-			return local
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("ssh -L never listened")
-		}
-		time.Sleep(20 * time.Millisecond)
+	wait.For(tb, 10*time.Second, "ssh -L listens", func() bool { return listens(local) })
+	return local
+}
+
+func listens(addr string) bool {
+	c, err := net.Dial("tcp", addr)
+	if err == nil {
+		c.Close()
 	}
+	return err == nil
 }
