@@ -42,6 +42,16 @@ type Options struct {
 	// Sandboxes takes the edge's one write: a stopped sandbox's start,
 	// asked by a request to one of its URLs. Required.
 	Sandboxes Sandboxes
+	// BodyIdleTimeout is how long a request body may go without a byte,
+	// and MinBodyRate the bytes a second it must average once it has
+	// taken that long; 0 means 30 s and 1024. A trickled body would
+	// otherwise hold a connection, a tunnel channel and an upstream
+	// connection for as long as its sender likes.
+	BodyIdleTimeout time.Duration
+	MinBodyRate     float64
+	// MaxConnsPerIP bounds one client address's open connections; 0
+	// means 512.
+	MaxConnsPerIP int
 	// HoldTimeout bounds how long a request waits for its sandbox to
 	// start; 0 means 20 s.
 	HoldTimeout time.Duration
@@ -76,6 +86,7 @@ type Server struct {
 	upstreams upstreams
 	transport *http.Transport // HTTP/2's upstream pool
 	starts    starts
+	conns     connCounts
 	// seen is the sandbox (*route.Sandbox) each sandbox id was last
 	// proxied to, for forgetStale.
 	seen sync.Map
@@ -110,6 +121,15 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.BodyIdleTimeout == 0 {
+		o.BodyIdleTimeout = 30 * time.Second
+	}
+	if o.MinBodyRate == 0 {
+		o.MinBodyRate = 1024
+	}
+	if o.MaxConnsPerIP == 0 {
+		o.MaxConnsPerIP = 512
 	}
 	if o.HoldTimeout == 0 {
 		o.HoldTimeout = 20 * time.Second

@@ -236,7 +236,8 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 	h.Set("X-Forwarded-Proto", "https")
 	h.Set("X-Forwarded-Host", d.host)
 	h.Set("X-Request-Id", x.id)
-	// The head is in; the body may take as long as it takes.
+	// The head is in; the body is paced by its reader (countingReader),
+	// and a websocket has no deadline.
 	ctx.Conn().SetReadDeadline(time.Time{})
 
 	if sb, held := s.needsHold(d.rt); held {
@@ -253,6 +254,7 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 	in := countingReader{n: &x.bytesIn}
 	if req.IsBodyStream() {
 		in.r = ctx.RequestBodyStream()
+		s.paced(&in, ctx.Conn().SetReadDeadline)
 		req.SetBodyStream(&in, h.ContentLength())
 	} else {
 		x.bytesIn = int64(len(req.Body()))
@@ -277,9 +279,13 @@ func (s *Server) holdH1(ctx *fasthttp.RequestCtx, x *exchange, d *decision, sb *
 		if req.Header.ContentLength() > maxHeldBody {
 			return s.tooLargeToHold(d.rt, sb, d.wake, x.id)
 		}
-		buf, err := io.ReadAll(io.LimitReader(ctx.RequestBodyStream(), maxHeldBody+1))
+		in := countingReader{r: ctx.RequestBodyStream(), n: &x.bytesIn}
+		s.paced(&in, ctx.Conn().SetReadDeadline)
+		buf, err := io.ReadAll(io.LimitReader(&in, maxHeldBody+1))
+		x.bytesIn = 0 // counted again on the way to the sandbox
 		if err != nil {
-			return &errBadRequest
+			p := s.proxyProblem(d.rt, x.id, err, &in)
+			return &p
 		}
 		if len(buf) > maxHeldBody {
 			return s.tooLargeToHold(d.rt, sb, d.wake, x.id)

@@ -131,13 +131,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Header.Set("X-Request-Id", x.id)
 	if sb, held := s.needsHold(d.rt); held {
-		if p := s.holdH2(r, &d, sb, c.body, x.id); p != nil {
+		if p := s.holdH2(r, http.NewResponseController(w), &d, sb, c.body, x.id); p != nil {
 			writeProblem(rec, r, *p, x.id)
 			return
 		}
 	}
 	s.forgetStale(d.rt.SandboxID)
 	rq := &h2Request{d: &d, in: countingReader{r: r.Body, n: &x.bytesIn}}
+	s.paced(&rq.in, http.NewResponseController(w).SetReadDeadline)
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = struct {
 			io.Reader
@@ -149,14 +150,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // holdH2 holds a request while its sandbox starts (hold.go), with its
 // body in memory; the hold ends when the client goes.
-func (s *Server) holdH2(r *http.Request, d *decision, sb *route.Sandbox, body bool, requestID string) *problem {
+func (s *Server) holdH2(r *http.Request, rc *http.ResponseController, d *decision, sb *route.Sandbox, body bool, requestID string) *problem {
 	if body {
 		if r.ContentLength > maxHeldBody {
 			return s.tooLargeToHold(d.rt, sb, d.wake, requestID)
 		}
-		buf, err := io.ReadAll(io.LimitReader(r.Body, maxHeldBody+1))
+		var n int64
+		in := countingReader{r: r.Body, n: &n}
+		s.paced(&in, rc.SetReadDeadline)
+		buf, err := io.ReadAll(io.LimitReader(&in, maxHeldBody+1))
 		if err != nil {
-			return &errBadRequest
+			p := s.proxyProblem(d.rt, requestID, err, &in)
+			return &p
 		}
 		if len(buf) > maxHeldBody {
 			return s.tooLargeToHold(d.rt, sb, d.wake, requestID)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -68,6 +69,9 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 			if err != nil {
 				errc <- nil
 				return
+			}
+			if c = s.conns.admit(c, s.o.MaxConnsPerIP); c == nil {
+				continue // one address has too many open: refused before TLS
 			}
 			go s.handshake(ctx, tls.Server(c, cfg), h1, h2)
 		}
@@ -222,6 +226,52 @@ func (c *trackedConn) Close() error {
 		c.s.mu.Lock()
 		delete(c.s.hijacked, c)
 		c.s.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// connCounts counts each client address's open connections.
+type connCounts struct {
+	mu sync.Mutex
+	m  map[netip.Addr]int
+}
+
+// admit counts c against its address and returns it wrapped so that
+// closing it counts it out; past max it closes c and returns nil.
+func (cc *connCounts) admit(c net.Conn, max int) net.Conn {
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err != nil {
+		return c
+	}
+	ip := ap.Addr().Unmap()
+	cc.mu.Lock()
+	if cc.m == nil {
+		cc.m = map[netip.Addr]int{}
+	}
+	if cc.m[ip] >= max {
+		cc.mu.Unlock()
+		c.Close()
+		return nil
+	}
+	cc.m[ip]++
+	cc.mu.Unlock()
+	return &countedConn{Conn: c, cc: cc, ip: ip}
+}
+
+type countedConn struct {
+	net.Conn
+	cc   *connCounts
+	ip   netip.Addr
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() {
+		c.cc.mu.Lock()
+		if c.cc.m[c.ip]--; c.cc.m[c.ip] <= 0 {
+			delete(c.cc.m, c.ip)
+		}
+		c.cc.mu.Unlock()
 	})
 	return c.Conn.Close()
 }

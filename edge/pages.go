@@ -20,13 +20,14 @@ type problem struct {
 }
 
 var (
-	errNotFound     = problem{status: http.StatusNotFound, code: "not_found", title: "No such URL", message: "Nothing is served at this address. Check the link, or ask its owner for a new one."}
-	errTokenMissing = problem{status: http.StatusUnauthorized, code: "token_required", title: "This URL is private", message: "Open it with the full link you were given (it carries a _token), or send the token in the X-Froog-Url-Token header."}
-	errTokenInvalid = problem{status: http.StatusUnauthorized, code: "token_invalid", title: "This link does not open this URL", message: "The token is wrong, revoked or expired. Ask the URL's owner for a new link."}
-	errBadRequest   = problem{status: http.StatusBadRequest, code: "bad_request", title: "Bad request", message: "The edge could not read this request: its host, target or headers are malformed."}
-	errBadAnswer    = problem{status: http.StatusBadGateway, code: "bad_gateway", title: "The app's answer was refused", message: "The app inside the sandbox answered with headers the edge does not pass on."}
-	errForbidden    = problem{status: http.StatusForbidden, code: "forbidden", title: "Not allowed here", message: "The edge serves this sandbox's web app; it does not tunnel CONNECT requests."}
-	errStopped      = problem{status: http.StatusServiceUnavailable, code: "sandbox_stopped", title: "This sandbox is stopped", message: "Its owner can start it again; this address will work as soon as it runs.", retryAfter: 5}
+	errNotFound       = problem{status: http.StatusNotFound, code: "not_found", title: "No such URL", message: "Nothing is served at this address. Check the link, or ask its owner for a new one."}
+	errTokenMissing   = problem{status: http.StatusUnauthorized, code: "token_required", title: "This URL is private", message: "Open it with the full link you were given (it carries a _token), or send the token in the X-Froog-Url-Token header."}
+	errTokenInvalid   = problem{status: http.StatusUnauthorized, code: "token_invalid", title: "This link does not open this URL", message: "The token is wrong, revoked or expired. Ask the URL's owner for a new link."}
+	errBadRequest     = problem{status: http.StatusBadRequest, code: "bad_request", title: "Bad request", message: "The edge could not read this request: its host, target or headers are malformed."}
+	errRequestTimeout = problem{status: http.StatusRequestTimeout, code: "request_timeout", title: "Too slow", message: "The request's body came too slowly; the edge stopped waiting for it."}
+	errBadAnswer      = problem{status: http.StatusBadGateway, code: "bad_gateway", title: "The app's answer was refused", message: "The app inside the sandbox answered with headers the edge does not pass on."}
+	errForbidden      = problem{status: http.StatusForbidden, code: "forbidden", title: "Not allowed here", message: "The edge serves this sandbox's web app; it does not tunnel CONNECT requests."}
+	errStopped        = problem{status: http.StatusServiceUnavailable, code: "sandbox_stopped", title: "This sandbox is stopped", message: "Its owner can start it again; this address will work as soon as it runs.", retryAfter: 5}
 )
 
 func errRateLimited(wait int) problem {

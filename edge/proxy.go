@@ -41,7 +41,12 @@ func (s *Server) dial(ctx context.Context, sandboxID string, port int) (net.Conn
 // and those may hold a token.
 func (s *Server) proxyProblem(rt *route.Route, requestID string, err error, in *countingReader) problem {
 	if in != nil && in.err != nil {
-		s.o.Logger.Info("proxy: the client's request body failed", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID))
+		var ne net.Error
+		slow := errors.Is(in.err, errBodyTooSlow) || errors.As(in.err, &ne) && ne.Timeout()
+		s.o.Logger.Info("proxy: the client's request body failed", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.Bool("too_slow", slow))
+		if slow {
+			return errRequestTimeout
+		}
 		return errBadRequest
 	}
 	switch {
@@ -245,18 +250,51 @@ func (b *bodyTail) Close() error {
 }
 
 // countingReader counts what is read through it into n, and keeps the
-// first error other than io.EOF: for a request body, the client's.
+// first error other than io.EOF: for a request body, the client's. For
+// a request body it also keeps the client moving (deadline set): each
+// read must bring bytes within BodyIdleTimeout, and past that long from
+// the first read the body must average MinBodyRate, or it fails with
+// errBodyTooSlow. Upgraded connections (websockets) have no body.
 type countingReader struct {
 	r   io.Reader
 	n   *int64
 	err error
+
+	deadline func(time.Time) error // nil: no pace (a response body)
+	idle     time.Duration
+	rate     float64 // bytes a second
+	start    time.Time
 }
 
+// errBodyTooSlow: a client sent its request body too slowly.
+var errBodyTooSlow = errors.New("request body too slow")
+
 func (c *countingReader) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err // some callers drop an error that comes with bytes
+	}
+	if c.deadline != nil {
+		now := time.Now()
+		if c.start.IsZero() {
+			c.start = now
+		}
+		c.deadline(now.Add(c.idle))
+	}
 	n, err := c.r.Read(p)
 	*c.n += int64(n)
-	if err != nil && err != io.EOF && c.err == nil {
+	if err != nil && err != io.EOF {
 		c.err = err
 	}
+	if c.deadline != nil && err == nil {
+		if el := time.Since(c.start); el > c.idle && float64(*c.n) < c.rate*el.Seconds() {
+			c.err = errBodyTooSlow // returned by the next Read
+		}
+	}
 	return n, err
+}
+
+// paced makes c a request body's reader, paced by the edge's options;
+// deadline sets the read deadline of the client's connection or stream.
+func (s *Server) paced(c *countingReader, deadline func(time.Time) error) {
+	c.deadline, c.idle, c.rate = deadline, s.o.BodyIdleTimeout, s.o.MinBodyRate
 }
