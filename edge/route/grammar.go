@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // RandLen is the length of the random part of a default name.
@@ -28,10 +29,60 @@ func CheckSubdomain(s string) error {
 	switch {
 	case !subdomainRE.MatchString(s):
 		return ErrSubdomainSyntax
-	case slices.Contains(Reserved, s):
+	case slices.Contains(Reserved, s), IsView(s):
 		return ErrSubdomainTaken
 	}
 	return nil
+}
+
+// Views are froog's own hosts for a sandbox's desktop and browser view
+// and an account's wall: one host per sandbox (or account) and kind, so
+// that one viewer page can never read another's cookies or DOM. Their
+// label is KIND--HEX, the hex of the sandbox's (or account's) id: no
+// default URL name has that form (NAME-PORT-RAND ends in a port and six
+// letters or digits) and CheckSubdomain refuses it.
+const (
+	ViewDesktop = "desktop"
+	ViewBrowser = "browser"
+	ViewWall    = "wall"
+)
+
+var viewRE = regexp.MustCompile(`^(desktop|browser|wall)--([0-9a-f]{16})$`)
+
+// View is a view host's meaning: its kind, and the id of the sandbox (or,
+// for the wall, the account) it shows.
+type View struct {
+	Kind string
+	ID   string
+}
+
+// ViewLabel is the host label of a sandbox's (or account's, for the
+// wall) view of kind; "" for an id that is not froog's.
+func ViewLabel(kind, id string) string {
+	_, hex, ok := strings.Cut(id, "_")
+	if !ok || !viewRE.MatchString(kind+"--"+hex) || id != viewPrefix(kind)+hex {
+		return ""
+	}
+	return kind + "--" + hex
+}
+
+// ParseView reads a label as a view host.
+func ParseView(label string) (View, bool) {
+	m := viewRE.FindStringSubmatch(label)
+	if m == nil {
+		return View{}, false
+	}
+	return View{Kind: m[1], ID: viewPrefix(m[1]) + m[2]}, true
+}
+
+// IsView reports whether label has a view host's form.
+func IsView(label string) bool { return viewRE.MatchString(label) }
+
+func viewPrefix(kind string) string {
+	if kind == ViewWall {
+		return "acct_"
+	}
+	return "sbx_"
 }
 
 // NewName makes a default name for a sandbox's port: NAME-PORT-RAND, RAND

@@ -108,3 +108,35 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+func TestViews(t *testing.T) {
+	l := ViewLabel(ViewDesktop, "sbx_0123456789abcdef")
+	if l != "desktop--0123456789abcdef" {
+		t.Fatalf("ViewLabel: %q", l)
+	}
+	if v, ok := ParseView(l); !ok || v != (View{ViewDesktop, "sbx_0123456789abcdef"}) {
+		t.Fatalf("ParseView(%q) = %+v, %v", l, v, ok)
+	}
+	if v, ok := ParseView("wall--00000000000000ff"); !ok || v.ID != "acct_00000000000000ff" {
+		t.Fatalf("wall: %+v", v)
+	}
+	for _, bad := range []string{"desktop--0123", "desktop-0123456789abcdef", "shell--0123456789abcdef", "desktop--0123456789ABCDEF", ""} {
+		if _, ok := ParseView(bad); ok {
+			t.Errorf("ParseView(%q) accepted", bad)
+		}
+	}
+	for _, bad := range [][2]string{{ViewDesktop, "acct_0123456789abcdef"}, {ViewWall, "sbx_0123456789abcdef"}, {"x", "sbx_0123456789abcdef"}, {ViewDesktop, "sbx_01"}} {
+		if l := ViewLabel(bad[0], bad[1]); l != "" {
+			t.Errorf("ViewLabel(%q, %q) = %q", bad[0], bad[1], l)
+		}
+	}
+	// No URL can take a view's name, chosen or default.
+	if CheckSubdomain(l) != ErrSubdomainTaken {
+		t.Fatal("a subdomain took a view's name")
+	}
+	for range 100 {
+		if IsView(NewName("desktop-", 3000)) || IsView(NewName("desktop", 1)) {
+			t.Fatal("a default name has a view's form")
+		}
+	}
+}
