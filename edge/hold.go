@@ -66,8 +66,8 @@ func (s *Server) needsHold(rt *route.Route) (*route.Sandbox, bool) {
 // token, or the URL is public) and waits until its port answers. It
 // returns nil when the request may go on, or the problem to answer with.
 func (s *Server) hold(ctx context.Context, rt *route.Route, sb *route.Sandbox, wake bool, requestID string) *problem {
-	if !sb.AutoStart && sb.DesiredState != store.StateRunning {
-		return &errStopped
+	if !sb.AutoStart {
+		return &errStopped // today's notice: only auto_start holds
 	}
 	if !wake {
 		return &errStopped // a private URL never wakes a sandbox for a stranger
@@ -154,7 +154,7 @@ func (s *Server) askStart(ctx context.Context, rt *route.Route, requestID string
 // memory: 503 sandbox_starting (its sender retries after Retry-After),
 // and the sandbox is asked to start so that the retry finds it running.
 func (s *Server) tooLargeToHold(rt *route.Route, sb *route.Sandbox, wake bool, requestID string) *problem {
-	if !wake || (!sb.AutoStart && sb.DesiredState != store.StateRunning) {
+	if !wake || !sb.AutoStart {
 		return &errStopped
 	}
 	if sb.DesiredState != store.StateRunning {
