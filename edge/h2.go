@@ -172,7 +172,7 @@ func (s *Server) proxyProblem(rt *route, requestID string, err error) problem {
 	switch {
 	case errors.Is(err, tunnel.ErrNotRunning):
 		return errStopped
-	case strings.Contains(err.Error(), "connect failed"): // the SSH server found nothing on the port
+	case errors.Is(err, tunnel.ErrPortClosed): // expected while the app starts: no log line
 		return errBadGateway(rt.port)
 	}
 	s.o.Logger.Warn("proxy", slog.String("request_id", requestID), slog.String("sandbox", rt.sandboxID), slog.String("error", err.Error()))

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -98,5 +99,8 @@ func TestAgainstOpenSSH(t *testing.T) {
 	out, err := sess.Output("echo from-openssh")
 	if err != nil || string(out) != "from-openssh\n" {
 		t.Fatalf("exec through OpenSSH: %q, %v", out, err)
+	}
+	if _, err := tun.DialContext(context.Background(), id, closedPort(t)); !errors.Is(err, tunnel.ErrPortClosed) {
+		t.Fatalf("a closed port through OpenSSH: got %v, want ErrPortClosed", err)
 	}
 }

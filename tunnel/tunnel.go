@@ -20,6 +20,10 @@ import (
 // ErrNotRunning: the sandbox is not running, so there is nothing to dial.
 var ErrNotRunning = errors.New("sandbox is not running")
 
+// ErrPortClosed: the sandbox runs, and nothing inside it accepts
+// connections on the port (its SSH server refused the channel).
+var ErrPortClosed = errors.New("nothing accepts connections on the port")
+
 // Sandboxes is what the tunnel reads: a sandbox's state and SSH endpoint.
 type Sandboxes interface {
 	SandboxByID(ctx context.Context, id string) (store.Sandbox, error)
@@ -107,6 +111,10 @@ func (t *Tunnel) DialContext(ctx context.Context, sandboxID string, port int) (n
 		return nil, err
 	}
 	nc, err := c.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	var oe *ssh.OpenChannelError
+	if errors.As(err, &oe) && oe.Reason == ssh.ConnectionFailed {
+		return nil, fmt.Errorf("dial sandbox %s port %d: %w: %w", sandboxID, port, ErrPortClosed, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dial sandbox %s port %d: %w", sandboxID, port, err)
 	}

@@ -215,6 +215,23 @@ func TestHostKeyMismatchRefused(t *testing.T) {
 	}
 }
 
+// closedPort is a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestPortClosed(t *testing.T) {
+	r := newRig(t, tunnel.Options{})
+	if _, err := r.tun.DialContext(context.Background(), r.sb.ID, closedPort(t)); !errors.Is(err, tunnel.ErrPortClosed) {
+		t.Fatalf("got %v, want ErrPortClosed", err)
+	}
+}
+
 func TestNotRunning(t *testing.T) {
 	r := newRig(t, tunnel.Options{})
 	if _, err := r.store.UpdateSandbox(context.Background(), r.sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error { s.State = store.StateStopped; return nil }, nil); err != nil {
