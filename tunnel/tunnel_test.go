@@ -210,8 +210,8 @@ func TestHostKeyMismatchRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := r.tun.DialContext(context.Background(), r.sb.ID, 80)
-	if err == nil || !strings.Contains(err.Error(), "host key mismatch") {
-		t.Fatalf("another host key: got %v, want a host key mismatch", err)
+	if !errors.Is(err, tunnel.ErrHostKeyMismatch) {
+		t.Fatalf("another host key: got %v, want ErrHostKeyMismatch", err)
 	}
 }
 
