@@ -14,6 +14,7 @@ import (
 
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/store"
+	"froog.tech/froog/tunnel"
 )
 
 // The files of a paused VM that gave up its process (Save): its memory and
@@ -250,21 +251,13 @@ func (d *Driver) guestRun(ctx context.Context, ep hostctl.Endpoint, timeout time
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	addr := net.JoinHostPort(ep.Host, fmt.Sprint(ep.Port))
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	client, err := tunnel.DialSSH(ctx, net.JoinHostPort(ep.Host, fmt.Sprint(ep.Port)), "user", d.o.ControlKey, hostKey)
 	if err != nil {
 		return err
 	}
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	c, chans, reqs, err := ssh.NewClientConn(conn, addr, &ssh.ClientConfig{User: "user", Auth: []ssh.AuthMethod{ssh.PublicKeys(d.o.ControlKey)},
-		HostKeyCallback: ssh.FixedHostKey(hostKey), HostKeyAlgorithms: []string{hostKey.Type()}})
-	if err != nil {
-		conn.Close()
-		return err
-	}
-	client := ssh.NewClient(c, chans, reqs)
 	defer client.Close()
+	stop := context.AfterFunc(ctx, func() { client.Close() }) // the timeout covers the command too
+	defer stop()
 	s, err := client.NewSession()
 	if err != nil {
 		return err
