@@ -61,8 +61,8 @@ type Options struct {
 	ControlKey ssh.Signer
 	// Net is user (QEMU's user-mode networking, a loopback port forwarded
 	// to the guest's SSH; no root needed) or tap (a tap device per VM on
-	// Bridge, an address in Subnet, isolated by nftables; needs root).
-	// Empty means user.
+	// Bridge, an address in Subnet, isolated by nftables; needs root;
+	// the first Start makes the bridge and the rules). Empty means user.
 	Net    string
 	Bridge string       // tap: empty means froogbr0
 	Subnet netip.Prefix // tap: zero means 10.213.0.0/16
@@ -80,7 +80,7 @@ type Options struct {
 // pid files and QMP sockets and adopts them.
 type Driver struct {
 	o     Options
-	tap   *tapNet // nil: user-mode networking
+	tap   *tapNet // nil: user-mode networking; set up by the first Start
 	accel string
 	// auto: the accelerator was chosen here, and KVM may turn out not to
 	// work (a /dev/kvm that opens but cannot run this CPU).
@@ -211,6 +211,12 @@ func (d *Driver) file(id, name string) string { return filepath.Join(d.dir(id), 
 // broken devices. Until then, a cold boot under KVM that fails in any way
 // switches the driver to TCG and boots again.
 func (d *Driver) Start(ctx context.Context, sb *store.Sandbox, keys []string) (hostctl.Endpoint, error) {
+	if d.tap != nil {
+		// Before the KVM trial: a network that fails says nothing of KVM.
+		if err := d.tap.ready(); err != nil {
+			return hostctl.Endpoint{}, err
+		}
+	}
 	defer d.lock(sb.ID)()
 	keys = d.authorizedKeys(sb.ID, keys)
 	ep, accel, err := d.startAndAuthorize(ctx, sb, keys)
