@@ -47,6 +47,10 @@ type Options struct {
 	// makes them, LoadImage reads one). Kernel and Initrd, or an image, are
 	// required.
 	Images map[string]Image
+	// ImageDirs are more OS images by os, each the folder of one (as
+	// deploy/images/build.sh makes it); New loads them into Images, and an
+	// os in both is an error. Nil means none.
+	ImageDirs map[string]string
 	// DiskSize is the size of each sandbox's disk; 0 means 10 GiB.
 	DiskSize int64
 	// Accel is auto (KVM where /dev/kvm can be opened, TCG otherwise),
@@ -55,6 +59,10 @@ type Options struct {
 	// Sizes map a sandbox's size to vCPUs and memory; nil means
 	// DefaultSizes.
 	Sizes map[string]Size
+	// CPUs and MemoryMB, when above 0, replace the vCPUs and the memory
+	// of every size (a small host gives every VM the same); 0 keeps each
+	// size's own.
+	CPUs, MemoryMB int
 	// ControlKey is the control plane's key: it may log in to every
 	// sandbox, and the driver logs in with it at every start to write the
 	// account's keys. Required.
@@ -102,6 +110,9 @@ func New(o Options) (*Driver, error) {
 	if o.Dir == "" {
 		errs = append(errs, errors.New("qemu: a data folder is required"))
 	}
+	images, err := loadImages(o.Images, o.ImageDirs)
+	errs = append(errs, err)
+	o.Images = images
 	if (o.Kernel == "" || o.Initrd == "") && len(o.Images) == 0 {
 		errs = append(errs, errors.New("qemu: a kernel and an initrd, or an OS image, are required"))
 	}
@@ -112,6 +123,9 @@ func New(o Options) (*Driver, error) {
 	}
 	if o.ControlKey == nil {
 		errs = append(errs, errors.New("qemu: the control plane's key is required"))
+	}
+	if o.CPUs < 0 || o.MemoryMB < 0 {
+		errs = append(errs, fmt.Errorf("qemu: %d vCPUs and %d MB for every size: want 0 (each size's own) or more", o.CPUs, o.MemoryMB))
 	}
 	if o.QEMU == "" {
 		o.QEMU = "qemu-system-x86_64"
@@ -169,13 +183,57 @@ func New(o Options) (*Driver, error) {
 	if o.DiskSize == 0 {
 		o.DiskSize = 10 << 30
 	}
-	if o.Sizes == nil {
-		o.Sizes = DefaultSizes
-	}
+	o.Sizes = sizes(o.Sizes, o.CPUs, o.MemoryMB)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Driver{o: o, tap: tap, accel: accel, auto: auto, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// loadImages is images with the images in dirs loaded (LoadImage), a new
+// map.
+func loadImages(images map[string]Image, dirs map[string]string) (map[string]Image, error) {
+	if len(dirs) == 0 {
+		return images, nil
+	}
+	var errs []error
+	out := make(map[string]Image, len(images)+len(dirs))
+	for name, img := range images {
+		out[name] = img
+	}
+	for name, dir := range dirs {
+		if _, ok := out[name]; ok {
+			errs = append(errs, fmt.Errorf("qemu: image %s: given twice", name))
+			continue
+		}
+		img, err := LoadImage(dir)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out[name] = img
+	}
+	return out, errors.Join(errs...)
+}
+
+// sizes is the size table of the options: theirs or DefaultSizes, with
+// cpus and memoryMB, when above 0, in every size. A new map: DefaultSizes
+// stays as it is.
+func sizes(table map[string]Size, cpus, memoryMB int) map[string]Size {
+	if table == nil {
+		table = DefaultSizes
+	}
+	out := make(map[string]Size, len(table))
+	for name, sz := range table {
+		if cpus > 0 {
+			sz.CPUs = cpus
+		}
+		if memoryMB > 0 {
+			sz.MemoryMB = memoryMB
+		}
+		out[name] = sz
+	}
+	return out
 }
 
 // Accel is the accelerator the VMs use.
