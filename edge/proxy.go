@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -52,7 +51,7 @@ func (s *Server) proxyProblem(rt *route.Route, requestID string, err error, in *
 	switch {
 	case errors.Is(err, tunnel.ErrNotRunning):
 		return errStopped
-	case strings.Contains(err.Error(), "connect failed"): // the SSH server found nothing on the port
+	case errors.Is(err, tunnel.ErrPortClosed): // expected while the app starts: no log line
 		return errBadGateway(rt.Port)
 	}
 	s.o.Logger.Warn("proxy", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.String("error", safeError(err)))

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/rsa"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -98,5 +100,47 @@ func TestAgainstOpenSSH(t *testing.T) {
 	out, err := sess.Output("echo from-openssh")
 	if err != nil || string(out) != "from-openssh\n" {
 		t.Fatalf("exec through OpenSSH: %q, %v", out, err)
+	}
+	if _, err := tun.DialContext(context.Background(), id, closedPort(t)); !errors.Is(err, tunnel.ErrPortClosed) {
+		t.Fatalf("a closed port through OpenSSH: got %v, want ErrPortClosed", err)
+	}
+}
+
+// DialSSH against OpenSSH with an RSA host key: OpenSSH signs with SHA-2
+// only (ssh-rsa, SHA-1, is off since 8.8), so the dial must ask for it. A
+// key of the same type other than the pinned one fails with
+// ErrHostKeyMismatch.
+func TestDialSSHRSAHostKey(t *testing.T) {
+	signer := newKey(t)
+	srv := sshdtest.StartWithHostKey(t, signer.PublicKey(), "rsa")
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(srv.HostKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := tunnel.DialSSH(ctx, srv.Addr, "root", signer, hostKey)
+	if err != nil {
+		t.Fatalf("an RSA host key: %v", err)
+	}
+	defer c.Close()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if out, err := sess.Output("echo rsa"); err != nil || string(out) != "rsa\n" {
+		t.Fatalf("exec: got %q, %v, want \"rsa\\n\"", out, err)
+	}
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKey, err := ssh.NewPublicKey(&other.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tunnel.DialSSH(ctx, srv.Addr, "root", signer, otherKey); !errors.Is(err, tunnel.ErrHostKeyMismatch) {
+		t.Fatalf("another host key: got %v, want ErrHostKeyMismatch", err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +18,10 @@ import (
 
 // ErrNotRunning: the sandbox is not running, so there is nothing to dial.
 var ErrNotRunning = errors.New("sandbox is not running")
+
+// ErrPortClosed: the sandbox runs, and nothing inside it accepts
+// connections on the port (its SSH server refused the channel).
+var ErrPortClosed = errors.New("nothing accepts connections on the port")
 
 // Sandboxes is what the tunnel reads: a sandbox's state and SSH endpoint.
 type Sandboxes interface {
@@ -108,6 +111,10 @@ func (t *Tunnel) DialContext(ctx context.Context, sandboxID string, port int) (n
 		return nil, err
 	}
 	nc, err := c.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	var oe *ssh.OpenChannelError
+	if errors.As(err, &oe) && oe.Reason == ssh.ConnectionFailed {
+		return nil, fmt.Errorf("dial sandbox %s port %d: %w: %w", sandboxID, port, ErrPortClosed, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dial sandbox %s port %d: %w", sandboxID, port, err)
 	}
@@ -226,36 +233,21 @@ func (t *Tunnel) dial(ctx context.Context, id string, wait time.Duration) (*clie
 		t.m.dialErrors.WithLabelValues("host_key").Inc()
 		return nil, fmt.Errorf("dial sandbox %s: pinned host key: %w", id, err)
 	}
-	cfg := &ssh.ClientConfig{
-		User:              t.o.User,
-		Auth:              []ssh.AuthMethod{ssh.PublicKeys(t.o.Signer)},
-		HostKeyCallback:   ssh.FixedHostKey(key),
-		HostKeyAlgorithms: hostKeyAlgorithms(key),
-		Timeout:           t.o.HandshakeTimeout,
-	}
-	cfg.Ciphers = []string{"aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com", "aes128-ctr"}
 	addr := net.JoinHostPort(sb.SSHHost, strconv.Itoa(sb.SSHPort))
 	dctx, cancel := context.WithTimeout(ctx, t.o.HandshakeTimeout)
 	defer cancel()
-	nc, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+	sc, bc, err := dialSSH(dctx, addr, t.o.User, t.o.Signer, key)
 	if err != nil {
-		t.m.dialErrors.WithLabelValues("network").Inc()
-		return nil, fmt.Errorf("dial sandbox %s at %s: %w", id, addr, err)
-	}
-	// The deadline covers the whole handshake, not only the TCP connect.
-	dl, _ := dctx.Deadline()
-	nc.SetDeadline(dl)
-	stop := context.AfterFunc(dctx, func() { nc.SetDeadline(time.Unix(1, 0)) }) // a cancelled ctx ends it too
-	bc := newBatchConn(nc)
-	conn, chans, reqs, err := ssh.NewClientConn(bc, addr, cfg)
-	stop()
-	if err != nil {
-		bc.Close()
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "dial" {
+			t.m.dialErrors.WithLabelValues("network").Inc()
+			return nil, fmt.Errorf("dial sandbox %s at %s: %w", id, addr, err)
+		}
 		kind := "handshake"
 		var ke *ssh.ServerAuthError
 		if errors.As(err, &ke) {
 			kind = "auth"
-		} else if isHostKeyMismatch(err) {
+		} else if errors.Is(err, ErrHostKeyMismatch) {
 			kind = "host_key"
 		}
 		t.m.dialErrors.WithLabelValues(kind).Inc()
@@ -264,24 +256,11 @@ func (t *Tunnel) dial(ctx context.Context, id string, wait time.Duration) (*clie
 		}
 		return nil, fmt.Errorf("ssh handshake with sandbox %s: %w", id, err)
 	}
-	nc.SetDeadline(time.Time{})
-	c := &client{Client: ssh.NewClient(conn, chans, reqs), conn: bc, host: sb.SSHHost, port: sb.SSHPort, hostKey: sb.SSHHostKey}
+	c := &client{Client: sc, conn: bc, host: sb.SSHHost, port: sb.SSHPort, hostKey: sb.SSHHostKey}
 	t.m.dialSeconds.Observe(time.Since(start).Seconds())
 	t.m.conns.Inc()
 	go t.keepAlive(id, c)
 	return c, nil
-}
-
-// isHostKeyMismatch recognises ssh.FixedHostKey's refusal.
-func isHostKeyMismatch(err error) bool {
-	return strings.Contains(err.Error(), "host key mismatch")
-}
-
-func hostKeyAlgorithms(key ssh.PublicKey) []string {
-	if key.Type() == ssh.KeyAlgoRSA {
-		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
-	}
-	return []string{key.Type()}
 }
 
 // keepAlive pings the connection and closes it when it stops answering;

@@ -213,8 +213,25 @@ func TestHostKeyMismatchRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := r.tun.DialContext(context.Background(), r.sb.ID, 80)
-	if err == nil || !strings.Contains(err.Error(), "host key mismatch") {
-		t.Fatalf("another host key: got %v, want a host key mismatch", err)
+	if !errors.Is(err, tunnel.ErrHostKeyMismatch) {
+		t.Fatalf("another host key: got %v, want ErrHostKeyMismatch", err)
+	}
+}
+
+// closedPort is a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestPortClosed(t *testing.T) {
+	r := newRig(t, tunnel.Options{})
+	if _, err := r.tun.DialContext(context.Background(), r.sb.ID, closedPort(t)); !errors.Is(err, tunnel.ErrPortClosed) {
+		t.Fatalf("got %v, want ErrPortClosed", err)
 	}
 }
 

@@ -487,28 +487,12 @@ func (d driverFlags) open(data string, key ssh.Signer, log *slog.Logger) (hostct
 		}
 		return drv, func() { drv.Close() }, nil
 	}
-	sizes := map[string]qemu.Size{}
-	for name, sz := range qemu.DefaultSizes {
-		if *d.cpus > 0 {
-			sz.CPUs = *d.cpus
-		}
-		if *d.memoryMB > 0 {
-			sz.MemoryMB = *d.memoryMB
-		}
-		sizes[name] = sz
-	}
 	dirs, err := parseImages(*d.images)
 	if err != nil {
 		return nil, nil, err
 	}
-	images := map[string]qemu.Image{}
-	for name, dir := range dirs {
-		if images[name], err = qemu.LoadImage(dir); err != nil {
-			return nil, nil, err
-		}
-	}
-	drv, err := qemu.New(qemu.Options{Dir: filepath.Join(data, "vms"), Kernel: *d.kernel, Initrd: *d.initrd, Images: images, Accel: *d.accel, Net: *d.net,
-		Sizes: sizes, DiskSize: int64(*d.diskGB) << 30, ControlKey: key, Logger: log})
+	drv, err := qemu.New(qemu.Options{Dir: filepath.Join(data, "vms"), Kernel: *d.kernel, Initrd: *d.initrd, ImageDirs: dirs, Accel: *d.accel, Net: *d.net,
+		CPUs: *d.cpus, MemoryMB: *d.memoryMB, DiskSize: int64(*d.diskGB) << 30, ControlKey: key, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,5 +3,18 @@
 // boots from its OS's base image through a qcow2 overlay of its own (a new
 // sandbox costs no copy), with a NoCloud seed (ISO 9660, label cidata)
 // that carries the host key hostctl generated, the authorized keys, the
-// hostname and the network settings.
+// hostname and the network settings. The VMs outlive the driver; a new
+// one adopts them through their pid files and QMP sockets.
+//
+// New only checks Options (sizes, images, networking, binaries); the
+// first Start sets up tap networking. The files by concern:
+// lifecycle.go (Start, Stop, Pause, Delete, Fork, Check, host keys),
+// vm.go (the QEMU process: its arguments, launch, pid file, kill and
+// wait, the QMP attach, the wait for SSH), qmp.go (the monitor), disk.go
+// (images, overlays, qemu-img, copies), warm.go (saving and restoring a
+// paused VM's memory), guestssh.go (commands in the guest over SSH, with
+// tunnel.DialSSH), tap.go (--net tap) and seed.go (the seed ISO).
+//
+// It must not import api or edge (hostctl's rule); it logs in to guests
+// only through tunnel.DialSSH, the one pinned-host-key dial.
 package qemu

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // tapNet is --net tap: every VM gets a tap device on one bridge, an
@@ -21,17 +22,37 @@ type tapNet struct {
 	bridge string
 	subnet netip.Prefix
 	host   netip.Addr // the bridge's own address: the guests' gateway
+
+	mu sync.Mutex // held while the bridge and rules are set up
+	up bool       // they are, by this driver
 }
 
 // privateRanges are never reachable from a sandbox.
 var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}
 
+// newTapNet checks the subnet; it changes nothing on the host (ready
+// does, at the first start).
 func newTapNet(bridge string, subnet netip.Prefix) (*tapNet, error) {
 	if !subnet.IsValid() || !subnet.Addr().Is4() || subnet.Bits() > 24 {
 		return nil, fmt.Errorf("qemu: tap subnet %v: want an IPv4 prefix of /24 or wider", subnet)
 	}
-	n := &tapNet{bridge: bridge, subnet: subnet.Masked(), host: subnet.Masked().Addr().Next()}
-	return n, n.setup()
+	return &tapNet{bridge: bridge, subnet: subnet.Masked(), host: subnet.Masked().Addr().Next()}, nil
+}
+
+// ready sets the bridge and the rules up, once per driver: concurrent
+// callers wait for the one setup, and one that failed is tried again by
+// the next caller.
+func (n *tapNet) ready() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.up {
+		return nil
+	}
+	if err := n.setup(); err != nil {
+		return fmt.Errorf("qemu: setting up tap networking on bridge %s: %w", n.bridge, err)
+	}
+	n.up = true
+	return nil
 }
 
 func run(name string, args ...string) error {

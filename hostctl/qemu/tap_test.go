@@ -58,7 +58,19 @@ func tapIsolationInside(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stopAll(d, dir)
-	// Something listening on the host, on the bridge's address.
+	if _, err := os.Stat("/sys/class/net/froogbr0"); err == nil {
+		t.Fatal("New made the bridge; the first Start should")
+	}
+	var eps []hostctl.Endpoint
+	for _, name := range []string{"a", "b"} {
+		ep, err := d.Start(ctx, &store.Sandbox{ID: "sbx_tap_" + name, Name: name, Size: "default"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, ep)
+	}
+	// Something listening on the host, on the bridge's address (the
+	// first Start made it).
 	ln, err := net.Listen("tcp", "10.213.0.1:8080")
 	if err != nil {
 		t.Fatal(err)
@@ -73,14 +85,6 @@ func tapIsolationInside(t *testing.T) {
 			c.Close()
 		}
 	}()
-	var eps []hostctl.Endpoint
-	for _, name := range []string{"a", "b"} {
-		ep, err := d.Start(ctx, &store.Sandbox{ID: "sbx_tap_" + name, Name: name, Size: "default"}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eps = append(eps, ep)
-	}
 	a, b := eps[0], eps[1]
 	if a.Host == b.Host || a.Port != 22 || !strings.HasPrefix(a.Host, "10.213.") {
 		t.Fatalf("endpoints %v and %v", a, b)

@@ -29,6 +29,13 @@ type Server struct {
 // skips tb, saying why, where OpenSSH's server is not installed.
 func Start(tb testing.TB, key ssh.PublicKey) *Server {
 	tb.Helper()
+	return StartWithHostKey(tb, key, "ed25519")
+}
+
+// StartWithHostKey is Start with a host key of another type, as
+// ssh-keygen -t names it (rsa, ecdsa, ed25519).
+func StartWithHostKey(tb testing.TB, key ssh.PublicKey, keyType string) *Server {
+	tb.Helper()
 	sshd, err := exec.LookPath("sshd")
 	if err != nil {
 		if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
@@ -39,7 +46,7 @@ func Start(tb testing.TB, key ssh.PublicKey) *Server {
 	os.MkdirAll("/run/sshd", 0o755) // privilege separation wants it
 	dir := tb.TempDir()
 	hostKey := filepath.Join(dir, "host_key")
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", hostKey).CombinedOutput(); err != nil {
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", keyType, "-N", "", "-f", hostKey).CombinedOutput(); err != nil {
 		tb.Fatalf("ssh-keygen: %v %s", err, out)
 	}
 	pub, err := os.ReadFile(hostKey + ".pub")

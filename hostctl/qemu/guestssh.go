@@ -1,0 +1,89 @@
+package qemu
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/hostctl"
+	"froog.tech/froog/tunnel"
+)
+
+// authorizedKeys are the keys that may log in to the sandbox as user: the
+// control key and the account's keys, without their comments (the seed
+// is YAML, and a comment is free text). A key that does not parse is left
+// out, and the log says which.
+func (d *Driver) authorizedKeys(id string, account []string) []string {
+	keys := []string{strings.TrimSpace(string(ssh.MarshalAuthorizedKey(d.o.ControlKey.PublicKey())))}
+	for _, line := range account {
+		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+		if err != nil {
+			d.o.Logger.Warn("qemu: an account key does not parse; left out", slog.String("sandbox", id), slog.String("error", err.Error()))
+			continue
+		}
+		keys = append(keys, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))))
+	}
+	return keys
+}
+
+// authorize waits for cloud-init to finish where the image has it (a
+// guest is ready only then: user, keys and hostname in place) and writes
+// keys to the guest user's ~/.ssh/authorized_keys: at every start, so
+// that a key added or removed since the last start counts from this one
+// on, whatever cloud-init does on later boots (it applies the seed's keys
+// on an instance's first boot only).
+func (d *Driver) authorize(ctx context.Context, ep hostctl.Endpoint, keys []string) error {
+	// cloud-init writes result.json under /run when a boot's stages are
+	// done (its "status --wait" can wait on past that, on Debian 13).
+	return d.guestRun(ctx, ep, d.o.BootTimeout, strings.Join(keys, "\n")+"\n",
+		`if command -v cloud-init >/dev/null; then while [ ! -e /run/cloud-init/result.json ]; do sleep 0.2; done; fi
+umask 077 && mkdir -p ~/.ssh && cat > ~/.ssh/authorized_keys.new && mv -f ~/.ssh/authorized_keys.new ~/.ssh/authorized_keys`)
+}
+
+// syncGuest has a running guest write what it holds to its disk, before
+// the VM is paused: QEMU ending a paused VM is a power cut for the guest,
+// and what the guest had not written (a file, the host keys cloud-init
+// made on the first boot) would be lost. A guest that does not answer is
+// paused all the same; the log says so.
+func (d *Driver) syncGuest(ctx context.Context, id string) {
+	ep, err := d.address(id)
+	if err == nil {
+		err = d.guestRun(ctx, ep, 10*time.Second, "", "sync")
+	}
+	if err != nil {
+		d.o.Logger.Warn("qemu: the guest did not sync its disk before the pause", slog.String("sandbox", id), slog.String("error", err.Error()))
+	}
+}
+
+// guestRun runs cmd in the guest as user, logged in with the control key
+// against the pinned host key, with stdin, within timeout.
+func (d *Driver) guestRun(ctx context.Context, ep hostctl.Endpoint, timeout time.Duration, stdin, cmd string) error {
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(ep.HostKey))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client, err := tunnel.DialSSH(ctx, net.JoinHostPort(ep.Host, fmt.Sprint(ep.Port)), "user", d.o.ControlKey, hostKey)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	stop := context.AfterFunc(ctx, func() { client.Close() }) // the timeout covers the command too
+	defer stop()
+	s, err := client.NewSession()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	s.Stdin = strings.NewReader(stdin)
+	if out, err := s.CombinedOutput(cmd); err != nil {
+		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+package qemu
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"froog.tech/froog/hostctl"
+	"froog.tech/froog/store"
+)
+
+// boot starts QEMU for the sandbox with accel; QEMU daemonizes once the VM
+// is set up. incoming: the VM waits for its memory (migrate-incoming)
+// instead of booting.
+func (d *Driver) boot(ctx context.Context, sb *store.Sandbox, accel string, incoming bool) error {
+	size, err := d.size(sb)
+	if err != nil {
+		return err
+	}
+	img, err := d.image(sb)
+	if err != nil {
+		return err
+	}
+	netdev, port := "", 22
+	if d.tap != nil {
+		tap, err := d.tap.plug(sb.ID)
+		if err != nil {
+			return err
+		}
+		netdev = "tap,id=net0,ifname=" + tap + ",script=no,downscript=no"
+	} else {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		port = p
+		netdev = fmt.Sprintf("user,id=net0,hostfwd=tcp:127.0.0.1:%d-:22", port)
+	}
+	if err := os.WriteFile(d.file(sb.ID, "ssh_port"), []byte(strconv.Itoa(port)), 0o600); err != nil {
+		return err
+	}
+	os.Remove(d.file(sb.ID, "qmp.sock"))
+	if !incoming {
+		os.Remove(d.file(sb.ID, "console.log")) // a new boot, a new console
+	}
+	cpu := "max"
+	if accel == "kvm" {
+		cpu = "host"
+	}
+	args := []string{
+		"-name", "froog-" + sb.ID,
+		"-machine", "q35,accel=" + accel, "-cpu", cpu,
+		"-smp", strconv.Itoa(size.CPUs), "-m", strconv.Itoa(size.MemoryMB),
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		// Appended to: a restored VM's console goes on where it was.
+		"-chardev", "file,id=console,append=on,path=" + d.file(sb.ID, "console.log"), "-serial", "chardev:console",
+		"-kernel", img.Kernel, "-initrd", img.Initrd, "-append", img.Cmdline,
+		"-drive", "file=" + d.file(sb.ID, "disk.qcow2") + ",if=virtio,format=qcow2,cache=writeback",
+		"-drive", "file=" + d.file(sb.ID, "seed.iso") + ",if=virtio,format=raw,readonly=on",
+		"-netdev", netdev,
+		"-device", "virtio-net-pci,netdev=net0,mac=" + macAddress(sb.ID),
+		"-device", "virtio-rng-pci",
+		"-qmp", "unix:" + d.file(sb.ID, "qmp.sock") + ",server=on,wait=off",
+		"-pidfile", d.file(sb.ID, "qemu.pid"),
+		"-daemonize",
+	}
+	if incoming {
+		args = append(args, "-incoming", "defer")
+	}
+	cmd := exec.CommandContext(ctx, d.o.QEMU, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("qemu: starting %s: %v: %s", sb.ID, err, strings.TrimSpace(out.String()))
+	}
+	if d.auto && accel == "kvm" && !incoming {
+		if err := d.kvmProgress(ctx, sb.ID); err != nil {
+			return err
+		}
+	}
+	d.o.Logger.Info("qemu: booted", slog.String("sandbox", sb.ID), slog.String("accel", accel), slog.Int("ssh_port", port))
+	return nil
+}
+
+// kvmProgress checks a guest that KVM was chosen for without being asked:
+// some hosts have a /dev/kvm whose guests start and then never run (a
+// nested host without the CPU features). Under KVM the kernel writes to
+// the console within a second; a console still empty after 10 seconds
+// means KVM does not work here, and the VM is ended.
+func (d *Driver) kvmProgress(ctx context.Context, id string) error {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if fi, err := os.Stat(d.file(id, "console.log")); err == nil && fi.Size() > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := d.kill(id); err != nil {
+		return err
+	}
+	return errors.New("qemu: a KVM guest wrote nothing to its console in 10 s")
+}
+
+// endpoint waits until the guest's SSH server answers and returns where
+// it is, with the pinned key.
+func (d *Driver) endpoint(ctx context.Context, id string) (hostctl.Endpoint, error) {
+	ep, err := d.address(id)
+	if err != nil {
+		return hostctl.Endpoint{}, err
+	}
+	addr := net.JoinHostPort(ep.Host, strconv.Itoa(ep.Port))
+	for deadline := time.Now().Add(d.o.BootTimeout); ; {
+		if sshAnswers(addr) {
+			return ep, nil
+		}
+		if !d.alive(id) {
+			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s exited while booting: %s", id, d.consoleTail(id))
+		}
+		if time.Now().After(deadline) {
+			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s's SSH server did not answer within %v; last console lines: %s", id, d.o.BootTimeout, d.consoleTail(id))
+		}
+		select {
+		case <-ctx.Done():
+			return hostctl.Endpoint{}, fmt.Errorf("qemu: waiting for %s's SSH server: %w", id, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// address is where the VM's SSH server listens, with its host key.
+func (d *Driver) address(id string) (hostctl.Endpoint, error) {
+	b, err := os.ReadFile(d.file(id, "ssh_port"))
+	if err != nil {
+		return hostctl.Endpoint{}, err
+	}
+	port, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	_, pub, err := d.hostKey(id)
+	if err != nil {
+		return hostctl.Endpoint{}, err
+	}
+	host := "127.0.0.1"
+	if d.tap != nil {
+		a, err := os.ReadFile(d.file(id, "address"))
+		if err != nil {
+			return hostctl.Endpoint{}, err
+		}
+		host = strings.TrimSpace(string(a))
+	}
+	return hostctl.Endpoint{Host: host, Port: port, HostKey: pub}, nil
+}
+
+// sshAnswers reports whether an SSH server greets on addr (user-mode
+// networking accepts the TCP connection before the guest listens).
+func sshAnswers(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	b := make([]byte, 4)
+	n, _ := c.Read(b)
+	return n == 4 && string(b) == "SSH-"
+}
+
+// consoleTail is the console's last whole lines, up to 400 bytes.
+func (d *Driver) consoleTail(id string) string {
+	b, _ := os.ReadFile(d.file(id, "console.log"))
+	b = bytes.TrimRight(b, "\r\n")
+	if len(b) > 400 {
+		b = b[len(b)-400:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// pid is the VM's QEMU process, from its pid file; 0 if none.
+func (d *Driver) pid(id string) int {
+	b, err := os.ReadFile(d.file(id, "qemu.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// alive reports whether the VM's QEMU process runs (and is QEMU: a pid
+// may be reused after a reboot of the host).
+func (d *Driver) alive(id string) bool {
+	pid := d.pid(id)
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	// A QEMU that died but is not reaped yet (daemonized, its parent is
+	// init) is a zombie: dead.
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil || bytes.Contains(status, []byte("\nState:\tZ")) {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && bytes.Contains(cmdline, []byte("froog-"+id))
+}
+
+// kill ends the VM's QEMU process, if it runs, and waits until it is gone
+// and its disk's lock with it: a process busy in the kernel can take
+// seconds to exit after SIGKILL, and a new QEMU could not open the disk.
+func (d *Driver) kill(id string) error {
+	if pid := d.pid(id); pid > 0 && d.alive(id) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		for deadline := time.Now().Add(30 * time.Second); d.alive(id); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("qemu: the QEMU of %s (pid %d) does not exit after SIGKILL", id, pid)
+			}
+		}
+	}
+	os.Remove(d.file(id, "qemu.pid"))
+	return nil
+}
+
+// attach connects to a running VM's monitor, or returns nil.
+func (d *Driver) attach(id string) *monitor {
+	if !d.alive(id) {
+		return nil
+	}
+	m, err := dialMonitor(d.file(id, "qmp.sock"), 2*time.Second)
+	if err != nil {
+		d.o.Logger.Warn("qemu: monitor", slog.String("sandbox", id), slog.String("error", err.Error()))
+		return nil
+	}
+	return m
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
