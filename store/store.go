@@ -94,6 +94,12 @@ type Store interface {
 	AllSandboxes(ctx context.Context) ([]Sandbox, error)
 	AllURLTokens(ctx context.Context, now time.Time) ([]URLToken, error)
 
+	// CreateDesktopLink stores a link to a sandbox's desktop or browser
+	// view (its token only as Hash), and drops the sandbox's expired ones.
+	CreateDesktopLink(ctx context.Context, l DesktopLink, ev *AuditEvent) (DesktopLink, error)
+	// DesktopLink finds a link by its token's hash; ErrNotFound when none.
+	DesktopLink(ctx context.Context, hash string) (DesktopLink, error)
+
 	// PutURL creates or changes the URL for (sandboxID, port): fn gets the
 	// current one (nil when new) and returns what to store. A new host
 	// name counts against the account's names per day (LimitError), a

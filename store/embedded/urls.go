@@ -392,3 +392,36 @@ func (s *Store) AllURLTokens(ctx context.Context, now time.Time) ([]store.URLTok
 	}
 	return out, nil
 }
+
+func (s *Store) CreateDesktopLink(ctx context.Context, l store.DesktopLink, ev *store.AuditEvent) (store.DesktopLink, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.live(l.SandboxID); err != nil {
+		return store.DesktopLink{}, fmt.Errorf("create desktop link: %w", err)
+	}
+	if l.ID == "" {
+		l.ID = store.NewID("dtl")
+	}
+	var recs []record
+	for _, o := range s.links {
+		if o.SandboxID == l.SandboxID && !l.CreatedAt.Before(o.ExpiresAt) {
+			recs = append(recs, del(tLink, o.ID)) // expired: it opens nothing
+		}
+	}
+	recs = append(recs, put(tLink, l.ID, clone(&l)))
+	if err := s.commit(recs, ev); err != nil {
+		return store.DesktopLink{}, err
+	}
+	return l, nil
+}
+
+func (s *Store) DesktopLink(ctx context.Context, hash string) (store.DesktopLink, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.links {
+		if l.Hash == hash {
+			return *clone(l), nil
+		}
+	}
+	return store.DesktopLink{}, fmt.Errorf("desktop link: %w", store.ErrNotFound)
+}

@@ -363,3 +363,33 @@ func (s *Store) AllURLTokens(ctx context.Context, now time.Time) ([]store.URLTok
 	}
 	return store.LiveTokens(all, now), nil
 }
+
+func (s *Store) CreateDesktopLink(ctx context.Context, l store.DesktopLink, ev *store.AuditEvent) (store.DesktopLink, error) {
+	if l.ID == "" {
+		l.ID = store.NewID("dtl")
+	}
+	err := s.inTx(ctx, ev, func(t *txn) error {
+		var sb store.Sandbox
+		if err := getDoc(ctx, t, &sb, "sandbox "+l.SandboxID, `SELECT doc FROM sandboxes WHERE id = $1 AND NOT deleted`, l.SandboxID); err != nil {
+			return err
+		}
+		if err := deleteIDs(ctx, t, store.KindDesktopLink, `DELETE FROM desktop_links WHERE sandbox_id = $1 AND (doc->>'expires_at')::timestamptz <= $2 RETURNING id`, l.SandboxID, l.CreatedAt); err != nil {
+			return err
+		}
+		if _, err := t.Exec(ctx, `INSERT INTO desktop_links (id, sandbox_id, hash, doc) VALUES ($1, $2, $3, $4)`, l.ID, l.SandboxID, l.Hash, mustJSON(l)); err != nil {
+			return err
+		}
+		t.changed(store.KindDesktopLink, l.ID, &l)
+		return nil
+	})
+	if err != nil {
+		return store.DesktopLink{}, fmt.Errorf("create desktop link: %w", err)
+	}
+	return l, nil
+}
+
+func (s *Store) DesktopLink(ctx context.Context, hash string) (store.DesktopLink, error) {
+	var l store.DesktopLink
+	err := getDoc(ctx, s.pool, &l, "desktop link", `SELECT doc FROM desktop_links WHERE hash = $1`, hash)
+	return l, err
+}
