@@ -26,6 +26,8 @@ var routes = []route{
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/stop", Action: "sandbox.stop", handle: (*Server).stopSandbox},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/fork", Action: "sandbox.create", handle: (*Server).forkSandbox},
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/ssh", Action: "ssh", handle: (*Server).sandboxSSH},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/desktop", Action: "desktop", handle: (*Server).createDesktopLink},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/browser", Action: "desktop", handle: (*Server).createBrowserLink},
 	{Method: "GET", Pattern: "/v1/stops/{id}", Action: "sandbox.read", handle: (*Server).getStop},
 
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/urls", Action: "sandbox.read", handle: (*Server).listURLs},

@@ -176,11 +176,14 @@ func (t URLToken) Live(now time.Time) bool {
 
 // DesktopLink is a link to a sandbox's desktop or browser view.
 type DesktopLink struct {
-	ID        string    `json:"id"`
-	SandboxID string    `json:"sandbox_id"`
-	Hash      string    `json:"hash"` // hex SHA-256 of the dt_ token
-	Kind      string    `json:"kind"` // desktop or browser
-	ViewOnly  bool      `json:"view_only"`
+	ID        string `json:"id"`
+	SandboxID string `json:"sandbox_id"`
+	Hash      string `json:"hash"` // hex SHA-256 of the dt_ token
+	Kind      string `json:"kind"` // desktop or browser
+	ViewOnly  bool   `json:"view_only"`
+	// Profile is the browser view's Chromium profile folder ("" for the
+	// default; desktop links have none).
+	Profile   string    `json:"profile,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 }

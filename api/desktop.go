@@ -1,0 +1,132 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	names "froog.tech/froog/edge/route"
+	"froog.tech/froog/store"
+)
+
+// desktopLinkTTL is how long a desktop link may take to be opened.
+const desktopLinkTTL = 10 * time.Minute
+
+// desktopTokenPrefix starts a desktop link's token.
+const desktopTokenPrefix = "dt_"
+
+// systemDirs are where a browser profile may not go.
+var systemDirs = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run",
+	"/sbin", "/sys", "/usr", "/var/lib", "/var/run", "/var/log", "/snap"}
+
+// createDesktopLink answers POST /v1/sandboxes/{name}/desktop: a link to
+// the sandbox's desktop, opened on its own host, the token after the #.
+// ?viewonly=1 makes a link that can never send input; ?theme=dark|light.
+func (s *Server) createDesktopLink(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "theme" && k != "viewonly" {
+			return invalid("unknown query parameter %q", k)
+		}
+	}
+	theme := q.Get("theme")
+	if theme != "" && theme != "dark" && theme != "light" {
+		return invalid("theme must be dark or light")
+	}
+	viewOnly := false
+	switch q.Get("viewonly") {
+	case "", "0", "false":
+	case "1", "true":
+		viewOnly = true
+	default:
+		return invalid("viewonly must be 1 or 0")
+	}
+	return s.viewLink(w, r, names.ViewDesktop, viewOnly, theme, "")
+}
+
+type browserRequest struct {
+	Profile *string `json:"profile"`
+	Theme   *string `json:"theme"`
+	unsupported
+}
+
+// createBrowserLink answers POST /v1/sandboxes/{name}/browser: a link to
+// the sandbox's browser view (only Chromium, on a screen of its own) with
+// an optional profile folder.
+func (s *Server) createBrowserLink(w http.ResponseWriter, r *http.Request) error {
+	var req browserRequest
+	if err := readJSON(r, maxBody, &req, true); err != nil {
+		return err
+	}
+	profile := ""
+	if req.Profile != nil {
+		if err := checkProfile(*req.Profile); err != nil {
+			return err
+		}
+		profile = *req.Profile
+	}
+	theme := ""
+	if req.Theme != nil {
+		if *req.Theme != "dark" && *req.Theme != "light" {
+			return invalid("theme must be dark or light")
+		}
+		theme = *req.Theme
+	}
+	return s.viewLink(w, r, names.ViewBrowser, false, theme, profile)
+}
+
+// checkProfile accepts an absolute folder outside the system's own.
+func checkProfile(p string) error {
+	switch {
+	case p == "" || !strings.HasPrefix(p, "/") || len(p) > 4096 || strings.ContainsAny(p, "\x00\n\r"):
+		return invalid("profile must be an absolute folder path")
+	case strings.Contains("/"+p+"/", "/../") || path.Clean(p) != strings.TrimSuffix(p, "/") && p != "/":
+		return invalid("profile must be a clean path, without ..")
+	}
+	clean := path.Clean(p)
+	if clean == "/" || clean == "/home" || clean == "/var" || clean == "/tmp" {
+		return invalid("profile %q is a system folder", p)
+	}
+	for _, d := range systemDirs {
+		if clean == d || strings.HasPrefix(clean, d+"/") {
+			return invalid("profile %q is in a system folder (%s)", p, d)
+		}
+	}
+	return nil
+}
+
+// viewLink makes a link of kind for the path's sandbox.
+func (s *Server) viewLink(w http.ResponseWriter, r *http.Request, kind string, viewOnly bool, theme, profile string) error {
+	sb, err := s.sandboxFor(r)
+	if err != nil {
+		return err
+	}
+	label := names.ViewLabel(kind, sb.ID)
+	if label == "" {
+		return errorf(http.StatusInternalServerError, "internal", "sandbox %q has no %s host", sb.Name, kind)
+	}
+	now := s.now()
+	token := NewSecret(desktopTokenPrefix)
+	l := store.DesktopLink{SandboxID: sb.ID, Hash: store.HashSecret(token), Kind: kind, ViewOnly: viewOnly, Profile: profile,
+		CreatedAt: now, ExpiresAt: now.Add(desktopLinkTTL)}
+	detail := map[string]string{"view_only": strconv.FormatBool(viewOnly)}
+	if _, err := s.store.CreateDesktopLink(r.Context(), l, s.audit(r, kind+".link", sb.Name, detail)); err != nil {
+		return err
+	}
+	q := url.Values{}
+	if theme != "" {
+		q.Set("theme", theme)
+	}
+	if viewOnly {
+		q.Set("viewonly", "1")
+	}
+	u := s.link(label, "")
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"url": u + "#" + token, "expires_at": l.ExpiresAt})
+	return nil
+}

@@ -1,0 +1,99 @@
+package api_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"froog.tech/froog/store"
+)
+
+var desktopLink = regexp.MustCompile(`^https://(desktop|browser)--([0-9a-f]{16})\.froog\.test:8443/(\?[a-z=&01]+)?#dt_[A-Za-z0-9_-]{43}$`)
+
+func TestDesktopLinks(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		var sb struct{ ID string }
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "").json(t, &sb)
+		var link struct {
+			URL       string
+			ExpiresAt time.Time `json:"expires_at"`
+		}
+		e.do("POST", "/v1/sandboxes/box/desktop?theme=light", e.admin, nil).want(t, 201, "").json(t, &link)
+		m := desktopLink.FindStringSubmatch(link.URL)
+		if m == nil || m[1] != "desktop" || "sbx_"+m[2] != sb.ID || m[3] != "?theme=light" {
+			t.Fatalf("desktop link %q for %s", link.URL, sb.ID)
+		}
+		if d := time.Until(link.ExpiresAt); d < 9*time.Minute || d > 10*time.Minute {
+			t.Fatalf("expires in %v", d)
+		}
+		// The store keeps the token's hash, and what the link may do.
+		token := link.URL[strings.Index(link.URL, "#")+1:]
+		l, err := e.store.DesktopLink(context.Background(), store.HashSecret(token))
+		if err != nil || l.Kind != "desktop" || l.ViewOnly || l.SandboxID != sb.ID {
+			t.Fatalf("stored link %+v, %v", l, err)
+		}
+		// A view-only link says so, in the link and in the store.
+		e.do("POST", "/v1/sandboxes/box/desktop?viewonly=1", e.admin, nil).want(t, 201, "").json(t, &link)
+		token = link.URL[strings.Index(link.URL, "#")+1:]
+		if l, _ := e.store.DesktopLink(context.Background(), store.HashSecret(token)); !l.ViewOnly || !strings.Contains(link.URL, "?viewonly=1#") {
+			t.Fatalf("view-only link %q: %+v", link.URL, l)
+		}
+		// The browser view: its own host, and a profile outside the system.
+		e.do("POST", "/v1/sandboxes/box/browser", e.admin, map[string]any{"profile": "/home/user/work-profile"}).want(t, 201, "").json(t, &link)
+		token = link.URL[strings.Index(link.URL, "#")+1:]
+		if l, _ := e.store.DesktopLink(context.Background(), store.HashSecret(token)); l.Kind != "browser" || l.Profile != "/home/user/work-profile" || !strings.HasPrefix(link.URL, "https://browser--") {
+			t.Fatalf("browser link %q: %+v", link.URL, l)
+		}
+		// Bad input changes nothing.
+		for _, tt := range []struct {
+			path string
+			body any
+		}{
+			{"/v1/sandboxes/box/desktop?theme=blue", nil},
+			{"/v1/sandboxes/box/desktop?viewonly=yes", nil},
+			{"/v1/sandboxes/box/desktop?token=x", nil},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": "relative/path"}},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/"}},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/etc/chromium"}},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/usr"}},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/proc/self"}},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/lib64/x"}},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/var/lib/x"}},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/home/user/../../etc"}},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/home//user"}},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/home/user/\x00"}},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": 7}},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/home/user", "extra": 1}},
+		} {
+			r := e.do("POST", tt.path, e.admin, tt.body)
+			if r.status != 400 {
+				t.Errorf("%s %v: %d %s", tt.path, tt.body, r.status, r.body)
+			}
+		}
+		e.do("POST", "/v1/sandboxes/nobox/desktop", e.admin, nil).want(t, 404, "not_found")
+		// The desktop action is needed.
+		reader := e.key("reader", "sandbox.read")
+		e.do("POST", "/v1/sandboxes/box/desktop", reader, nil).want(t, 403, "")
+		viewer := e.key("viewer", "desktop")
+		e.do("POST", "/v1/sandboxes/box/desktop", viewer, nil).want(t, 201, "")
+		// Audited, never with the token.
+		var audit struct {
+			Events []struct{ Action, Target string }
+		}
+		e.do("GET", "/v1/audit", e.admin, nil).want(t, 200, "").json(t, &audit)
+		n := 0
+		for _, ev := range audit.Events {
+			if ev.Action == "desktop.link" && ev.Target == "box" {
+				n++
+			}
+		}
+		if n != 3 {
+			t.Fatalf("%d desktop.link events, want 3", n)
+		}
+		if strings.Contains(e.logs.String(), "dt_") {
+			t.Fatal("a desktop token in the log")
+		}
+	})
+}
