@@ -82,6 +82,9 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 // ServeHTTP serves one request that came over HTTP/2 (or any net/http
 // server): the core decides, then the reverse proxy.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.serveView(w, r) {
+		return
+	}
 	x := &exchange{id: requestid.New(), start: time.Now(), host: r.Host, method: r.Method, path: r.URL.Path, proto: r.Proto, status: http.StatusOK}
 	rec := &recorder{ResponseWriter: w, x: x}
 	defer s.finish(x)

@@ -107,8 +107,18 @@ func (s *Server) handshake(ctx context.Context, c *tls.Conn, h1, h2 *connListene
 	case "acme-tls/1":
 		c.Close() // the handshake was the answer
 	default:
+		if s.isView(c.ConnectionState().ServerName) {
+			h2.put(c) // views (desktops) are served by net/http over HTTP/1.1 too: websockets
+			return
+		}
 		h1.put(&framingConn{Conn: c})
 	}
+}
+
+// isView reports whether a host name is one of froog's view hosts (a
+// sandbox's desktop or browser view, an account's wall).
+func (s *Server) isView(host string) bool {
+	return s.o.Views != nil && route.IsView(route.Label(host, s.domain))
 }
 
 // connListener is a net.Listener fed with connections by put.

@@ -69,6 +69,8 @@ type Sandbox struct {
 	ID, AccountID, Name string
 	State, DesiredState string
 	AutoStart           bool
+	// StartedAt is when it last started (zero: never).
+	StartedAt time.Time
 }
 
 // table is one version of the route table.
@@ -162,7 +164,11 @@ func (t *table) putSandbox(sb *store.Sandbox) {
 		delete(t.sandboxes, sb.ID)
 		return
 	}
-	t.sandboxes[sb.ID] = &Sandbox{ID: sb.ID, AccountID: sb.AccountID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart}
+	s := &Sandbox{ID: sb.ID, AccountID: sb.AccountID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart}
+	if sb.StartedAt != nil {
+		s.StartedAt = *sb.StartedAt
+	}
+	t.sandboxes[sb.ID] = s
 }
 
 // Options configure a Table.
@@ -258,6 +264,22 @@ var (
 func (t *Table) Owner(name string) (string, error) {
 	if !t.current.Load() {
 		return "", ErrNotCurrent
+	}
+	if v, ok := ParseView(Label(name, t.o.Domain)); ok {
+		if v.Kind == ViewWall {
+			// An account the table knows: it has a sandbox. (Walls are
+			// rare next to requests; the scan is for certificates only.)
+			for _, sb := range t.cur.Load().sandboxes {
+				if sb.AccountID == v.ID {
+					return v.ID, nil
+				}
+			}
+			return "", ErrUnknownName
+		}
+		if sb := t.Sandbox(v.ID); sb != nil {
+			return sb.AccountID, nil
+		}
+		return "", ErrUnknownName
 	}
 	rt := t.Lookup(name)
 	if rt == nil {

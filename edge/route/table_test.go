@@ -65,3 +65,23 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+func TestOwnerOfViews(t *testing.T) {
+	tb := newTable()
+	tb.putSandbox(&store.Sandbox{ID: "sbx_0123456789abcdef", AccountID: "acct_00000000000000aa"})
+	rs := &Table{o: Options{Domain: "froog.test", Now: time.Now}}
+	rs.cur.Store(tb)
+	rs.current.Store(true)
+	for name, want := range map[string]string{
+		"desktop--0123456789abcdef.froog.test": "acct_00000000000000aa",
+		"browser--0123456789abcdef.froog.test": "acct_00000000000000aa",
+		"wall--00000000000000aa.froog.test":    "acct_00000000000000aa",
+		"desktop--1111111111111111.froog.test": "",
+		"wall--00000000000000bb.froog.test":    "",
+	} {
+		got, err := rs.Owner(name)
+		if got != want || (want == "") != (err != nil) {
+			t.Errorf("Owner(%q) = %q, %v; want %q", name, got, err, want)
+		}
+	}
+}
