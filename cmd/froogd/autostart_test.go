@@ -167,3 +167,74 @@ func TestAutoStart(t *testing.T) {
 		t.Fatalf("without auto_start: %d %s", res.StatusCode, body)
 	}
 }
+
+// Two `froogd edge` on one Postgres, 50 requests at once split between
+// them, to a stopped sandbox with auto_start: one start, one event, and
+// every request gets the app's answer.
+func TestAutoStartAcrossEdges(t *testing.T) {
+	db, key, ctlKey, secret := selfHosted(t)
+	caDir := t.TempDir()
+	start(t, regexp.MustCompile(`hostctl h1 running`), "hostctl", "--database-url", db, "--host-name", "h1", "--data", t.TempDir(), "--control-key-file", ctlKey)
+	_, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
+		"--domain", "froog.test", "--secret-key-file", secret, "--control-key-file", ctlKey)
+	var edges []*http.Client
+	for i := 0; i < 2; i++ {
+		_, e := start(t, regexp.MustCompile(`froog edge on https://(\S+) `), "edge", "--database-url", db, "--edge-addr", "127.0.0.1:0",
+			"--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test", "--ca-dir", caDir, "--control-key-file", ctlKey, "--rate-limit", "0")
+		edges = append(edges, edgeClient(t, e[1], filepath.Join(caDir, "ca.pem"), i == 1))
+	}
+	c := client{t: t, base: m[1], key: key}
+	_, host := hostEcho(t, c)
+	c.call("PATCH", "/v1/sandboxes/e2e", `{"auto_start": true}`, 200, nil)
+	var tok struct{ Token string }
+	c.call("POST", "/v1/sandboxes/e2e/urls/"+echoPort(t, c)+"/tokens", `{"ttl_secs": 600}`, 201, &tok)
+	for i, web := range edges {
+		wait.For(t, 15*time.Second, fmt.Sprintf("edge %d serves the URL", i), func() bool {
+			res, err := web.Get("https://" + host + "/?_token=" + tok.Token)
+			if err != nil {
+				return false
+			}
+			res.Body.Close()
+			return res.StatusCode == 302
+		})
+	}
+	c.call("POST", "/v1/sandboxes/e2e/stop", "", 202, nil)
+	wait.For(t, 30*time.Second, "e2e stops", func() bool {
+		var sb struct{ State string }
+		c.call("GET", "/v1/sandboxes/e2e", "", 200, &sb)
+		return sb.State == "stopped"
+	})
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", "https://"+host+fmt.Sprintf("/n%d", i), nil)
+			req.Header.Set("X-Froog-Url-Token", tok.Token)
+			res, err := edges[i%2].Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 || !bytes.Contains(b, []byte(fmt.Sprintf(`"path": "/n%d"`, i))) {
+				t.Errorf("request %d: %d %s", i, res.StatusCode, b)
+			}
+		}()
+	}
+	wg.Wait()
+	var evs struct {
+		Events []struct{ Action, Actor string }
+	}
+	c.call("GET", "/v1/audit", "", 200, &evs)
+	n := 0
+	for _, e := range evs.Events {
+		if e.Action == "sandbox.auto_start" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d sandbox.auto_start events for 50 requests on two edges, want 1", n)
+	}
+}
