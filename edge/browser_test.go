@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"froog.tech/froog/edge"
 	"froog.tech/froog/internal/browser"
@@ -133,5 +134,44 @@ func TestPrivateURLInCrossSiteIframe(t *testing.T) {
 	// (the edge took it out of the address and the cookie).
 	if len(seen) == 0 || seen[0] != "/page cookie=" {
 		t.Fatalf("the app saw %q; want /page, without token or cookie", seen)
+	}
+}
+
+// The "starting…" page: a browser that waited past the hold gets a page
+// that reloads itself, and lands on the app once the sandbox runs.
+func TestStartingPageInChromium(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "<!doctype html><title>app</title><p id=app>awake</p>")
+	}))
+	defer app.Close()
+	r.host("slow-1-llllll", app.Listener.Addr().(*net.TCPAddr).Port, true, "")
+	// A sandbox with auto_start that nothing starts (no hostctl here): the
+	// hold runs out.
+	if _, err := r.st.UpdateSandbox(ctx, r.sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error {
+		s.State, s.DesiredState, s.AutoStart = store.StateStopped, store.StateStopped, true
+		return nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.tun.Drop(r.sb.ID)
+	addr, _, _ := r.startEdge(r.st, func(o *edge.Options) { o.HoldTimeout = time.Second })
+	_, port, _ := net.SplitHostPort(addr)
+	rules := "MAP *." + domain + " 127.0.0.1:" + port
+	url := "https://slow-1-llllll." + domain + "/"
+	if dom := chromium(t, rules, "--dump-dom", url); !strings.Contains(dom, "<h1>Starting…</h1>") || !strings.Contains(dom, `http-equiv="refresh"`) {
+		t.Fatalf("past the hold: %s", dom)
+	}
+	chromium(t, rules, "--window-size=900,600", "--screenshot="+filepath.Join(artefacts(t), "starting.png"), url)
+	if sb, _ := r.st.SandboxByID(ctx, r.sb.ID); sb.DesiredState != store.StateRunning {
+		t.Fatalf("the visit did not ask for a start: %s", sb.DesiredState)
+	}
+	// The sandbox comes up while the page waits; its next reload shows the app.
+	go func() {
+		time.Sleep(2 * time.Second) // the page is waiting; then the "hostctl" of this test starts it
+		r.st.UpdateSandbox(ctx, r.sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error { s.State = store.StateRunning; return nil }, nil)
+	}()
+	if dom := chromium(t, rules, "--virtual-time-budget=30000", "--dump-dom", url); !strings.Contains(dom, "<p id=\"app\">awake</p>") {
+		t.Fatalf("the starting page never landed on the app: %s", dom)
 	}
 }

@@ -32,7 +32,7 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 	data := t.TempDir()
 	// VMs outlive froogd by design; whatever the test leaves, it ends.
 	t.Cleanup(func() { exec.Command("pkill", "-9", "-f", filepath.Join(data, "vms")).Run() })
-	_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1`), "dev", "--data", data, "--api-addr", "127.0.0.1:0",
+	_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--domain", "froog.test",
 		"--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--driver", "qemu",
 		"--kernel", filepath.Join(tiny, "vmlinuz"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
 		"--vm-cpus", "1", "--vm-memory-mb", "256", "--vm-disk-gb", "1")
@@ -83,6 +83,25 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 	c.call("POST", "/v1/sandboxes/vm-fork/exec", `{"command": "cat ~/note; hostname"}`, 200, &res)
 	if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "from-the-source\nvm-fork" {
 		t.Fatalf("in the fork: %+v", res)
+	}
+	// Auto-start after a warm stop: a request to the sandbox's URL wakes
+	// the paused VM and gets the app's answer (busybox's httpd in the
+	// test guest, which outlives the exec that starts it).
+	c.call("POST", "/v1/sandboxes/vm-box/exec", `{"command": "echo hello-from-the-vm > ~/index.html; busybox httpd -p 8080 -h ~"}`, 200, nil)
+	c.call("POST", "/v1/sandboxes/vm-box/wait", `{"port": 8080, "timeout_secs": 30}`, 200, nil)
+	var u struct{ Host string }
+	c.call("POST", "/v1/sandboxes/vm-box/urls", `{"port": 8080, "public": true}`, 201, &u)
+	c.call("PATCH", "/v1/sandboxes/vm-box", `{"auto_start": true}`, 200, nil)
+	c.call("POST", "/v1/sandboxes/vm-box/stop", "", 202, nil)
+	var sb struct{ State string }
+	wait.For(t, time.Minute, "vm-box stops", func() bool {
+		c.call("GET", "/v1/sandboxes/vm-box", "", 200, &sb)
+		return sb.State == "stopped"
+	})
+	web := edgeClient(t, m[2], filepath.Join(data, "ca.pem"), false)
+	held, body := visit(t, web, "GET", "https://"+u.Host+"/index.html")
+	if held.StatusCode != 200 || strings.TrimSpace(body) != "hello-from-the-vm" {
+		t.Fatalf("a held request after a warm stop: %d %q", held.StatusCode, body)
 	}
 	c.call("DELETE", "/v1/sandboxes/vm-fork", "", 202, nil)
 	c.call("DELETE", "/v1/sandboxes/vm-box", "", 202, nil)
