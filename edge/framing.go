@@ -2,8 +2,10 @@ package edge
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"net/http"
+	"time"
 	"strings"
 )
 
@@ -119,6 +121,28 @@ func (c *framingConn) Read(p []byte) (int, error) {
 	n := copy(p, c.out)
 	c.out = c.out[n:]
 	return n, nil
+}
+
+// alive reads ahead for up to wait and reports whether the client is
+// still there: false once it closed its side. What it reads is kept for
+// the server's next reads (the guard buffers all it reads). Only while
+// nothing else reads the connection: a request held with its body
+// already read.
+func (c *framingConn) alive(wait time.Duration) bool {
+	if c.refuse != nil {
+		return false
+	}
+	if c.buf == nil {
+		c.buf = make([]byte, 32<<10)
+	}
+	c.Conn.SetReadDeadline(time.Now().Add(wait))
+	n, err := c.Conn.Read(c.buf)
+	c.Conn.SetReadDeadline(time.Time{})
+	if n > 0 {
+		c.feed(c.buf[:n])
+	}
+	var ne net.Error
+	return err == nil || errors.As(err, &ne) && ne.Timeout()
 }
 
 // passThrough stops the guard: the connection is joined to a sandbox's

@@ -292,7 +292,27 @@ func (s *Server) holdH1(ctx *fasthttp.RequestCtx, x *exchange, d *decision, sb *
 		}
 		req.SetBody(buf)
 	}
-	return s.hold(context.Background(), d.rt, sb, d.wake, x.id)
+	// The hold ends early when the client goes away: nothing else reads
+	// its connection meanwhile, so the guard can look.
+	hctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if fc, ok := ctx.Conn().(*framingConn); ok {
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			for hctx.Err() == nil {
+				if !fc.alive(100 * time.Millisecond) {
+					cancel()
+				}
+			}
+		}()
+		defer func() {
+			cancel()
+			fc.Conn.SetReadDeadline(time.Unix(1, 0)) // ends a read under way now
+			<-watched                                // no read of the guard's outlives the hold
+		}()
+	}
+	return s.hold(hctx, d.rt, sb, d.wake, x.id)
 }
 
 // answerH1 sends the sandbox's answer up on to the client, streaming its
