@@ -5,8 +5,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"time"
 	"strings"
+	"time"
 )
 
 // framingConn guards an HTTP/1.1 connection against request smuggling: it
