@@ -49,7 +49,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 			return s.dial(ctx, id, p)
 		},
 		MaxIdleConnsPerHost:    64,
-		IdleConnTimeout:        90 * time.Second,
+		IdleConnTimeout:        upstreamIdle,
 		MaxResponseHeaderBytes: 64 << 10,
 		DisableCompression:     true,
 	}

@@ -82,6 +82,12 @@ type upstreams struct {
 	pruned time.Time
 }
 
+// upstreamIdle is how long a pooled connection to a sandbox's port (a
+// tunnel channel, and the SSH server's connection to the app behind it)
+// may stay idle before it is closed: long enough to be reused between a
+// page's bursts, short enough that a burst's connections do not linger.
+const upstreamIdle = 30 * time.Second
+
 // pruneEvery spaces out prunes; a client left meanwhile only holds idle
 // connections, which close by themselves.
 const pruneEvery = 30 * time.Second
@@ -109,7 +115,7 @@ func (u *upstreams) get(rt *route.Route) *fasthttp.HostClient {
 				return u.s.dial(ctx, k.SandboxID, k.Port)
 			},
 			MaxConns:                      4096,
-			MaxIdleConnDuration:           90 * time.Second,
+			MaxIdleConnDuration:           upstreamIdle,
 			ReadBufferSize:                maxHeader,
 			StreamResponseBody:            true,
 			DisableHeaderNamesNormalizing: true,

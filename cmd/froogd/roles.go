@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sync/errgroup"
@@ -253,6 +254,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer st.Close()
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer, Logger: log, Registerer: reg})
 	if err != nil {
 		return err
