@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -97,7 +98,7 @@ type Server struct {
 	m    metrics
 
 	mu       sync.Mutex
-	hijacked map[net.Conn]struct{}
+	hijacked map[io.Closer]struct{}
 	done     chan struct{} // closed by Close
 	closer   sync.Once
 }
@@ -141,7 +142,7 @@ func New(o Options) (*Server, error) {
 	if o.ReadHeaderTimeout == 0 {
 		o.ReadHeaderTimeout = 10 * time.Second
 	}
-	s := &Server{o: o, domain: o.Routes.Domain(), m: newMetrics(o.Registerer), hijacked: map[net.Conn]struct{}{}, done: make(chan struct{})}
+	s := &Server{o: o, domain: o.Routes.Domain(), m: newMetrics(o.Registerer), hijacked: map[io.Closer]struct{}{}, done: make(chan struct{})}
 	s.proxy = s.newReverseProxy()
 	s.upstreams.s = s
 	switch {

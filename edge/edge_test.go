@@ -849,3 +849,46 @@ func TestHeldClientGoes(t *testing.T) {
 			!strings.Contains(stacks, "edge.(*Server).askStart")
 	})
 }
+
+// An edge that stops ends its websockets with a close frame (1001, going
+// away) between two messages, not with a cut connection.
+func TestWebsocketGoingAway(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	up := websocket.Upgrader{}
+	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		c, err := up.Upgrade(w, req, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			mt, msg, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			c.WriteMessage(mt, msg)
+		}
+	}))
+	defer ws.Close()
+	r.host("bye-1-nnnnnn", ws.Listener.Addr().(*net.TCPAddr).Port, true, "")
+	addr, _, stop := r.startEdge(r.st)
+	d := websocket.Dialer{
+		NetDialContext:  func(ctx context.Context, network, _ string) (net.Conn, error) { return net.Dial(network, addr) },
+		TLSClientConfig: &tls.Config{RootCAs: r.ca.Pool(), NextProtos: []string{"http/1.1"}},
+	}
+	conn, _, err := d.Dial("wss://bye-1-nnnnnn."+domain+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.WriteMessage(websocket.TextMessage, []byte("before"))
+	if _, msg, err := conn.ReadMessage(); err != nil || string(msg) != "before" {
+		t.Fatalf("echo: %q %v", msg, err)
+	}
+	go stop()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err = conn.ReadMessage()
+	if !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+		t.Fatalf("the edge stopping: %v, want a close frame 1001", err)
+	}
+}

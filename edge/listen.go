@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -205,39 +206,28 @@ func (s *Server) serve(ctx context.Context, srv *http.Server, serve func() error
 // closeHijacked ends every websocket: Shutdown does not see them.
 func (s *Server) closeHijacked() {
 	s.mu.Lock()
-	conns := make([]net.Conn, 0, len(s.hijacked))
+	conns := make([]io.Closer, 0, len(s.hijacked))
 	for c := range s.hijacked {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		c.Close() // takes s.mu itself
+		c.Close()
 	}
 }
 
-// track notes a hijacked connection (a websocket's, either side) so that
-// shutdown closes it: the servers' Shutdown does not see them.
-func (s *Server) track(c net.Conn) net.Conn {
-	tc := &trackedConn{Conn: c, s: s}
+// track notes a websocket so that shutdown ends it: the servers'
+// Shutdown does not see hijacked connections.
+func (s *Server) track(c io.Closer) {
 	s.mu.Lock()
-	s.hijacked[tc] = struct{}{}
+	s.hijacked[c] = struct{}{}
 	s.mu.Unlock()
-	return tc
 }
 
-type trackedConn struct {
-	net.Conn
-	s    *Server
-	once sync.Once
-}
-
-func (c *trackedConn) Close() error {
-	c.once.Do(func() {
-		c.s.mu.Lock()
-		delete(c.s.hijacked, c)
-		c.s.mu.Unlock()
-	})
-	return c.Conn.Close()
+func (s *Server) untrack(c io.Closer) {
+	s.mu.Lock()
+	delete(s.hijacked, c)
+	s.mu.Unlock()
 }
 
 // connCounts counts each client address's open connections.

@@ -194,18 +194,167 @@ func (u *upstreams) prune() {
 // to an upgrade (a websocket): bytes pass both ways, with no websocket
 // library in between and no idle timeout, until either side ends.
 // fromSandbox reads the sandbox's side (it may hold bytes already read).
-// Both connections are tracked, so that Close ends them.
+// It is tracked, so that shutdown ends it with a close frame (wsPipe).
 func (s *Server) pipe(client, sandbox net.Conn, fromSandbox io.Reader) {
-	client, sandbox = s.track(client), s.track(sandbox)
+	p := &wsPipe{client: client, sandbox: sandbox}
+	s.track(p)
+	defer s.untrack(p)
 	s.m.websockets.Inc()
 	defer s.m.websockets.Dec()
 	done := make(chan struct{}, 2)
 	go func() { io.Copy(sandbox, client); done <- struct{}{} }()
-	go func() { io.Copy(client, fromSandbox); done <- struct{}{} }()
+	go func() { p.down(fromSandbox); done <- struct{}{} }()
 	<-done
-	client.Close()
-	sandbox.Close()
+	p.end()
 	<-done
+}
+
+// wsPipe is a websocket passed through. The edge follows the frames the
+// sandbox sends, so that when it shuts down it can end the websocket
+// between two of them with a close frame of its own (1001, going away)
+// rather than cut it mid-message.
+type wsPipe struct {
+	client, sandbox net.Conn
+	mu              sync.Mutex // the client's side: writes and the state below
+	frame           wsFrame
+	going           bool // shutting down: end at the next frame boundary
+	said            bool // the close frame went out: nothing more does
+	ended           sync.Once
+}
+
+// closeGoingAway is a server's close frame with status 1001.
+var closeGoingAway = []byte{0x88, 0x02, 0x03, 0xe9}
+
+// down copies the sandbox's frames to the client.
+func (p *wsPipe) down(r io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			if p.said {
+				p.mu.Unlock()
+				return
+			}
+			b, bye := buf[:n], false
+			if cut := p.frame.feed(b); p.going && cut >= 0 {
+				b, bye = b[:cut], true
+			}
+			_, werr := p.client.Write(b)
+			p.mu.Unlock()
+			if bye {
+				p.goodbye()
+				return
+			}
+			if werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Close ends the websocket for a shutdown: with a close frame as soon as
+// no frame is under way, or cut after a second if one stays under way.
+func (p *wsPipe) Close() error {
+	p.mu.Lock()
+	p.going = true
+	at := p.frame.boundary()
+	p.mu.Unlock()
+	if at {
+		p.goodbye()
+	} else {
+		time.AfterFunc(time.Second, p.end)
+	}
+	return nil
+}
+
+func (p *wsPipe) goodbye() {
+	p.mu.Lock()
+	if !p.said {
+		p.said = true
+		p.client.SetWriteDeadline(time.Now().Add(time.Second))
+		p.client.Write(closeGoingAway)
+	}
+	p.mu.Unlock()
+	p.end()
+}
+
+func (p *wsPipe) end() {
+	p.ended.Do(func() {
+		p.client.Close()
+		p.sandbox.Close()
+	})
+}
+
+// wsFrame follows websocket framing (RFC 6455 §5.2) in one direction.
+type wsFrame struct {
+	hdr  [14]byte
+	nhdr int   // header bytes seen of the frame under way
+	left int64 // payload bytes still to come
+}
+
+// boundary reports whether no frame is under way.
+func (f *wsFrame) boundary() bool { return f.nhdr == 0 && f.left == 0 }
+
+// feed follows b and returns the offset just past the first frame end in
+// it, or -1 when no frame ends in b.
+func (f *wsFrame) feed(b []byte) int {
+	first := -1
+	for i := 0; i < len(b); {
+		if f.left > 0 {
+			k := min(f.left, int64(len(b)-i))
+			f.left -= k
+			i += int(k)
+		} else {
+			f.hdr[f.nhdr] = b[i]
+			f.nhdr++
+			i++
+			if need := f.headerLen(); f.nhdr < need {
+				continue
+			}
+			f.left, f.nhdr = f.payloadLen(), 0
+		}
+		if f.boundary() && first < 0 {
+			first = i
+		}
+	}
+	return first
+}
+
+// headerLen is the length of the header under way, as far as known.
+func (f *wsFrame) headerLen() int {
+	if f.nhdr < 2 {
+		return 2
+	}
+	n := 2
+	switch f.hdr[1] & 0x7f {
+	case 126:
+		n += 2
+	case 127:
+		n += 8
+	}
+	if f.hdr[1]&0x80 != 0 {
+		n += 4 // masked (a server should not, but the length counts)
+	}
+	return n
+}
+
+func (f *wsFrame) payloadLen() int64 {
+	switch l := f.hdr[1] & 0x7f; l {
+	case 126:
+		return int64(f.hdr[2])<<8 | int64(f.hdr[3])
+	case 127:
+		var n int64
+		for _, c := range f.hdr[2:10] {
+			n = n<<8 | int64(c)
+		}
+		return n & (1<<63 - 1)
+	default:
+		return int64(l)
+	}
 }
 
 // bodyTail streams a sandbox's response body to the client, counting it;
