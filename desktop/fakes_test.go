@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"froog.tech/froog/internal/syncbuf"
 )
 
 const (
@@ -223,32 +225,15 @@ type harness struct {
 	starter   *fakeStarter
 	now       time.Time
 	nowMu     sync.Mutex
-	logs      *syncBuffer
+	logs      *syncbuf.Buffer
 	view      View
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var started = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T, v View, port int) *harness {
 	h := &harness{t: t, links: &fakeLinks{}, sandboxes: &fakeSandboxes{}, starter: &fakeStarter{port: port},
-		now: started.Add(time.Minute), logs: &syncBuffer{}, view: v}
+		now: started.Add(time.Minute), logs: &syncbuf.Buffer{}, view: v}
 	h.sandboxes.set(sbxA, started, true)
 	h.sandboxes.set(sbxB, started, true)
 	srv, err := New(Options{Links: h.links, Starter: h.starter, Dialer: loopbackDialer{}, Sandboxes: h.sandboxes,
