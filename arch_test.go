@@ -49,6 +49,8 @@ func TestImportRules(t *testing.T) {
 		{"hostctl/local", "net/http"},
 		{"hostctl", "froog.tech/froog/edge"},
 		{"hostctl", "froog.tech/froog/api"},
+		{"desktop", "froog.tech/froog/edge"},
+		{"desktop", "froog.tech/froog/api"},
 	}
 	for _, r := range rules {
 		d, ok := deps[r.pkg]

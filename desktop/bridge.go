@@ -1,0 +1,233 @@
+package desktop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Websocket close codes the page turns into error pages; the close
+// reason is the Code.
+const (
+	websocketGoingAway      = websocket.CloseGoingAway
+	closeSandboxStopped     = 4001
+	closeDesktopFailed      = 4002
+	closeRefused            = 4003
+	closeNoSession          = 4004
+	maxClientMessage        = 1 << 20 // a websocket message from the viewer (clipboard text is the largest)
+	writeWait               = 10 * time.Second
+	vncReadBuffer           = 64 << 10
+	websocketBufferSize     = 32 << 10
+	readDeadlinePingPeriods = 3 // no frame nor pong for this many pings: the viewer is gone
+)
+
+var closeCodes = map[string]int{
+	CodeSandboxStopped: closeSandboxStopped,
+	CodeDesktopFailed:  closeDesktopFailed,
+	CodeRefused:        closeRefused,
+	CodeNoSession:      closeNoSession,
+}
+
+var upgrader = websocket.Upgrader{
+	ReadBufferSize:    websocketBufferSize,
+	WriteBufferSize:   websocketBufferSize,
+	EnableCompression: false, // frames are already compressed (Tight, ZRLE) and deflate costs CPU per viewer
+	Subprotocols:      []string{"binary"},
+	CheckOrigin:       sameOrigin,
+}
+
+// bridge is one viewer's websocket joined to its own VNC connection.
+type bridge struct {
+	s        *Server
+	view     View
+	viewOnly bool
+	run      int64 // the session's run: the bridge ends when the sandbox's changes
+	ws       *websocket.Conn
+	cancel   context.CancelFunc
+
+	once      sync.Once
+	reason    string // why it ended, for the log
+	in, out   atomic.Int64
+	vncMu     sync.Mutex
+	vnc       net.Conn
+	startedAt time.Time
+}
+
+func (s *Server) websocket(w http.ResponseWriter, r *http.Request, v View) {
+	if !websocket.IsWebSocketUpgrade(r) {
+		http.Error(w, "websocket only", http.StatusBadRequest)
+		return
+	}
+	if !sameOrigin(r) {
+		s.writeRefusal(w, r, v, refuse(CodeNoSession, errors.New("websocket from another origin")))
+		return
+	}
+	sess, err := s.cookieSession(r, v)
+	if err != nil {
+		s.writeRefusal(w, r, v, err)
+		return
+	}
+	ws, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader answered
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	b := &bridge{s: s, view: v, viewOnly: sess.ViewOnly || r.URL.Query().Get("viewonly") == "1",
+		run: sess.Run, ws: ws, cancel: cancel, startedAt: time.Now()}
+	if !s.track(b) {
+		b.stop(websocketGoingAway, "edge shutting down")
+		return
+	}
+	defer s.untrack(b)
+	b.serve(ctx)
+}
+
+// serve starts the desktop, dials it and copies both ways until one side
+// ends, the sandbox stops or the Server closes.
+func (b *bridge) serve(ctx context.Context) {
+	defer b.cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); b.watch(ctx) }()
+	defer wg.Wait()
+
+	vnc, err := b.dial(ctx)
+	if err != nil {
+		b.s.log.Info("desktop failed", "sandbox", b.view.SandboxID, "kind", b.view.Kind, "err", err.Error())
+		b.stop(closeDesktopFailed, CodeDesktopFailed)
+		return
+	}
+	b.vncMu.Lock()
+	b.vnc = vnc
+	stopped := ctx.Err() != nil
+	b.vncMu.Unlock()
+	if stopped {
+		vnc.Close()
+		return
+	}
+	b.ws.SetReadLimit(maxClientMessage)
+	b.ws.SetReadDeadline(time.Now().Add(readDeadlinePingPeriods * b.s.o.PingEvery))
+	b.ws.SetPongHandler(func(string) error {
+		return b.ws.SetReadDeadline(time.Now().Add(readDeadlinePingPeriods * b.s.o.PingEvery))
+	})
+	wg.Add(1)
+	go func() { defer wg.Done(); b.toViewer(vnc) }()
+	b.toVNC(vnc)
+	wg.Wait()
+	b.s.log.Info("desktop closed", "sandbox", b.view.SandboxID, "kind", b.view.Kind, "view_only", b.viewOnly,
+		"reason", b.reason, "bytes_in", b.in.Load(), "bytes_out", b.out.Load(), "duration", time.Since(b.startedAt).Round(time.Millisecond).String())
+}
+
+func (b *bridge) dial(ctx context.Context) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.s.o.StartTimeout)
+	defer cancel()
+	port, err := b.s.o.Starter.StartDesktop(ctx, b.view.SandboxID, b.view.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("start %s of sandbox %s: %w", b.view.Kind, b.view.SandboxID, err)
+	}
+	c, err := b.s.o.Dialer.DialContext(ctx, b.view.SandboxID, port)
+	if err != nil {
+		return nil, fmt.Errorf("dial sandbox %s port %d: %w", b.view.SandboxID, port, err)
+	}
+	return c, nil
+}
+
+// toVNC reads the viewer's messages, filters them and writes what may go
+// to the VNC server.
+func (b *bridge) toVNC(vnc net.Conn) {
+	f := NewFilter(b.viewOnly)
+	var out []byte
+	for {
+		mt, data, err := b.ws.ReadMessage()
+		if err != nil {
+			b.stop(websocket.CloseNormalClosure, "viewer left")
+			return
+		}
+		b.ws.SetReadDeadline(time.Now().Add(readDeadlinePingPeriods * b.s.o.PingEvery))
+		if mt != websocket.BinaryMessage {
+			b.stop(closeRefused, CodeRefused)
+			return
+		}
+		b.in.Add(int64(len(data)))
+		out, err = f.Feed(out[:0], data)
+		if len(out) > 0 {
+			if _, werr := vnc.Write(out); werr != nil {
+				b.stop(closeDesktopFailed, CodeDesktopFailed)
+				return
+			}
+		}
+		if err != nil {
+			b.s.log.Info("desktop viewer refused", "sandbox", b.view.SandboxID, "kind", b.view.Kind, "err", err.Error())
+			b.stop(closeRefused, CodeRefused)
+			return
+		}
+	}
+}
+
+// toViewer copies the VNC server's stream to the viewer as binary frames.
+func (b *bridge) toViewer(vnc net.Conn) {
+	buf := make([]byte, vncReadBuffer)
+	for {
+		n, err := vnc.Read(buf)
+		if n > 0 {
+			b.ws.SetWriteDeadline(time.Now().Add(writeWait * 6))
+			if werr := b.ws.WriteMessage(websocket.BinaryMessage, buf[:n]); werr != nil {
+				b.stop(websocket.CloseGoingAway, "viewer write failed")
+				return
+			}
+			b.out.Add(int64(n))
+		}
+		if err != nil {
+			b.stop(closeDesktopFailed, CodeDesktopFailed)
+			return
+		}
+	}
+}
+
+// watch pings the viewer and ends the bridge when the sandbox stops.
+func (b *bridge) watch(ctx context.Context) {
+	ping := time.NewTicker(b.s.o.PingEvery)
+	defer ping.Stop()
+	check := time.NewTicker(b.s.o.CheckEvery)
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ping.C:
+			if err := b.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
+				b.stop(websocket.CloseGoingAway, "ping failed")
+				return
+			}
+		case <-check.C:
+			since, ok := b.s.o.Sandboxes.Running(b.view.SandboxID)
+			if !ok || since.UnixMicro() != b.run {
+				b.stop(closeSandboxStopped, CodeSandboxStopped)
+				return
+			}
+		}
+	}
+}
+
+// stop ends the bridge once: a close frame with code and reason to the
+// viewer, then both connections closed.
+func (b *bridge) stop(code int, reason string) {
+	b.once.Do(func() {
+		b.reason = reason
+		b.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+		b.cancel()
+		b.ws.Close()
+		b.vncMu.Lock()
+		if b.vnc != nil {
+			b.vnc.Close()
+		}
+		b.vncMu.Unlock()
+	})
+}

@@ -1,0 +1,221 @@
+package desktop
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// View kinds: a sandbox's desktop, and its browser view (Chrome alone on
+// a display of its own). They match edge/route's view kinds.
+const (
+	KindDesktop = "desktop"
+	KindBrowser = "browser"
+)
+
+// View is what a view host shows: the caller parses the host (see
+// edge/route.ParseView) and hands it in with every request.
+type View struct {
+	Kind      string // KindDesktop or KindBrowser
+	SandboxID string
+}
+
+// Link is a desktop link as the store keeps it.
+type Link struct {
+	SandboxID string
+	Kind      string // KindDesktop or KindBrowser
+	ViewOnly  bool   // every session it makes is view-only, whatever the page asks
+	ExpiresAt time.Time
+}
+
+// ErrLinkNotFound is what Links returns for a hash it does not know.
+var ErrLinkNotFound = errors.New("desktop: link not found")
+
+// Links finds a link by the hex SHA-256 of its token (HashToken).
+type Links interface {
+	DesktopLink(ctx context.Context, hash string) (Link, error)
+}
+
+// Starter starts a sandbox's desktop (kind KindDesktop) or browser view
+// (KindBrowser) if it is not running, waits until its VNC server listens,
+// and returns the VNC port inside the sandbox. It is called for every
+// viewer connection, so it must be cheap when the desktop runs.
+type Starter interface {
+	StartDesktop(ctx context.Context, sandboxID, kind string) (port int, err error)
+}
+
+// Dialer connects to a port inside a sandbox (package tunnel).
+type Dialer interface {
+	DialContext(ctx context.Context, sandboxID string, port int) (net.Conn, error)
+}
+
+// Sandboxes says whether a sandbox is running and since when. since must
+// stay the same for a whole run and change at the next start (the
+// store's started_at, to the microsecond): a session belongs to the run
+// it was made in, so a stop ends it even if the sandbox is started again.
+// It is called for every request and every CheckEvery of every open
+// connection, so it must be an in-memory lookup (the edge's route table).
+type Sandboxes interface {
+	Running(sandboxID string) (since time.Time, ok bool)
+}
+
+// Options configures a Server. Links, Starter, Dialer, Sandboxes and Key
+// are required.
+type Options struct {
+	Links     Links
+	Starter   Starter
+	Dialer    Dialer
+	Sandboxes Sandboxes
+
+	// Key signs session cookies (HMAC-SHA256): 32 bytes, the same on
+	// every edge, secret. Changing it ends every session.
+	Key []byte
+
+	// Log gets one line per refused exchange and per closed bridge;
+	// never a token or cookie. Nil: nothing is logged.
+	Log *slog.Logger
+	// Now is the clock for link and session expiry. Nil: time.Now.
+	Now func() time.Time
+	// SessionTTL is how long a session cookie makes new connections;
+	// an open connection lasts until the sandbox stops. Zero: 24 h.
+	SessionTTL time.Duration
+	// PingEvery is the websocket ping interval that keeps idle
+	// intermediaries from closing a still desktop. Zero: 20 s.
+	PingEvery time.Duration
+	// CheckEvery is how often an open connection checks that its
+	// sandbox still runs the same run. Zero: 2 s.
+	CheckEvery time.Duration
+	// StartTimeout bounds StartDesktop plus the dial. Zero: 60 s.
+	StartTimeout time.Duration
+}
+
+// Handler paths on a view host.
+const (
+	PathPage      = "/"           // the viewer page (query: theme, overlay, viewonly, transport)
+	PathSession   = "/session"    // POST: exchange a link's token for the cookie; GET: the session's state
+	PathWebsocket = "/websockify" // the websocket bridged to VNC (query: viewonly=1)
+	PathAssets    = "/assets/"    // the page's scripts, styles and noVNC
+	PathError     = "/error/"     // /error/CODE: a page saying what went wrong
+)
+
+// Server serves view hosts: the viewer page, sessions and the VNC bridge.
+type Server struct {
+	o   Options
+	log *slog.Logger
+
+	mu     sync.Mutex
+	conns  map[*bridge]struct{}
+	closed bool
+}
+
+// New checks o and returns a Server. It starts nothing.
+func New(o Options) (*Server, error) {
+	var errs []error
+	if o.Links == nil {
+		errs = append(errs, errors.New("desktop: Options.Links is required"))
+	}
+	if o.Starter == nil {
+		errs = append(errs, errors.New("desktop: Options.Starter is required"))
+	}
+	if o.Dialer == nil {
+		errs = append(errs, errors.New("desktop: Options.Dialer is required"))
+	}
+	if o.Sandboxes == nil {
+		errs = append(errs, errors.New("desktop: Options.Sandboxes is required"))
+	}
+	if len(o.Key) != 32 {
+		errs = append(errs, errors.New("desktop: Options.Key must be 32 bytes"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	o.Key = append([]byte(nil), o.Key...)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 24 * time.Hour
+	}
+	if o.PingEvery <= 0 {
+		o.PingEvery = 20 * time.Second
+	}
+	if o.CheckEvery <= 0 {
+		o.CheckEvery = 2 * time.Second
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 60 * time.Second
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Server{o: o, log: log, conns: map[*bridge]struct{}{}}, nil
+}
+
+// Handler returns an http.Handler for one view host.
+func (s *Server) Handler(v View) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.ServeView(w, r, v) })
+}
+
+// ServeView serves one request on the host of view v.
+func (s *Server) ServeView(w http.ResponseWriter, r *http.Request, v View) {
+	p := r.URL.Path
+	switch {
+	case p == PathPage:
+		s.page(w, r, v)
+	case p == PathSession:
+		s.session(w, r, v)
+	case p == PathWebsocket:
+		s.websocket(w, r, v)
+	case len(p) > len(PathAssets) && p[:len(PathAssets)] == PathAssets:
+		s.asset(w, r)
+	case len(p) > len(PathError) && p[:len(PathError)] == PathError:
+		s.errorPage(w, r, p[len(PathError):])
+	default:
+		s.errorPage(w, r, "not_found")
+	}
+}
+
+// Close ends every open bridge. It is idempotent; the Server refuses new
+// websockets afterwards.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]*bridge, 0, len(s.conns))
+	for b := range s.conns {
+		conns = append(conns, b)
+	}
+	s.mu.Unlock()
+	for _, b := range conns {
+		b.stop(websocketGoingAway, "edge shutting down")
+	}
+	return nil
+}
+
+func (s *Server) track(b *bridge) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[b] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(b *bridge) {
+	s.mu.Lock()
+	delete(s.conns, b)
+	s.mu.Unlock()
+}
+
+// Conns is the number of open bridges.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}

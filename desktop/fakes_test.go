@@ -1,0 +1,433 @@
+package desktop
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"froog.tech/froog/internal/syncbuf"
+)
+
+const (
+	sbxA = "sbx_00000000000000aa"
+	sbxB = "sbx_00000000000000bb"
+)
+
+var testKey = bytes.Repeat([]byte{7}, 32)
+
+// fakeLinks is an in-memory Links.
+type fakeLinks struct {
+	mu    sync.Mutex
+	links map[string]Link // by hash
+}
+
+func (f *fakeLinks) add(token string, l Link) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.links == nil {
+		f.links = map[string]Link{}
+	}
+	f.links[HashToken(token)] = l
+}
+
+func (f *fakeLinks) DesktopLink(_ context.Context, hash string) (Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[hash]
+	if !ok {
+		return Link{}, ErrLinkNotFound
+	}
+	return l, nil
+}
+
+// fakeSandboxes says which sandboxes run, since when.
+type fakeSandboxes struct {
+	mu    sync.Mutex
+	since map[string]time.Time
+}
+
+func (f *fakeSandboxes) set(id string, since time.Time, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.since == nil {
+		f.since = map[string]time.Time{}
+	}
+	if ok {
+		f.since[id] = since
+	} else {
+		delete(f.since, id)
+	}
+}
+
+func (f *fakeSandboxes) Running(id string) (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.since[id]
+	return t, ok
+}
+
+// fakeStarter "starts" a desktop by returning a port on the loopback,
+// where the test runs the VNC server.
+type fakeStarter struct {
+	mu    sync.Mutex
+	port  int
+	err   error
+	calls int
+}
+
+func (f *fakeStarter) StartDesktop(_ context.Context, sandboxID, kind string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return f.port, f.err
+}
+
+// loopbackDialer stands in for the tunnel: the sandbox's port is a port
+// on 127.0.0.1.
+type loopbackDialer struct{}
+
+func (loopbackDialer) DialContext(ctx context.Context, sandboxID string, port int) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
+}
+
+// fakeRFB is a minimal RFB 3.8 server (security None) with a 64x48
+// framebuffer of one colour: it answers every FramebufferUpdateRequest
+// with a Raw rectangle and records every client message it gets, so a
+// test can assert what reached "the desktop".
+type fakeRFB struct {
+	ln     net.Listener
+	colour [3]byte
+
+	mu     sync.Mutex
+	shared []byte       // ClientInit shared flags, one per connection
+	types  map[byte]int // client messages by type
+}
+
+func newFakeRFB(t *testing.T, colour [3]byte) *fakeRFB {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeRFB{ln: ln, colour: colour, types: map[byte]int{}}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go f.serve(c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return f
+}
+
+func (f *fakeRFB) port() int { return f.ln.Addr().(*net.TCPAddr).Port }
+
+func (f *fakeRFB) count(typ byte) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.types[typ]
+}
+
+func (f *fakeRFB) serve(c net.Conn) {
+	defer c.Close()
+	buf := make([]byte, 12)
+	c.Write([]byte("RFB 003.008\n"))
+	if _, err := io.ReadFull(c, buf[:12]); err != nil {
+		return
+	}
+	c.Write([]byte{1, 1}) // one security type: None
+	if _, err := io.ReadFull(c, buf[:1]); err != nil || buf[0] != 1 {
+		return
+	}
+	c.Write([]byte{0, 0, 0, 0}) // SecurityResult OK
+	if _, err := io.ReadFull(c, buf[:1]); err != nil {
+		return
+	}
+	f.mu.Lock()
+	f.shared = append(f.shared, buf[0])
+	f.mu.Unlock()
+	// ServerInit: 64x48, 32 bpp, depth 24, little endian, true colour,
+	// red at bit 16, green 8, blue 0.
+	init := []byte{0, 64, 0, 48, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0}
+	init = binary.BigEndian.AppendUint32(init, 4)
+	c.Write(append(init, "fake"...))
+	for {
+		if _, err := io.ReadFull(c, buf[:1]); err != nil {
+			return
+		}
+		typ := buf[0]
+		var rest int
+		switch typ {
+		case rfbSetPixelFormat:
+			rest = 19
+		case rfbSetEncodings:
+			if _, err := io.ReadFull(c, buf[:3]); err != nil {
+				return
+			}
+			rest = 4 * int(binary.BigEndian.Uint16(buf[1:3]))
+		case rfbFramebufferUpdateRequest:
+			rest = 9
+		case rfbKeyEvent:
+			rest = 7
+		case rfbPointerEvent:
+			rest = 5
+		case rfbClientCutText:
+			if _, err := io.ReadFull(c, buf[:7]); err != nil {
+				return
+			}
+			rest = int(binary.BigEndian.Uint32(buf[3:7]))
+		default:
+			return // the fake knows no more; a real server would close too
+		}
+		if _, err := io.CopyN(io.Discard, c, int64(rest)); err != nil {
+			return
+		}
+		f.mu.Lock()
+		f.types[typ]++
+		f.mu.Unlock()
+		if typ == rfbFramebufferUpdateRequest {
+			c.Write(f.frame())
+		}
+	}
+}
+
+// frame is a FramebufferUpdate of the whole 64x48 screen in Raw.
+func (f *fakeRFB) frame() []byte {
+	b := []byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 64, 0, 48, 0, 0, 0, 0}
+	px := []byte{f.colour[2], f.colour[1], f.colour[0], 0} // little endian BGRX
+	return append(b, bytes.Repeat(px, 64*48)...)
+}
+
+// harness is a Server behind an httptest TLS server, with its fakes.
+type harness struct {
+	t         *testing.T
+	srv       *Server
+	ts        *httptest.Server
+	links     *fakeLinks
+	sandboxes *fakeSandboxes
+	starter   *fakeStarter
+	now       time.Time
+	nowMu     sync.Mutex
+	logs      *syncbuf.Buffer
+	view      View
+}
+
+var started = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func newHarness(t *testing.T, v View, port int) *harness {
+	h := &harness{t: t, links: &fakeLinks{}, sandboxes: &fakeSandboxes{}, starter: &fakeStarter{port: port},
+		now: started.Add(time.Minute), logs: &syncbuf.Buffer{}, view: v}
+	h.sandboxes.set(sbxA, started, true)
+	h.sandboxes.set(sbxB, started, true)
+	srv, err := New(Options{Links: h.links, Starter: h.starter, Dialer: loopbackDialer{}, Sandboxes: h.sandboxes,
+		Key: testKey, Log: slog.New(slog.NewJSONHandler(h.logs, nil)), Now: h.clock,
+		PingEvery: time.Second, CheckEvery: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv = srv
+	h.ts = httptest.NewTLSServer(srv.Handler(v))
+	t.Cleanup(func() {
+		srv.Close()
+		h.ts.Close()
+	})
+	return h
+}
+
+func (h *harness) clock() time.Time {
+	h.nowMu.Lock()
+	defer h.nowMu.Unlock()
+	return h.now
+}
+
+func (h *harness) advance(d time.Duration) {
+	h.nowMu.Lock()
+	h.now = h.now.Add(d)
+	h.nowMu.Unlock()
+}
+
+// link makes a link for the harness's view, expiring in 10 minutes.
+func (h *harness) link(viewOnly bool) string {
+	tok := "dt_" + strings.Repeat("x", 20) + fmt.Sprint(time.Now().UnixNano())
+	h.links.add(tok, Link{SandboxID: h.view.SandboxID, Kind: h.view.Kind, ViewOnly: viewOnly, ExpiresAt: h.clock().Add(10 * time.Minute)})
+	return tok
+}
+
+func (h *harness) host() string { return strings.TrimPrefix(h.ts.URL, "https://") }
+
+// exchange posts a token as the page does; it returns the response and
+// the session cookie, if one was set.
+func (h *harness) exchange(token string, viewOnly bool) (*http.Response, *http.Cookie) {
+	h.t.Helper()
+	body := fmt.Sprintf(`{"token":%q,"view_only":%v}`, token, viewOnly)
+	req, _ := http.NewRequest("POST", h.ts.URL+PathSession, strings.NewReader(body))
+	req.Header.Set("Origin", h.ts.URL)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := h.ts.Client().Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	res.Body.Close()
+	for _, c := range res.Cookies() {
+		if c.Name == CookieName {
+			return res, c
+		}
+	}
+	return res, nil
+}
+
+// dialWS opens the bridge's websocket with a cookie, as the page does.
+func (h *harness) dialWS(cookie *http.Cookie, query string) (*websocket.Conn, *http.Response, error) {
+	d := websocket.Dialer{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, HandshakeTimeout: 5 * time.Second}
+	hdr := http.Header{"Origin": {h.ts.URL}}
+	if cookie != nil {
+		hdr.Set("Cookie", cookie.Name+"="+cookie.Value)
+	}
+	return d.Dial("wss://"+h.host()+PathWebsocket+query, hdr)
+}
+
+// wsStream reads a websocket's binary messages as one byte stream.
+type wsStream struct {
+	ws *websocket.Conn
+	r  io.Reader
+}
+
+func (s *wsStream) Read(p []byte) (int, error) {
+	for {
+		if s.r == nil {
+			_, r, err := s.ws.NextReader()
+			if err != nil {
+				return 0, err
+			}
+			s.r = r
+		}
+		n, err := s.r.Read(p)
+		if errors.Is(err, io.EOF) {
+			s.r = nil
+			if n == 0 {
+				continue
+			}
+			err = nil
+		}
+		return n, err
+	}
+}
+
+// rfbClient is the test's VNC client, speaking through the bridge.
+type rfbClient struct {
+	t      *testing.T
+	ws     *websocket.Conn
+	r      *wsStream
+	w, h   int
+	bpp    int
+	shifts [3]uint8 // red, green, blue
+	big    bool
+}
+
+func (c *rfbClient) read(n int) []byte {
+	c.t.Helper()
+	b := make([]byte, n)
+	c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c.r, b); err != nil {
+		c.t.Fatalf("read %d bytes from the bridge: %v", n, err)
+	}
+	return b
+}
+
+func (c *rfbClient) send(b ...[]byte) {
+	c.t.Helper()
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, bytes.Join(b, nil)); err != nil {
+		c.t.Fatalf("send: %v", err)
+	}
+}
+
+// handshake does RFB 3.8 with security None; shared 0 on purpose (the
+// bridge must make it 1).
+func handshake(t *testing.T, ws *websocket.Conn) *rfbClient {
+	c := &rfbClient{t: t, ws: ws, r: &wsStream{ws: ws}}
+	if v := string(c.read(12)); !strings.HasPrefix(v, "RFB 003.") {
+		t.Fatalf("server version %q", v)
+	}
+	c.send([]byte("RFB 003.008\n"))
+	n := int(c.read(1)[0])
+	types := c.read(n)
+	if !bytes.Contains(types, []byte{1}) {
+		t.Fatalf("security types %v: no None", types)
+	}
+	c.send([]byte{1})
+	if r := c.read(4); binary.BigEndian.Uint32(r) != 0 {
+		t.Fatalf("security result %v", r)
+	}
+	c.send([]byte{0})
+	init := c.read(24)
+	c.w, c.h = int(binary.BigEndian.Uint16(init[0:])), int(binary.BigEndian.Uint16(init[2:]))
+	c.bpp, c.big = int(init[4]), init[6] != 0
+	c.shifts = [3]uint8{init[14], init[15], init[16]}
+	c.read(int(binary.BigEndian.Uint32(init[20:])))
+	c.send(setEncodings(0)) // Raw only
+	return c
+}
+
+// frameColour asks for a w×h rectangle at the origin and returns the
+// colour of its first pixel, skipping whatever else the server sends
+// (only Raw was asked for).
+func (c *rfbClient) frameColour(w, h int) [3]byte {
+	c.t.Helper()
+	c.send([]byte{rfbFramebufferUpdateRequest, 0, 0, 0, 0, 0, byte(w >> 8), byte(w), byte(h >> 8), byte(h)})
+	for {
+		typ := c.read(1)[0]
+		switch typ {
+		case 0: // FramebufferUpdate
+		case 2: // Bell
+			continue
+		case 3: // ServerCutText
+			n := binary.BigEndian.Uint32(c.read(7)[3:])
+			c.read(int(n))
+			continue
+		default:
+			c.t.Fatalf("server message type %d", typ)
+		}
+		rects := int(binary.BigEndian.Uint16(c.read(3)[1:]))
+		var colour [3]byte
+		got := false
+		for i := 0; i < rects; i++ {
+			r := c.read(12)
+			rw, rh := int(binary.BigEndian.Uint16(r[4:])), int(binary.BigEndian.Uint16(r[6:]))
+			if enc := int32(binary.BigEndian.Uint32(r[8:])); enc != 0 {
+				if enc < 0 && rw*rh == 0 {
+					continue // an empty pseudo-rectangle
+				}
+				c.t.Fatalf("rectangle encoding %d, asked for Raw", enc)
+			}
+			px := c.read(rw * rh * c.bpp / 8)
+			if !got && len(px) >= 4 && c.bpp == 32 {
+				v := binary.LittleEndian.Uint32(px)
+				if c.big {
+					v = binary.BigEndian.Uint32(px)
+				}
+				colour = [3]byte{byte(v >> c.shifts[0]), byte(v >> c.shifts[1]), byte(v >> c.shifts[2])}
+				got = true
+			}
+		}
+		if got {
+			return colour
+		}
+	}
+}

@@ -1,0 +1,259 @@
+package desktop
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"froog.tech/froog/internal/wait"
+)
+
+// realDesktop runs Xvfb with a magenta root window and x11vnc on it, as
+// froog-desktop does inside a sandbox, and returns x11vnc's port. It
+// skips the test where they are not installed (apt-get install xvfb
+// x11vnc x11-xserver-utils). -noreset: without it Xvfb forgets the
+// root colour when xsetroot, its only client so far, disconnects.
+func realDesktop(t *testing.T, w, h int) int {
+	t.Helper()
+	for _, bin := range []string{"Xvfb", "x11vnc", "xsetroot"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s is not installed", bin)
+		}
+	}
+	r, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	xvfb := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", fmt.Sprintf("%dx%dx24", w, h), "-nolisten", "tcp", "-noreset")
+	xvfb.ExtraFiles = []*os.File{wr}
+	if err := xvfb.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wr.Close()
+	t.Cleanup(func() { xvfb.Process.Kill(); xvfb.Wait() })
+	line, err := bufio.NewReader(r).ReadString('\n')
+	r.Close()
+	if err != nil {
+		t.Fatalf("Xvfb did not say its display: %v", err)
+	}
+	display := ":" + strings.TrimSpace(line)
+	if out, err := exec.Command("xsetroot", "-display", display, "-solid", "#ff00ff").CombinedOutput(); err != nil {
+		t.Fatalf("xsetroot: %v: %s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	vnc := exec.Command("x11vnc", "-display", display, "-rfbport", fmt.Sprint(port), "-localhost",
+		"-shared", "-forever", "-nopw", "-quiet", "-noxdamage")
+	if err := vnc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vnc.Process.Kill(); vnc.Wait() })
+	wait.For(t, 20*time.Second, "x11vnc to listen", func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return port
+}
+
+// Two viewers through the bridge to a real x11vnc at once each see the
+// display's colour.
+func TestBridgeX11VNC(t *testing.T) {
+	port := realDesktop(t, 320, 240)
+	h := newHarness(t, viewA, port)
+	_, full := h.exchange(h.link(false), false)
+	_, watcher := h.exchange(h.link(true), false)
+	var wg sync.WaitGroup
+	for i, c := range []*struct {
+		cookie string
+		got    [3]byte
+	}{{cookie: full.Value}, {cookie: watcher.Value}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws, _, err := h.dialWS(full, "")
+			if i == 1 {
+				ws, _, err = h.dialWS(watcher, "")
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer ws.Close()
+			rc := handshake(t, ws)
+			// x11vnc polls the screen: its first frames may predate it.
+			wait.Until(10*time.Second, func() bool {
+				c.got = rc.frameColour(16, 16)
+				return c.got == [3]byte{255, 0, 255}
+			})
+			if c.got != [3]byte{255, 0, 255} {
+				t.Errorf("viewer %d: got colour %v, want magenta", i, c.got)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// The viewer page in headless Chromium: the link opens the display's
+// picture, and the page's looks and error pages are kept as screenshots
+// under .artefacts/desktop/.
+func TestViewerChromium(t *testing.T) {
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed")
+	}
+	port := realDesktop(t, 640, 400)
+	h := newHarness(t, viewA, port)
+	art := filepath.Join("..", ".artefacts", "desktop")
+	os.MkdirAll(art, 0o755)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(800, 500), chromedp.UserDataDir(t.TempDir()))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+
+	for _, c := range []struct {
+		name, query string
+		viewOnly    bool
+		magenta     bool   // the display's picture must show
+		selector    string // must be visible
+		hidden      string // must not be visible
+	}{
+		{name: "viewer-dark", query: "", magenta: true, selector: "#menu-button"},
+		{name: "viewer-light-menu", query: "?theme=light", magenta: true, selector: "#clipboard"},
+		{name: "viewer-overlay0", query: "?overlay=0", magenta: true, hidden: "#status"},
+		{name: "viewer-viewonly-link", viewOnly: true, magenta: true, selector: "#viewonly-note", hidden: "#clipboard"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := chromedp.NewContext(actx)
+			defer cancel()
+			ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			tok := h.link(c.viewOnly)
+			if err := chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+"/"+c.query+"#"+tok), chromedp.WaitVisible("#screen canvas")); err != nil {
+				t.Fatal(err)
+			}
+			url, err := chromedp.Run(ctx, chromedp.Location())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(url, tok) {
+				t.Errorf("the token is still in the address bar: %s", url)
+			}
+			if c.selector == "#clipboard" || c.selector == "#viewonly-note" {
+				if err := chromedp.Do(ctx, chromedp.Click("#menu-button")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var shot []byte
+			ok := wait.Until(20*time.Second, func() bool {
+				s, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+				if err != nil {
+					return false
+				}
+				shot = s
+				return !c.magenta || magentaAt(shot, 0.3, 0.5)
+			})
+			os.WriteFile(filepath.Join(art, c.name+".png"), shot, 0o644)
+			if !ok {
+				t.Fatalf("the display's magenta never showed in the viewer (screenshot in %s)", art)
+			}
+			if c.selector != "" {
+				if err := chromedp.Do(ctx, chromedp.WaitVisible(c.selector)); err != nil {
+					t.Errorf("%s not visible: %v", c.selector, err)
+				}
+			}
+			if c.hidden != "" {
+				visible, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const e = document.querySelector(`+"`"+c.hidden+"`"+`); return !!e && e.offsetParent !== null && !e.closest('[hidden]'); })()`))
+				if visible {
+					t.Errorf("%s is visible", c.hidden)
+				}
+			}
+		})
+	}
+
+	// Error pages, reached the way a person reaches them.
+	expired := "dt_" + strings.Repeat("e", 30)
+	h.links.add(expired, Link{SandboxID: sbxA, Kind: KindDesktop, ExpiresAt: h.clock().Add(-time.Second)})
+	other := "dt_" + strings.Repeat("o", 30)
+	h.links.add(other, Link{SandboxID: sbxB, Kind: KindDesktop, ExpiresAt: h.clock().Add(time.Minute)})
+	for _, c := range []struct{ name, token, code string }{
+		{"error-link-expired", expired, CodeLinkExpired},
+		{"error-wrong-view", other, CodeWrongView},
+		{"error-link-invalid", "dt_" + strings.Repeat("n", 30), CodeLinkInvalid},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := chromedp.NewContext(actx)
+			defer cancel()
+			ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+"/#"+c.token), chromedp.WaitVisible(`main[data-code="`+c.code+`"]`)); err != nil {
+				t.Fatal(err)
+			}
+			text, err := chromedp.Run(ctx, chromedp.Text("h1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(art, c.name+".png"), shot, 0o644)
+			if text != errorTexts[c.code].title {
+				t.Errorf("got heading %q, want %q", text, errorTexts[c.code].title)
+			}
+		})
+	}
+
+	// A stop of the sandbox turns an open viewer into the stopped page.
+	t.Run("error-sandbox-stopped", func(t *testing.T) {
+		ctx, cancel := chromedp.NewContext(actx)
+		defer cancel()
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+"/#"+h.link(false)), chromedp.WaitVisible("#screen canvas")); err != nil {
+			t.Fatal(err)
+		}
+		h.sandboxes.set(sbxA, time.Time{}, false)
+		defer h.sandboxes.set(sbxA, started, true)
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(`main[data-code="`+CodeSandboxStopped+`"]`)); err != nil {
+			t.Fatal(err)
+		}
+		shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(art, "error-sandbox-stopped.png"), shot, 0o644)
+	})
+}
+
+// magentaAt reports whether the screenshot's pixel at (fx, fy) of its
+// size is magenta.
+func magentaAt(shot []byte, fx, fy float64) bool {
+	img, err := png.Decode(bytes.NewReader(shot))
+	if err != nil {
+		return false
+	}
+	b := img.Bounds()
+	r, g, bl, _ := img.At(b.Min.X+int(fx*float64(b.Dx())), b.Min.Y+int(fy*float64(b.Dy()))).RGBA()
+	return r>>8 > 230 && g>>8 < 30 && bl>>8 > 230
+}
