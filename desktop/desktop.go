@@ -7,8 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
+
+	"froog.tech/froog/edge/route"
+	"froog.tech/froog/store"
 )
 
 // View kinds: a sandbox's desktop, and its browser view (Chrome alone on
@@ -25,21 +29,21 @@ type View struct {
 	SandboxID string
 }
 
-// Link is a desktop link as the store keeps it.
-type Link struct {
-	SandboxID string
-	Kind      string // KindDesktop or KindBrowser
-	ViewOnly  bool   // every session it makes is view-only, whatever the page asks
-	ExpiresAt time.Time
-}
+// Link is a desktop link as the store keeps it: the sandbox and kind it
+// opens, whether every session it makes is view-only (whatever the page
+// asks), and when it stops opening.
+type Link = store.DesktopLink
 
 // ErrLinkNotFound is what Links returns for a hash it does not know.
-var ErrLinkNotFound = errors.New("desktop: link not found")
+var ErrLinkNotFound = store.ErrNotFound
 
-// Links finds a link by the hex SHA-256 of its token (HashToken).
+// Links finds a link by the hash of its token (HashToken); the store is
+// one.
 type Links interface {
 	DesktopLink(ctx context.Context, hash string) (Link, error)
 }
+
+var _ Links = store.Store(nil)
 
 // Starter starts a sandbox's desktop (kind KindDesktop) or browser view
 // (KindBrowser) if it is not running, waits until its VNC server listens,
@@ -75,6 +79,10 @@ type Options struct {
 	// Key signs session cookies (HMAC-SHA256): 32 bytes, the same on
 	// every edge, secret. Changing it ends every session.
 	Key []byte
+	// Domain is the public-URL domain, under which the view hosts are
+	// (edge/route's grammar); ServeHTTP reads the view from the Host.
+	// Required.
+	Domain string
 
 	// Log gets one line per refused exchange and per closed bridge;
 	// never a token or cookie. Nil: nothing is logged.
@@ -131,6 +139,10 @@ func New(o Options) (*Server, error) {
 	if len(o.Key) != 32 {
 		errs = append(errs, errors.New("desktop: Options.Key must be 32 bytes"))
 	}
+	if o.Domain == "" {
+		errs = append(errs, errors.New("desktop: Options.Domain is required"))
+	}
+	o.Domain = strings.ToLower(strings.TrimSuffix(o.Domain, "."))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -155,6 +167,18 @@ func New(o Options) (*Server, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Server{o: o, log: log, conns: map[*bridge]struct{}{}}, nil
+}
+
+// ServeHTTP serves a request on any view host, the view read from its
+// Host by edge/route's grammar (the edge mounts the Server as its
+// Options.Views).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	v, ok := route.ParseView(route.Label(r.Host, s.o.Domain))
+	if !ok || (v.Kind != KindDesktop && v.Kind != KindBrowser) {
+		s.errorPage(w, r, "not_found")
+		return
+	}
+	s.ServeView(w, r, View{Kind: v.Kind, SandboxID: v.ID})
 }
 
 // Handler returns an http.Handler for one view host.

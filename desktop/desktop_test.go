@@ -4,12 +4,13 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"github.com/gorilla/websocket"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"froog.tech/froog/internal/wait"
 )
@@ -18,7 +19,7 @@ var viewA = View{Kind: KindDesktop, SandboxID: sbxA}
 
 func TestNewReportsEveryProblem(t *testing.T) {
 	_, err := New(Options{Key: []byte("short")})
-	for _, want := range []string{"Links", "Starter", "Dialer", "Sandboxes", "Key"} {
+	for _, want := range []string{"Links", "Starter", "Dialer", "Sandboxes", "Key", "Domain"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New: got %v, want it to name %s", err, want)
 		}

@@ -237,7 +237,7 @@ func newHarness(t *testing.T, v View, port int) *harness {
 	h.sandboxes.set(sbxA, started, true)
 	h.sandboxes.set(sbxB, started, true)
 	srv, err := New(Options{Links: h.links, Starter: h.starter, Dialer: loopbackDialer{}, Sandboxes: h.sandboxes,
-		Key: testKey, Log: slog.New(slog.NewJSONHandler(h.logs, nil)), Now: h.clock,
+		Key: testKey, Domain: "froog.test", Log: slog.New(slog.NewJSONHandler(h.logs, nil)), Now: h.clock,
 		PingEvery: time.Second, CheckEvery: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -4,12 +4,13 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"froog.tech/froog/store"
 )
 
 // CookieName is the session cookie on a view host. __Host- pins it to the
@@ -106,10 +107,7 @@ func open(key []byte, v string) (session, error) {
 
 // HashToken is the form in which links are looked up: hex SHA-256 of the
 // whole token, "dt_" included (store.HashSecret does the same).
-func HashToken(token string) string {
-	h := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(h[:])
-}
+func HashToken(token string) string { return store.HashSecret(token) }
 
 // validToken reports whether t has a desktop token's form: "dt_" and up
 // to 100 base64url or hex characters. Anything else is refused before a
