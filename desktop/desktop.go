@@ -243,3 +243,5 @@ func (s *Server) Conns() int {
 	defer s.mu.Unlock()
 	return len(s.conns)
 }
+
+var _ Sandboxes = (*route.Table)(nil)

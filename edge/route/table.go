@@ -246,6 +246,16 @@ func (t *Table) Lookup(host string) *Route {
 // Sandbox gives what the table knows of a sandbox, or nil.
 func (t *Table) Sandbox(id string) *Sandbox { return t.cur.Load().sandboxes[id] }
 
+// Running reports whether a sandbox runs, and since when (its current
+// run: a session made before it belongs to an earlier run).
+func (t *Table) Running(id string) (since time.Time, ok bool) {
+	sb := t.Sandbox(id)
+	if sb == nil || sb.State != store.StateRunning {
+		return time.Time{}, false
+	}
+	return sb.StartedAt, true
+}
+
 // Serves reports whether some route still points at a sandbox's port.
 func (t *Table) Serves(p Port) bool {
 	_, ok := t.cur.Load().ports[p]
