@@ -24,11 +24,7 @@ import (
 // through the API reaches running, and a command runs in it through the
 // API (SSH against the pinned host key, inside the tunnel).
 func TestQEMUSandboxThroughTheAPI(t *testing.T) {
-	cache, _ := os.UserCacheDir()
-	tiny := filepath.Join(cache, "froog", "tinyvm")
-	if out, err := exec.Command("sh", "../../deploy/tinyvm/build.sh", tiny).CombinedOutput(); err != nil {
-		t.Fatalf("building the test guest: %v\n%s", err, out)
-	}
+	tiny := tinyGuest(t)
 	data := t.TempDir()
 	// VMs outlive froogd by design; whatever the test leaves, it ends.
 	t.Cleanup(func() { exec.Command("pkill", "-9", "-f", filepath.Join(data, "vms")).Run() })
@@ -109,6 +105,18 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 		out, _ := exec.Command("pgrep", "-f", filepath.Join(data, "vms")).Output()
 		return len(out) == 0
 	})
+}
+
+// tinyGuest builds (or finds, cached) the test guest and returns its
+// folder.
+func tinyGuest(t *testing.T) string {
+	t.Helper()
+	cache, _ := os.UserCacheDir()
+	tiny := filepath.Join(cache, "froog", "tinyvm")
+	if out, err := exec.Command("sh", "../../deploy/tinyvm/build.sh", tiny).CombinedOutput(); err != nil {
+		t.Fatalf("building the test guest: %v\n%s", err, out)
+	}
+	return tiny
 }
 
 // runs waits until the VM sandbox name runs; an error state ends the wait.
