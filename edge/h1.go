@@ -276,7 +276,16 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 func (s *Server) holdH1(ctx *fasthttp.RequestCtx, x *exchange, d *decision, sb *route.Sandbox, body bool) *problem {
 	req := &ctx.Request
 	if body && req.IsBodyStream() {
-		if req.Header.ContentLength() > maxHeldBody {
+		if n := req.Header.ContentLength(); n > maxHeldBody {
+			// Read the body away first (up to a bound): a client cut off
+			// while it still sends sees its connection reset, not the
+			// answer.
+			if n <= maxDrainedBody {
+				in := countingReader{r: ctx.RequestBodyStream(), n: new(int64)}
+				s.paced(&in, ctx.Conn().SetReadDeadline)
+				io.Copy(io.Discard, &in)
+			}
+			ctx.SetConnectionClose()
 			return s.tooLargeToHold(d.rt, sb, d.wake, x.id)
 		}
 		in := countingReader{r: ctx.RequestBodyStream(), n: &x.bytesIn}

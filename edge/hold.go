@@ -27,6 +27,10 @@ type Sandboxes interface {
 // starts: it waits in memory.
 const maxHeldBody = 1 << 20
 
+// maxDrainedBody bounds what the edge reads away of a body too large to
+// hold before it answers.
+const maxDrainedBody = 16 << 20
+
 // holdPoll is how often a held request looks again at the sandbox's
 // state and port.
 const holdPoll = 50 * time.Millisecond
