@@ -44,7 +44,8 @@ type ACMEConfig struct {
 	// RootsFile is a PEM file of roots to trust, beside the system's, for
 	// the CA's own HTTPS (a private CA, tests). Empty: the system's.
 	RootsFile string
-	// MaxOrders bounds the orders this edge runs at once; 0 means 4.
+	// MaxOrders bounds the orders this edge runs at once; 0 (or less)
+	// means 4.
 	MaxOrders int
 }
 
@@ -59,9 +60,6 @@ func (c Config) Validate() error {
 	}
 	if (c.ACME.EABKeyID == "") != (c.ACME.EABMACKey == "") {
 		errs = append(errs, errors.New("certs: an external account binding needs both its key id and its MAC key"))
-	}
-	if c.ACME.MaxOrders < 0 {
-		errs = append(errs, fmt.Errorf("certs: %d ACME orders at once: want 1 or more (0: the default)", c.ACME.MaxOrders))
 	}
 	return errors.Join(errs...)
 }
