@@ -1,5 +1,6 @@
 // Package certs gives the edge its certificates through
-// tls.Config.GetCertificate, from one of three sources:
+// tls.Config.GetCertificate, from one of three sources, chosen by Open
+// from a Config (source.go) that froogd fills from flags:
 //
 //   - ACME on demand (acme.go): certmagic orders a certificate on a URL
 //     host's first visit; the decision comes from the edge's route table,

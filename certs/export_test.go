@@ -6,3 +6,6 @@ func (ca *LocalCA) Cached() int {
 	defer ca.mu.Unlock()
 	return len(ca.leaves)
 }
+
+// Kind says which source Open chose: local-ca, wildcard or acme.
+func (s *Source) Kind() string { return s.kind }

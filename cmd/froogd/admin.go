@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"path/filepath"
 
 	"froog.tech/froog/api"
 	"froog.tech/froog/store"
@@ -18,41 +17,85 @@ import (
 	"froog.tech/froog/store/pg"
 )
 
-// adminStore opens Postgres when --database-url is set, else the embedded
-// store in --data (which froogd dev must not be holding).
-func adminStore(ctx context.Context, f flags, args []string) (store.Store, error) {
-	dbURL := f.str("database-url", "", "Postgres connection string; empty: the embedded store in --data")
-	data := f.str("data", "./.froog", "data folder of the embedded store")
-	if err := f.parse(args); err != nil {
-		return nil, err
+// migrateConfig is froogd migrate's configuration.
+type migrateConfig struct{ DatabaseURL string }
+
+func (c *migrateConfig) bind(f flags) {
+	f.str(&c.DatabaseURL, "database-url", "", "Postgres connection string (required)")
+}
+
+func (c *migrateConfig) validate() error {
+	if c.DatabaseURL == "" {
+		return errors.New("--database-url is required")
 	}
-	if *dbURL != "" {
-		return pg.Open(ctx, pg.Options{URL: *dbURL})
+	return nil
+}
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c migrateConfig
+	if err := parseConfig("migrate", &c, args, stderr); err != nil {
+		return err
 	}
-	return embedded.Open(filepath.Join(*data, "store"))
+	if err := pg.Migrate(ctx, pg.Options{URL: c.DatabaseURL}); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "schema is up to date")
+	return nil
+}
+
+// adminStoreConfig says which store an admin command writes to: Postgres
+// when DatabaseURL is set, else the embedded store in Data (which froogd
+// dev must not be holding).
+type adminStoreConfig struct{ DatabaseURL, Data string }
+
+func (c *adminStoreConfig) bind(f flags) {
+	f.str(&c.DatabaseURL, "database-url", "", "Postgres connection string; empty: the embedded store in --data")
+	f.str(&c.Data, "data", "./.froog", "data folder of the embedded store")
+}
+
+func (c adminStoreConfig) open(ctx context.Context) (store.Store, error) {
+	if c.DatabaseURL != "" {
+		return pg.Open(ctx, pg.Options{URL: c.DatabaseURL})
+	}
+	return embedded.Open(filepath.Join(c.Data, "store"))
+}
+
+// createAccountConfig is froogd admin create-account's configuration.
+type createAccountConfig struct {
+	Store                        adminStoreConfig
+	Name                         string
+	MaxSandboxes, URLNamesPerDay int
+}
+
+func (c *createAccountConfig) bind(f flags) {
+	f.str(&c.Name, "name", "", "account name (required)")
+	f.num(&c.MaxSandboxes, "max-sandboxes", 5, "sandboxes running at once")
+	f.num(&c.URLNamesPerDay, "url-names-per-day", 20, "new public-URL names a day")
+	c.Store.bind(f)
+}
+
+func (c *createAccountConfig) validate() error {
+	var errs []error
+	if c.Name == "" {
+		errs = append(errs, errors.New("--name is required"))
+	}
+	if c.MaxSandboxes < 1 || c.URLNamesPerDay < 1 {
+		errs = append(errs, errors.New("--max-sandboxes and --url-names-per-day must be at least 1"))
+	}
+	return errors.Join(errs...)
 }
 
 func runCreateAccount(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("admin create-account", stderr)
-	name := f.str("name", "", "account name (required)")
-	maxSandboxes := f.num("max-sandboxes", 5, "sandboxes running at once")
-	names := f.num("url-names-per-day", 20, "new public-URL names a day")
-	st, err := adminStore(ctx, f, args)
+	var c createAccountConfig
+	if err := parseConfig("admin create-account", &c, args, stderr); err != nil {
+		return err
+	}
+	st, err := c.Store.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	var errs []error
-	if *name == "" {
-		errs = append(errs, errors.New("--name is required"))
-	}
-	if *maxSandboxes < 1 || *names < 1 {
-		errs = append(errs, errors.New("--max-sandboxes and --url-names-per-day must be at least 1"))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	a, err := st.CreateAccount(ctx, store.Account{Name: *name, MaxSandboxes: *maxSandboxes, URLNamesPerDay: *names, CreatedAt: time.Now().UTC()})
+	a, err := st.CreateAccount(ctx, store.Account{Name: c.Name, MaxSandboxes: c.MaxSandboxes, URLNamesPerDay: c.URLNamesPerDay, CreatedAt: time.Now().UTC()})
 	if err != nil {
 		return err
 	}
@@ -60,63 +103,91 @@ func runCreateAccount(ctx context.Context, args []string, stdout, stderr io.Writ
 	return nil
 }
 
-func runCreateKey(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("admin api-key create", stderr)
-	account := f.str("account", "", "account id (required)")
-	name := f.str("name", "admin", "a name for the key")
-	preset := f.str("preset", "", "read-only, full-sandbox, ci or admin")
-	actions := f.str("actions", "", "comma-separated actions, instead of a preset")
-	ttl := f.str("ttl", "90d", "lifetime: e.g. 30d, 12h, or never (at most 365d)")
-	var sandboxes, labels list
-	f.Var(&sandboxes, "sandbox", "limit the key to this sandbox (repeat)")
-	f.Var(&labels, "label", "limit the key to sandboxes with KEY=VALUE (repeat)")
-	st, err := adminStore(ctx, f, args)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+// createKeyConfig is froogd admin api-key create's configuration.
+type createKeyConfig struct {
+	Store                               adminStoreConfig
+	Account, Name, Preset, Actions, TTL string
+	Sandboxes, Labels                   list
+}
+
+func (c *createKeyConfig) bind(f flags) {
+	f.str(&c.Account, "account", "", "account id (required)")
+	f.str(&c.Name, "name", "admin", "a name for the key")
+	f.str(&c.Preset, "preset", "", "read-only, full-sandbox, ci or admin")
+	f.str(&c.Actions, "actions", "", "comma-separated actions, instead of a preset")
+	f.str(&c.TTL, "ttl", "90d", "lifetime: e.g. 30d, 12h, or never (at most 365d)")
+	f.Var(&c.Sandboxes, "sandbox", "limit the key to this sandbox (repeat)")
+	f.Var(&c.Labels, "label", "limit the key to sandboxes with KEY=VALUE (repeat)")
+	c.Store.bind(f)
+}
+
+func (c *createKeyConfig) validate() error {
 	var errs []error
-	if *account == "" {
+	if c.Account == "" {
 		errs = append(errs, errors.New("--account is required"))
 	}
-	var acts []string
+	_, err := c.actions()
+	errs = append(errs, err)
+	_, err = parseTTL(c.TTL)
+	errs = append(errs, err)
+	_, err = c.labels()
+	return errors.Join(append(errs, err)...)
+}
+
+// actions are the key's actions, from --preset or --actions.
+func (c *createKeyConfig) actions() ([]string, error) {
 	switch {
-	case *preset != "" && *actions != "":
-		errs = append(errs, errors.New("give --preset or --actions, not both"))
-	case *preset != "":
-		if acts, err = api.PresetActions(*preset); err != nil {
-			errs = append(errs, err)
-		}
-	case *actions != "":
-		acts = strings.Split(*actions, ",")
+	case c.Preset != "" && c.Actions != "":
+		return nil, errors.New("give --preset or --actions, not both")
+	case c.Preset != "":
+		return api.PresetActions(c.Preset)
+	case c.Actions != "":
+		acts := strings.Split(c.Actions, ",")
+		var errs []error
 		for _, a := range acts {
 			if !slices.Contains(api.Actions, a) {
 				errs = append(errs, fmt.Errorf("unknown action %q", a))
 			}
 		}
-	default:
-		errs = append(errs, errors.New("--preset or --actions is required"))
+		return acts, errors.Join(errs...)
 	}
-	life, err := parseTTL(*ttl)
-	if err != nil {
-		errs = append(errs, err)
+	return nil, errors.New("--preset or --actions is required")
+}
+
+// labels are the --label pairs; nil when none.
+func (c *createKeyConfig) labels() (map[string]string, error) {
+	if len(c.Labels) == 0 {
+		return nil, nil
 	}
 	lab := map[string]string{}
-	for _, l := range labels {
+	var errs []error
+	for _, l := range c.Labels {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || k == "" {
 			errs = append(errs, fmt.Errorf("--label %q: want KEY=VALUE", l))
 		}
 		lab[k] = v
 	}
-	if err := errors.Join(errs...); err != nil {
+	return lab, errors.Join(errs...)
+}
+
+func runCreateKey(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c createKeyConfig
+	if err := parseConfig("admin api-key create", &c, args, stderr); err != nil {
 		return err
 	}
-	secret, k := api.NewAPIKey(*account, *name, acts, life, time.Now())
-	k.Sandboxes = sandboxes
-	if len(lab) > 0 {
-		k.Labels = lab
+	// validate has checked these.
+	acts, _ := c.actions()
+	life, _ := parseTTL(c.TTL)
+	lab, _ := c.labels()
+	st, err := c.Store.open(ctx)
+	if err != nil {
+		return err
 	}
+	defer st.Close()
+	secret, k := api.NewAPIKey(c.Account, c.Name, acts, life, time.Now())
+	k.Sandboxes = c.Sandboxes
+	k.Labels = lab
 	if _, err := st.CreateAPIKey(ctx, k, nil); err != nil {
 		return err
 	}

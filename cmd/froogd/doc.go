@@ -10,4 +10,16 @@
 //
 // Every flag has a FROOG_* environment equivalent (--api-addr is
 // FROOG_API_ADDR); flags win.
+//
+// Each role has one typed config (edgeConfig, apiConfig, hostctlConfig,
+// devConfig, …) whose bind maps flags to fields and whose validate reports
+// every problem at once. startEdge, startAPI and startHostctl build a role
+// from its config and the parts a process shares (store, control key,
+// tunnel, metrics registry, logger, listeners) and add its goroutines to
+// the process (wiring.go); froogd dev calls all three, the other commands
+// one. The choice of certificate source is certs.Open's.
+//
+// Files by role: edge.go, api.go, hostctl.go, dev.go, admin.go (admin and
+// migrate), flags.go (flags and FROOG_*), wiring.go (the process, shared
+// parts, listeners).
 package main

@@ -6,11 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/signal"
-	"slices"
-	"strings"
 	"syscall"
 )
 
@@ -68,67 +65,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return fmt.Errorf("unknown command %q (see froogd help)", cmd)
-}
-
-// flags is a flag set whose defaults come from FROOG_* variables.
-type flags struct {
-	*flag.FlagSet
-	errs *[]error // bad environment values, reported by parse
-}
-
-func newFlags(name string, stderr io.Writer) flags {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return flags{fs, new([]error)}
-}
-
-// parse parses args and reports every bad value at once.
-func (f flags) parse(args []string) error {
-	if err := f.Parse(args); err != nil {
-		return err
-	}
-	if f.NArg() > 0 {
-		*f.errs = append(*f.errs, fmt.Errorf("unexpected argument %q", f.Arg(0)))
-	}
-	return errors.Join(*f.errs...)
-}
-
-func envName(flagName string) string {
-	return "FROOG_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
-
-func (f flags) str(name, def, usage string) *string {
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		def = v
-	}
-	return f.String(name, def, usage+" ("+envName(name)+")")
-}
-
-func (f flags) num(name string, def int, usage string) *int {
-	p := new(int)
-	*p = def
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		if _, err := fmt.Sscan(v, p); err != nil {
-			*f.errs = append(*f.errs, fmt.Errorf("%s=%q: want a whole number", envName(name), v))
-		}
-	}
-	f.IntVar(p, name, *p, usage+" ("+envName(name)+")")
-	return p
-}
-
-// list is a repeatable string flag.
-type list []string
-
-func (l *list) String() string     { return strings.Join(*l, ",") }
-func (l *list) Set(v string) error { *l = append(*l, v); return nil }
-
-// required reports each named flag whose value is empty.
-func required(flags map[string]string) []error {
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(flags)) {
-		if flags[name] == "" {
-			errs = append(errs, fmt.Errorf("%s is required", name))
-		}
-	}
-	return errs
 }

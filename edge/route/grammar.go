@@ -198,3 +198,10 @@ func lower(s string) string {
 	}
 	return string(b)
 }
+
+// ValidDomain says whether d can be the public-URL domain: a name of two
+// or more labels (froogusercontent.com), with no port, path, space, or
+// leading or trailing dot.
+func ValidDomain(d string) bool {
+	return d != "" && !strings.ContainsAny(d, "/: ") && !strings.HasPrefix(d, ".") && !strings.HasSuffix(d, ".") && strings.Contains(d, ".")
+}

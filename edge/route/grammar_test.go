@@ -140,3 +140,25 @@ func TestViews(t *testing.T) {
 		}
 	}
 }
+
+func TestValidDomain(t *testing.T) {
+	for _, tc := range []struct {
+		d    string
+		want bool
+	}{
+		{"froogusercontent.com", true},
+		{"froog.localhost", true},
+		{"a.b.c", true},
+		{"", false},
+		{"localhost", false},
+		{".froog.test", false},
+		{"froog.test.", false},
+		{"froog.test:443", false},
+		{"froog.test/x", false},
+		{"froog .test", false},
+	} {
+		if got := ValidDomain(tc.d); got != tc.want {
+			t.Errorf("ValidDomain(%q): got %v, want %v", tc.d, got, tc.want)
+		}
+	}
+}

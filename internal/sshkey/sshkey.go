@@ -9,9 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/internal/keyfile"
 )
 
 // Load reads the OpenSSH PEM private key at path.
@@ -43,14 +44,7 @@ func LoadOrCreate(path, comment string) (ssh.Signer, []byte, error) {
 		return nil, nil, err
 	}
 	b := pem.EncodeToMemory(block)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, nil, err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return nil, nil, fmt.Errorf("write ssh key: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := keyfile.Write(path, b); err != nil {
 		return nil, nil, fmt.Errorf("write ssh key: %w", err)
 	}
 	s, err := ssh.NewSignerFromKey(priv)

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"froog.tech/froog/api"
+	"froog.tech/froog/internal/keyfile"
+)
+
+// apiConfig is froogd api's configuration.
+type apiConfig struct {
+	DatabaseURL, ControlKeyFile, SecretKeyFile string
+	Addr                                       string
+	Domain                                     string
+	PublicPort                                 int // the edge's HTTPS port as visitors reach it
+}
+
+func (c *apiConfig) bind(f flags) {
+	f.str(&c.DatabaseURL, "database-url", "", "Postgres connection string (required)")
+	f.str(&c.Addr, "api-addr", "127.0.0.1:8080", "address of the /v1 API")
+	f.str(&c.Domain, "domain", "", "public-URL domain (required)")
+	f.num(&c.PublicPort, "public-port", 443, "the edge's HTTPS port as visitors reach it")
+	f.str(&c.SecretKeyFile, "secret-key-file", "", "file with the 32-byte key that seals URL tokens; every API process shares it (required)")
+	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key, to run commands in sandboxes (required)")
+}
+
+func (c *apiConfig) validate() error {
+	errs := required(map[string]string{"--database-url": c.DatabaseURL, "--secret-key-file": c.SecretKeyFile, "--control-key-file": c.ControlKeyFile})
+	errs = append(errs, checkDomain(c.Domain), checkPort("--public-port", c.PublicPort))
+	return errors.Join(errs...)
+}
+
+// secretKeySize is the length of the key that seals URL tokens.
+const secretKeySize = 32
+
+// startAPI serves the /v1 API on ln, with secret sealing URL tokens and
+// sh's store, tunnel and logger, its goroutine in p.
+func startAPI(p *proc, c apiConfig, secret []byte, sh parts, ln net.Listener) error {
+	srv, err := api.New(api.Options{Store: sh.store, Domain: c.Domain, PublicPort: c.PublicPort, SecretKey: secret, Sessions: sh.tun, Logger: sh.log})
+	if err != nil {
+		return err
+	}
+	p.Go(func(ctx context.Context) error { return serveHTTP(ctx, ln, srv) })
+	return nil
+}
+
+func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c apiConfig
+	if err := parseConfig("api", &c, args, stderr); err != nil {
+		return err
+	}
+	secret, err := keyfile.LoadSecret(c.SecretKeyFile, secretKeySize)
+	if err != nil {
+		return err
+	}
+	return runPG(ctx, c.DatabaseURL, c.ControlKeyFile, true, stderr, func(p *proc, sh parts) error {
+		ln, err := net.Listen("tcp", c.Addr)
+		if err != nil {
+			return fmt.Errorf("listen for the API: %w", err)
+		}
+		p.onClose(func() { ln.Close() })
+		if err := startAPI(p, c, secret, sh, ln); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "froog api on http://%s/v1\n", ln.Addr())
+		return nil
+	})
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"froog.tech/froog/certs"
+	"froog.tech/froog/edge"
+	"froog.tech/froog/edge/route"
+)
+
+// edgeConfig is froogd edge's configuration.
+type edgeConfig struct {
+	DatabaseURL, ControlKeyFile string
+	Addr, HTTPAddr, MetricsAddr string
+	Domain                      string
+	PublicPort                  int // the HTTPS port as visitors reach it
+	Rate                        rateConfig
+	Certs                       certs.Config
+}
+
+func (c *edgeConfig) bind(f flags) {
+	f.str(&c.DatabaseURL, "database-url", "", "Postgres connection string (required)")
+	f.str(&c.Addr, "edge-addr", "127.0.0.1:8443", "HTTPS address of the public-URL edge")
+	f.str(&c.HTTPAddr, "edge-http-addr", "127.0.0.1:8081", "HTTP address (redirects to HTTPS)")
+	f.str(&c.Domain, "domain", "", "public-URL domain (required)")
+	f.num(&c.PublicPort, "public-port", 443, "the HTTPS port as visitors reach it, for redirects")
+	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key, to reach sandboxes (required)")
+	f.str(&c.MetricsAddr, "metrics-addr", "", "address for Prometheus metrics (/metrics); empty: none")
+	c.Rate.bind(f)
+	bindCerts(f, &c.Certs)
+}
+
+func (c *edgeConfig) validate() error {
+	errs := required(map[string]string{"--database-url": c.DatabaseURL, "--control-key-file": c.ControlKeyFile})
+	errs = append(errs, c.Rate.validate(), c.Certs.Validate(), checkDomain(c.Domain), checkPort("--public-port", c.PublicPort))
+	if c.Certs.ACME.MaxOrders < 1 {
+		errs = append(errs, fmt.Errorf("--acme-max-orders %d: want 1 or more", c.Certs.ACME.MaxOrders))
+	}
+	return errors.Join(errs...)
+}
+
+// checkDomain reports a --domain that cannot be the public-URL domain.
+func checkDomain(d string) error {
+	if !route.ValidDomain(d) {
+		return fmt.Errorf("--domain %q: want a domain such as froogusercontent.com", d)
+	}
+	return nil
+}
+
+// rateConfig is the edge's per-address rate limit.
+type rateConfig struct{ Limit, Burst int }
+
+func (r *rateConfig) bind(f flags) {
+	f.num(&r.Limit, "rate-limit", 200, "requests a second one client address may send the edge, on average; 0 turns the limit off (a benchmark, or an edge behind a trusted proxy that limits)")
+	f.num(&r.Burst, "rate-burst", 2000, "requests one client address may send the edge at once")
+}
+
+func (r rateConfig) validate() error {
+	if r.Limit < 0 || r.Burst < 1 {
+		return fmt.Errorf("--rate-limit %d --rate-burst %d: want a limit of 0 or more and a burst of 1 or more", r.Limit, r.Burst)
+	}
+	return nil
+}
+
+// bindCerts maps the certificate flags to c; its Domain is --domain,
+// set by startEdge.
+func bindCerts(f flags, c *certs.Config) {
+	f.str(&c.LocalCADir, "ca-dir", "", "folder of a local CA that signs the edge's certificates (ca.pem): development and tests, instead of ACME")
+	f.str(&c.WildcardCert, "wildcard-cert", "", "PEM certificate for *.DOMAIN, served for every URL instead of ordering one per name (reread when it changes)")
+	f.str(&c.WildcardKey, "wildcard-key", "", "the wildcard certificate's PEM key")
+	f.str(&c.ACME.Directory, "acme-ca", certs.LetsEncrypt, "ACME directory URL")
+	f.str(&c.ACME.Email, "acme-email", "", "contact address for the ACME account")
+	f.str(&c.ACME.EABKeyID, "acme-eab-kid", "", "external account binding key id, for CAs that want one")
+	f.str(&c.ACME.EABMACKey, "acme-eab-hmac", "", "external account binding MAC key (base64url)")
+	f.str(&c.ACME.RootsFile, "acme-ca-root", "", "PEM file of a root to trust for the ACME CA's HTTPS (private CAs, tests)")
+	f.num(&c.ACME.MaxOrders, "acme-max-orders", 4, "ACME orders this edge runs at once")
+}
+
+// startEdge starts the public-URL edge on its HTTPS and HTTP listeners,
+// with sh's store, tunnel, registry and logger, its goroutines in p.
+func startEdge(p *proc, c edgeConfig, sh parts, tlsLn, httpLn net.Listener) error {
+	// The route table first: certs asks it which names to order or sign,
+	// and the edge which sandbox port a host is.
+	routes, err := route.New(route.Options{Store: sh.store, Domain: c.Domain, Logger: sh.log, Registerer: sh.reg})
+	if err != nil {
+		return err
+	}
+	cc := c.Certs
+	cc.Domain = c.Domain
+	src, err := certs.Open(cc, certs.Deps{Store: sh.store, Names: routes, HTTPPort: port(httpLn), TLSPort: port(tlsLn), Registerer: sh.reg, Logger: sh.log})
+	if err != nil {
+		return err
+	}
+	o := edge.Options{Routes: routes, Sandboxes: sh.store, Dialer: sh.tun, GetCertificate: src.GetCertificate, HTTPChallenge: src.HTTPChallenge,
+		HTTPSPort: c.PublicPort, RateLimit: float64(c.Rate.Limit), RateBurst: c.Rate.Burst, Logger: sh.log, Registerer: sh.reg}
+	if c.Rate.Limit == 0 {
+		o.RateLimit = -1 // off
+	}
+	srv, err := edge.New(o)
+	if err != nil {
+		return err
+	}
+	p.Go(func(ctx context.Context) error { routes.Run(ctx); return nil })
+	p.Go(func(ctx context.Context) error { return srv.ServeTLS(ctx, tlsLn) })
+	p.Go(func(ctx context.Context) error { return srv.ServeRedirect(ctx, httpLn) })
+	return nil
+}
+
+func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c edgeConfig
+	if err := parseConfig("edge", &c, args, stderr); err != nil {
+		return err
+	}
+	return runPG(ctx, c.DatabaseURL, c.ControlKeyFile, true, stderr, func(p *proc, sh parts) error {
+		lns, err := listen(p, c.Addr, c.HTTPAddr, c.MetricsAddr)
+		if err != nil {
+			return err
+		}
+		if err := startEdge(p, c, sh, lns[0], lns[1]); err != nil {
+			return err
+		}
+		serveMetrics(p, lns[2], sh.reg)
+		fmt.Fprintf(stdout, "froog edge on https://%s (HTTP %s)\n", lns[0].Addr(), lns[1].Addr())
+		return nil
+	})
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"froog.tech/froog/hostctl"
+	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/hostctl/qemu"
+)
+
+// hostctlConfig is froogd hostctl's configuration.
+type hostctlConfig struct {
+	DatabaseURL, ControlKeyFile string
+	HostName                    string
+	Data                        string // the sandboxes' files
+	Capacity                    int    // sandboxes this host runs at once
+	Driver                      driverConfig
+}
+
+func (c *hostctlConfig) bind(f flags) {
+	f.str(&c.DatabaseURL, "database-url", "", "Postgres connection string (required)")
+	f.str(&c.HostName, "host-name", "", "this host's name (required)")
+	c.Driver.bind(f)
+	f.str(&c.Data, "data", "./.froog", "data folder for the sandboxes' files")
+	f.num(&c.Capacity, "capacity", 16, "sandboxes this host runs at once")
+	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key; sandboxes accept its public half (required)")
+}
+
+func (c *hostctlConfig) validate() error {
+	errs := required(map[string]string{"--database-url": c.DatabaseURL, "--host-name": c.HostName, "--control-key-file": c.ControlKeyFile})
+	errs = append(errs, c.Driver.validate())
+	if c.Capacity < 1 {
+		errs = append(errs, errors.New("--capacity must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// driverConfig chooses and configures the driver that runs sandboxes, and
+// the host memory hostctl keeps free for them.
+type driverConfig struct {
+	Driver, Kernel, Initrd, Accel, Net, Images string
+	CPUs, MemoryMB, DiskGB, MinFreeMB          int
+}
+
+func (d *driverConfig) bind(f flags) {
+	cache, _ := os.UserCacheDir()
+	tiny := filepath.Join(cache, "froog", "tinyvm")
+	f.str(&d.Driver, "driver", "local", "local (development; not an isolation boundary) or qemu (a VM per sandbox)")
+	f.str(&d.Kernel, "kernel", filepath.Join(tiny, "vmlinuz"), "qemu: the guest kernel (deploy/tinyvm/build.sh makes the test guest)")
+	f.str(&d.Initrd, "initrd", filepath.Join(tiny, "initramfs.gz"), "qemu: the guest's initramfs")
+	f.str(&d.Images, "images", "", "qemu: OS images by os, OS=DIR[,OS=DIR…], each made by deploy/images/build.sh; a sandbox whose os has none boots --kernel and --initrd")
+	f.str(&d.Accel, "accel", "auto", "qemu: auto (KVM where it works, else TCG), kvm or tcg")
+	f.str(&d.Net, "vm-net", "user", "qemu: user (user-mode networking, no root) or tap (a tap device per VM on bridge froogbr0, isolated by nftables; root)")
+	f.num(&d.CPUs, "vm-cpus", 0, "qemu: vCPUs of every VM whatever its size; 0: the sizes' (2, 4, 8)")
+	f.num(&d.MemoryMB, "vm-memory-mb", 0, "qemu: memory of every VM whatever its size; 0: the sizes' (4, 8, 16 GB)")
+	f.num(&d.DiskGB, "vm-disk-gb", 10, "qemu: each sandbox's disk")
+	f.num(&d.MinFreeMB, "min-free-memory-mb", 1024, "below this much available host memory, warm (stopped, paused) sandboxes give up their processes, the longest stopped first; qemu saves their memory to disk so they still resume with every process")
+}
+
+func (d driverConfig) validate() error {
+	var errs []error
+	switch d.Driver {
+	case "local", "qemu":
+	default:
+		errs = append(errs, fmt.Errorf("--driver %q: want local or qemu", d.Driver))
+	}
+	if _, err := parseImages(d.Images); err != nil {
+		errs = append(errs, err)
+	}
+	if d.CPUs < 0 || d.MemoryMB < 0 || d.DiskGB < 1 || d.MinFreeMB < 1 {
+		errs = append(errs, errors.New("--vm-cpus and --vm-memory-mb must be 0 or more, --vm-disk-gb and --min-free-memory-mb 1 or more"))
+	}
+	return errors.Join(errs...)
+}
+
+var osName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,39}$`)
+
+// parseImages reads --images: OS=DIR pairs, comma-separated.
+func parseImages(s string) (map[string]string, error) {
+	out := map[string]string{}
+	if s == "" {
+		return out, nil
+	}
+	for _, pair := range strings.Split(s, ",") {
+		name, dir, ok := strings.Cut(pair, "=")
+		switch {
+		case !ok || dir == "":
+			return nil, fmt.Errorf("--images: %q is not OS=DIR", pair)
+		case !osName.MatchString(name):
+			return nil, fmt.Errorf("--images: %q is not an os name (lowercase letters, digits, dots and dashes)", name)
+		case out[name] != "":
+			return nil, fmt.Errorf("--images: %s twice", name)
+		}
+		out[name] = dir
+	}
+	return out, nil
+}
+
+// openDriver makes the driver, its files under data; the local driver's
+// sandboxes close with p (a qemu driver's VMs outlive the process).
+func openDriver(p *proc, d driverConfig, data string, sh parts) (hostctl.Driver, error) {
+	if d.Driver == "local" {
+		drv, err := local.New(local.Options{Dir: filepath.Join(data, "sandboxes"), ControlKey: sh.key.PublicKey(), Logger: sh.log})
+		if err != nil {
+			return nil, err
+		}
+		p.onClose(func() { drv.Close() })
+		return drv, nil
+	}
+	dirs, err := parseImages(d.Images)
+	if err != nil {
+		return nil, err
+	}
+	return qemu.New(qemu.Options{Dir: filepath.Join(data, "vms"), Kernel: d.Kernel, Initrd: d.Initrd, ImageDirs: dirs, Accel: d.Accel, Net: d.Net,
+		CPUs: d.CPUs, MemoryMB: d.MemoryMB, DiskSize: int64(d.DiskGB) << 30, ControlKey: sh.key, Logger: sh.log})
+}
+
+// startHostctl runs the sandboxes of host c.HostName with c's driver,
+// against sh's store, its goroutine in p.
+func startHostctl(p *proc, c hostctlConfig, sh parts) error {
+	drv, err := openDriver(p, c.Driver, c.Data, sh)
+	if err != nil {
+		return err
+	}
+	ctl, err := hostctl.New(hostctl.Options{Store: sh.store, Driver: drv, HostName: c.HostName, Capacity: c.Capacity,
+		MinFreeMemory: uint64(c.Driver.MinFreeMB) << 20, Logger: sh.log})
+	if err != nil {
+		return err
+	}
+	p.Go(ctl.Run)
+	return nil
+}
+
+func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c hostctlConfig
+	if err := parseConfig("hostctl", &c, args, stderr); err != nil {
+		return err
+	}
+	return runPG(ctx, c.DatabaseURL, c.ControlKeyFile, false, stderr, func(p *proc, sh parts) error {
+		if err := startHostctl(p, c, sh); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "froog hostctl %s running (%s driver)\n", c.HostName, c.Driver.Driver)
+		return nil
+	})
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sync/errgroup"
+
+	"froog.tech/froog/internal/sshkey"
+	"froog.tech/froog/store"
+	"froog.tech/froog/store/pg"
+	"froog.tech/froog/tunnel"
+)
+
+// proc is one froogd process: the goroutines its roles start, and what
+// closes once they have all ended.
+type proc struct {
+	ctx     context.Context // ends when the process stops, or one goroutine fails
+	cancel  context.CancelFunc
+	g       *errgroup.Group
+	closers []func()
+}
+
+// runProc runs one process: start opens what it needs and starts its
+// roles' goroutines in p; then runProc waits for them to end, and closes.
+// A start that fails stops what it had started.
+func runProc(ctx context.Context, start func(p *proc) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	g, ctx := errgroup.WithContext(ctx)
+	p := &proc{ctx: ctx, cancel: cancel, g: g}
+	return p.wait(start(p))
+}
+
+// Go runs f until the process stops.
+func (p *proc) Go(f func(ctx context.Context) error) { p.g.Go(func() error { return f(p.ctx) }) }
+
+// onClose runs f once every goroutine has ended, the last added first.
+func (p *proc) onClose(f func()) { p.closers = append(p.closers, f) }
+
+// wait waits for the goroutines, then closes; err, when set (a start that
+// failed), stops the goroutines first and is what wait returns.
+func (p *proc) wait(err error) error {
+	if err != nil {
+		p.cancel()
+	}
+	if werr := p.g.Wait(); err == nil {
+		err = werr
+	}
+	p.cancel()
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		p.closers[i]()
+	}
+	return err
+}
+
+// roleStore is the whole store the roles share: the embedded one or
+// Postgres, each with its certificate area.
+type roleStore interface {
+	store.Store
+	store.CertStorage
+}
+
+// parts are what the roles in one process share.
+type parts struct {
+	store roleStore
+	key   ssh.Signer // the control plane's SSH key
+	tun   *tunnel.Tunnel
+	reg   *prometheus.Registry
+	log   *slog.Logger
+}
+
+// controlKey reads the control plane's SSH key (the key the API and the
+// edge log in to sandboxes with), creating it the first time when create
+// is set.
+func controlKey(path string, create bool) (ssh.Signer, error) {
+	load := sshkey.Load
+	if create {
+		load = func(path string) (ssh.Signer, []byte, error) { return sshkey.LoadOrCreate(path, "froog control plane") }
+	}
+	s, _, err := load(path)
+	if err != nil {
+		return nil, fmt.Errorf("control key: %w", err)
+	}
+	return s, nil
+}
+
+// runPG runs a role against Postgres: it opens what every such role
+// shares (the control key, the store, and the tunnel when withTunnel is
+// set), then calls start, and waits.
+func runPG(ctx context.Context, dbURL, keyFile string, withTunnel bool, stderr io.Writer, start func(p *proc, sh parts) error) error {
+	return runProc(ctx, func(p *proc) error {
+		key, err := controlKey(keyFile, false)
+		if err != nil {
+			return err
+		}
+		st, err := pg.Open(p.ctx, pg.Options{URL: dbURL})
+		if err != nil {
+			return err
+		}
+		p.onClose(func() { st.Close() })
+		sh := parts{store: st, key: key, reg: newRegistry(), log: slog.New(slog.NewJSONHandler(stderr, nil))}
+		if withTunnel {
+			if err := openTunnel(p, &sh); err != nil {
+				return err
+			}
+		}
+		return start(p, sh)
+	})
+}
+
+// openTunnel sets sh.tun: the tunnel to the sandboxes, kept current by the
+// change feed while p runs.
+func openTunnel(p *proc, sh *parts) error {
+	tun, err := tunnel.New(tunnel.Options{Sandboxes: sh.store, Signer: sh.key, Logger: sh.log, Registerer: sh.reg})
+	if err != nil {
+		return err
+	}
+	p.onClose(func() { tun.Close() })
+	p.Go(func(ctx context.Context) error { return tun.Watch(ctx, sh.store) })
+	sh.tun = tun
+	return nil
+}
+
+// serveHTTP serves h on ln until ctx ends, then shuts down gracefully.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// serveMetrics serves reg's metrics on ln (nil: none) while p runs.
+func serveMetrics(p *proc, ln net.Listener, reg *prometheus.Registry) {
+	if ln == nil {
+		return
+	}
+	p.Go(func(ctx context.Context) error {
+		return serveHTTP(ctx, ln, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	})
+}
+
+// listen listens on each address ("" gives a nil listener); the listeners
+// close with p.
+func listen(p *proc, addrs ...string) ([]net.Listener, error) {
+	lns := make([]net.Listener, len(addrs))
+	for i, a := range addrs {
+		if a == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", a, err)
+		}
+		p.onClose(func() { ln.Close() })
+		lns[i] = ln
+	}
+	return lns, nil
+}
+
+// port is a listener's TCP port.
+func port(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
+
+// newRegistry is a process's metrics registry, with the Go runtime's and
+// the process's own figures.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
