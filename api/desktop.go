@@ -130,3 +130,30 @@ func (s *Server) viewLink(w http.ResponseWriter, r *http.Request, kind string, v
 	writeJSON(w, http.StatusCreated, map[string]any{"url": u + "#" + token, "expires_at": l.ExpiresAt})
 	return nil
 }
+
+// createWallLink answers POST /v1/wall: a link to the account's wall, on
+// the account's own wall host, the token after the #. The wall shows
+// every running sandbox of the account; a key limited to some sandboxes
+// cannot make one.
+func (s *Server) createWallLink(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	k := keyFrom(r.Context())
+	if limited(k) {
+		return errorf(http.StatusForbidden, "forbidden", "a key limited to some sandboxes cannot open the account's wall")
+	}
+	label := names.ViewLabel(names.ViewWall, k.AccountID)
+	if label == "" {
+		return errorf(http.StatusInternalServerError, "internal", "the account has no wall host")
+	}
+	now := s.now()
+	token := NewSecret(desktopTokenPrefix)
+	l := store.DesktopLink{AccountID: k.AccountID, Hash: store.HashSecret(token), Kind: names.ViewWall, ViewOnly: true,
+		CreatedAt: now, ExpiresAt: now.Add(desktopLinkTTL)}
+	if _, err := s.store.CreateDesktopLink(r.Context(), l, s.audit(r, "wall.link", "", map[string]string{})); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"url": s.link(label, "") + "#" + token, "expires_at": l.ExpiresAt})
+	return nil
+}

@@ -97,3 +97,22 @@ func TestDesktopLinks(t *testing.T) {
 		}
 	})
 }
+
+func TestWallLink(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		var link struct{ URL string }
+		e.do("POST", "/v1/wall", e.admin, nil).want(t, 201, "").json(t, &link)
+		m := regexp.MustCompile(`^https://wall--([0-9a-f]{16})\.froog\.test:8443/#(dt_[A-Za-z0-9_-]{43})$`).FindStringSubmatch(link.URL)
+		if m == nil || "acct_"+m[1] != e.account.ID {
+			t.Fatalf("wall link %q for %s", link.URL, e.account.ID)
+		}
+		l, err := e.store.DesktopLink(context.Background(), store.HashSecret(m[2]))
+		if err != nil || l.Kind != "wall" || l.AccountID != e.account.ID || l.SandboxID != "" {
+			t.Fatalf("stored: %+v, %v", l, err)
+		}
+		e.do("POST", "/v1/wall?x=1", e.admin, nil).want(t, 400, "")
+		e.do("POST", "/v1/wall", e.key("reader", "sandbox.read"), nil).want(t, 403, "")
+		limited := e.keyWith("one-box", func(k *store.APIKey) { k.Sandboxes = []string{"box"} }, "desktop")
+		e.do("POST", "/v1/wall", limited, nil).want(t, 403, "forbidden")
+	})
+}

@@ -44,6 +44,8 @@ var routes = []route{
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/jobs/{id}", Action: "sandbox.read", handle: (*Server).getJob},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/jobs/{id}/stop", Action: "exec", handle: (*Server).stopJob},
 
+	{Method: "POST", Pattern: "/v1/wall", Action: "desktop", handle: (*Server).createWallLink},
+
 	{Method: "GET", Pattern: "/v1/ssh-keys", Action: "account.read", handle: (*Server).listSSHKeys},
 	{Method: "POST", Pattern: "/v1/ssh-keys", Action: "account.admin", handle: (*Server).addSSHKey},
 	{Method: "DELETE", Pattern: "/v1/ssh-keys/{id}", Action: "account.admin", handle: (*Server).deleteSSHKey},

@@ -177,9 +177,10 @@ func (t URLToken) Live(now time.Time) bool {
 // DesktopLink is a link to a sandbox's desktop or browser view.
 type DesktopLink struct {
 	ID        string `json:"id"`
+	AccountID string `json:"account_id,omitempty"` // a wall's; its SandboxID is empty
 	SandboxID string `json:"sandbox_id"`
 	Hash      string `json:"hash"` // hex SHA-256 of the dt_ token
-	Kind      string `json:"kind"` // desktop or browser
+	Kind      string `json:"kind"` // desktop, browser or wall
 	ViewOnly  bool   `json:"view_only"`
 	// Profile is the browser view's Chromium profile folder ("" for the
 	// default; desktop links have none).

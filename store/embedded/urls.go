@@ -396,7 +396,11 @@ func (s *Store) AllURLTokens(ctx context.Context, now time.Time) ([]store.URLTok
 func (s *Store) CreateDesktopLink(ctx context.Context, l store.DesktopLink, ev *store.AuditEvent) (store.DesktopLink, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.live(l.SandboxID); err != nil {
+	if l.SandboxID == "" { // a wall's
+		if _, ok := s.accounts[l.AccountID]; !ok {
+			return store.DesktopLink{}, fmt.Errorf("create desktop link: account %s: %w", l.AccountID, store.ErrNotFound)
+		}
+	} else if _, err := s.live(l.SandboxID); err != nil {
 		return store.DesktopLink{}, fmt.Errorf("create desktop link: %w", err)
 	}
 	if l.ID == "" {
@@ -404,7 +408,7 @@ func (s *Store) CreateDesktopLink(ctx context.Context, l store.DesktopLink, ev *
 	}
 	var recs []record
 	for _, o := range s.links {
-		if o.SandboxID == l.SandboxID && !l.CreatedAt.Before(o.ExpiresAt) {
+		if o.SandboxID == l.SandboxID && o.AccountID == l.AccountID && !l.CreatedAt.Before(o.ExpiresAt) {
 			recs = append(recs, del(tLink, o.ID)) // expired: it opens nothing
 		}
 	}

@@ -369,11 +369,18 @@ func (s *Store) CreateDesktopLink(ctx context.Context, l store.DesktopLink, ev *
 		l.ID = store.NewID("dtl")
 	}
 	err := s.inTx(ctx, ev, func(t *txn) error {
-		var sb store.Sandbox
-		if err := getDoc(ctx, t, &sb, "sandbox "+l.SandboxID, `SELECT doc FROM sandboxes WHERE id = $1 AND NOT deleted`, l.SandboxID); err != nil {
-			return err
+		if l.SandboxID == "" { // a wall's
+			var a store.Account
+			if err := getDoc(ctx, t, &a, "account "+l.AccountID, `SELECT doc FROM accounts WHERE id = $1`, l.AccountID); err != nil {
+				return err
+			}
+		} else {
+			var sb store.Sandbox
+			if err := getDoc(ctx, t, &sb, "sandbox "+l.SandboxID, `SELECT doc FROM sandboxes WHERE id = $1 AND NOT deleted`, l.SandboxID); err != nil {
+				return err
+			}
 		}
-		if err := deleteIDs(ctx, t, store.KindDesktopLink, `DELETE FROM desktop_links WHERE sandbox_id = $1 AND (doc->>'expires_at')::timestamptz <= $2 RETURNING id`, l.SandboxID, l.CreatedAt); err != nil {
+		if err := deleteIDs(ctx, t, store.KindDesktopLink, `DELETE FROM desktop_links WHERE sandbox_id = $1 AND coalesce(doc->>'account_id', '') = $2 AND (doc->>'expires_at')::timestamptz <= $3 RETURNING id`, l.SandboxID, l.AccountID, l.CreatedAt); err != nil {
 			return err
 		}
 		if _, err := t.Exec(ctx, `INSERT INTO desktop_links (id, sandbox_id, hash, doc) VALUES ($1, $2, $3, $4)`, l.ID, l.SandboxID, l.Hash, mustJSON(l)); err != nil {

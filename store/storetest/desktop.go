@@ -34,6 +34,18 @@ func testDesktopLinks(t *testing.T, o func() Backend) {
 		t.Fatal(err)
 	}
 	wantErr(t, "a deleted sandbox's link", func() error { _, err := s.DesktopLink(ctx, store.HashSecret("dt_new")); return err }(), store.ErrNotFound)
+	// A wall's link names the account, not a sandbox.
+	wall, err := s.CreateDesktopLink(ctx, store.DesktopLink{AccountID: a.ID, Hash: store.HashSecret("dt_wall"), Kind: "wall", CreatedAt: later, ExpiresAt: later.Add(time.Minute)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.DesktopLink(ctx, store.HashSecret("dt_wall")); err != nil || got.AccountID != a.ID || got.SandboxID != "" || got.ID != wall.ID {
+		t.Fatalf("the wall's link: %+v, %v", got, err)
+	}
+	wantErr(t, "a wall link for no account", func() error {
+		_, err := s.CreateDesktopLink(ctx, store.DesktopLink{AccountID: "acct_none", Hash: store.HashSecret("dt_w2"), Kind: "wall", CreatedAt: later, ExpiresAt: later}, nil)
+		return err
+	}(), store.ErrNotFound)
 	wantErr(t, "a link to a deleted sandbox", func() error {
 		_, err := s.CreateDesktopLink(ctx, store.DesktopLink{SandboxID: sb.ID, Hash: store.HashSecret("dt_x"), CreatedAt: later, ExpiresAt: later}, nil)
 		return err
