@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
@@ -47,6 +48,7 @@ func (c *hostctlConfig) validate() error {
 type driverConfig struct {
 	Driver, Kernel, Initrd, Accel, Net, Images string
 	CPUs, MemoryMB, DiskGB, MinFreeMB          int
+	WarmSecs                                   int
 }
 
 func (d *driverConfig) bind(f flags) {
@@ -61,6 +63,7 @@ func (d *driverConfig) bind(f flags) {
 	f.num(&d.CPUs, "vm-cpus", 0, "qemu: vCPUs of every VM whatever its size; 0: the sizes' (2, 4, 8)")
 	f.num(&d.MemoryMB, "vm-memory-mb", 0, "qemu: memory of every VM whatever its size; 0: the sizes' (4, 8, 16 GB)")
 	f.num(&d.DiskGB, "vm-disk-gb", 10, "qemu: each sandbox's disk")
+	f.num(&d.WarmSecs, "warm-secs", 600, "a stopped sandbox stays paused this long, so that a start within it resumes every process")
 	f.num(&d.MinFreeMB, "min-free-memory-mb", 1024, "below this much available host memory, warm (stopped, paused) sandboxes give up their processes, the longest stopped first; qemu saves their memory to disk so they still resume with every process")
 }
 
@@ -74,8 +77,8 @@ func (d driverConfig) validate() error {
 	if _, err := parseImages(d.Images); err != nil {
 		errs = append(errs, err)
 	}
-	if d.CPUs < 0 || d.MemoryMB < 0 || d.DiskGB < 1 || d.MinFreeMB < 1 {
-		errs = append(errs, errors.New("--vm-cpus and --vm-memory-mb must be 0 or more, --vm-disk-gb and --min-free-memory-mb 1 or more"))
+	if d.CPUs < 0 || d.MemoryMB < 0 || d.DiskGB < 1 || d.MinFreeMB < 1 || d.WarmSecs < 1 {
+		errs = append(errs, errors.New("--vm-cpus and --vm-memory-mb must be 0 or more, --vm-disk-gb, --min-free-memory-mb and --warm-secs 1 or more"))
 	}
 	return errors.Join(errs...)
 }
@@ -130,7 +133,7 @@ func startHostctl(p *proc, c hostctlConfig, sh parts) error {
 		return err
 	}
 	ctl, err := hostctl.New(hostctl.Options{Store: sh.store, Driver: drv, HostName: c.HostName, Capacity: c.Capacity,
-		MinFreeMemory: uint64(c.Driver.MinFreeMB) << 20, Logger: sh.log})
+		MinFreeMemory: uint64(c.Driver.MinFreeMB) << 20, WarmWindow: time.Duration(c.Driver.WarmSecs) * time.Second, Logger: sh.log})
 	if err != nil {
 		return err
 	}
