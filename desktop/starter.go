@@ -1,0 +1,132 @@
+package desktop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Sessions opens SSH sessions in sandboxes (package tunnel).
+type Sessions interface {
+	Session(ctx context.Context, sandboxID string) (*ssh.Session, error)
+}
+
+// SSHStarter is the Starter of real sandboxes: it runs `froog-desktop
+// start --kind KIND` in the sandbox over SSH (idempotent: it answers at
+// once when the desktop runs) and reads the VNC port from its answer. It
+// remembers the port for the sandbox's current run, so that a websocket
+// to a running desktop costs no command.
+type SSHStarter struct {
+	Sessions  Sessions
+	Sandboxes Sandboxes // the run a remembered port belongs to
+
+	mu    sync.Mutex
+	ports map[starterKey]startedDesktop
+}
+
+type starterKey struct{ sandboxID, kind string }
+
+type startedDesktop struct {
+	since time.Time
+	port  int
+}
+
+var _ Starter = (*SSHStarter)(nil)
+
+// StartDesktop starts the sandbox's desktop (or browser view) if it is
+// not running and returns its VNC port.
+func (s *SSHStarter) StartDesktop(ctx context.Context, sandboxID, kind string) (int, error) {
+	since, running := s.Sandboxes.Running(sandboxID)
+	if !running {
+		return 0, errors.New("the sandbox is not running")
+	}
+	k := starterKey{sandboxID, kind}
+	s.mu.Lock()
+	if d, ok := s.ports[k]; ok && d.since.Equal(since) {
+		s.mu.Unlock()
+		return d.port, nil
+	}
+	s.mu.Unlock()
+	port, err := s.run(ctx, sandboxID, kind)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	if s.ports == nil {
+		s.ports = map[starterKey]startedDesktop{}
+	}
+	for key, d := range s.ports { // forget earlier runs
+		if key.sandboxID == sandboxID && !d.since.Equal(since) {
+			delete(s.ports, key)
+		}
+	}
+	s.ports[k] = startedDesktop{since: since, port: port}
+	s.mu.Unlock()
+	return port, nil
+}
+
+// Forget drops what is remembered of a sandbox's desktop (its VNC
+// server went away): the next StartDesktop asks the sandbox again.
+func (s *SSHStarter) Forget(sandboxID, kind string) {
+	s.mu.Lock()
+	delete(s.ports, starterKey{sandboxID, kind})
+	s.mu.Unlock()
+}
+
+func (s *SSHStarter) run(ctx context.Context, sandboxID, kind string) (int, error) {
+	if kind != KindDesktop && kind != KindBrowser {
+		return 0, fmt.Errorf("no desktop of kind %q", kind)
+	}
+	sess, err := s.Sessions.Session(ctx, sandboxID)
+	if err != nil {
+		return 0, fmt.Errorf("start desktop: %w", err)
+	}
+	defer sess.Close()
+	var out, errb bytes.Buffer
+	sess.Stdout, sess.Stderr = &out, &errb
+	done := make(chan error, 1)
+	go func() { done <- sess.Run("froog-desktop start --kind " + kind) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		sess.Signal(ssh.SIGKILL)
+		sess.Close()
+		<-done
+		return 0, fmt.Errorf("start desktop: %w", ctx.Err())
+	}
+	if err != nil {
+		return 0, fmt.Errorf("start desktop: froog-desktop: %v: %s", err, firstLine(errb.String()))
+	}
+	return parseStarted(out.Bytes(), kind)
+}
+
+// parseStarted reads froog-desktop's answer: one JSON object with the
+// kind and the VNC port.
+func parseStarted(b []byte, kind string) (int, error) {
+	var a struct {
+		Kind    string `json:"kind"`
+		VNCPort int    `json:"vnc_port"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(b), &a); err != nil {
+		return 0, fmt.Errorf("start desktop: froog-desktop said %q: %w", firstLine(string(b)), err)
+	}
+	if a.Kind != kind || a.VNCPort < 1 || a.VNCPort > 65535 {
+		return 0, fmt.Errorf("start desktop: froog-desktop answered kind %q port %d", a.Kind, a.VNCPort)
+	}
+	return a.VNCPort, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
