@@ -138,3 +138,12 @@ func (s session) check(v View, now time.Time, run time.Time, running bool) error
 	}
 	return nil
 }
+
+// KeyFrom derives the session key from the secret every API and edge
+// process shares (the one that seals URL tokens): a key of its own, so
+// that neither use can stand in for the other.
+func KeyFrom(secret []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("froog desktop sessions v1"))
+	return m.Sum(nil)
+}

@@ -103,7 +103,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		ec := edgeConfig{Domain: c.Domain, PublicPort: publicPort, Rate: c.Rate, Certs: certs.Config{LocalCADir: c.Data}}
-		if err := startEdge(p, ec, sh, edgeLn, httpLn); err != nil {
+		if err := startEdge(p, ec, sh, secret, edgeLn, httpLn); err != nil {
 			return err
 		}
 		serveMetrics(p, lns[3], sh.reg)

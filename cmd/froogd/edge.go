@@ -8,13 +8,16 @@ import (
 	"net"
 
 	"froog.tech/froog/certs"
+	"froog.tech/froog/desktop"
 	"froog.tech/froog/edge"
 	"froog.tech/froog/edge/route"
+	"froog.tech/froog/internal/keyfile"
 )
 
 // edgeConfig is froogd edge's configuration.
 type edgeConfig struct {
 	DatabaseURL, ControlKeyFile string
+	SecretKeyFile               string // signs desktop sessions; none: no desktops
 	Addr, HTTPAddr, MetricsAddr string
 	Domain                      string
 	PublicPort                  int // the HTTPS port as visitors reach it
@@ -30,6 +33,7 @@ func (c *edgeConfig) bind(f flags) {
 	f.num(&c.PublicPort, "public-port", 443, "the HTTPS port as visitors reach it, for redirects")
 	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key, to reach sandboxes (required)")
 	f.str(&c.MetricsAddr, "metrics-addr", "", "address for Prometheus metrics (/metrics); empty: none")
+	f.str(&c.SecretKeyFile, "secret-key-file", "", "the 32-byte key file every API and edge process shares (the API's --secret-key-file): desktop sessions are signed with a key made from it; without it this edge serves no desktops")
 	c.Rate.bind(f)
 	bindCerts(f, &c.Certs)
 }
@@ -81,8 +85,9 @@ func bindCerts(f flags, c *certs.Config) {
 }
 
 // startEdge starts the public-URL edge on its HTTPS and HTTP listeners,
-// with sh's store, tunnel, registry and logger, its goroutines in p.
-func startEdge(p *proc, c edgeConfig, sh parts, tlsLn, httpLn net.Listener) error {
+// with sh's store, tunnel, registry and logger, its goroutines in p;
+// with secret (the shared secret key), also the desktops' view hosts.
+func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net.Listener) error {
 	// The route table first: certs asks it which names to order or sign,
 	// and the edge which sandbox port a host is.
 	routes, err := route.New(route.Options{Store: sh.store, Domain: c.Domain, Logger: sh.log, Registerer: sh.reg})
@@ -99,6 +104,15 @@ func startEdge(p *proc, c edgeConfig, sh parts, tlsLn, httpLn net.Listener) erro
 		HTTPSPort: c.PublicPort, RateLimit: float64(c.Rate.Limit), RateBurst: c.Rate.Burst, Logger: sh.log, Registerer: sh.reg}
 	if c.Rate.Limit == 0 {
 		o.RateLimit = -1 // off
+	}
+	if secret != nil {
+		dsk, err := desktop.New(desktop.Options{Links: sh.store, Starter: &desktop.SSHStarter{Sessions: sh.tun, Sandboxes: routes},
+			Dialer: sh.tun, Sandboxes: routes, Key: desktop.KeyFrom(secret), Domain: c.Domain, Log: sh.log})
+		if err != nil {
+			return err
+		}
+		p.onClose(func() { dsk.Close() })
+		o.Views = dsk
 	}
 	srv, err := edge.New(o)
 	if err != nil {
@@ -120,7 +134,13 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		if err := startEdge(p, c, sh, lns[0], lns[1]); err != nil {
+		var secret []byte
+		if c.SecretKeyFile != "" {
+			if secret, err = keyfile.LoadSecret(c.SecretKeyFile, secretKeySize); err != nil {
+				return err
+			}
+		}
+		if err := startEdge(p, c, sh, secret, lns[0], lns[1]); err != nil {
 			return err
 		}
 		serveMetrics(p, lns[2], sh.reg)
