@@ -123,7 +123,7 @@ func (s *supervisor) startX(ctx context.Context) (x *exec.Cmd, xdone chan struct
 	}
 	launches := 0
 	for n = FirstDisplay; n <= LastDisplay && launches < maxLaunches; n++ {
-		if !displayFree(n) {
+		if !displayFree("/tmp", n, VNCBase+n) {
 			continue
 		}
 		launches++

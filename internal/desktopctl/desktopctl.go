@@ -321,16 +321,17 @@ func probeRFB(port int) error {
 }
 
 // displayFree says whether display n looks free: no live X server holds
-// its lock, and its VNC port can be had on 127.0.0.1. Two supervisors may
-// still race for it; the loser's Xvnc fails and it tries the next one.
-func displayFree(n int) bool {
-	if b, err := os.ReadFile(fmt.Sprintf("/tmp/.X%d-lock", n)); err == nil {
+// its lock in lockDir (/tmp), and port can be had on 127.0.0.1. Two
+// supervisors may still race for it; the loser's Xvnc fails and it tries
+// the next one.
+func displayFree(lockDir string, n, port int) bool {
+	if b, err := os.ReadFile(filepath.Join(lockDir, fmt.Sprintf(".X%d-lock", n))); err == nil {
 		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		if err != nil || pid <= 0 || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
 			return false
 		}
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(VNCBase+n)))
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return false
 	}
