@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Kind is which screen: the desktop, or the browser view.
@@ -103,16 +104,21 @@ func removeRecord(dir string, k Kind, pid int) {
 	}
 }
 
-// Groups lists the process groups of the supervisors recorded under dir,
-// live or not: what a host that stops the sandbox kills (hostctl/local).
-func Groups(dir string) []int {
-	var pgids []int
+// KillGroups kills the process groups of the supervisors recorded under
+// dir, live or not, whose leader ours accepts, and waits (up to 5 s) until
+// no live process is left in them: what a host that stops the sandbox
+// does (hostctl/local), so that nothing of a desktop outlives it.
+func KillGroups(dir string, ours func(pgid int) bool) {
+	var killed []int
 	for _, k := range []Kind{KindDesktop, KindBrowser} {
-		if r, ok, _ := readRecord(dir, k); ok {
-			pgids = append(pgids, r.PID)
+		if r, ok, _ := readRecord(dir, k); ok && ours(r.PID) {
+			syscall.Kill(-r.PID, syscall.SIGKILL)
+			killed = append(killed, r.PID)
 		}
 	}
-	return pgids
+	for _, g := range killed {
+		waitUntil(5*time.Second, func() bool { return groupGone(g) })
+	}
 }
 
 // startTime is the process's start time in clock ticks since boot (field
