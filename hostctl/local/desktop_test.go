@@ -83,7 +83,7 @@ func TestDesktops(t *testing.T) {
 		}
 	}
 
-	pids := groupOf(a.PID)
+	pids := desktopctl.GroupPids(a.PID)
 	if len(pids) < 2 {
 		t.Fatalf("the first desktop's group has %v, want the supervisor and Xvnc", pids)
 	}
@@ -96,7 +96,7 @@ func TestDesktops(t *testing.T) {
 		}
 	}
 	wait.For(t, 5*time.Second, "the stopped sandbox's VNC port closes", func() bool { return !speaksRFB(a.VNCPort) })
-	if !speaksRFB(b.VNCPort) || len(groupOf(b.PID)) < 2 {
+	if !speaksRFB(b.VNCPort) || len(desktopctl.GroupPids(b.PID)) < 2 {
 		t.Fatalf("the other sandbox's desktop went with the first's stop")
 	}
 	// A cold start after the stop gets a desktop again.
@@ -107,26 +107,6 @@ func TestDesktops(t *testing.T) {
 	if out, errs, code := run(t, c, "froog-desktop start && froog-desktop stop", nil, ""); code != 0 {
 		t.Fatalf("start and stop after a cold start: exit %d: %s %s", code, out, errs)
 	}
-}
-
-// groupOf lists the live processes of process group pgid.
-func groupOf(pgid int) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		s := string(b)
-		if i := strings.LastIndexByte(s, ')'); i >= 0 {
-			if f := strings.Fields(s[i+1:]); len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	return pids
 }
 
 // A stop kills the process groups that the sandbox's desktop state files

@@ -64,26 +64,6 @@ func parseState(t *testing.T, out string) State {
 	return st
 }
 
-// groupPids lists the live processes of process group pgid.
-func groupPids(pgid int) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		s := string(b)
-		if i := strings.LastIndexByte(s, ')'); i >= 0 {
-			if f := strings.Fields(s[i+1:]); len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	return pids
-}
-
 func commOf(pid int) string {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	return strings.TrimSpace(string(b))
@@ -158,7 +138,7 @@ func TestDesktopStartStatusStop(t *testing.T) {
 	pixelIs(t, st.VNCPort, [3]byte{0x3b, 0x42, 0x52}, 4*time.Second) // DefaultBackground
 
 	// stop ends every process and frees the port; again is fine.
-	pids := groupPids(st.PID)
+	pids := GroupPids(st.PID)
 	if len(pids) < 2 {
 		t.Fatalf("group %d has %v, want the supervisor and Xvnc at least", st.PID, pids)
 	}
@@ -228,7 +208,7 @@ func TestBrowserView(t *testing.T) {
 		t.Fatal(err)
 	}
 	chromium := func() int {
-		for _, p := range groupPids(br.PID) {
+		for _, p := range GroupPids(br.PID) {
 			if strings.HasPrefix(commOf(p), "chrom") {
 				return p
 			}
@@ -259,8 +239,8 @@ func TestBrowserView(t *testing.T) {
 	}
 	// The browser's stop leaves the desktop alone.
 	cli(t, home, "stop", "--kind", "browser")
-	if len(groupPids(br2.PID)) != 0 {
-		t.Errorf("browser processes outlived stop: %v", groupPids(br2.PID))
+	if len(GroupPids(br2.PID)) != 0 {
+		t.Errorf("browser processes outlived stop: %v", GroupPids(br2.PID))
 	}
 	if out, _, code := cli(t, home, "status"); code != 0 || parseState(t, out) != desk {
 		t.Errorf("desktop after the browser's stop: exit %d, %q", code, out)

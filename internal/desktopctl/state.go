@@ -148,15 +148,19 @@ func (r record) alive() bool {
 	return r.PID > 0 && r.PIDStart != 0 && startTime(r.PID) == r.PIDStart
 }
 
-// groupGone says whether no live process is left in process group pgid
-// (zombies don't count: whoever reaps them is not always there).
+// groupGone says whether no live process is left in process group pgid.
 func groupGone(pgid int) bool {
-	if errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) {
-		return true
-	}
+	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) || len(GroupPids(pgid)) == 0
+}
+
+// GroupPids lists the live processes of process group pgid (zombies
+// don't count: whoever reaps them is not always there).
+func GroupPids(pgid int) []int {
+	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
@@ -170,8 +174,8 @@ func groupGone(pgid int) bool {
 		}
 		f := strings.Fields(s[i+1:]) // state, ppid, pgrp, ...
 		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			return false
+			pids = append(pids, pid)
 		}
 	}
-	return true
+	return pids
 }
