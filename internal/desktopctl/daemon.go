@@ -200,6 +200,8 @@ func (s *supervisor) desktop(ctx context.Context) {
 		// No xfdesktop: the root window is the background, which the
 		// wallpaper owns.
 		s.keep(ctx, "xfwm4", "--compositor=off")
+		// The panel's default layout, without asking on the first start.
+		s.env = append(s.env, "XFCE_PANEL_MIGRATE_DEFAULT=1")
 		s.keep(ctx, "xfce4-panel")
 		s.log.Info("window manager", "wm", "xfce")
 	case have("openbox"):
