@@ -131,7 +131,8 @@ func (s *supervisor) startX(ctx context.Context) (x *exec.Cmd, xdone chan struct
 			"-geometry", fmt.Sprintf("%dx%d", Width, Height), "-depth", "24",
 			"-rfbport", strconv.Itoa(VNCBase + n), "-interface", "127.0.0.1",
 			"-SecurityTypes", "None", "-AlwaysShared", "-DisconnectClients=0",
-			"-nolisten", "tcp", "-desktop", "froog-" + string(s.o.Kind)}
+			"-nolisten", "tcp", "-desktop", "froog-" + string(s.o.Kind),
+			"-Log", "*:stderr:10"} // errors and connections, not every update's statistics
 		if s.o.Kind == KindBrowser {
 			// The browser view has no clipboard.
 			args = append(args, "-AcceptCutText=0", "-SendCutText=0", "-SetPrimary=0", "-SendPrimary=0")
