@@ -266,3 +266,32 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+// When the X server dies, its supervisor ends everything and clears its
+// state; the next start makes a new screen.
+func TestXServerDies(t *testing.T) {
+	needXvnc(t)
+	home := t.TempDir()
+	t.Cleanup(func() { cli(t, home, "stop") })
+	out, errs, code := cli(t, home, "start")
+	if code != 0 {
+		t.Fatalf("start: exit %d: %s", code, errs)
+	}
+	st := parseState(t, out)
+	for _, p := range GroupPids(st.PID) {
+		if commOf(p) == "Xvnc" || commOf(p) == "Xtigervnc" {
+			exec.Command("kill", "-9", strconv.Itoa(p)).Run()
+		}
+	}
+	wait.For(t, 10*time.Second, "the supervisor and its children end", func() bool { return len(GroupPids(st.PID)) == 0 })
+	if _, _, code := cli(t, home, "status"); code != ExitNotRunning {
+		t.Fatalf("status: exit %d, want %d", code, ExitNotRunning)
+	}
+	out, errs, code = cli(t, home, "start")
+	if code != 0 {
+		t.Fatalf("start again: exit %d: %s", code, errs)
+	}
+	if st2 := parseState(t, out); st2.PID == st.PID || probeRFB(st2.VNCPort) != nil {
+		t.Fatalf("start again: %+v after %+v, want a new screen that speaks RFB", st2, st)
+	}
+}

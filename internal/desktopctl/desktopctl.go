@@ -124,7 +124,7 @@ func Start(ctx context.Context, o Options) (State, error) {
 	if r, ok, err := readRecord(o.StateDir, o.Kind); err != nil {
 		return State{}, err
 	} else if ok && r.alive() {
-		if (o.Kind != KindBrowser || r.Profile == o.Profile) && probeRFB(r.VNCPort) == nil {
+		if (o.Kind != KindBrowser || r.Profile == o.Profile) && answers(r.VNCPort) {
 			return r.State, nil
 		}
 		// Another profile, or a supervisor whose server is gone: anew.
@@ -142,7 +142,7 @@ func Status(o Options) (State, error) {
 		return State{}, err
 	}
 	r, ok, err := readRecord(o.StateDir, o.Kind)
-	if err != nil || !ok || !r.alive() || probeRFB(r.VNCPort) != nil {
+	if err != nil || !ok || !r.alive() || !answers(r.VNCPort) {
 		return State{Kind: o.Kind}, err
 	}
 	return r.State, nil
@@ -294,6 +294,12 @@ func tail(path string) string {
 		return "its log is empty"
 	}
 	return "its log (" + path + "):\n" + s
+}
+
+// answers says whether a live supervisor's port speaks RFB, giving a
+// busy server a few seconds: a screen is not torn down for being slow.
+func answers(port int) bool {
+	return waitUntil(5*time.Second, func() bool { return probeRFB(port) == nil })
 }
 
 var rfbVersion = regexp.MustCompile(`^RFB \d{3}\.\d{3}\n$`)
