@@ -48,6 +48,16 @@ func cli(t *testing.T, home string, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
+// start runs froog-desktop start with args and returns what it printed.
+func start(t *testing.T, home string, args ...string) State {
+	t.Helper()
+	out, errs, code := cli(t, home, append([]string{"start"}, args...)...)
+	if code != 0 {
+		t.Fatalf("start %v: exit %d: %s", args, code, errs)
+	}
+	return parseState(t, out)
+}
+
 func needXvnc(t *testing.T) {
 	t.Helper()
 	if !have("Xvnc") && !have("Xtigervnc") {
@@ -74,11 +84,7 @@ func TestDesktopStartStatusStop(t *testing.T) {
 	home := t.TempDir()
 	t.Cleanup(func() { cli(t, home, "stop") })
 
-	out, errs, code := cli(t, home, "start")
-	if code != 0 {
-		t.Fatalf("start: exit %d: %s", code, errs)
-	}
-	st := parseState(t, out)
+	st := start(t, home)
 	if st.Kind != KindDesktop || !st.Running || st.Display != ":"+strconv.Itoa(st.VNCPort-VNCBase) || st.PID <= 0 {
 		t.Fatalf("start printed %+v", st)
 	}
@@ -100,13 +106,11 @@ func TestDesktopStartStatusStop(t *testing.T) {
 	}
 
 	// start again and status: the same screen.
-	out2, _, code := cli(t, home, "start")
-	if code != 0 || parseState(t, out2) != st {
-		t.Fatalf("second start: exit %d, %q; want %+v", code, out2, st)
+	if again := start(t, home); again != st {
+		t.Fatalf("second start: %+v, want %+v", again, st)
 	}
-	out3, _, code := cli(t, home, "status")
-	if code != 0 || parseState(t, out3) != st {
-		t.Fatalf("status: exit %d, %q; want %+v", code, out3, st)
+	if out, _, code := cli(t, home, "status"); code != 0 || parseState(t, out) != st {
+		t.Fatalf("status: exit %d, %q; want %+v", code, out, st)
 	}
 
 	// What is drawn on the display is what VNC shows.
@@ -161,8 +165,7 @@ func TestDesktopStartStatusStop(t *testing.T) {
 	if err := probeRFB(st.VNCPort); err == nil {
 		t.Errorf("port %d still speaks RFB after stop", st.VNCPort)
 	}
-	out, _, code = cli(t, home, "status")
-	if code != ExitNotRunning || parseState(t, out) != (State{Kind: KindDesktop}) {
+	if out, _, code := cli(t, home, "status"); code != ExitNotRunning || parseState(t, out) != (State{Kind: KindDesktop}) {
 		t.Fatalf("status after stop: exit %d, %q; want %d and not running", code, out, ExitNotRunning)
 	}
 }
@@ -191,16 +194,8 @@ func TestBrowserView(t *testing.T) {
 	}
 	home := t.TempDir()
 	t.Cleanup(func() { cli(t, home, "stop", "--kind", "browser"); cli(t, home, "stop") })
-	outD, errs, code := cli(t, home, "start")
-	if code != 0 {
-		t.Fatalf("start: exit %d: %s", code, errs)
-	}
-	desk := parseState(t, outD)
-	out, errs, code := cli(t, home, "start", "--kind", "browser")
-	if code != 0 {
-		t.Fatalf("start --kind browser: exit %d: %s", code, errs)
-	}
-	br := parseState(t, out)
+	desk := start(t, home)
+	br := start(t, home, "--kind", "browser")
 	if br.Kind != KindBrowser || br.Display == desk.Display || br.VNCPort == desk.VNCPort || br.Profile != filepath.Join(home, ".config", "froog-browser") {
 		t.Fatalf("browser %+v next to desktop %+v: want its own display, port and the default profile", br, desk)
 	}
@@ -223,11 +218,7 @@ func TestBrowserView(t *testing.T) {
 
 	// Another profile replaces the open one.
 	other := filepath.Join(home, "work-profile")
-	out, errs, code = cli(t, home, "start", "--kind", "browser", "--profile", other)
-	if code != 0 {
-		t.Fatalf("start with another profile: exit %d: %s", code, errs)
-	}
-	br2 := parseState(t, out)
+	br2 := start(t, home, "--kind", "browser", "--profile", other)
 	if br2.Profile != other || br2.PID == br.PID {
 		t.Fatalf("got %+v, want a new supervisor with profile %s", br2, other)
 	}
@@ -273,11 +264,7 @@ func TestXServerDies(t *testing.T) {
 	needXvnc(t)
 	home := t.TempDir()
 	t.Cleanup(func() { cli(t, home, "stop") })
-	out, errs, code := cli(t, home, "start")
-	if code != 0 {
-		t.Fatalf("start: exit %d: %s", code, errs)
-	}
-	st := parseState(t, out)
+	st := start(t, home)
 	for _, p := range GroupPids(st.PID) {
 		if commOf(p) == "Xvnc" || commOf(p) == "Xtigervnc" {
 			exec.Command("kill", "-9", strconv.Itoa(p)).Run()
@@ -287,11 +274,7 @@ func TestXServerDies(t *testing.T) {
 	if _, _, code := cli(t, home, "status"); code != ExitNotRunning {
 		t.Fatalf("status: exit %d, want %d", code, ExitNotRunning)
 	}
-	out, errs, code = cli(t, home, "start")
-	if code != 0 {
-		t.Fatalf("start again: exit %d: %s", code, errs)
-	}
-	if st2 := parseState(t, out); st2.PID == st.PID || probeRFB(st2.VNCPort) != nil {
+	if st2 := start(t, home); st2.PID == st.PID || probeRFB(st2.VNCPort) != nil {
 		t.Fatalf("start again: %+v after %+v, want a new screen that speaks RFB", st2, st)
 	}
 }
