@@ -8,7 +8,9 @@
 # tests boot deploy/tinyvm's guest, built from them and Debian's kernel,
 # under TCG), e2fsprogs (the guest's journaled disk), mmdebstrap (the OS
 # image the driver suite also boots, deploy/images) and nftables (its --net
-# tap isolation). On Debian or Ubuntu as root it uses apt-get;
+# tap isolation); TigerVNC's Xvnc, xsetroot, xwallpaper and openbox (the
+# desktops froog-desktop runs for the local driver: internal/desktopctl).
+# On Debian or Ubuntu as root it uses apt-get;
 # elsewhere it says what to install and exits non-zero.
 # With --bench it also installs what `make bench` compares against: wrk,
 # nginx and Caddy.
@@ -46,6 +48,11 @@ command -v dropbearconvert >/dev/null 2>&1 || lean+=(dropbear-bin)
 command -v nft >/dev/null 2>&1 || lean+=(nftables)
 [ -x /sbin/mke2fs ] || lean+=(e2fsprogs)
 command -v mmdebstrap >/dev/null 2>&1 || lean+=(mmdebstrap)
+command -v Xvnc >/dev/null 2>&1 || lean+=(tigervnc-standalone-server)
+[ -f /usr/share/fonts/X11/misc/fonts.dir ] || lean+=(xfonts-base)
+command -v xsetroot >/dev/null 2>&1 || lean+=(x11-xserver-utils)
+command -v xwallpaper >/dev/null 2>&1 || lean+=(xwallpaper)
+command -v openbox >/dev/null 2>&1 || lean+=(openbox)
 if [ "${1:-}" = --bench ]; then
   command -v wrk >/dev/null 2>&1 || missing+=(wrk)
   command -v nginx >/dev/null 2>&1 || missing+=(nginx)

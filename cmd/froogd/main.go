@@ -14,7 +14,14 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if code, ok := asDesktop(ctx, os.Args, os.Stdout, os.Stderr); ok {
+		os.Exit(code)
+	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		var de desktopExit
+		if errors.As(err, &de) {
+			os.Exit(int(de)) // froog-desktop said why
+		}
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "froogd:", err)
 		}
@@ -31,6 +38,8 @@ const usage = `froogd: froog's edge, API and host controller in one binary.
   froogd migrate                bring the Postgres schema up to date
   froogd admin create-account   make an account
   froogd admin api-key create   make an API key for an account
+  froogd desktop start|status|stop [--kind desktop|browser]
+                                the sandbox's desktop (run inside it; also as froog-desktop)
 
 Run froogd COMMAND -h for its flags; each has a FROOG_* environment equivalent.
 `
@@ -50,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runEdge(ctx, rest, stdout, stderr)
 	case "hostctl":
 		return runHostctl(ctx, rest, stdout, stderr)
+	case "desktop":
+		return runDesktop(ctx, rest, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, rest, stdout, stderr)
 	case "admin":

@@ -9,8 +9,12 @@
 #
 #   deploy/images/build.sh OS [OUT]   OS: debian-13 or debian-12 (default OUT: ~/.cache/froog/images/OS)
 #
-# It does nothing when OUT already holds a build of this script. Needs
-# root (mmdebstrap's root mode) and Debian's mirror.
+# froogd is built from this checkout (go build), or taken from $FROOGD.
+# It does nothing when OUT already holds a build of this script and this
+# froogd. The packages are the slow part: they are kept as OUT/base.tar,
+# made again only when this script changes; a new froogd only remakes the
+# disk from it. Needs root (mmdebstrap's root mode), Go (or $FROOGD) and
+# Debian's mirror.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 os=${1:?usage: build.sh OS [OUT]}
@@ -20,48 +24,72 @@ debian-12) suite=bookworm ;;
 *) echo "images: no recipe for $os (debian-13, debian-12)" >&2; exit 2 ;;
 esac
 out=${2:-${XDG_CACHE_HOME:-$HOME/.cache}/froog/images/$os}
-stamp=$(cat "$here/build.sh" | sha256sum | cut -c1-16)
-if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then
-	exit 0
-fi
 for bin in mmdebstrap mke2fs qemu-img; do
 	command -v "$bin" >/dev/null || { echo "images: $bin is missing (deploy/testdeps.sh installs it)" >&2; exit 1; }
 done
-mirror=${FROOG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 root=$work/root
 
-# What every froog sandbox has: sudo for user, SSH, cloud-init.
-mmdebstrap --quiet --mode=root --variant=minbase \
-	--include=linux-image-amd64,initramfs-tools,systemd-sysv,udev,kmod,cloud-init,openssh-server,sudo,ifupdown,isc-dhcp-client,netbase,iproute2,e2fsprogs,ca-certificates,curl,git \
-	"$suite" "$root" "$mirror"
+# froogd, static, for froog-desktop inside the guest.
+if [ -n "${FROOGD:-}" ]; then
+	cp "$FROOGD" "$work/froogd"
+else
+	(cd "$here/../.." && CGO_ENABLED=0 go build -trimpath -o "$work/froogd" ./cmd/froogd)
+fi
+base_stamp=$(cat "$here/build.sh" | sha256sum | cut -c1-16)
+stamp=$(cat "$here/build.sh" "$work/froogd" | sha256sum | cut -c1-16)
+if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then
+	exit 0
+fi
+mkdir -p "$out" "$root"
 
-printf '/dev/vda / ext4 errors=remount-ro 0 1\n' >"$root/etc/fstab"
-# cloud-init: only froog's seed and only the host key froog pinned. The
-# SSH server takes keys only, as user; set here, so that cloud-init finds
-# nothing to change and never restarts it (Debian 13's cloud-init stops it
-# and does not start it again).
-cat >"$root/etc/cloud/cloud.cfg.d/90-froog.cfg" <<'CFG'
-datasource_list: [NoCloud]
-ssh_genkeytypes: []
-ssh_pwauth: unchanged
-disable_root: true
-CFG
-cat >"$root/etc/ssh/sshd_config.d/10-froog.conf" <<'CFG'
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin no
-CFG
-# Cleaned: no host keys, machine id or logs travel with the image.
-rm -f "$root"/etc/ssh/ssh_host_* "$root/var/lib/dbus/machine-id"
-: >"$root/etc/machine-id"
-rm -rf "$root"/var/log/*.log "$root"/var/log/apt/* "$root"/var/cache/apt/*.bin "$root"/var/lib/apt/lists/*
-# What is in it.
-chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' linux-image-amd64 cloud-init openssh-server systemd >"$root/etc/froog-image"
+if [ -f "$out/base.tar" ] && [ -f "$out/base.stamp" ] && [ "$(cat "$out/base.stamp")" = "$base_stamp" ]; then
+	tar -C "$root" --numeric-owner -xpf "$out/base.tar"
+else
+	mirror=${FROOG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+	# What every froog sandbox has: sudo for user, SSH, cloud-init; and the
+	# desktop: XFCE's parts (not the xfce4 metapackage, which brings a file
+	# manager, xfdesktop and more), Chromium, Xvnc, the background tools, and
+	# fonts for web pages.
+	desktop=tigervnc-standalone-server,xfwm4,xfce4-panel,xfce4-settings,xfconf,xfce4-terminal,exo-utils,dbus,chromium,xwallpaper,x11-xserver-utils,x11-utils,xdotool,xfonts-base,fonts-dejavu-core,fonts-liberation2,adwaita-icon-theme
+	mmdebstrap --quiet --mode=root --variant=minbase \
+		--include=linux-image-amd64,initramfs-tools,systemd-sysv,udev,kmod,cloud-init,openssh-server,sudo,ifupdown,isc-dhcp-client,netbase,iproute2,e2fsprogs,ca-certificates,curl,git,$desktop \
+		"$suite" "$root" "$mirror"
+
+	printf '/dev/vda / ext4 errors=remount-ro 0 1\n' >"$root/etc/fstab"
+	# cloud-init: only froog's seed and only the host key froog pinned. The
+	# SSH server takes keys only, as user; set here, so that cloud-init finds
+	# nothing to change and never restarts it (Debian 13's cloud-init stops it
+	# and does not start it again).
+	cat >"$root/etc/cloud/cloud.cfg.d/90-froog.cfg" <<-'CFG'
+	datasource_list: [NoCloud]
+	ssh_genkeytypes: []
+	ssh_pwauth: unchanged
+	disable_root: true
+	CFG
+	cat >"$root/etc/ssh/sshd_config.d/10-froog.conf" <<-'CFG'
+	PasswordAuthentication no
+	KbdInteractiveAuthentication no
+	PermitRootLogin no
+	CFG
+	# Cleaned: no host keys, machine id or logs travel with the image.
+	rm -f "$root"/etc/ssh/ssh_host_* "$root/var/lib/dbus/machine-id"
+	: >"$root/etc/machine-id"
+	rm -rf "$root"/var/log/*.log "$root"/var/log/apt/* "$root"/var/cache/apt/*.bin "$root"/var/lib/apt/lists/*
+	# What is in it.
+	chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' linux-image-amd64 cloud-init openssh-server systemd tigervnc-standalone-server xfwm4 chromium >"$root/etc/froog-image"
+	rm -f "$out/base.stamp"
+	tar -C "$root" --numeric-owner -cf "$out/base.tar.new" .
+	mv "$out/base.tar.new" "$out/base.tar"
+	echo "$base_stamp" >"$out/base.stamp"
+fi
+
+# froogd, which is froog-desktop by that name.
+install -m 0755 "$work/froogd" "$root/usr/local/bin/froogd"
+ln -sf froogd "$root/usr/local/bin/froog-desktop"
 
 kver=$(ls "$root/lib/modules")
-mkdir -p "$out"
 rm -f "$out/stamp"
 cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"
 cp "$root/boot/initrd.img-$kver" "$out/initrd.img"

@@ -13,4 +13,11 @@
 // to loopback destinations only. Every process it starts carries
 // FROOG_SANDBOX_ID in its environment, which is how Stop and Pause find
 // them all, including ones that left their process group.
+//
+// Each sandbox's commands have froog-desktop on their PATH (a folder of
+// the driver's with a symlink to froogd, Options.DesktopExe), so the
+// desktop and the browser view run here as in the OS image: Xvnc and the
+// rest on the host, as the host's user, on a display and port that
+// froog-desktop finds free at start (so sandboxes never clash). A stop of
+// the sandbox kills its desktops' process groups with everything else.
 package local

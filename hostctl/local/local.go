@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/hostctl"
+	"froog.tech/froog/internal/desktopctl"
 	"froog.tech/froog/internal/sshkey"
 	"froog.tech/froog/store"
 )
@@ -30,13 +31,18 @@ type Options struct {
 	ControlKey ssh.PublicKey
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// DesktopExe is the froogd binary that sandboxes run as froog-desktop
+	// (their commands find it on PATH); empty means this process's own
+	// executable, which is froogd except in tests.
+	DesktopExe string
 }
 
 // Driver is the local driver.
 type Driver struct {
-	o     Options
-	mu    sync.Mutex
-	boxes map[string]*box
+	o      Options
+	mu     sync.Mutex
+	boxes  map[string]*box
+	binDir string // on the sandboxes' PATH, once made
 }
 
 type box struct {
@@ -103,7 +109,7 @@ func (d *Driver) Start(ctx context.Context, sb *store.Sandbox, _ []string) (host
 	} else {
 		killAll(sb.ID) // a cold start: nothing is left of an earlier run
 	}
-	s := newSSHD(sb.ID, home, key, d.o.ControlKey, d.o.Logger)
+	s := newSSHD(sb.ID, home, d.bin(), key, d.o.ControlKey, d.o.Logger)
 	addr, err := s.listen()
 	if err != nil {
 		return hostctl.Endpoint{}, err
@@ -157,7 +163,52 @@ func (d *Driver) stopLocked(id string) {
 		b.sshd.close()
 		delete(d.boxes, id)
 	}
+	killDesktops(id, filepath.Join(d.o.Dir, id, "home"))
 	killAll(id)
+}
+
+// bin makes the folder that sandboxes have first on their PATH, with
+// froog-desktop in it (a symlink to froogd, which acts on its name), and
+// returns it; "" when there is none (the sandboxes then have no desktop).
+// Called with d.mu held.
+func (d *Driver) bin() string {
+	if d.binDir != "" {
+		return d.binDir
+	}
+	exe := d.o.DesktopExe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			d.o.Logger.Warn("local driver: sandboxes get no froog-desktop", "err", err)
+			return ""
+		}
+	}
+	// A name no sandbox id takes.
+	dir := filepath.Join(d.o.Dir, ".bin")
+	link := filepath.Join(dir, desktopctl.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		d.o.Logger.Warn("local driver: sandboxes get no froog-desktop", "err", err)
+		return ""
+	}
+	if cur, err := os.Readlink(link); err != nil || cur != exe {
+		os.Remove(link)
+		if err := os.Symlink(exe, link); err != nil {
+			d.o.Logger.Warn("local driver: sandboxes get no froog-desktop", "err", err)
+			return ""
+		}
+	}
+	d.binDir = dir
+	return dir
+}
+
+// killDesktops kills the process groups of the sandbox's froog-desktop
+// supervisors (their Xvnc, window manager, Chromium), found in its state
+// files, before killAll sweeps what carries the sandbox's tag: so that
+// nothing of a desktop is left that dropped the tag from its environment.
+// A group is killed only if its leader is the sandbox's: the state files
+// are in the sandbox's home, which its commands can write.
+func killDesktops(id, home string) {
+	desktopctl.KillGroups(desktopctl.StateDir(home, ""), func(pgid int) bool { return tagged(pgid, id) })
 }
 
 func (d *Driver) Delete(ctx context.Context, sb *store.Sandbox) error {
@@ -189,7 +240,6 @@ func hostKey(path string) (ssh.Signer, error) {
 
 // pidsOf lists the processes tagged with the sandbox's id.
 func pidsOf(id string) []int {
-	want := []byte(tagVar + "=" + id + "\x00")
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {
@@ -197,15 +247,21 @@ func pidsOf(id string) []int {
 		if err != nil {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		if bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...)) {
+		if tagged(pid, id) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// tagged says whether process pid carries the sandbox's tag.
+func tagged(pid int, id string) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	want := []byte(tagVar + "=" + id + "\x00")
+	return bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...))
 }
 
 // signalAll sends sig to every process of the sandbox, a few rounds so that

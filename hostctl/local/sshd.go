@@ -21,6 +21,7 @@ import (
 type sshd struct {
 	id      string // the sandbox
 	home    string
+	bin     string // first on the commands' PATH; may be ""
 	config  *ssh.ServerConfig
 	log     *slog.Logger
 	ln      net.Listener
@@ -30,7 +31,7 @@ type sshd struct {
 	serving sync.WaitGroup
 }
 
-func newSSHD(id, home string, hostKey ssh.Signer, control ssh.PublicKey, log *slog.Logger) *sshd {
+func newSSHD(id, home, bin string, hostKey ssh.Signer, control ssh.PublicKey, log *slog.Logger) *sshd {
 	want := control.Marshal()
 	cfg := &ssh.ServerConfig{
 		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
@@ -41,7 +42,7 @@ func newSSHD(id, home string, hostKey ssh.Signer, control ssh.PublicKey, log *sl
 		},
 	}
 	cfg.AddHostKey(hostKey)
-	return &sshd{id: id, home: home, config: cfg, log: log, conns: map[*ssh.ServerConn]bool{}}
+	return &sshd{id: id, home: home, bin: bin, config: cfg, log: log, conns: map[*ssh.ServerConn]bool{}}
 }
 
 // listen starts serving on a new loopback port.
@@ -275,7 +276,7 @@ var signals = map[string]syscall.Signal{
 func (s *sshd) start(ch ssh.Channel, command string, env []string) (*exec.Cmd, error) {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Dir = s.home
-	cmd.Env = append(append(baseEnv(s.home), env...), tagVar+"="+s.id)
+	cmd.Env = append(append(baseEnv(s.home, s.bin), env...), tagVar+"="+s.id)
 	// stdin through a pipe of our own: Wait must not wait for the client
 	// to close its side after the command has ended.
 	pr, pw, err := os.Pipe()
@@ -300,10 +301,15 @@ func (s *sshd) start(ch ssh.Channel, command string, env []string) (*exec.Cmd, e
 // tagVar marks every process of a sandbox.
 const tagVar = "FROOG_SANDBOX_ID"
 
-func baseEnv(home string) []string {
+// baseEnv is a command's environment before the client's: the host's
+// PATH with bin (froog-desktop) first.
+func baseEnv(home, bin string) []string {
 	path := os.Getenv("PATH")
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	if bin != "" {
+		path = bin + ":" + path
 	}
 	return []string{"HOME=" + home, "PATH=" + path, "USER=user", "LANG=C.UTF-8", "SHELL=/bin/sh"}
 }
