@@ -1,0 +1,216 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"froog.tech/froog/internal/wait"
+	"github.com/gorilla/websocket"
+)
+
+// A desktop through the real binary: froogd dev, the local driver, the
+// desktop started in the sandbox on first open (froog-desktop over the
+// tunnel), a link exchanged for a session, and a websocket bridged to the
+// sandbox's VNC server — a VNC client reads the colour the sandbox painted
+// its screen. A link for another sandbox, an expired token and a view
+// host that is not the link's are refused.
+func TestDesktopThroughTheEdge(t *testing.T) {
+	if _, err := exec.LookPath("Xvnc"); err != nil {
+		t.Skip("Xvnc is not installed (deploy/testdeps.sh installs it)")
+	}
+	data := t.TempDir()
+	_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
+		"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test")
+	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
+	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+	t.Cleanup(func() { c.call("POST", "/v1/sandboxes/desk/exec", `{"command": "froog-desktop stop"}`, 200, nil) })
+	for _, name := range []string{"desk", "other"} {
+		c.call("POST", "/v1/sandboxes", `{"name": "`+name+`"}`, 202, nil)
+		runs(t, c, name)
+	}
+	var link struct{ URL string }
+	c.call("POST", "/v1/sandboxes/desk/desktop", "", 201, &link)
+	u, err := url.Parse(link.URL)
+	if err != nil || !strings.HasPrefix(u.Fragment, "dt_") {
+		t.Fatalf("link %q", link.URL)
+	}
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(filepath.Join(data, "ca.pem"))
+	pool.AppendCertsFromPEM(caPEM)
+	edge := m[2]
+	tr := &http.Transport{DialContext: func(ctx context.Context, n, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, n, edge)
+	},
+		TLSClientConfig: &tls.Config{RootCAs: pool}}
+	web := &http.Client{Transport: tr}
+	exchange := func(host, token string) (*http.Response, string) {
+		req, _ := http.NewRequest("POST", "https://"+host+"/session", strings.NewReader(fmt.Sprintf(`{"token": %q}`, token)))
+		req.Header.Set("Origin", "https://"+host)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := web.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		return res, string(b)
+	}
+	// The page itself.
+	res, err := web.Get("https://" + u.Host + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !bytes.Contains(page, []byte("<html")) {
+		t.Fatalf("the viewer page: %d %.200s", res.StatusCode, page)
+	}
+	// Refusals: another sandbox's view host, a wrong token.
+	var other struct{ URL string }
+	c.call("POST", "/v1/sandboxes/other/desktop", "", 201, &other)
+	ou, _ := url.Parse(other.URL)
+	if res, b := exchange(ou.Host, u.Fragment); res.StatusCode == 200 {
+		t.Fatalf("desk's link opened other's desktop: %s", b)
+	}
+	if res, b := exchange(u.Host, "dt_"+strings.Repeat("A", 43)); res.StatusCode == 200 {
+		t.Fatalf("a made-up token opened the desktop: %s", b)
+	}
+	res, b := exchange(u.Host, u.Fragment)
+	if res.StatusCode != 200 {
+		t.Fatalf("the link's exchange: %d %s", res.StatusCode, b)
+	}
+	var cookie string
+	for _, ck := range res.Cookies() {
+		if ck.Name == "__Host-froog_desktop" {
+			cookie = ck.Name + "=" + ck.Value
+		}
+	}
+	if cookie == "" {
+		t.Fatalf("no session cookie: %v", res.Header["Set-Cookie"])
+	}
+	// The websocket starts the desktop in the sandbox and bridges to it.
+	d := websocket.Dialer{NetDialContext: tr.DialContext, TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}}}
+	h := http.Header{"Origin": {"https://" + u.Host}, "Cookie": {cookie}}
+	ws, wres, err := d.Dial("wss://"+u.Host+"/websockify", h)
+	if err != nil {
+		t.Fatalf("websocket: %v (%v)", err, wres)
+	}
+	defer ws.Close()
+	// Paint the sandbox's screen, from inside the sandbox.
+	var status struct{ Display string }
+	wait.For(t, time.Minute, "the bridge starts the sandbox's desktop", func() bool {
+		var st struct{ Stdout string }
+		c.call("POST", "/v1/sandboxes/desk/exec", `{"command": "froog-desktop status"}`, 200, &st)
+		return json.Unmarshal([]byte(st.Stdout), &status) == nil && status.Display != ""
+	})
+	c.call("POST", "/v1/sandboxes/desk/exec", `{"command": "DISPLAY=`+status.Display+` xsetroot -solid '#ff00ff'"}`, 200, nil)
+	r, g, bl := rfbPixel(t, &wsReader{ws: ws}, ws)
+	if r < 200 || g > 60 || bl < 200 {
+		t.Fatalf("the desktop's pixel through the edge: rgb(%d,%d,%d), want magenta", r, g, bl)
+	}
+}
+
+// wsReader reads a websocket's binary messages as one stream.
+type wsReader struct {
+	ws  *websocket.Conn
+	buf []byte
+}
+
+func (w *wsReader) Read(p []byte) (int, error) {
+	for len(w.buf) == 0 {
+		w.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, b, err := w.ws.ReadMessage()
+		if err != nil {
+			return 0, err
+		}
+		w.buf = b
+	}
+	n := copy(p, w.buf)
+	w.buf = w.buf[n:]
+	return n, nil
+}
+
+// rfbPixel does an RFB 3.8 handshake (no security, shared), asks for the
+// whole screen as raw 32-bit pixels and returns the colour at (0, 0).
+func rfbPixel(t *testing.T, r io.Reader, ws *websocket.Conn) (uint8, uint8, uint8) {
+	t.Helper()
+	send := func(b []byte) {
+		if err := ws.WriteMessage(websocket.BinaryMessage, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(n int) []byte {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r, b); err != nil {
+			t.Fatalf("rfb: %v", err)
+		}
+		return b
+	}
+	if v := read(12); !bytes.HasPrefix(v, []byte("RFB 003.")) {
+		t.Fatalf("rfb version %q", v)
+	}
+	send([]byte("RFB 003.008\n"))
+	types := read(int(read(1)[0]))
+	if !bytes.Contains(types, []byte{1}) {
+		t.Fatalf("security types %v, want None", types)
+	}
+	send([]byte{1})
+	if res := read(4); binary.BigEndian.Uint32(res) != 0 {
+		t.Fatal("security failed")
+	}
+	send([]byte{1}) // ClientInit, shared
+	init := read(24)
+	w, hgt := binary.BigEndian.Uint16(init[0:]), binary.BigEndian.Uint16(init[2:])
+	read(int(binary.BigEndian.Uint32(init[20:])))
+	// 32 bits a pixel, true colour, little-endian, red at 16, green 8, blue 0.
+	send([]byte{0, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0})
+	send([]byte{2, 0, 0, 1, 0, 0, 0, 0}) // SetEncodings: Raw
+	for range 20 {                       // the paint may land after a first update
+		send([]byte{3, 0, 0, 0, 0, 0, byte(w >> 8), byte(w), byte(hgt >> 8), byte(hgt)}) // the whole screen
+		var px [3]uint8
+		for {
+			typ := read(1)[0]
+			if typ == 0 {
+				break
+			}
+			t.Fatalf("rfb: server message %d before an update", typ)
+		}
+		hdr := read(3)
+		rects := int(binary.BigEndian.Uint16(hdr[1:]))
+		got := false
+		for range rects {
+			rh := read(12)
+			x, y := binary.BigEndian.Uint16(rh[0:]), binary.BigEndian.Uint16(rh[2:])
+			rw, rhh := int(binary.BigEndian.Uint16(rh[4:])), int(binary.BigEndian.Uint16(rh[6:]))
+			if enc := int32(binary.BigEndian.Uint32(rh[8:])); enc != 0 {
+				t.Fatalf("rfb: encoding %d, asked for raw", enc)
+			}
+			pix := read(rw * rhh * 4)
+			if x == 0 && y == 0 && rw > 0 && rhh > 0 {
+				px, got = [3]uint8{pix[2], pix[1], pix[0]}, true
+			}
+		}
+		if got && px[0] > 200 && px[1] < 60 && px[2] > 200 {
+			return px[0], px[1], px[2]
+		}
+		time.Sleep(100 * time.Millisecond) // the next full update, after the paint
+	}
+	t.Fatal("no magenta pixel in 20 updates")
+	return 0, 0, 0
+}
