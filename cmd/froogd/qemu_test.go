@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"froog.tech/froog/internal/testimage"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -24,11 +25,7 @@ import (
 // through the API reaches running, and a command runs in it through the
 // API (SSH against the pinned host key, inside the tunnel).
 func TestQEMUSandboxThroughTheAPI(t *testing.T) {
-	cache, _ := os.UserCacheDir()
-	tiny := filepath.Join(cache, "froog", "tinyvm")
-	if out, err := exec.Command("sh", "../../deploy/tinyvm/build.sh", tiny).CombinedOutput(); err != nil {
-		t.Fatalf("building the test guest: %v\n%s", err, out)
-	}
+	tiny := testimage.Dir(t, "tinyvm")
 	data := t.TempDir()
 	// VMs outlive froogd by design; whatever the test leaves, it ends.
 	t.Cleanup(func() { exec.Command("pkill", "-9", "-f", filepath.Join(data, "vms")).Run() })
