@@ -10,7 +10,9 @@
 # image the driver suite also boots, deploy/images) and nftables (its --net
 # tap isolation); TigerVNC's Xvnc, xsetroot, xwallpaper and openbox (the
 # desktops froog-desktop runs for the local driver: internal/desktopctl).
-# On Debian or Ubuntu as root it uses apt-get;
+# It builds the test guest and the OS image once, cached under
+# ~/.cache/froog/built by their recipe's hash (deploy/images/ensure.sh), so
+# that `go test` finds them. On Debian or Ubuntu as root it uses apt-get;
 # elsewhere it says what to install and exits non-zero.
 # With --bench it also installs what `make bench` compares against: wrk,
 # nginx and Caddy.
@@ -67,6 +69,33 @@ if [ ${#missing[@]} -gt 0 ] || [ ${#lean[@]} -gt 0 ]; then
   [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
   [ ${#lean[@]} -eq 0 ] || APT_FLAGS=--no-install-recommends apt_install "${lean[@]}"
 fi
+
+# The VM tests' images, built once and cached by their recipe's hash
+# (deploy/images/ensure.sh; deploy/images/path.sh says where), side by
+# side, each one's progress on stderr: the test guest, and the OS image
+# the driver suite boots (`make test` only; `make bench` boots the guest).
+test_images() {
+  local names=(tinyvm) pids=() failed=() i t0=$SECONDS
+  [ "${1:-}" = --bench ] || names+=(debian-13)
+  for i in "${names[@]}"; do
+    if [ -d "$("$here/images/path.sh" "$i")" ]; then
+      say "image $i: built"
+      continue
+    fi
+    "$here/images/ensure.sh" "$i" 2>&1 >/dev/null | sed -u 's/^/testdeps: image /' >&2 &
+    pids+=("$!:$i")
+  done
+  for i in "${pids[@]}"; do
+    wait "${i%%:*}" || failed+=("${i#*:}")
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    say "building ${failed[*]} failed (see above)"
+    exit 1
+  fi
+  [ ${#pids[@]} -eq 0 ] || say "images built in $((SECONDS - t0))s"
+}
+here=$(cd "$(dirname "$0")" && pwd)
+test_images "$@"
 
 db_url=${FROOG_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 

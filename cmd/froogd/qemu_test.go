@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"froog.tech/froog/internal/testimage"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -107,17 +108,9 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 	})
 }
 
-// tinyGuest builds (or finds, cached) the test guest and returns its
-// folder.
-func tinyGuest(t *testing.T) string {
-	t.Helper()
-	cache, _ := os.UserCacheDir()
-	tiny := filepath.Join(cache, "froog", "tinyvm")
-	if out, err := exec.Command("sh", "../../deploy/tinyvm/build.sh", tiny).CombinedOutput(); err != nil {
-		t.Fatalf("building the test guest: %v\n%s", err, out)
-	}
-	return tiny
-}
+// tinyGuest finds the test guest testdeps built (or builds it) and
+// returns its folder.
+func tinyGuest(t *testing.T) string { return testimage.Dir(t, "tinyvm") }
 
 // runs waits until the VM sandbox name runs; an error state ends the wait.
 func runs(t *testing.T, c client, name string) {

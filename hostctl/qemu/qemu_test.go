@@ -19,12 +19,14 @@ import (
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/drivertest"
 	"froog.tech/froog/hostctl/qemu"
+	"froog.tech/froog/internal/testimage"
 	"froog.tech/froog/store"
 )
 
 var ctx = context.Background()
 
-// tinyvm builds (or finds, cached) the test guest.
+// tinyvm finds the test guest deploy/testdeps.sh built (building it when
+// it is missing).
 func tinyvm(t testing.TB) (kernel, initrd string) {
 	t.Helper()
 	for _, bin := range []string{"qemu-system-x86_64", "qemu-img", "busybox", "dropbear"} {
@@ -32,14 +34,7 @@ func tinyvm(t testing.TB) (kernel, initrd string) {
 			t.Fatalf("%s is not installed: deploy/testdeps.sh installs it", bin)
 		}
 	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(cache, "froog", "tinyvm")
-	if b, err := exec.Command("sh", "../../deploy/tinyvm/build.sh", out).CombinedOutput(); err != nil {
-		t.Fatalf("building the test guest: %v\n%s", err, b)
-	}
+	out := testimage.Dir(t, "tinyvm")
 	return filepath.Join(out, "vmlinuz"), filepath.Join(out, "initramfs.gz")
 }
 
@@ -63,18 +58,11 @@ func TestDriverSuite(t *testing.T) {
 	})
 }
 
-// osImage builds (or finds, cached) an OS image with deploy/images/build.sh.
+// osImage finds the OS image deploy/testdeps.sh built (building it when
+// it is missing).
 func osImage(t testing.TB, os_ string) qemu.Image {
 	t.Helper()
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(cache, "froog", "images", os_)
-	if b, err := exec.Command("sh", "../../deploy/images/build.sh", os_, out).CombinedOutput(); err != nil {
-		t.Fatalf("building the %s image: %v\n%s", os_, err, b)
-	}
-	img, err := qemu.LoadImage(out)
+	img, err := qemu.LoadImage(testimage.Dir(t, os_))
 	if err != nil {
 		t.Fatal(err)
 	}
