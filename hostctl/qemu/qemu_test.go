@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/drivertest"
 	"froog.tech/froog/hostctl/qemu"
+	"froog.tech/froog/hostctl/qemu/qemutest"
 	"froog.tech/froog/internal/testimage"
 	"froog.tech/froog/store"
 )
@@ -48,68 +48,14 @@ func TestDriverSuite(t *testing.T) {
 		Signer:      signer,
 		Boot:        90 * time.Second,
 		AccountKeys: true,
-		Alive:       qemuAlive,
+		Alive:       qemutest.Alive,
 		Open: func(t *testing.T, dir string) hostctl.Driver {
 			d := newDriver(t, dir, kernel, initrd, signer)
-			t.Cleanup(func() { stopAll(d, dir) })
+			t.Cleanup(func() { qemutest.StopAll(d, dir) })
 			return d
 		},
-		Kill: qemuKill,
+		Kill: qemutest.Kill,
 	})
-}
-
-// osImage finds the OS image deploy/testdeps.sh built (building it when
-// it is missing).
-func osImage(t testing.TB, os_ string) qemu.Image {
-	t.Helper()
-	img, err := qemu.LoadImage(testimage.Dir(t, os_))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
-
-// The same suite on an OS image: Debian 13 with systemd and cloud-init,
-// which reads the seed the test guest's init reads (host key, user, keys,
-// network), under TCG.
-func TestDriverSuiteOSImage(t *testing.T) {
-	img := osImage(t, "debian-13")
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
-	drivertest.Run(t, drivertest.Driver{
-		Signer:      signer,
-		Boot:        5 * time.Minute,
-		OS:          "debian-13",
-		AccountKeys: true,
-		Alive:       qemuAlive,
-		Open: func(t *testing.T, dir string) hostctl.Driver {
-			d, err := qemu.New(qemu.Options{Dir: dir, Images: map[string]qemu.Image{"debian-13": img}, ControlKey: signer,
-				DiskSize: 4 << 30, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 768}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { stopAll(d, dir) })
-			return d
-		},
-		Kill: qemuKill,
-	})
-}
-
-func qemuAlive(dir string, sb store.Sandbox) bool {
-	pid, err := os.ReadFile(filepath.Join(dir, "sandboxes", sb.ID, "qemu.pid"))
-	p, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
-	return err == nil && p > 0 && syscall.Kill(p, 0) == nil
-}
-
-func qemuKill(t *testing.T, dir string, sb store.Sandbox) {
-	pid, err := os.ReadFile(filepath.Join(dir, "sandboxes", sb.ID, "qemu.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
-	if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func newDriver(t testing.TB, dir, kernel, initrd string, signer ssh.Signer) *qemu.Driver {
@@ -119,14 +65,6 @@ func newDriver(t testing.TB, dir, kernel, initrd string, signer ssh.Signer) *qem
 		t.Fatal(err)
 	}
 	return d
-}
-
-// stopAll ends every VM left in dir: they outlive the driver by design.
-func stopAll(d *qemu.Driver, dir string) {
-	ids, _ := os.ReadDir(filepath.Join(dir, "sandboxes"))
-	for _, id := range ids {
-		d.Stop(ctx, &store.Sandbox{ID: id.Name()})
-	}
 }
 
 // BenchmarkVM: cold start to SSH-ready, warm resume to SSH-ready, stop,
@@ -140,7 +78,7 @@ func BenchmarkVM(b *testing.B) {
 	signer, _ := ssh.NewSignerFromKey(priv)
 	dir := b.TempDir()
 	d := newDriver(b, dir, kernel, initrd, signer)
-	b.Cleanup(func() { stopAll(d, dir) })
+	b.Cleanup(func() { qemutest.StopAll(d, dir) })
 	sb := &store.Sandbox{ID: "sbx_bench", Name: "bench", Size: "default"}
 	var cold, warm, save, restore, stop time.Duration
 	var rss int

@@ -16,6 +16,7 @@ import (
 
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/qemu"
+	"froog.tech/froog/hostctl/qemu/qemutest"
 	"froog.tech/froog/store"
 )
 
@@ -57,7 +58,7 @@ func tapIsolationInside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stopAll(d, dir)
+	defer qemutest.StopAll(d, dir)
 	if _, err := os.Stat("/sys/class/net/froogbr0"); err == nil {
 		t.Fatal("New made the bridge; the first Start should")
 	}

@@ -1,0 +1,49 @@
+// Package ostest runs the driver suite on an OS image, apart from the
+// test guest's suite in package qemu: its boots take minutes under TCG,
+// and as a package of its own it runs beside the others.
+package ostest
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/hostctl"
+	"froog.tech/froog/hostctl/drivertest"
+	"froog.tech/froog/hostctl/qemu"
+	"froog.tech/froog/hostctl/qemu/qemutest"
+	"froog.tech/froog/internal/testimage"
+)
+
+// The driver suite on an OS image: Debian 13 with systemd and cloud-init,
+// which reads the seed the test guest's init reads (host key, user, keys,
+// network), under TCG. The image is the one deploy/testdeps.sh built
+// (built here when it is missing).
+func TestDriverSuiteOSImage(t *testing.T) {
+	img, err := qemu.LoadImage(testimage.Dir(t, "debian-13"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	drivertest.Run(t, drivertest.Driver{
+		Signer:      signer,
+		Boot:        5 * time.Minute,
+		OS:          "debian-13",
+		AccountKeys: true,
+		Alive:       qemutest.Alive,
+		Open: func(t *testing.T, dir string) hostctl.Driver {
+			d, err := qemu.New(qemu.Options{Dir: dir, Images: map[string]qemu.Image{"debian-13": img}, ControlKey: signer,
+				DiskSize: 4 << 30, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 768}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { qemutest.StopAll(d, dir) })
+			return d
+		},
+		Kill: qemutest.Kill,
+	})
+}

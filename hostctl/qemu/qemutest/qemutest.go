@@ -1,0 +1,44 @@
+// Package qemutest holds what the qemu driver's test packages share: a
+// VM's liveness, a crash (kill -9 of its QEMU), and the end of every VM a
+// test left (they outlive the driver by design). Only tests import it.
+package qemutest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"froog.tech/froog/hostctl/qemu"
+	"froog.tech/froog/store"
+)
+
+// Alive reports whether sb's QEMU process runs.
+func Alive(dir string, sb store.Sandbox) bool {
+	pid, err := os.ReadFile(filepath.Join(dir, "sandboxes", sb.ID, "qemu.pid"))
+	p, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
+	return err == nil && p > 0 && syscall.Kill(p, 0) == nil
+}
+
+// Kill crashes sb: kill -9 of its QEMU process.
+func Kill(t *testing.T, dir string, sb store.Sandbox) {
+	pid, err := os.ReadFile(filepath.Join(dir, "sandboxes", sb.ID, "qemu.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
+	if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StopAll ends every VM left in dir.
+func StopAll(d *qemu.Driver, dir string) {
+	ids, _ := os.ReadDir(filepath.Join(dir, "sandboxes"))
+	for _, id := range ids {
+		d.Stop(context.Background(), &store.Sandbox{ID: id.Name()})
+	}
+}
