@@ -372,8 +372,8 @@ func TestViewerTokensAcrossEdges(t *testing.T) {
 	})
 }
 
-func TestWebsocketAndStreams(t *testing.T) {
-	r := newRig(t, embeddedStore(t))
+// wsEcho is a websocket app that echoes every message, on its port.
+func wsEcho(t *testing.T) int {
 	up := websocket.Upgrader{}
 	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		c, err := up.Upgrade(w, req, nil)
@@ -390,8 +390,13 @@ func TestWebsocketAndStreams(t *testing.T) {
 			c.WriteMessage(mt, msg)
 		}
 	}))
-	defer ws.Close()
-	wsPort := ws.Listener.Addr().(*net.TCPAddr).Port
+	t.Cleanup(ws.Close)
+	return ws.Listener.Addr().(*net.TCPAddr).Port
+}
+
+func TestWebsocketAndStreams(t *testing.T) {
+	r := newRig(t, embeddedStore(t))
+	wsPort := wsEcho(t)
 	r.host("ws-1-cccccc", wsPort, false, "pt_ws")
 	d := websocket.Dialer{
 		NetDialContext:  func(ctx context.Context, network, _ string) (net.Conn, error) { return net.Dial(network, r.addr) },
@@ -854,23 +859,7 @@ func TestHeldClientGoes(t *testing.T) {
 // away) between two messages, not with a cut connection.
 func TestWebsocketGoingAway(t *testing.T) {
 	r := newRig(t, embeddedStore(t))
-	up := websocket.Upgrader{}
-	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		c, err := up.Upgrade(w, req, nil)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		for {
-			mt, msg, err := c.ReadMessage()
-			if err != nil {
-				return
-			}
-			c.WriteMessage(mt, msg)
-		}
-	}))
-	defer ws.Close()
-	r.host("bye-1-nnnnnn", ws.Listener.Addr().(*net.TCPAddr).Port, true, "")
+	r.host("bye-1-nnnnnn", wsEcho(t), true, "")
 	addr, _, stop := r.startEdge(r.st)
 	d := websocket.Dialer{
 		NetDialContext:  func(ctx context.Context, network, _ string) (net.Conn, error) { return net.Dial(network, addr) },
