@@ -28,8 +28,21 @@ for bin in mmdebstrap mke2fs qemu-img; do
 	command -v "$bin" >/dev/null || { echo "images: $bin is missing (deploy/testdeps.sh installs it)" >&2; exit 1; }
 done
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 root=$work/root
+# settle_root ends what the packages' scripts left running in the root
+# and unmounts what is still mounted there (mmdebstrap's /proc, when a
+# process kept it busy): neither may end up in the image, and a mount
+# there stops the work folder's removal.
+settle_root() {
+	case "${root:-}" in /?*/*) ;; *) return 0 ;; esac # never / or a top folder
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && kill -9 "${p#/proc/}" 2>/dev/null
+	done
+	awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r | while read -r m; do
+		umount -l "$m" || true
+	done
+}
+trap 'settle_root; rm -rf "$work"' EXIT
 
 # froogd, static, for froog-desktop inside the guest.
 if [ -n "${FROOGD:-}" ]; then
@@ -44,6 +57,7 @@ if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then
 fi
 mkdir -p "$out" "$root"
 
+
 if [ -f "$out/base.tar" ] && [ -f "$out/base.stamp" ] && [ "$(cat "$out/base.stamp")" = "$base_stamp" ]; then
 	tar -C "$root" --numeric-owner -xpf "$out/base.tar"
 else
@@ -57,6 +71,7 @@ else
 		--include=linux-image-amd64,initramfs-tools,systemd-sysv,udev,kmod,cloud-init,openssh-server,sudo,ifupdown,isc-dhcp-client,netbase,iproute2,e2fsprogs,ca-certificates,curl,git,$desktop \
 		"$suite" "$root" "$mirror"
 
+	settle_root
 	printf '/dev/vda / ext4 errors=remount-ro 0 1\n' >"$root/etc/fstab"
 	# cloud-init: only froog's seed and only the host key froog pinned. The
 	# SSH server takes keys only, as user; set here, so that cloud-init finds
@@ -80,7 +95,8 @@ else
 	# What is in it.
 	chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' linux-image-amd64 cloud-init openssh-server systemd tigervnc-standalone-server xfwm4 chromium >"$root/etc/froog-image"
 	rm -f "$out/base.stamp"
-	tar -C "$root" --numeric-owner -cf "$out/base.tar.new" .
+	settle_root
+	tar -C "$root" --numeric-owner --one-file-system -cf "$out/base.tar.new" .
 	mv "$out/base.tar.new" "$out/base.tar"
 	echo "$base_stamp" >"$out/base.stamp"
 fi
@@ -94,6 +110,7 @@ rm -f "$out/stamp"
 cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"
 cp "$root/boot/initrd.img-$kver" "$out/initrd.img"
 printf 'root=/dev/vda rw console=ttyS0 panic=-1 net.ifnames=0\n' >"$out/cmdline"
+settle_root
 size=$(( $(du -sm "$root" | cut -f1) * 3 / 2 + 512 ))
 mke2fs -q -F -t ext4 -L root -d "$root" "$work/disk.raw" "${size}M"
 qemu-img convert -O qcow2 "$work/disk.raw" "$out/disk.qcow2.new"
