@@ -135,15 +135,17 @@ func environment(raw json.RawMessage) (noEnv, set bool, err error) {
 }
 
 // snapshots reads the snapshots field of a create or a fork: false turns
-// automatic snapshots off; null and absent leave them on.
-func snapshots(raw json.RawMessage) (off bool, err error) {
+// automatic snapshots off, true on; null and absent leave it unset.
+func snapshots(raw json.RawMessage) (off, set bool, err error) {
 	switch strings.TrimSpace(string(raw)) {
-	case "", "null", "true":
-		return false, nil
+	case "", "null":
+		return false, false, nil
+	case "true":
+		return false, true, nil
 	case "false":
-		return true, nil
+		return true, true, nil
 	}
-	return false, invalid("snapshots must be true or false")
+	return false, false, invalid("snapshots must be true or false")
 }
 
 // envView lists sb's variable names (never nil).

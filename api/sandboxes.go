@@ -200,7 +200,7 @@ func (req *createRequest) sandbox(k *store.APIKey, now time.Time) (store.Sandbox
 	if err != nil {
 		return sb, err
 	}
-	if sb.NoSnapshots, err = snapshots(req.Snapshots); err != nil {
+	if sb.NoSnapshots, _, err = snapshots(req.Snapshots); err != nil {
 		return sb, err
 	}
 	sb.NoEnvironment = noEnv
@@ -395,7 +395,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	noSnapshots, err := snapshots(req.Snapshots)
+	noSnapshots, setSnapshots, err := snapshots(req.Snapshots)
 	if err != nil {
 		return err
 	}
@@ -403,9 +403,9 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	sb := store.Sandbox{ID: store.NewID("sbx"), AccountID: k.AccountID, Name: *req.Name, Size: src.Size, OS: src.OS, ForkOf: src.ID,
 		DesiredState: store.StateRunning, State: store.StateCreating, AutoStart: src.AutoStart, TTLSecs: src.TTLSecs,
 		MaxLifetimeSecs: src.MaxLifetimeSecs, DeleteAfterSecs: src.DeleteAfterSecs, Labels: maps.Clone(src.Labels),
-		NoEnvironment: src.NoEnvironment, NoSnapshots: src.NoSnapshots || noSnapshots, CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now}
-	if req.Snapshots != nil && string(req.Snapshots) == "true" {
-		sb.NoSnapshots = false
+		NoEnvironment: src.NoEnvironment, NoSnapshots: src.NoSnapshots, CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now}
+	if setSnapshots {
+		sb.NoSnapshots = noSnapshots
 	}
 	if sb.Labels == nil {
 		sb.Labels = map[string]string{}
