@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"froog.tech/froog/store"
 )
@@ -17,6 +18,70 @@ type Error struct {
 	Message string
 	// RetryAfter, in seconds, is sent as Retry-After when positive.
 	RetryAfter int
+	// RateLimit, when set, is sent as the RateLimit-* headers in place of
+	// the per-IP limit's: those of the limit that refused.
+	RateLimit *rateLimit
+}
+
+// rateLimit is what the RateLimit-* headers say of one limit.
+type rateLimit struct {
+	Limit, Remaining int
+	Reset            int    // seconds until the window frees
+	Policy           string // "20;w=60"; empty for a limit that is no window
+}
+
+func (l rateLimit) set(h http.Header) {
+	h.Set("RateLimit-Limit", fmt.Sprint(l.Limit))
+	h.Set("RateLimit-Remaining", fmt.Sprint(l.Remaining))
+	h.Set("RateLimit-Reset", fmt.Sprint(l.Reset))
+	if l.Policy != "" {
+		h.Set("RateLimit-Policy", l.Policy)
+	} else {
+		h.Del("RateLimit-Policy")
+	}
+}
+
+// nominalRetry is the Retry-After of a limit that frees when something
+// else happens (a sandbox stops, a command ends), not at a known time: a
+// client that honours it tries again then, as the docs' clients do.
+const nominalRetry = 30
+
+// ceilSecs is d in whole seconds, rounded up, at least 1.
+func ceilSecs(d time.Duration) int { return max(int((d+time.Second-1)/time.Second), 1) }
+
+// limitError is the 429 limit_reached answer to a store limit at now. Its
+// message names the limit; Retry-After is when a rate limit allows the
+// request again (the store knows: RetryAt), or nominalRetry.
+func limitError(le *store.LimitError, now time.Time) *Error {
+	e := errorf(http.StatusTooManyRequests, "limit_reached", "limit reached: %s (%d)", le.Limit, le.Max)
+	e.RetryAfter = nominalRetry
+	if !le.RetryAt.IsZero() {
+		e.RetryAfter = ceilSecs(le.RetryAt.Sub(now))
+	}
+	rl := &rateLimit{Limit: le.Max, Reset: e.RetryAfter}
+	if le.Window > 0 {
+		rl.Policy = fmt.Sprintf("%d;w=%d", le.Max, int(le.Window/time.Second))
+	}
+	switch le.Limit {
+	case "sandboxes_at_once":
+		e.Message = fmt.Sprintf("limit reached: sandboxes at once (%d): stop one, or ask for more", le.Max)
+	case "starts_per_minute", "starts_per_hour", "starts_per_day":
+		e.Message = fmt.Sprintf("limit reached: %d starts per %s; a start is allowed again in %d s", le.Max, windowName(le.Window), e.RetryAfter)
+	}
+	e.RateLimit = rl
+	return e
+}
+
+func windowName(d time.Duration) string {
+	switch d {
+	case time.Minute:
+		return "minute"
+	case time.Hour:
+		return "hour"
+	case 24 * time.Hour:
+		return "day"
+	}
+	return d.String()
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -33,9 +98,9 @@ func invalid(format string, args ...any) *Error {
 	return badRequest("invalid_value", format, args...)
 }
 
-// toError maps an error from a handler to the API error it answers with.
-// It is the one place where store errors become statuses.
-func toError(err error) *Error {
+// toError maps an error from a handler to the API error it answers with,
+// at now. It is the one place where store errors become statuses.
+func toError(err error, now time.Time) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
@@ -43,7 +108,7 @@ func toError(err error) *Error {
 	var le *store.LimitError
 	switch {
 	case errors.As(err, &le):
-		return errorf(http.StatusTooManyRequests, "limit_reached", "limit reached: %s (%d)", le.Limit, le.Max)
+		return limitError(le, now)
 	case errors.Is(err, store.ErrNotFound):
 		return errorf(http.StatusNotFound, "not_found", "not found")
 	case errors.Is(err, store.ErrConflict):
@@ -79,6 +144,9 @@ func writeError(w http.ResponseWriter, r *http.Request, e *Error) {
 	b.Error.Code, b.Error.Message, b.Error.RequestID = e.Code, e.Message, requestID(r)
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", fmt.Sprint(e.RetryAfter))
+	}
+	if e.RateLimit != nil {
+		e.RateLimit.set(w.Header())
 	}
 	writeJSON(w, e.Status, b)
 }

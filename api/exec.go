@@ -142,21 +142,33 @@ type execRequest struct {
 	Stream      *bool  `json:"stream"`
 }
 
-// runningSandbox finds the path's sandbox and checks it runs and has a
-// free command slot; release gives the slot back.
-func (s *Server) runningSandbox(r *http.Request) (*store.Sandbox, func(), error) {
+// runningSandbox finds the path's sandbox and checks it runs (starting
+// it when it has auto_start), for calls that read or control what runs
+// in it (jobs) and take no command slot.
+func (s *Server) runningSandbox(r *http.Request) (*store.Sandbox, error) {
 	sb, err := s.sandboxFor(r)
+	if err != nil {
+		return nil, err
+	}
+	if s.sessions == nil {
+		return nil, errorf(http.StatusServiceUnavailable, "unavailable", "this API has no connection to sandboxes")
+	}
+	return s.awake(r, sb, autoStartWait)
+}
+
+// commandSandbox is runningSandbox for a user's command (exec, a new
+// job), which also takes one of the sandbox's command slots; release
+// gives it back.
+func (s *Server) commandSandbox(r *http.Request) (*store.Sandbox, func(), error) {
+	sb, err := s.runningSandbox(r)
 	if err != nil {
 		return nil, nil, err
 	}
-	if s.sessions == nil {
-		return nil, nil, errorf(http.StatusServiceUnavailable, "unavailable", "this API has no connection to sandboxes")
-	}
-	if sb, err = s.awake(r, sb, autoStartWait); err != nil {
-		return nil, nil, err
-	}
 	if !s.slots.take(sb.ID) {
-		return nil, nil, errorf(http.StatusTooManyRequests, "limit_reached", "%d commands already run in %q; run long ones in the background", commandsAtOnce, sb.Name)
+		e := errorf(http.StatusTooManyRequests, "limit_reached", "%d commands already run in %q; run long ones in the background", commandsAtOnce, sb.Name)
+		e.RetryAfter = 1
+		e.RateLimit = &rateLimit{Limit: commandsAtOnce, Reset: 1}
+		return nil, nil, e
 	}
 	return sb, func() { s.slots.give(sb.ID) }, nil
 }
@@ -310,13 +322,17 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 		timeout = *req.TimeoutSecs
 	}
 	stream := (req.Stream != nil && *req.Stream) || strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
-	sb, release, err := s.runningSandbox(r)
+	sb, release, err := s.commandSandbox(r)
 	if err != nil {
 		return err
 	}
 	defer release()
+	env, err := s.commandEnv(sb, req.Env)
+	if err != nil {
+		return err
+	}
 	id := store.NewID("cmd")
-	command := prelude(req.cwd(), req.Env) + "exec sh -c " + shellQuote(*req.Command)
+	command := prelude(req.cwd(), env) + "exec sh -c " + shellQuote(*req.Command)
 	if stream {
 		return s.execStream(w, r, sb, id, command, stdin, time.Duration(timeout)*time.Second)
 	}

@@ -211,13 +211,24 @@ func TestExecStream(t *testing.T) {
 		waitGone(t, pid)
 
 		// At most 8 at once.
+		var job struct{ ID string }
+		e.do("POST", "/v1/sandboxes/box/jobs", e.admin, map[string]any{"command": "sleep 60"}).want(t, 201, "").json(t, &job)
 		var open []*http.Response
 		for i := 0; i < 8; i++ {
 			res, sc := e.stream("box", "sleep 60")
 			nextLine(t, sc)
 			open = append(open, res)
 		}
-		e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": "true"}).want(t, 429, "limit_reached")
+		full := e.do("POST", "/v1/sandboxes/box/exec", e.admin, map[string]any{"command": "true"}).want(t, 429, "limit_reached")
+		if full.header.Get("Retry-After") != "1" || full.header.Get("RateLimit-Limit") != "8" || full.header.Get("RateLimit-Remaining") != "0" {
+			t.Fatalf("commands at once: Retry-After %q, RateLimit-Limit %q", full.header.Get("Retry-After"), full.header.Get("RateLimit-Limit"))
+		}
+		e.do("POST", "/v1/sandboxes/box/jobs", e.admin, map[string]any{"command": "true"}).want(t, 429, "limit_reached")
+		// Reading jobs, waiting for a port and stopping a job take no slot.
+		e.do("GET", "/v1/sandboxes/box/jobs", e.admin, nil).want(t, 200, "")
+		e.do("GET", "/v1/sandboxes/box/jobs/"+job.ID, e.admin, nil).want(t, 200, "")
+		e.do("POST", "/v1/sandboxes/box/wait", e.admin, map[string]any{"port": 1, "timeout_secs": 1}).want(t, 200, "")
+		e.do("POST", "/v1/sandboxes/box/jobs/"+job.ID+"/stop", e.admin, nil).want(t, 200, "")
 		for _, r := range open {
 			r.Body.Close()
 		}

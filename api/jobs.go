@@ -58,15 +58,19 @@ func (s *Server) startJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sb, release, err := s.runningSandbox(r)
+	sb, release, err := s.commandSandbox(r)
 	if err != nil {
 		return err
 	}
 	defer release()
+	env, err := s.commandEnv(sb, req.Env)
+	if err != nil {
+		return err
+	}
 	id := store.NewID("job")
 	// The job runs in a session of its own (setsid: its process group is
 	// its id for stop), reads the stdin file, and records its exit code.
-	inner := "(" + prelude(req.cwd(), req.Env) + "sh -c " + shellQuote(*req.Command) + ")"
+	inner := "(" + prelude(req.cwd(), env) + "sh -c " + shellQuote(*req.Command) + ")"
 	wrap := `d=$1; ` + inner + `; echo $? > "$d/exit_code.tmp" && mv "$d/exit_code.tmp" "$d/exit_code"`
 	script := `d=` + jobDir + id + `" && mkdir -p "$d" && cat > "$d/stdin" && printf %s ` + shellQuote(*req.Command) + ` > "$d/command" && date +%s > "$d/started_at" && ` +
 		`{ setsid sh -c ` + shellQuote(wrap) + ` sh "$d" < "$d/stdin" > "$d/output" 2>&1 & echo $! > "$d/pid"; }`
@@ -109,13 +113,16 @@ func parseJobLine(id, line string) (jobView, error) {
 	return v, nil
 }
 
-func (s *Server) jobFor(r *http.Request) (string, *store.Sandbox, func(), error) {
+// jobFor finds the path's job and its running sandbox. Reading or
+// stopping a job takes no command slot: polling jobs must not starve
+// commands, and a stop must work when every slot is taken.
+func (s *Server) jobFor(r *http.Request) (string, *store.Sandbox, error) {
 	id := r.PathValue("id")
 	if !jobID.MatchString(id) {
-		return "", nil, nil, errorf(http.StatusNotFound, "not_found", "no such job")
+		return "", nil, errorf(http.StatusNotFound, "not_found", "no such job")
 	}
-	sb, release, err := s.runningSandbox(r)
-	return id, sb, release, err
+	sb, err := s.runningSandbox(r)
+	return id, sb, err
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
@@ -131,11 +138,10 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 		}
 		offset = n
 	}
-	id, sb, release, err := s.jobFor(r)
+	id, sb, err := s.jobFor(r)
 	if err != nil {
 		return err
 	}
-	defer release()
 	script := `d=` + jobDir + id + `"; [ -d "$d" ] || exit 3
 ` + jobState + `
 tail -c +` + strconv.FormatInt(offset+1, 10) + ` "$d/output" | head -c ` + strconv.Itoa(maxJobChunk)
@@ -161,11 +167,10 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r.URL.Query()); err != nil {
 		return err
 	}
-	sb, release, err := s.runningSandbox(r)
+	sb, err := s.runningSandbox(r)
 	if err != nil {
 		return err
 	}
-	defer release()
 	script := `for d in "$HOME"/.froog/jobs/job_*; do [ -d "$d" ] || continue
 printf '%s ' "${d##*/}"; printf '%s' "$(head -c 200 "$d/command" | od -An -tx1 | tr -d ' \n')"; printf ' '
 ` + jobState + `
@@ -196,11 +201,10 @@ done`
 }
 
 func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
-	id, sb, release, err := s.jobFor(r)
+	id, sb, err := s.jobFor(r)
 	if err != nil {
 		return err
 	}
-	defer release()
 	// TERM to the job's process group, up to 5 s to go, then KILL.
 	script := `d=` + jobDir + id + `"; [ -d "$d" ] || exit 3
 pid=$(cat "$d/pid"); [ -f "$d/exit_code" ] || touch "$d/killed"

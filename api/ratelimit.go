@@ -36,10 +36,7 @@ func (l *ipLimiter) take(ip string, now time.Time, h http.Header) *Error {
 	l.mu.Unlock()
 
 	secs := int((reset + time.Second - 1) / time.Second)
-	h.Set("RateLimit-Limit", fmt.Sprint(l.limit))
-	h.Set("RateLimit-Remaining", fmt.Sprint(max(l.limit-n, 0)))
-	h.Set("RateLimit-Reset", fmt.Sprint(secs))
-	h.Set("RateLimit-Policy", fmt.Sprintf("%d;w=%d", l.limit, int(l.window/time.Second)))
+	rateLimit{Limit: l.limit, Remaining: max(l.limit-n, 0), Reset: secs, Policy: fmt.Sprintf("%d;w=%d", l.limit, int(l.window/time.Second))}.set(h)
 	if n > l.limit {
 		e := errorf(http.StatusTooManyRequests, "ip_rate_limited", "too many requests from this address: %d per %d seconds", l.limit, int(l.window/time.Second))
 		e.RetryAfter = max(secs, 1)

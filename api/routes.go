@@ -24,7 +24,7 @@ var routes = []route{
 	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}", handle: (*Server).deleteSandbox},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/start", Action: "sandbox.resume", handle: (*Server).startSandbox},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/stop", Action: "sandbox.stop", handle: (*Server).stopSandbox},
-	{Method: "POST", Pattern: "/v1/sandboxes/{name}/fork", Action: "sandbox.create", handle: (*Server).forkSandbox},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/fork", Action: "sandbox.fork", handle: (*Server).forkSandbox},
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/ssh", Action: "ssh", handle: (*Server).sandboxSSH},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/desktop", Action: "desktop", handle: (*Server).createDesktopLink},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/browser", Action: "desktop", handle: (*Server).createBrowserLink},
@@ -49,6 +49,8 @@ var routes = []route{
 	{Method: "GET", Pattern: "/v1/ssh-keys", Action: "account.read", handle: (*Server).listSSHKeys},
 	{Method: "POST", Pattern: "/v1/ssh-keys", Action: "account.admin", handle: (*Server).addSSHKey},
 	{Method: "DELETE", Pattern: "/v1/ssh-keys/{id}", Action: "account.admin", handle: (*Server).deleteSSHKey},
+
+	{Method: "GET", Pattern: "/v1/limits", Action: "account.read", handle: (*Server).getLimits},
 
 	{Method: "GET", Pattern: "/v1/audit", Action: "account.admin", handle: (*Server).listAudit},
 }

@@ -26,7 +26,6 @@ const (
 	maxLifetime    = 30 * 24 * 3600
 	maxDeleteAfter = 365 * 24 * 3600
 	maxLabels      = 32
-	maxEnv         = 100
 	maxListLimit   = 200
 )
 
@@ -36,7 +35,6 @@ var (
 	states   = []string{store.StateCreating, store.StateStarting, store.StateRunning, store.StateStopping, store.StateStopped, store.StateError}
 	nameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
 	labelKey = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
-	envKey   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 )
 
 func checkName(field, name string) error {
@@ -85,8 +83,19 @@ type sandboxView struct {
 	DeleteAt        *time.Time        `json:"delete_at"`
 	StopID          string            `json:"stop_id,omitempty"`
 	CreatedAt       time.Time         `json:"created_at"`
+	UpdatedAt       time.Time         `json:"updated_at"`
 	StartedAt       *time.Time        `json:"started_at"`
 	StoppedAt       *time.Time        `json:"stopped_at"`
+	// WarmUntil: a stopped sandbox resumes warm until then.
+	WarmUntil *time.Time `json:"warm_until"`
+	// EnvNames are the names of its own variables; values are never shown.
+	EnvNames    []string `json:"env_names"`
+	Environment bool     `json:"environment"`
+	Snapshots   bool     `json:"snapshots"`
+	// SetupStatus is always none here: setup scripts, repos and the
+	// account's environment live in froog's control plane.
+	SetupStatus string          `json:"setup_status"`
+	Repo        json.RawMessage `json:"repo"`
 }
 
 func viewSandbox(sb *store.Sandbox) sandboxView {
@@ -94,7 +103,12 @@ func viewSandbox(sb *store.Sandbox) sandboxView {
 		ID: sb.ID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, Error: sb.Error,
 		Size: sb.Size, OS: sb.OS, Labels: sb.Labels, AutoStart: sb.AutoStart, TTLSecs: sb.TTLSecs,
 		MaxLifetimeSecs: sb.MaxLifetimeSecs, DeleteAfterSecs: sb.DeleteAfterSecs, StopID: sb.PendingStopID,
-		CreatedAt: sb.CreatedAt, StartedAt: sb.StartedAt, StoppedAt: sb.StoppedAt,
+		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, StartedAt: sb.StartedAt, StoppedAt: sb.StoppedAt,
+		EnvNames: envView(sb), Environment: !sb.NoEnvironment, Snapshots: !sb.NoSnapshots,
+		SetupStatus: "none", Repo: json.RawMessage("null"),
+	}
+	if sb.State == store.StateStopped {
+		v.WarmUntil = sb.WarmUntil
 	}
 	if v.Labels == nil {
 		v.Labels = map[string]string{}
@@ -138,19 +152,17 @@ func (s *Server) sandboxFor(r *http.Request) (*store.Sandbox, error) {
 // unsupported are create fields of the docs that this deployment does not
 // offer: asking for one is an error, never silently ignored.
 type unsupported struct {
-	Count       json.RawMessage `json:"count"`
-	Setup       json.RawMessage `json:"setup"`
-	Environment json.RawMessage `json:"environment"`
-	From        json.RawMessage `json:"from"`
-	Snapshots   json.RawMessage `json:"snapshots"`
-	Monitoring  json.RawMessage `json:"monitoring"`
-	Files       json.RawMessage `json:"files"`
-	Repo        json.RawMessage `json:"repo"`
+	Count      json.RawMessage `json:"count"`
+	Setup      json.RawMessage `json:"setup"`
+	From       json.RawMessage `json:"from"`
+	Monitoring json.RawMessage `json:"monitoring"`
+	Files      json.RawMessage `json:"files"`
+	Repo       json.RawMessage `json:"repo"`
 }
 
 func (u *unsupported) check() error {
-	for name, v := range map[string]json.RawMessage{"count": u.Count, "setup": u.Setup, "environment": u.Environment,
-		"from": u.From, "snapshots": u.Snapshots, "monitoring": u.Monitoring, "files": u.Files, "repo": u.Repo} {
+	for name, v := range map[string]json.RawMessage{"count": u.Count, "setup": u.Setup,
+		"from": u.From, "monitoring": u.Monitoring, "files": u.Files, "repo": u.Repo} {
 		if v != nil {
 			return badRequest("unsupported_field", "%s is not supported by this froog deployment", name)
 		}
@@ -168,30 +180,30 @@ type createRequest struct {
 	MaxLifetimeSecs *int64            `json:"max_lifetime_secs"`
 	DeleteAfterSecs *int64            `json:"delete_after_secs"`
 	Env             map[string]string `json:"env"`
+	Environment     json.RawMessage   `json:"environment"`
+	Snapshots       json.RawMessage   `json:"snapshots"`
 	unsupported
 }
 
-func checkEnv(env map[string]string) error {
-	if len(env) > maxEnv {
-		return invalid("env holds at most %d variables", maxEnv)
-	}
-	for k := range env {
-		if !envKey.MatchString(k) {
-			return invalid("env: %q is not a variable name", k)
-		}
-	}
-	return nil
-}
-
+// sandbox makes the sandbox the request asks for; the caller seals its
+// env (req.Env) once it has an id.
 func (req *createRequest) sandbox(k *store.APIKey, now time.Time) (store.Sandbox, error) {
 	if err := req.unsupported.check(); err != nil {
 		return store.Sandbox{}, err
 	}
 	sb := store.Sandbox{
-		AccountID: k.AccountID, Size: "default", OS: "ubuntu-24.04", TTLSecs: defaultTTL,
+		ID: store.NewID("sbx"), AccountID: k.AccountID, Size: "default", OS: "ubuntu-24.04", TTLSecs: defaultTTL,
 		DesiredState: store.StateRunning, State: store.StateCreating, Labels: map[string]string{},
-		Env: req.Env, CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now,
+		CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now,
 	}
+	noEnv, _, err := environment(req.Environment)
+	if err != nil {
+		return sb, err
+	}
+	if sb.NoSnapshots, _, err = snapshots(req.Snapshots); err != nil {
+		return sb, err
+	}
+	sb.NoEnvironment = noEnv
 	if req.Name != nil {
 		if err := checkName("name", *req.Name); err != nil {
 			return sb, err
@@ -263,9 +275,19 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.sealEnv(&sb, req.Env)
 	detail := map[string]string{"size": sb.Size, "os": sb.OS}
 	if len(sb.Labels) > 0 {
 		detail["labels"] = labelString(sb.Labels)
+	}
+	if len(sb.EnvNames) > 0 {
+		detail["env"] = strings.Join(sb.EnvNames, ",")
+	}
+	if sb.NoEnvironment {
+		detail["environment"] = "false"
+	}
+	if sb.NoSnapshots {
+		detail["snapshots"] = "false"
 	}
 	return s.create(w, r, body, sb, s.audit(r, "sandbox.create", sb.Name, detail))
 }
@@ -333,6 +355,9 @@ type forkRequest struct {
 	Env      map[string]string `json:"env"`
 	Count    json.RawMessage   `json:"count"`
 	Snapshot json.RawMessage   `json:"snapshot"`
+	// Snapshots false: copies a stop erases (the source's setting when
+	// absent).
+	Snapshots json.RawMessage `json:"snapshots"`
 	unsupported
 }
 
@@ -370,11 +395,18 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	noSnapshots, setSnapshots, err := snapshots(req.Snapshots)
+	if err != nil {
+		return err
+	}
 	now := s.now()
-	sb := store.Sandbox{AccountID: k.AccountID, Name: *req.Name, Size: src.Size, OS: src.OS, ForkOf: src.ID,
+	sb := store.Sandbox{ID: store.NewID("sbx"), AccountID: k.AccountID, Name: *req.Name, Size: src.Size, OS: src.OS, ForkOf: src.ID,
 		DesiredState: store.StateRunning, State: store.StateCreating, AutoStart: src.AutoStart, TTLSecs: src.TTLSecs,
 		MaxLifetimeSecs: src.MaxLifetimeSecs, DeleteAfterSecs: src.DeleteAfterSecs, Labels: maps.Clone(src.Labels),
-		Env: maps.Clone(src.Env), CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now}
+		NoEnvironment: src.NoEnvironment, NoSnapshots: src.NoSnapshots, CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now}
+	if setSnapshots {
+		sb.NoSnapshots = noSnapshots
+	}
 	if sb.Labels == nil {
 		sb.Labels = map[string]string{}
 	}
@@ -384,13 +416,16 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	if req.TTLSecs != nil {
 		sb.TTLSecs = *req.TTLSecs
 	}
-	if len(req.Env) > 0 && sb.Env == nil {
-		sb.Env = map[string]string{}
-	}
-	maps.Copy(sb.Env, req.Env)
-	if err := checkEnv(sb.Env); err != nil {
+	// The fork's variables are the source's, with the request's on top.
+	env, err := s.openEnv(src)
+	if err != nil {
 		return err
 	}
+	maps.Copy(env, req.Env)
+	if err := checkEnv(env); err != nil {
+		return err
+	}
+	s.sealEnv(&sb, env)
 	// A fork of another sandbox with the same body is another request.
 	request := append([]byte("fork "+src.ID+"\n"), body...)
 	return s.create(w, r, request, sb, s.audit(r, "sandbox.fork", sb.Name, map[string]string{"from": src.Name, "size": sb.Size}))
@@ -518,6 +553,9 @@ type patchRequest struct {
 	MaxLifetimeSecs *int64             `json:"max_lifetime_secs"`
 	DeleteAfterSecs *int64             `json:"delete_after_secs"`
 	AutoStart       *bool              `json:"auto_start"`
+	// Env sets its own variables (a value) or removes them (null); those
+	// not named stay.
+	Env map[string]*string `json:"env"`
 }
 
 func (req *patchRequest) check() error {
@@ -541,7 +579,15 @@ func (req *patchRequest) check() error {
 			return err
 		}
 	}
-	return nil
+	env := map[string]string{}
+	for k, v := range req.Env {
+		if v != nil {
+			env[k] = *v
+		} else if !envKey.MatchString(k) {
+			return invalid("env: %q is not a variable name", k)
+		}
+	}
+	return checkEnv(env)
 }
 
 func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) error {
@@ -607,6 +653,13 @@ func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) error {
 			}
 			detail["labels"] = labelString(sb.Labels)
 		}
+		names, err := s.addEnv(sb, req.Env)
+		if err != nil {
+			return err
+		}
+		if names != "" {
+			detail["env"] = names // names only: values never reach the audit log
+		}
 		sb.UpdatedAt = now
 		ev.Detail = detail
 		return nil
@@ -633,8 +686,9 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := readJSON(r, maxBody, &req, true); err != nil {
 		return err
 	}
-	if req.Environment != nil {
-		return badRequest("unsupported_field", "environment is not supported by this froog deployment")
+	noEnv, setEnvironment, err := environment(req.Environment)
+	if err != nil {
+		return err
 	}
 	if req.Size != nil && !slices.Contains(sizes, *req.Size) {
 		return invalid("size must be one of %s", strings.Join(sizes, ", "))
@@ -662,11 +716,16 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
 			sb.TTLSecs = *req.TTLSecs
 			ev.Detail["ttl_secs"] = fmt.Sprint(sb.TTLSecs)
 		}
-		if len(req.Env) > 0 {
-			if sb.Env == nil {
-				sb.Env = map[string]string{}
-			}
-			maps.Copy(sb.Env, req.Env)
+		names, err := s.addEnv(sb, setEnv(req.Env))
+		if err != nil {
+			return err
+		}
+		if names != "" {
+			ev.Detail["env"] = names
+		}
+		if setEnvironment {
+			sb.NoEnvironment = noEnv
+			ev.Detail["environment"] = "false"
 		}
 		sb.DesiredState, sb.UpdatedAt = store.StateRunning, now
 		return nil

@@ -168,6 +168,17 @@ func TestMalformedInput(t *testing.T) {
 			{"POST", "/v1/sandboxes", `{"labels":{"-x":"y"}}`, "invalid_value"},
 			{"POST", "/v1/sandboxes", `{"labels":{"x":"a\nb"}}`, "invalid_value"},
 			{"POST", "/v1/sandboxes", `{"env":{"1X":"y"}}`, "invalid_value"},
+			{"POST", "/v1/sandboxes", `{"env":{"":"y"}}`, "invalid_value"},
+			{"POST", "/v1/sandboxes", `{"env":{"A-B":"y"}}`, "invalid_value"},
+			{"POST", "/v1/sandboxes", `{"env":{"` + strings.Repeat("A", 129) + `":"y"}}`, "invalid_value"},
+			{"POST", "/v1/sandboxes", `{"env":` + manyVars(51) + `}`, "invalid_value"},
+			{"POST", "/v1/sandboxes", `{"env":{"A":"` + strings.Repeat("v", 16<<10) + `"}}`, "invalid_value"},
+			{"POST", "/v1/sandboxes", `{"env":{"A":5}}`, "invalid_type"},
+			{"POST", "/v1/sandboxes", `{"environment":true}`, "provider_not_configured"},
+			{"POST", "/v1/sandboxes", `{"environment":"default"}`, "provider_not_configured"},
+			{"POST", "/v1/sandboxes", `{"environment":{"repos":[]}}`, "provider_not_configured"},
+			{"POST", "/v1/sandboxes", `{"snapshots":"off"}`, "invalid_value"},
+			{"POST", "/v1/sandboxes", `{"snapshots":0}`, "invalid_value"},
 			{"POST", "/v1/sandboxes", `{"count":3}`, "unsupported_field"},
 			{"POST", "/v1/sandboxes", big, "request_too_large"},
 			{"GET", "/v1/sandboxes?limit=0", "", "invalid_query"},
@@ -182,7 +193,14 @@ func TestMalformedInput(t *testing.T) {
 			{"PATCH", "/v1/sandboxes/box", `{"state":"running"}`, "unknown_field"},
 			{"PATCH", "/v1/sandboxes/box", `{"ttl_secs":99999999}`, "invalid_value"},
 			{"POST", "/v1/sandboxes/box/start", `{"size":"huge"}`, "invalid_value"},
-			{"POST", "/v1/sandboxes/box/start", `{"environment":false}`, "unsupported_field"},
+			{"POST", "/v1/sandboxes/box/start", `{"environment":true}`, "provider_not_configured"},
+			{"POST", "/v1/sandboxes/box/start", `{"env":{"A=B":"c"}}`, "invalid_value"},
+			{"POST", "/v1/sandboxes/box/start", `{"env":{"A":"` + strings.Repeat("v", 16<<10) + `"}}`, "invalid_value"},
+			{"PATCH", "/v1/sandboxes/box", `{"env":{"1A":"x"}}`, "invalid_value"},
+			{"PATCH", "/v1/sandboxes/box", `{"env":{"1A":null}}`, "invalid_value"},
+			{"PATCH", "/v1/sandboxes/box", `{"env":{"A":"a\u0000b"}}`, "invalid_value"},
+			{"PATCH", "/v1/sandboxes/box", `{"env":{"A":1}}`, "invalid_type"},
+			{"PATCH", "/v1/sandboxes/box", `{"env":["A"]}`, "invalid_type"},
 			{"POST", "/v1/sandboxes/box/stop", `{"now":true}`, "unknown_field"},
 			{"POST", "/v1/sandboxes/box/fork", ``, "invalid_json"},
 			{"POST", "/v1/sandboxes/box/fork", `{}`, "invalid_value"},
@@ -191,6 +209,8 @@ func TestMalformedInput(t *testing.T) {
 			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","ttl_secs":-5}`, "invalid_value"},
 			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","env":{"a b":"c"}}`, "invalid_value"},
 			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","count":5}`, "unsupported_field"},
+			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","snapshots":"no"}`, "invalid_value"},
+			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","environment":false}`, "unknown_field"},
 			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","snapshot":"before"}`, "unsupported_field"},
 			{"POST", "/v1/sandboxes/box/fork", `{"name":"box-2","os":"debian"}`, "unknown_field"},
 			{"POST", "/v1/sandboxes/box/fork", `{"name":2}`, "invalid_type"},
@@ -228,6 +248,15 @@ func TestMalformedInput(t *testing.T) {
 	})
 }
 
+// manyVars is a JSON object of n variables.
+func manyVars(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"V%d":"x"`, i)
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
 // snapshot is what the API shows of the account, to compare before and after.
 func snapshot(t *testing.T, e *env) string {
 	t.Helper()
@@ -262,7 +291,7 @@ func TestFork(t *testing.T) {
 		src, _ := e.store.Sandbox(context.Background(), e.account.ID, "src")
 		fork, _ := e.store.Sandbox(context.Background(), e.account.ID, "src-2")
 		if fork.ForkOf != src.ID || fork.Size != "large" || fork.TTLSecs != 600 || fork.Labels["team"] != "a" || !fork.AutoStart ||
-			fork.Env["A"] != "1" || fork.Env["B"] != "3" || fork.DesiredState != store.StateRunning {
+			strings.Join(fork.EnvNames, ",") != "A,B" || len(fork.EnvSealed) == 0 || fork.DesiredState != store.StateRunning {
 			t.Fatalf("fork: %+v", fork)
 		}
 		var audit struct {

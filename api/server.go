@@ -210,7 +210,7 @@ func (s *Server) endpoint(rt route) http.Handler {
 			return rt.handle(s, w, r)
 		}()
 		if err != nil {
-			e := toError(err)
+			e := toError(err, s.clock())
 			if e.Status >= 500 {
 				s.log.LogAttrs(r.Context(), slog.LevelError, "request failed",
 					slog.String("request_id", requestID(r)), slog.String("error", err.Error()))

@@ -32,8 +32,15 @@ var (
 // LimitError says which limit a write would have passed. It matches
 // ErrLimit with errors.Is.
 type LimitError struct {
-	Limit string // e.g. "sandboxes_at_once", "url_names_per_day"
+	Limit string // e.g. "sandboxes_at_once", "url_names_per_day", "starts_per_minute"
 	Max   int
+	// Window is the length of a rate limit's window (0 for a count, such
+	// as sandboxes at once).
+	Window time.Duration
+	// RetryAt is when the limit next allows the write, when the store
+	// knows (a rate limit); zero when it depends on something else (a
+	// sandbox stopping).
+	RetryAt time.Time
 }
 
 func (e *LimitError) Error() string        { return fmt.Sprintf("limit reached: %s (%d)", e.Limit, e.Max) }
@@ -60,9 +67,14 @@ type Store interface {
 
 	// CreateSandbox adds a sandbox; ErrConflict when the account already
 	// has one of that name, a LimitError when a running desired state would
-	// pass the account's sandboxes at once.
+	// pass the account's sandboxes at once or one of its start limits
+	// (CheckStart). Every write that starts a sandbox (StartsRunning) is
+	// counted as a start at StartAt, whichever process makes it.
 	CreateSandbox(ctx context.Context, sb Sandbox, ev *AuditEvent) (Sandbox, error)
 	Sandbox(ctx context.Context, accountID, name string) (Sandbox, error)
+	// AccountUsage reads the account, how many of its sandboxes are meant
+	// to run, and its starts within StartsKept before at.
+	AccountUsage(ctx context.Context, accountID string, at time.Time) (AccountUsage, error)
 	SandboxByID(ctx context.Context, id string) (Sandbox, error)
 	ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, error)
 	// UpdateSandbox reads the sandbox, applies fn and writes the result,

@@ -43,8 +43,13 @@ type Account struct {
 	MaxSandboxes int `json:"max_sandboxes"`
 	// URLNamesPerDay is how many new public-URL host names the account may
 	// take in one UTC day.
-	URLNamesPerDay int       `json:"url_names_per_day"`
-	CreatedAt      time.Time `json:"created_at"`
+	URLNamesPerDay int `json:"url_names_per_day"`
+	// StartsPerMinute, StartsPerHour and StartsPerDay are its start
+	// limits; 0 means the docs' (see StartWindows).
+	StartsPerMinute int       `json:"starts_per_minute,omitempty"`
+	StartsPerHour   int       `json:"starts_per_hour,omitempty"`
+	StartsPerDay    int       `json:"starts_per_day,omitempty"`
+	CreatedAt       time.Time `json:"created_at"`
 }
 
 // APIKey is an API key. Only the SHA-256 of its secret is kept.
@@ -106,7 +111,17 @@ type Sandbox struct {
 	MaxLifetimeSecs int64             `json:"max_lifetime_secs"`
 	DeleteAfterSecs int64             `json:"delete_after_secs"`
 	Labels          map[string]string `json:"labels"`
-	Env             map[string]string `json:"env,omitempty"`
+	// EnvSealed is the sandbox's own variables, encrypted by the API (as
+	// URL tokens are): the store, its change feed and its logs never hold
+	// a value in the clear. EnvNames are their names, sorted, to show.
+	EnvSealed []byte   `json:"env_sealed,omitempty"`
+	EnvNames  []string `json:"env_names,omitempty"`
+	// NoEnvironment: created with environment: false (none of the
+	// account's environment; its forks get none either).
+	NoEnvironment bool `json:"no_environment,omitempty"`
+	// NoSnapshots: created with snapshots: false, so no automatic
+	// snapshots are taken and a stop erases it.
+	NoSnapshots bool `json:"no_snapshots,omitempty"`
 
 	// ForkOf is the sandbox whose disk this one starts from: its first
 	// start copies the source's disk (hostctl asks the driver).

@@ -37,6 +37,7 @@ type Store struct {
 	kv        map[string]*store.KV
 	leases    map[string]*lease
 	urlNames  map[string]*urlName
+	starts    map[string]*startRec
 
 	changes []store.Change // the newest keepChanges, oldest first
 	signal  store.Signal
@@ -65,6 +66,7 @@ func Open(dir string) (*Store, error) {
 		kv:        map[string]*store.KV{},
 		leases:    map[string]*lease{},
 		urlNames:  map[string]*urlName{},
+		starts:    map[string]*startRec{},
 	}
 	log, lock, err := openLog(dir, s.apply, s.snapshot)
 	if err != nil {
@@ -125,6 +127,8 @@ func (s *Store) apply(r record) error {
 		setOrDel(s.leases, r)
 	case tURLName:
 		setOrDel(s.urlNames, r)
+	case tStart:
+		setOrDel(s.starts, r)
 	default:
 		return fmt.Errorf("unknown table %q", r.T)
 	}
@@ -156,6 +160,7 @@ func (s *Store) snapshot() []record {
 	recs = appendAll(recs, tKV, s.kv)
 	recs = appendAll(recs, tLease, s.leases)
 	recs = appendAll(recs, tURLName, s.urlNames)
+	recs = appendAll(recs, tStart, s.starts)
 	return recs
 }
 

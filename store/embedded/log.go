@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"froog.tech/froog/store"
 )
@@ -30,6 +31,7 @@ const (
 	tKV       = "kv"
 	tLease    = "lease"
 	tURLName  = "url_name"
+	tStart    = "start"
 	tMeta     = "meta"
 )
 
@@ -60,6 +62,13 @@ type urlName struct {
 	AccountID string `json:"account_id"`
 	Hostname  string `json:"hostname"`
 	Day       string `json:"day"`
+}
+
+// startRec is one start of a sandbox, counted against its account's
+// start limits; kept for store.StartsKept.
+type startRec struct {
+	AccountID string    `json:"account_id"`
+	At        time.Time `json:"at"`
 }
 
 func put(table, id string, v any) record { return record{T: table, ID: id, val: v} }
@@ -97,6 +106,8 @@ func newValue(table string) (any, error) {
 		return new(lease), nil
 	case tURLName:
 		return new(urlName), nil
+	case tStart:
+		return new(startRec), nil
 	case tMeta:
 		return new(meta), nil
 	}

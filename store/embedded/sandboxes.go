@@ -18,31 +18,70 @@ func (s *Store) live(id string) (*store.Sandbox, error) {
 	return sb, nil
 }
 
-// checkSandbox applies the rules every sandbox write shares: a free name
-// and room in the account for one more running sandbox.
-func (s *Store) checkSandbox(old, sb *store.Sandbox) error {
+// checkSandbox applies the rules every sandbox write shares: a free name,
+// room in the account for one more running sandbox, and a start its start
+// limits allow. It returns the records that count the start (and forget
+// the account's starts too old to count).
+func (s *Store) checkSandbox(old, sb *store.Sandbox) ([]record, error) {
 	for _, o := range s.sandboxes {
 		if o.ID != sb.ID && o.DeletedAt == nil && o.AccountID == sb.AccountID && o.Name == sb.Name {
-			return fmt.Errorf("sandbox name %q: %w", sb.Name, store.ErrConflict)
+			return nil, fmt.Errorf("sandbox name %q: %w", sb.Name, store.ErrConflict)
 		}
 	}
 	if !store.StartsRunning(old, sb) {
-		return nil
+		return nil, nil
 	}
 	acct, ok := s.accounts[sb.AccountID]
 	if !ok {
-		return fmt.Errorf("account %s: %w", sb.AccountID, store.ErrNotFound)
+		return nil, fmt.Errorf("account %s: %w", sb.AccountID, store.ErrNotFound)
 	}
+	if n := s.running(sb.AccountID, sb.ID); n >= acct.MaxSandboxes {
+		return nil, &store.LimitError{Limit: "sandboxes_at_once", Max: acct.MaxSandboxes}
+	}
+	at := store.StartAt(sb)
+	var recs []record
+	var starts []time.Time
+	for id, st := range s.starts {
+		switch {
+		case st.AccountID != sb.AccountID:
+		case !st.At.After(at.Add(-store.StartsKept)):
+			recs = append(recs, del(tStart, id))
+		default:
+			starts = append(starts, st.At)
+		}
+	}
+	if err := store.CheckStart(*acct, starts, at); err != nil {
+		return nil, err
+	}
+	return append(recs, put(tStart, store.NewID("start"), &startRec{AccountID: sb.AccountID, At: at})), nil
+}
+
+// running counts the account's sandboxes meant to run, but the one with id
+// except.
+func (s *Store) running(accountID, except string) int {
 	n := 0
 	for _, o := range s.sandboxes {
-		if o.ID != sb.ID && o.DeletedAt == nil && o.AccountID == sb.AccountID && o.DesiredState == store.StateRunning {
+		if o.ID != except && o.DeletedAt == nil && o.AccountID == accountID && o.DesiredState == store.StateRunning {
 			n++
 		}
 	}
-	if n >= acct.MaxSandboxes {
-		return &store.LimitError{Limit: "sandboxes_at_once", Max: acct.MaxSandboxes}
+	return n
+}
+
+func (s *Store) AccountUsage(ctx context.Context, accountID string, at time.Time) (store.AccountUsage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	acct, ok := s.accounts[accountID]
+	if !ok {
+		return store.AccountUsage{}, fmt.Errorf("account %s: %w", accountID, store.ErrNotFound)
 	}
-	return nil
+	u := store.AccountUsage{Account: *acct, Running: s.running(accountID, "")}
+	for _, st := range s.starts {
+		if st.AccountID == accountID && st.At.After(at.Add(-store.StartsKept)) {
+			u.Starts = append(u.Starts, st.At)
+		}
+	}
+	return u, nil
 }
 
 func (s *Store) CreateSandbox(ctx context.Context, sb store.Sandbox, ev *store.AuditEvent) (store.Sandbox, error) {
@@ -58,10 +97,11 @@ func (s *Store) CreateSandbox(ctx context.Context, sb store.Sandbox, ev *store.A
 	if _, ok := s.accounts[sb.AccountID]; !ok {
 		return store.Sandbox{}, fmt.Errorf("create sandbox: account %s: %w", sb.AccountID, store.ErrNotFound)
 	}
-	if err := s.checkSandbox(nil, &sb); err != nil {
+	starts, err := s.checkSandbox(nil, &sb)
+	if err != nil {
 		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
-	if err := s.commit([]record{put(tSandbox, sb.ID, clone(&sb))}, ev); err != nil {
+	if err := s.commit(append(starts, put(tSandbox, sb.ID, clone(&sb))), ev); err != nil {
 		return store.Sandbox{}, err
 	}
 	return sb, nil
@@ -121,10 +161,11 @@ func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.San
 		return store.Sandbox{}, err
 	}
 	sb.ID, sb.AccountID = old.ID, old.AccountID
-	if err := s.checkSandbox(old, sb); err != nil {
+	starts, err := s.checkSandbox(old, sb)
+	if err != nil {
 		return store.Sandbox{}, fmt.Errorf("update sandbox: %w", err)
 	}
-	if err := s.commit([]record{put(tSandbox, sb.ID, clone(sb))}, ev); err != nil {
+	if err := s.commit(append(starts, put(tSandbox, sb.ID, clone(sb))), ev); err != nil {
 		return store.Sandbox{}, err
 	}
 	return *sb, nil

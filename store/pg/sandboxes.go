@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,7 +62,8 @@ func (s *Store) APIKeyByHash(ctx context.Context, hash string) (store.APIKey, er
 
 // checkSandbox applies the rules every sandbox write shares (the name is
 // left to the unique index): room in the account for one more running
-// sandbox. It locks the account row, so concurrent starts count in turn.
+// sandbox, and a start its start limits allow, which it records. It locks
+// the account row, so concurrent starts count in turn.
 func checkSandbox(ctx context.Context, t *txn, old, sb *store.Sandbox) error {
 	if !store.StartsRunning(old, sb) {
 		return nil
@@ -77,7 +79,55 @@ func checkSandbox(ctx context.Context, t *txn, old, sb *store.Sandbox) error {
 	if n >= a.MaxSandboxes {
 		return &store.LimitError{Limit: "sandboxes_at_once", Max: a.MaxSandboxes}
 	}
+	at := store.StartAt(sb)
+	if _, err := t.Exec(ctx, `DELETE FROM starts WHERE account_id = $1 AND at <= $2`, sb.AccountID, at.Add(-store.StartsKept)); err != nil {
+		return fmt.Errorf("prune starts: %w", err)
+	}
+	starts, err := startsSince(ctx, t, sb.AccountID, at.Add(-store.StartsKept))
+	if err != nil {
+		return err
+	}
+	if err := store.CheckStart(a, starts, at); err != nil {
+		return err
+	}
+	if _, err := t.Exec(ctx, `INSERT INTO starts (account_id, at) VALUES ($1, $2)`, sb.AccountID, at); err != nil {
+		return fmt.Errorf("record start: %w", err)
+	}
 	return nil
+}
+
+// startsSince lists the account's starts after since.
+func startsSince(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, accountID string, since time.Time) ([]time.Time, error) {
+	rows, err := q.Query(ctx, `SELECT at FROM starts WHERE account_id = $1 AND at > $2`, accountID, since)
+	if err != nil {
+		return nil, fmt.Errorf("read starts: %w", err)
+	}
+	starts, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil {
+		return nil, fmt.Errorf("read starts: %w", err)
+	}
+	return starts, nil
+}
+
+func (s *Store) AccountUsage(ctx context.Context, accountID string, at time.Time) (store.AccountUsage, error) {
+	var u store.AccountUsage
+	if err := getDoc(ctx, s.pool, &u.Account, "account "+accountID, `SELECT doc FROM accounts WHERE id = $1`, accountID); err != nil {
+		return u, err
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM sandboxes WHERE account_id = $1 AND NOT deleted AND desired_running`, accountID).Scan(&u.Running); err != nil {
+		return u, fmt.Errorf("count running sandboxes: %w", err)
+	}
+	starts, err := startsSince(ctx, s.pool, accountID, at.Add(-store.StartsKept))
+	if err != nil {
+		return u, err
+	}
+	for i := range starts {
+		starts[i] = starts[i].UTC()
+	}
+	u.Starts = starts
+	return u, nil
 }
 
 func writeSandbox(ctx context.Context, t *txn, sb *store.Sandbox, insert bool) error {
@@ -186,7 +236,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.San
 		}
 		sb := *old
 		sb.Labels = cloneMap(old.Labels)
-		sb.Env = cloneMap(old.Env)
+		sb.EnvSealed, sb.EnvNames = slices.Clone(old.EnvSealed), slices.Clone(old.EnvNames)
 		if err := fn(&sb, ev); err != nil {
 			return err
 		}

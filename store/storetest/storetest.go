@@ -38,6 +38,7 @@ func Run(t *testing.T, f Factory) {
 		{"SameNameConcurrently", testSameNameConcurrently},
 		{"RunningLimit", testRunningLimit},
 		{"AutoStart", testAutoStart},
+		{"StartLimits", testStartLimits},
 		{"DesktopLinks", testDesktopLinks},
 		{"Stops", testStops},
 		{"Hosts", testHosts},
