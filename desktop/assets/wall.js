@@ -128,6 +128,11 @@ async function openTab(id) {
 }
 
 document.addEventListener('keydown', (e) => { if (e.key === 'Escape') back(); });
+// A view-only live tile keeps the keyboard on the wall (for Esc): its
+// viewer may take the focus when it connects.
+window.addEventListener('blur', () => {
+  if (live && live.mode === 'view' && document.activeElement === live.iframe) setTimeout(() => live?.iframe?.blur(), 0);
+});
 $('back').addEventListener('click', back);
 
 let events;
