@@ -1,6 +1,7 @@
 package desktop
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -25,7 +26,7 @@ const (
 // View is what a view host shows: the caller parses the host (see
 // edge/route.ParseView) and hands it in with every request.
 type View struct {
-	Kind      string // KindDesktop or KindBrowser
+	Kind      string // KindDesktop, KindBrowser or KindWall (SandboxID is then the account id)
 	SandboxID string
 }
 
@@ -100,6 +101,27 @@ type Options struct {
 	CheckEvery time.Duration
 	// StartTimeout bounds StartDesktop plus the dial. Zero: 60 s.
 	StartTimeout time.Duration
+
+	// Accounts lists an account's running sandboxes for its wall. Nil:
+	// wall hosts answer not_found.
+	Accounts Accounts
+	// Linker mints the desktop links of the wall's live tiles and Open.
+	// Nil: the wall shows pictures only.
+	Linker Linker
+	// TileWidth is a tile picture's width at most. Zero: 480.
+	TileWidth int
+	// TileEvery is how often a tile asks its desktop for an update.
+	// Zero: 1 s.
+	TileEvery time.Duration
+	// TileGrace is how long a tile's connection outlives the last wall
+	// showing it. Zero: 10 s.
+	TileGrace time.Duration
+	// NoPictureAfter is how long a tile may hear nothing from its
+	// desktop before the wall says "no picture". Zero: 5 s.
+	NoPictureAfter time.Duration
+	// WallPoll is how often an open wall looks at Accounts and its
+	// tiles. Zero: 500 ms.
+	WallPoll time.Duration
 }
 
 // Handler paths on a view host.
@@ -119,6 +141,9 @@ type Server struct {
 	mu     sync.Mutex
 	conns  map[*bridge]struct{}
 	closed bool
+
+	tiles *tileSet
+	done  chan struct{} // closed by Close: open walls' event streams end
 }
 
 // New checks o and returns a Server. It starts nothing.
@@ -166,7 +191,14 @@ func New(o Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Server{o: o, log: log, conns: map[*bridge]struct{}{}}, nil
+	o.TileWidth = cmp.Or(o.TileWidth, 480)
+	o.TileEvery = cmp.Or(o.TileEvery, time.Second)
+	o.TileGrace = cmp.Or(o.TileGrace, 10*time.Second)
+	o.NoPictureAfter = cmp.Or(o.NoPictureAfter, 5*time.Second)
+	o.WallPoll = cmp.Or(o.WallPoll, 500*time.Millisecond)
+	s := &Server{o: o, log: log, conns: map[*bridge]struct{}{}, done: make(chan struct{})}
+	s.tiles = &tileSet{s: s, m: map[string]*tile{}}
+	return s, nil
 }
 
 // ServeHTTP serves a request on any view host, the view read from its
@@ -174,7 +206,7 @@ func New(o Options) (*Server, error) {
 // Options.Views).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v, ok := route.ParseView(route.Label(r.Host, s.o.Domain))
-	if !ok || (v.Kind != KindDesktop && v.Kind != KindBrowser) {
+	if !ok || (v.Kind != KindDesktop && v.Kind != KindBrowser && (v.Kind != KindWall || s.o.Accounts == nil)) {
 		s.errorPage(w, r, "not_found")
 		return
 	}
@@ -190,11 +222,14 @@ func (s *Server) Handler(v View) http.Handler {
 func (s *Server) ServeView(w http.ResponseWriter, r *http.Request, v View) {
 	p := r.URL.Path
 	switch {
+	case p == PathPage && v.Kind == KindWall:
+		s.wallPage(w, r)
 	case p == PathPage:
 		s.page(w, r, v)
 	case p == PathSession:
 		s.session(w, r, v)
-	case p == PathWebsocket:
+	case v.Kind == KindWall && s.serveWall(w, r, v):
+	case p == PathWebsocket && v.Kind != KindWall:
 		s.websocket(w, r, v)
 	case len(p) > len(PathAssets) && p[:len(PathAssets)] == PathAssets:
 		s.asset(w, r)
@@ -205,10 +240,13 @@ func (s *Server) ServeView(w http.ResponseWriter, r *http.Request, v View) {
 	}
 }
 
-// Close ends every open bridge. It is idempotent; the Server refuses new
-// websockets afterwards.
+// Close ends every open bridge, wall and tile connection. It is
+// idempotent; the Server refuses new websockets afterwards.
 func (s *Server) Close() error {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.done)
+	}
 	s.closed = true
 	conns := make([]*bridge, 0, len(s.conns))
 	for b := range s.conns {
@@ -218,6 +256,7 @@ func (s *Server) Close() error {
 	for _, b := range conns {
 		b.stop(websocketGoingAway, "edge shutting down")
 	}
+	s.tiles.close()
 	return nil
 }
 

@@ -107,15 +107,31 @@ func (loopbackDialer) DialContext(ctx context.Context, sandboxID string, port in
 
 // fakeRFB is a minimal RFB 3.8 server (security None) with a 64x48
 // framebuffer of one colour: it answers every FramebufferUpdateRequest
-// with a Raw rectangle and records every client message it gets, so a
-// test can assert what reached "the desktop".
+// with a Raw rectangle of the whole screen (in the pixel format the
+// client set, if it sent SetPixelFormat) and records every client
+// message it gets, so a test can assert what reached "the desktop".
 type fakeRFB struct {
 	ln     net.Listener
-	colour [3]byte
+	colour [3]byte // under mu
 
-	mu     sync.Mutex
-	shared []byte       // ClientInit shared flags, one per connection
-	types  map[byte]int // client messages by type
+	mu       sync.Mutex
+	shared   []byte       // ClientInit shared flags, one per connection
+	types    map[byte]int // client messages by type
+	accepted int          // connections so far
+	open     int          // connections open now
+}
+
+func (f *fakeRFB) setColour(c [3]byte) {
+	f.mu.Lock()
+	f.colour = c
+	f.mu.Unlock()
+}
+
+// conns returns how many connections were made and are open.
+func (f *fakeRFB) conns() (accepted, open int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.accepted, f.open
 }
 
 func newFakeRFB(t *testing.T, colour [3]byte) *fakeRFB {
@@ -147,7 +163,17 @@ func (f *fakeRFB) count(typ byte) int {
 
 func (f *fakeRFB) serve(c net.Conn) {
 	defer c.Close()
-	buf := make([]byte, 12)
+	f.mu.Lock()
+	f.accepted++
+	f.open++
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.open--
+		f.mu.Unlock()
+	}()
+	shifts := [3]byte{16, 8, 0} // red, green, blue, as ServerInit says
+	buf := make([]byte, 20)
 	c.Write([]byte("RFB 003.008\n"))
 	if _, err := io.ReadFull(c, buf[:12]); err != nil {
 		return
@@ -176,7 +202,10 @@ func (f *fakeRFB) serve(c net.Conn) {
 		var rest int
 		switch typ {
 		case rfbSetPixelFormat:
-			rest = 19
+			if _, err := io.ReadFull(c, buf[:19]); err != nil {
+				return
+			}
+			shifts = [3]byte{buf[13], buf[14], buf[15]}
 		case rfbSetEncodings:
 			if _, err := io.ReadFull(c, buf[:3]); err != nil {
 				return
@@ -203,15 +232,20 @@ func (f *fakeRFB) serve(c net.Conn) {
 		f.types[typ]++
 		f.mu.Unlock()
 		if typ == rfbFramebufferUpdateRequest {
-			c.Write(f.frame())
+			c.Write(f.frame(shifts))
 		}
 	}
 }
 
-// frame is a FramebufferUpdate of the whole 64x48 screen in Raw.
-func (f *fakeRFB) frame() []byte {
+// frame is a FramebufferUpdate of the whole 64x48 screen in Raw, 32 bpp
+// little endian with the given shifts.
+func (f *fakeRFB) frame(shifts [3]byte) []byte {
+	f.mu.Lock()
+	colour := f.colour
+	f.mu.Unlock()
 	b := []byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 64, 0, 48, 0, 0, 0, 0}
-	px := []byte{f.colour[2], f.colour[1], f.colour[0], 0} // little endian BGRX
+	v := uint32(colour[0])<<shifts[0] | uint32(colour[1])<<shifts[1] | uint32(colour[2])<<shifts[2]
+	px := binary.LittleEndian.AppendUint32(nil, v)
 	return append(b, bytes.Repeat(px, 64*48)...)
 }
 

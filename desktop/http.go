@@ -163,6 +163,9 @@ func (s *Server) exchange(r *http.Request, v View, req exchangeRequest) (session
 	case !now.Before(l.ExpiresAt):
 		return session{}, refuse(CodeLinkExpired, errors.New("link expired at "+l.ExpiresAt.UTC().Format(time.RFC3339)))
 	}
+	if v.Kind == KindWall { // an account's: no sandbox run to belong to
+		return session{SandboxID: v.SandboxID, Kind: v.Kind, ViewOnly: true, Locked: true, Expires: now.Add(s.o.SessionTTL).Unix()}, nil
+	}
 	since, ok := s.o.Sandboxes.Running(v.SandboxID)
 	if !ok {
 		return session{}, refuse(CodeSandboxStopped, errors.New("sandbox not running"))

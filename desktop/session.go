@@ -133,6 +133,8 @@ func (s session) check(v View, now time.Time, run time.Time, running bool) error
 		return refuse(CodeNoSession, errors.New("session cookie for another view"))
 	case now.Unix() >= s.Expires:
 		return refuse(CodeNoSession, fmt.Errorf("session expired at %s", time.Unix(s.Expires, 0).UTC().Format(time.RFC3339)))
+	case s.Kind == KindWall:
+		return nil // an account's wall: no sandbox run to end it
 	case !running || run.UnixMicro() != s.Run:
 		return refuse(CodeSandboxStopped, fmt.Errorf("sandbox %s stopped since the session began", s.SandboxID))
 	}

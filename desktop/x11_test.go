@@ -27,6 +27,14 @@ import (
 // root colour when xsetroot, its only client so far, disconnects.
 func realDesktop(t *testing.T, w, h int) int {
 	t.Helper()
+	port, _ := xDesktop(t, w, h, "#ff00ff")
+	return port
+}
+
+// xDesktop is realDesktop with a root window of the given colour; it
+// also returns the X display, for xsetroot.
+func xDesktop(t *testing.T, w, h int, colour string) (port int, display string) {
+	t.Helper()
 	for _, bin := range []string{"Xvfb", "x11vnc", "xsetroot"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("%s is not installed", bin)
@@ -48,15 +56,15 @@ func realDesktop(t *testing.T, w, h int) int {
 	if err != nil {
 		t.Fatalf("Xvfb did not say its display: %v", err)
 	}
-	display := ":" + strings.TrimSpace(line)
-	if out, err := exec.Command("xsetroot", "-display", display, "-solid", "#ff00ff").CombinedOutput(); err != nil {
+	display = ":" + strings.TrimSpace(line)
+	if out, err := exec.Command("xsetroot", "-display", display, "-solid", colour).CombinedOutput(); err != nil {
 		t.Fatalf("xsetroot: %v: %s", err, out)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
+	port = ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	vnc := exec.Command("x11vnc", "-display", display, "-rfbport", fmt.Sprint(port), "-localhost",
 		"-shared", "-forever", "-nopw", "-quiet", "-noxdamage")
@@ -71,7 +79,7 @@ func realDesktop(t *testing.T, w, h int) int {
 		}
 		return err == nil
 	})
-	return port
+	return port, display
 }
 
 // Two viewers through the bridge to a real x11vnc at once each see the

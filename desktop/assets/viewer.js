@@ -3,21 +3,12 @@
 // websocket. The edge enforces view-only; the page only follows it.
 import RFB from './novnc/core/rfb.js';
 import K from './novnc/core/input/keysym.js';
+import { token, fail } from './link.js';
 
 const $ = (id) => document.getElementById(id);
 const query = new URLSearchParams(location.search);
 const pageViewOnly = query.get('viewonly') === '1';
 
-// The token is a secret: out of the address bar (and history) at once.
-const token = location.hash.startsWith('#dt_') ? location.hash.slice(1) : '';
-if (location.hash) history.replaceState(null, '', location.pathname + location.search);
-
-// Error pages keep the page's look.
-function fail(code) {
-  const q = new URLSearchParams();
-  if (query.get('theme')) q.set('theme', query.get('theme'));
-  location.replace('/error/' + encodeURIComponent(code) + (q.size ? '?' + q : ''));
-}
 
 async function getSession() {
   const res = token

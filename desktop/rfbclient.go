@@ -1,0 +1,310 @@
+package desktop
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+)
+
+// The wall's RFB client: just enough of RFB 3.8 to keep a small picture of
+// a desktop. It asks for 32 bpp true colour with red in the lowest byte
+// (so a pixel's bytes are R, G, B, X, as in image.RGBA) and for Raw and
+// CopyRect only.
+//
+// It does not keep the desktop's framebuffer: a tile is a point-sampled
+// picture at the tile's size (one source pixel per tile pixel), so a
+// 1920x1080 desktop costs 480x270x4 bytes, not 8 MB. Raw rectangles are
+// sampled as they stream. A CopyRect's rectangle is asked for again,
+// non-incrementally, with the next request: the tile shows the moved
+// area one request later (about a second), exactly.
+
+// ErrRFBServer is wrapped by every error of the wall's RFB client about
+// what the server sent.
+var ErrRFBServer = errors.New("rfb: server stream refused")
+
+// RFB server→client message types and the encodings the client asks for.
+const (
+	rfbFramebufferUpdate   = 0
+	rfbSetColourMapEntries = 1
+	rfbBell                = 2
+	rfbServerCutText       = 3
+
+	encRaw      = 0
+	encCopyRect = 1
+
+	// maxScreen bounds the framebuffer a server may announce.
+	maxScreen = 8192
+	// maxServerName and maxCutText bound a desktop name, a refusal reason and a cut
+	// text the client skips.
+	maxServerName = 4096
+	maxCutText    = 16 << 20
+)
+
+// tileClient reads one RFB server's stream into a tile picture.
+type tileClient struct {
+	r *bufio.Reader
+	w io.Writer
+
+	fbW, fbH int             // the desktop's size
+	pic      *image.RGBA     // the tile: fbW, fbH sampled down
+	srcX     []int           // tile column → desktop column
+	srcY     []int           // tile row → desktop row
+	rowOf    []int32         // desktop row → tile row sampling it, or -1
+	nearX    []int32         // desktop column → the first tile column at or left of it
+	row      []byte          // one row of a Raw rectangle
+	dirty    bool            // pic changed since the last take
+	refresh  image.Rectangle // desktop area to ask for again (CopyRects)
+}
+
+// pixelFormat is what SetPixelFormat asks for: 32 bpp, depth 24, little
+// endian, true colour, 255 per channel, red at bit 0, green 8, blue 16.
+var pixelFormat = [16]byte{32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 0, 8, 16, 0, 0, 0}
+
+// newTileClient does the client's side of the handshake on rw (RFB 3.8,
+// security None, shared), asks for its pixel format and encodings, and
+// sizes the tile to at most width pixels wide.
+func newTileClient(rw io.ReadWriter, width int) (*tileClient, error) {
+	c := &tileClient{r: bufio.NewReaderSize(rw, 64<<10), w: rw}
+	var b [24]byte
+	if _, err := io.ReadFull(c.r, b[:12]); err != nil {
+		return nil, err
+	}
+	if v := string(b[:12]); v[:8] != "RFB 003." || v[11] != '\n' || v < "RFB 003.008\n" {
+		return nil, fmt.Errorf("%w: protocol version %q", ErrRFBServer, sanitize(b[:12]))
+	}
+	if _, err := rw.Write([]byte("RFB 003.008\n")); err != nil {
+		return nil, err
+	}
+	if _, err := io.ReadFull(c.r, b[:1]); err != nil {
+		return nil, err
+	}
+	if b[0] == 0 {
+		return nil, c.reason("no security types")
+	}
+	types := make([]byte, b[0])
+	if _, err := io.ReadFull(c.r, types); err != nil {
+		return nil, err
+	}
+	none := false
+	for _, t := range types {
+		none = none || t == 1
+	}
+	if !none {
+		return nil, fmt.Errorf("%w: security types %v, no None", ErrRFBServer, types)
+	}
+	if _, err := rw.Write([]byte{1}); err != nil {
+		return nil, err
+	}
+	if _, err := io.ReadFull(c.r, b[:4]); err != nil {
+		return nil, err
+	}
+	if binary.BigEndian.Uint32(b[:4]) != 0 {
+		return nil, c.reason("security failed")
+	}
+	if _, err := rw.Write([]byte{1}); err != nil { // ClientInit: shared
+		return nil, err
+	}
+	if _, err := io.ReadFull(c.r, b[:24]); err != nil {
+		return nil, err
+	}
+	w, h := int(binary.BigEndian.Uint16(b[0:])), int(binary.BigEndian.Uint16(b[2:]))
+	if w == 0 || h == 0 || w > maxScreen || h > maxScreen {
+		return nil, fmt.Errorf("%w: framebuffer %dx%d", ErrRFBServer, w, h)
+	}
+	if err := c.skip(uint64(binary.BigEndian.Uint32(b[20:])), maxServerName); err != nil {
+		return nil, err
+	}
+	c.size(w, h, width)
+	msg := append([]byte{rfbSetPixelFormat, 0, 0, 0}, pixelFormat[:]...)
+	msg = append(msg, rfbSetEncodings, 0, 0, 2, 0, 0, 0, encRaw, 0, 0, 0, encCopyRect)
+	msg = appendRequest(msg, false, image.Rect(0, 0, w, h))
+	if _, err := rw.Write(msg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// reason reads a refusal's reason string and returns it as an error.
+func (c *tileClient) reason(what string) error {
+	var b [4]byte
+	if _, err := io.ReadFull(c.r, b[:]); err != nil {
+		return fmt.Errorf("%w: %s", ErrRFBServer, what)
+	}
+	n := binary.BigEndian.Uint32(b[:])
+	if n > maxServerName {
+		return fmt.Errorf("%w: %s", ErrRFBServer, what)
+	}
+	msg := make([]byte, n)
+	io.ReadFull(c.r, msg)
+	return fmt.Errorf("%w: %s: %q", ErrRFBServer, what, sanitize(msg))
+}
+
+// size sets up the tile for a w×h desktop and a tile at most width wide
+// and as high (a tall screen makes a narrower tile).
+func (c *tileClient) size(w, h, width int) {
+	tw := min(w, width)
+	th := max(1, (h*tw+w/2)/w)
+	if th > width {
+		th, tw = width, max(1, w*width/h)
+	}
+	c.fbW, c.fbH = w, h
+	c.pic = image.NewRGBA(image.Rect(0, 0, tw, th))
+	for i := 3; i < len(c.pic.Pix); i += 4 {
+		c.pic.Pix[i] = 255
+	}
+	c.srcX, _, c.nearX = sampling(w, tw)
+	c.srcY, c.rowOf, _ = sampling(h, th)
+	c.row = make([]byte, 0, 4*w)
+	c.dirty = true // the first update makes the first picture, even of a black screen
+}
+
+// sampling maps n source positions onto m ≤ n samples, each at the
+// centre of its stretch.
+func sampling(n, m int) (src []int, of, near []int32) {
+	src, of, near = make([]int, m), make([]int32, n), make([]int32, n)
+	for i := range of {
+		of[i] = -1
+		near[i] = int32(min(m-1, i*m/n))
+	}
+	for i := range src {
+		src[i] = (2*i + 1) * n / (2 * m)
+		of[src[i]] = int32(i)
+	}
+	return src, of, near
+}
+
+// request asks for an incremental update of the whole desktop, and a
+// non-incremental one of the area a CopyRect left approximate.
+func (c *tileClient) request(dst []byte) []byte {
+	dst = appendRequest(dst, true, image.Rect(0, 0, c.fbW, c.fbH))
+	if !c.refresh.Empty() {
+		dst = appendRequest(dst, false, c.refresh)
+		c.refresh = image.Rectangle{}
+	}
+	return dst
+}
+
+// appendRequest appends a FramebufferUpdateRequest for r.
+func appendRequest(dst []byte, incremental bool, r image.Rectangle) []byte {
+	inc := byte(0)
+	if incremental {
+		inc = 1
+	}
+	dst = append(dst, rfbFramebufferUpdateRequest, inc)
+	for _, v := range []int{r.Min.X, r.Min.Y, r.Dx(), r.Dy()} {
+		dst = binary.BigEndian.AppendUint16(dst, uint16(v))
+	}
+	return dst
+}
+
+// next reads one server message and applies it; update says it was a
+// FramebufferUpdate (the answer to a request).
+func (c *tileClient) next() (update bool, err error) {
+	typ, err := c.r.ReadByte()
+	if err != nil {
+		return false, err
+	}
+	var b [12]byte
+	switch typ {
+	case rfbFramebufferUpdate:
+		if _, err := io.ReadFull(c.r, b[:3]); err != nil {
+			return false, err
+		}
+		for n := binary.BigEndian.Uint16(b[1:]); n > 0; n-- {
+			if err := c.rect(); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	case rfbSetColourMapEntries:
+		if _, err := io.ReadFull(c.r, b[:5]); err != nil {
+			return false, err
+		}
+		return false, c.skip(6*uint64(binary.BigEndian.Uint16(b[3:])), 6*65536)
+	case rfbBell:
+		return false, nil
+	case rfbServerCutText:
+		if _, err := io.ReadFull(c.r, b[:7]); err != nil {
+			return false, err
+		}
+		return false, c.skip(uint64(binary.BigEndian.Uint32(b[3:])), maxCutText)
+	}
+	return false, fmt.Errorf("%w: message type %d", ErrRFBServer, typ)
+}
+
+// rect reads one rectangle of a FramebufferUpdate.
+func (c *tileClient) rect() error {
+	var b [12]byte
+	if _, err := io.ReadFull(c.r, b[:12]); err != nil {
+		return err
+	}
+	x, y := int(binary.BigEndian.Uint16(b[0:])), int(binary.BigEndian.Uint16(b[2:]))
+	w, h := int(binary.BigEndian.Uint16(b[4:])), int(binary.BigEndian.Uint16(b[6:]))
+	enc := int32(binary.BigEndian.Uint32(b[8:]))
+	if x+w > c.fbW || y+h > c.fbH {
+		return fmt.Errorf("%w: rectangle %dx%d at %d,%d outside the %dx%d framebuffer", ErrRFBServer, w, h, x, y, c.fbW, c.fbH)
+	}
+	switch enc {
+	case encRaw:
+		return c.raw(x, y, w, h)
+	case encCopyRect:
+		if _, err := io.ReadFull(c.r, b[:4]); err != nil {
+			return err
+		}
+		sx, sy := int(binary.BigEndian.Uint16(b[0:])), int(binary.BigEndian.Uint16(b[2:]))
+		if sx+w > c.fbW || sy+h > c.fbH {
+			return fmt.Errorf("%w: CopyRect source outside the framebuffer", ErrRFBServer)
+		}
+		c.copyRect(x, y, w, h)
+		return nil
+	}
+	return fmt.Errorf("%w: encoding %d, asked for Raw and CopyRect", ErrRFBServer, enc)
+}
+
+// raw reads a Raw rectangle row by row and keeps the sampled pixels.
+func (c *tileClient) raw(x, y, w, h int) error {
+	row := c.row[:4*w]
+	for yy := y; yy < y+h; yy++ {
+		if _, err := io.ReadFull(c.r, row); err != nil {
+			return err
+		}
+		j := c.rowOf[yy]
+		if j < 0 {
+			continue
+		}
+		line := c.pic.Pix[int(j)*c.pic.Stride:]
+		for i := c.nearX[x]; int(i) < len(c.srcX) && c.srcX[i] < x+w; i++ {
+			sx := c.srcX[i]
+			if sx < x {
+				continue
+			}
+			p, d := row[4*(sx-x):], line[4*i:]
+			if d[0] != p[0] || d[1] != p[1] || d[2] != p[2] {
+				d[0], d[1], d[2] = p[0], p[1], p[2]
+				c.dirty = true
+			}
+		}
+	}
+	return nil
+}
+
+// copyRect remembers the rectangle to ask for again: the tile keeps no
+// framebuffer to copy from, and a copy within the samples would cost the
+// edge a tile's worth of work for 16 bytes from the desktop.
+func (c *tileClient) copyRect(x, y, w, h int) {
+	if w > 0 && h > 0 {
+		c.refresh = c.refresh.Union(image.Rect(x, y, x+w, y+h))
+	}
+}
+
+// skip reads n bytes away, refusing more than limit.
+func (c *tileClient) skip(n, limit uint64) error {
+	if n > limit {
+		return fmt.Errorf("%w: %d bytes to skip (at most %d)", ErrRFBServer, n, limit)
+	}
+	_, err := c.r.Discard(int(n))
+	return err
+}

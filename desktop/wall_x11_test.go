@@ -1,0 +1,209 @@
+package desktop
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/jpeg"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"froog.tech/froog/internal/wait"
+)
+
+// The tile of a real x11vnc desktop shows its colour, and a new colour
+// within 3 s.
+func TestTileX11VNC(t *testing.T) {
+	port, display := xDesktop(t, 640, 360, "#00ff00")
+	h := newWallHarness(t, Options{TileEvery: time.Second})
+	h.starter.set(sbxA, port)
+	h.accounts.set(acctA, WallSandbox{ID: sbxA, Name: "x"})
+	c := h.cookie(acctA)
+	_, stop := h.events(acctA, c)
+	defer stop()
+	colour := func() [3]byte {
+		res := h.do("GET", h.host(KindWall, acctA), PathWallTile+sbxA+".jpg", nil, c, nil)
+		defer res.Body.Close()
+		img, err := jpeg.Decode(res.Body)
+		if err != nil {
+			return [3]byte{}
+		}
+
+		if b := img.Bounds(); b.Dx() != 480 || b.Dy() != 270 {
+			t.Errorf("tile %v, want 480x270", b)
+		}
+		return rgbAt(img, 120, 70) // x11vnc draws the pointer in the middle
+	}
+	wait.For(t, 10*time.Second, "a green tile", func() bool { return near(colour(), [3]byte{0, 255, 0}) })
+	if out, err := exec.Command("xsetroot", "-display", display, "-solid", "#0000ff").CombinedOutput(); err != nil {
+		t.Fatalf("xsetroot: %v: %s", err, out)
+	}
+	at := time.Now()
+	wait.For(t, 5*time.Second, "a blue tile", func() bool { return near(colour(), [3]byte{0, 0, 255}) })
+	t.Logf("the new colour showed after %v", time.Since(at).Round(10*time.Millisecond))
+	if n := h.srv.tiles.dials.Load(); n != 1 {
+		t.Errorf("%d RFB connections, want 1", n)
+	}
+}
+
+// The wall page in headless Chromium, on view hosts under froog.test
+// (mapped to the test server): empty, three tiles of three real
+// desktops, a fourth that starts, one that stops, and a tile made live.
+func TestWallChromium(t *testing.T) {
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed")
+	}
+	colours := map[string][3]byte{"#ff0000": {255, 0, 0}, "#00c000": {0, 192, 0}, "#0000ff": {0, 0, 255}}
+	ids := []string{"sbx_00000000000000a1", "sbx_00000000000000a2", "sbx_00000000000000a3", "sbx_00000000000000a4"}
+	names := []string{"red", "green", "blue", "red-again"}
+	want := map[string][3]byte{}
+	h := newWallHarness(t, Options{TileEvery: time.Second, TileGrace: time.Second})
+	var displays []string
+	for i, hex := range []string{"#ff0000", "#00c000", "#0000ff"} {
+		port, display := xDesktop(t, 640, 360, hex)
+		displays = append(displays, display)
+		h.starter.set(ids[i], port)
+		want[ids[i]] = colours[hex]
+	}
+	h.starter.set(ids[3], h.starter.ports[ids[0]])
+	want[ids[3]] = colours["#ff0000"]
+	for _, id := range ids {
+		h.sbs.set(id, started, true)
+	}
+	sbs := func(n ...int) {
+		var list []WallSandbox
+		for _, i := range n {
+			list = append(list, WallSandbox{ID: ids[i], Name: names[i], Since: started})
+		}
+		h.accounts.set(acctA, list...)
+	}
+	h.linker.mint = func(account, sandbox string, viewOnly bool) (string, error) {
+		tok := "dt_" + strings.Repeat("l", 20) + fmt.Sprint(time.Now().UnixNano())
+		h.links.add(tok, Link{SandboxID: sandbox, Kind: KindDesktop, ViewOnly: viewOnly, ExpiresAt: time.Now().Add(10 * time.Minute)})
+		return "https://" + h.host(KindDesktop, sandbox) + "/#" + tok, nil
+	}
+
+	art := filepath.Join("..", ".artefacts", "desktop")
+	os.MkdirAll(art, 0o755)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("host-resolver-rules", "MAP *.froog.test 127.0.0.1"),
+		chromedp.WindowSize(1200, 700), chromedp.UserDataDir(t.TempDir()))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 120*time.Second)
+	defer cancel()
+	shoot := func(name string) []byte {
+		t.Helper()
+		shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(art, name), shot, 0o644)
+		return shot
+	}
+	// tileColours returns, per sandbox shown, the screenshot's colour at
+	// the middle of its picture.
+	tileColours := func() map[string][3]byte {
+		type rect struct {
+			ID   string
+			X, Y float64
+		}
+		rects, err := chromedp.Run(ctx, chromedp.Evaluate[[]rect](`[...document.querySelectorAll('.tile')].map(e => {
+			const r = e.querySelector('.pic').getBoundingClientRect();
+			return {ID: e.dataset.id, X: r.x + r.width / 4, Y: r.y + r.height / 4}; // the pointer is in the middle
+		})`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(bytes.NewReader(shot))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][3]byte{}
+		for _, r := range rects {
+			out[r.ID] = rgbAt(img, int(r.X), int(r.Y))
+		}
+		return out
+	}
+	showing := func(n ...int) func() bool {
+		return func() bool {
+			got := tileColours()
+			if len(got) != len(n) {
+				return false
+			}
+			for _, i := range n {
+				if c, ok := got[ids[i]]; !ok || !near(c, want[ids[i]]) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+
+	sbs()
+	wall := "https://" + h.host(KindWall, acctA) + "/#" + h.wallLink(acctA, time.Now().Add(10*time.Minute))
+	if err := chromedp.Do(ctx, chromedp.Navigate(wall), chromedp.WaitVisible("#empty")); err != nil {
+		t.Fatal(err)
+	}
+	if text, _ := chromedp.Run(ctx, chromedp.Text("#empty")); text != "No sandbox is running" {
+		t.Errorf("empty wall says %q", text)
+	}
+	if url, _ := chromedp.Run(ctx, chromedp.Location()); strings.Contains(url, "dt_") {
+		t.Errorf("the token is still in the address bar: %s", url)
+	}
+	shoot("wall-empty.png")
+
+	sbs(0, 1, 2)
+	if !wait.Until(20*time.Second, showing(0, 1, 2)) {
+		shoot("wall-3.png")
+		t.Fatalf("three tiles of their desktops' colours never showed: %v", tileColours())
+	}
+	shoot("wall-3.png")
+
+	at := time.Now()
+	sbs(0, 1, 2, 3)
+	if !wait.Until(10*time.Second, showing(0, 1, 2, 3)) {
+		t.Fatalf("the fourth tile never showed: %v", tileColours())
+	}
+	t.Logf("a started sandbox's tile showed its picture after %v", time.Since(at).Round(10*time.Millisecond))
+	sbs(0, 2, 3)
+	if !wait.Until(5*time.Second, showing(0, 2, 3)) {
+		t.Fatalf("the stopped sandbox's tile stayed: %v", tileColours())
+	}
+
+	// A click makes the tile live: the desktop's viewer in an iframe,
+	// whose new colour shows within 2 s; Esc goes back to pictures.
+	if err := chromedp.Do(ctx, chromedp.Click(`.tile[data-id="`+ids[2]+`"] .pic`), chromedp.WaitVisible(`.tile.live iframe`)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("xsetroot", "-display", displays[2], "-solid", "#ffff00").CombinedOutput(); err != nil {
+		t.Fatalf("xsetroot: %v: %s", err, out)
+	}
+	want[ids[2]] = [3]byte{255, 255, 0}
+	if !wait.Until(10*time.Second, showing(0, 2, 3)) {
+		shoot("wall-live.png")
+		t.Fatalf("the live tile never showed the new colour: %v", tileColours())
+	}
+	shoot("wall-live.png")
+	if err := chromedp.Do(ctx, chromedp.KeyEvent("\x1b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(`iframe`)); err != nil {
+		t.Fatal(err)
+	}
+}
