@@ -158,8 +158,8 @@ func (s *Server) exchange(r *http.Request, v View, req exchangeRequest) (session
 	}
 	now := s.o.Now()
 	switch {
-	case l.SandboxID != v.SandboxID || l.Kind != v.Kind:
-		return session{}, refuse(CodeWrongView, errors.New("link for sandbox "+l.SandboxID+" "+l.Kind))
+	case linkTarget(l) != v.SandboxID || l.Kind != v.Kind:
+		return session{}, refuse(CodeWrongView, errors.New("link for "+linkTarget(l)+" "+l.Kind))
 	case !now.Before(l.ExpiresAt):
 		return session{}, refuse(CodeLinkExpired, errors.New("link expired at "+l.ExpiresAt.UTC().Format(time.RFC3339)))
 	}
@@ -251,4 +251,12 @@ func (s *Server) asset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Write(b)
+}
+
+// linkTarget is what a link opens: its sandbox, or for a wall its account.
+func linkTarget(l Link) string {
+	if l.Kind == KindWall {
+		return l.AccountID
+	}
+	return l.SandboxID
 }

@@ -165,7 +165,7 @@ func (h *wallHarness) do(method, host, path string, body io.Reader, cookie *http
 // wallLink adds a wall link for account and returns its token.
 func (h *wallHarness) wallLink(account string, expires time.Time) string {
 	tok := "dt_" + strings.Repeat("w", 20) + fmt.Sprint(time.Now().UnixNano())
-	h.links.add(tok, Link{SandboxID: account, Kind: KindWall, ExpiresAt: expires})
+	h.links.add(tok, Link{AccountID: account, Kind: KindWall, ExpiresAt: expires})
 	return tok
 }
 
