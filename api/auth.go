@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -54,13 +52,8 @@ func PresetActions(preset string) ([]string, error) {
 // KeyPrefix starts every API key secret.
 const KeyPrefix = "froog_"
 
-// NewSecret returns a new random secret with prefix: 32 random bytes,
-// base64url.
-func NewSecret(prefix string) string {
-	var b [32]byte
-	rand.Read(b[:])
-	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
-}
+// NewSecret returns a new random secret with prefix (store.NewSecret).
+func NewSecret(prefix string) string { return store.NewSecret(prefix) }
 
 // NewAPIKey makes a key for account with actions, and returns the secret
 // (shown once) and the record to store.

@@ -6,17 +6,10 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"time"
 
 	names "froog.tech/froog/edge/route"
 	"froog.tech/froog/store"
 )
-
-// desktopLinkTTL is how long a desktop link may take to be opened.
-const desktopLinkTTL = 10 * time.Minute
-
-// desktopTokenPrefix starts a desktop link's token.
-const desktopTokenPrefix = "dt_"
 
 // systemDirs are where a browser profile may not go.
 var systemDirs = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run",
@@ -108,10 +101,7 @@ func (s *Server) viewLink(w http.ResponseWriter, r *http.Request, kind string, v
 	if label == "" {
 		return errorf(http.StatusInternalServerError, "internal", "sandbox %q has no %s host", sb.Name, kind)
 	}
-	now := s.now()
-	token := NewSecret(desktopTokenPrefix)
-	l := store.DesktopLink{SandboxID: sb.ID, Hash: store.HashSecret(token), Kind: kind, ViewOnly: viewOnly, Profile: profile,
-		CreatedAt: now, ExpiresAt: now.Add(desktopLinkTTL)}
+	token, l := store.NewDesktopLink(store.DesktopLink{SandboxID: sb.ID, Kind: kind, ViewOnly: viewOnly, Profile: profile}, s.now())
 	detail := map[string]string{"view_only": strconv.FormatBool(viewOnly)}
 	if _, err := s.store.CreateDesktopLink(r.Context(), l, s.audit(r, kind+".link", sb.Name, detail)); err != nil {
 		return err
@@ -147,10 +137,7 @@ func (s *Server) createWallLink(w http.ResponseWriter, r *http.Request) error {
 	if label == "" {
 		return errorf(http.StatusInternalServerError, "internal", "the account has no wall host")
 	}
-	now := s.now()
-	token := NewSecret(desktopTokenPrefix)
-	l := store.DesktopLink{AccountID: k.AccountID, Hash: store.HashSecret(token), Kind: names.ViewWall, ViewOnly: true,
-		CreatedAt: now, ExpiresAt: now.Add(desktopLinkTTL)}
+	token, l := store.NewDesktopLink(store.DesktopLink{AccountID: k.AccountID, Kind: names.ViewWall, ViewOnly: true}, s.now())
 	if _, err := s.store.CreateDesktopLink(r.Context(), l, s.audit(r, "wall.link", "", map[string]string{})); err != nil {
 		return err
 	}

@@ -28,11 +28,7 @@ const (
 
 // link is the public address of host name, with a token when given.
 func (s *Server) link(hostname, token string) string {
-	host := hostname + "." + s.domain
-	if s.port != 0 && s.port != 443 {
-		host += ":" + strconv.Itoa(s.port)
-	}
-	u := "https://" + host + "/"
+	u := names.HostURL(hostname, s.domain, s.port)
 	if token != "" {
 		u += "?_token=" + token
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -262,6 +263,15 @@ func NewStop(sb *Sandbox, at time.Time) Stop {
 
 // HashSecret is the form in which the store keeps a secret (API key, URL
 // token, viewer token, desktop-link token): hex SHA-256.
+// NewSecret returns a new random secret with prefix: 32 random bytes,
+// base64url.
+func NewSecret(prefix string) string {
+	var b [32]byte
+	rand.Read(b[:])
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// HashSecret is how a secret is kept: hex SHA-256.
 func HashSecret(secret string) string {
 	h := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(h[:])

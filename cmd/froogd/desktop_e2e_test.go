@@ -214,3 +214,109 @@ func rfbPixel(t *testing.T, r io.Reader, ws *websocket.Conn) (uint8, uint8, uint
 	t.Fatal("no magenta pixel in 20 updates")
 	return 0, 0, 0
 }
+
+// The wall through the real binary: a wall link is exchanged on the
+// account's wall host; its event stream lists the running sandboxes and
+// tiles come with pictures of their desktops (started by the wall); a
+// sandbox that starts appears.
+func TestWallThroughTheEdge(t *testing.T) {
+	if _, err := exec.LookPath("Xvnc"); err != nil {
+		t.Skip("Xvnc is not installed (deploy/testdeps.sh installs it)")
+	}
+	data := t.TempDir()
+	_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
+		"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test")
+	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
+	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+	t.Cleanup(func() {
+		for _, n := range []string{"w1", "w2"} {
+			c.call("POST", "/v1/sandboxes/"+n+"/exec", `{"command": "froog-desktop stop"}`, 200, nil)
+		}
+	})
+	c.call("POST", "/v1/sandboxes", `{"name": "w1"}`, 202, nil)
+	runs(t, c, "w1")
+	var link struct{ URL string }
+	c.call("POST", "/v1/wall", "", 201, &link)
+	u, _ := url.Parse(link.URL)
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(filepath.Join(data, "ca.pem"))
+	pool.AppendCertsFromPEM(caPEM)
+	edge := m[2]
+	web := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, n, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, n, edge)
+	}, TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, _ := http.NewRequest("POST", "https://"+u.Host+"/session", strings.NewReader(fmt.Sprintf(`{"token": %q}`, u.Fragment)))
+	req.Header.Set("Origin", "https://"+u.Host)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := web.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("the wall link's exchange: %v %v", res, err)
+	}
+	res.Body.Close()
+	var cookie string
+	for _, ck := range res.Cookies() {
+		cookie = ck.Name + "=" + ck.Value
+	}
+	req, _ = http.NewRequest("GET", "https://"+u.Host+"/events", nil)
+	req.Header.Set("Cookie", cookie)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	res, err = web.Do(req.WithContext(ctx))
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("events: %v %v", res, err)
+	}
+	defer res.Body.Close()
+	events := make(chan string, 100)
+	go func() {
+		defer close(events)
+		b := make([]byte, 64<<10)
+		var acc string
+		for {
+			n, err := res.Body.Read(b)
+			acc += string(b[:n])
+			for {
+				i := strings.Index(acc, "\n\n")
+				if i < 0 {
+					break
+				}
+				events <- acc[:i]
+				acc = acc[i+2:]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// until waits for an event holding want.
+	until := func(want string) string {
+		t.Helper()
+		for ev := range events {
+			if strings.Contains(ev, want) {
+				return ev
+			}
+		}
+		t.Fatalf("the event stream ended before %q", want)
+		return ""
+	}
+	var w1 struct{ ID string }
+	c.call("GET", "/v1/sandboxes/w1", "", 200, &w1)
+	until(`"name":"w1"`)
+	until(`"id":"` + w1.ID + `","v":`)
+	until(`"state":"ok"`)
+	pic, err := web.Do(func() *http.Request {
+		r, _ := http.NewRequest("GET", "https://"+u.Host+"/tile/"+w1.ID+".jpg", nil)
+		r.Header.Set("Cookie", cookie)
+		return r
+	}())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jpg, _ := io.ReadAll(pic.Body)
+	pic.Body.Close()
+	if pic.StatusCode != 200 || len(jpg) < 100 || !bytes.HasPrefix(jpg, []byte{0xff, 0xd8}) {
+		t.Fatalf("w1's tile: %d, %d bytes", pic.StatusCode, len(jpg))
+	}
+	// A sandbox that starts appears on the open wall.
+	c.call("POST", "/v1/sandboxes", `{"name": "w2"}`, 202, nil)
+	until(`"name":"w2"`)
+}

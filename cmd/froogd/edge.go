@@ -107,7 +107,8 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	}
 	if secret != nil {
 		dsk, err := desktop.New(desktop.Options{Links: sh.store, Starter: &desktop.SSHStarter{Sessions: sh.tun, Sandboxes: routes},
-			Dialer: sh.tun, Sandboxes: routes, Key: desktop.KeyFrom(secret), Domain: c.Domain, Log: sh.log})
+			Dialer: sh.tun, Sandboxes: routes, Key: desktop.KeyFrom(secret), Domain: c.Domain, Log: sh.log,
+			Accounts: desktop.TableAccounts{Table: routes}, Linker: desktop.StoreLinker{Store: sh.store, Domain: c.Domain, Port: c.PublicPort}})
 		if err != nil {
 			return err
 		}

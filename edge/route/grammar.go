@@ -205,3 +205,13 @@ func lower(s string) string {
 func ValidDomain(d string) bool {
 	return d != "" && !strings.ContainsAny(d, "/: ") && !strings.HasPrefix(d, ".") && !strings.HasSuffix(d, ".") && strings.Contains(d, ".")
 }
+
+// HostURL is the address of a host label under domain, with the HTTPS
+// port visitors reach it on (none for 0 or 443).
+func HostURL(label, domain string, port int) string {
+	host := label + "." + domain
+	if port != 0 && port != 443 {
+		host += ":" + strconv.Itoa(port)
+	}
+	return "https://" + host + "/"
+}

@@ -256,6 +256,17 @@ func (t *Table) Running(id string) (since time.Time, ok bool) {
 	return sb.StartedAt, true
 }
 
+// RunningIn lists an account's running sandboxes (for its wall).
+func (t *Table) RunningIn(accountID string) []Sandbox {
+	var out []Sandbox
+	for _, sb := range t.cur.Load().sandboxes {
+		if sb.AccountID == accountID && sb.State == store.StateRunning {
+			out = append(out, *sb)
+		}
+	}
+	return out
+}
+
 // Serves reports whether some route still points at a sandbox's port.
 func (t *Table) Serves(p Port) bool {
 	_, ok := t.cur.Load().ports[p]
