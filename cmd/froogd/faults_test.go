@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -544,4 +545,87 @@ func TestHostctlRestartKeepsSandboxes(t *testing.T) {
 	if code, body := get(); code != 200 || body != "kept" {
 		t.Fatalf("after the restart, the URL: %d %q", code, body)
 	}
+}
+
+// A network partition between the edge and a sandbox, in a network
+// namespace the test makes: froogd dev runs inside it (reached over a
+// veth pair), and an nftables rule there drops the sandbox's SSH
+// traffic. The tunnel notices within its keepalive (15 s, then as long
+// again for an answer) and says so; once the network heals, the next
+// request redials and is served.
+func TestPartitionEdgeFromSandbox(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root")
+	}
+	ns := fmt.Sprintf("froogpart%d", os.Getpid()%100000)
+	sh := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	if err := exec.Command("ip", "netns", "add", ns).Run(); err != nil {
+		t.Skipf("cannot make a network namespace here: %v", err)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	hostIf, nsIf := ns+"a", ns+"b"
+	sh("ip", "link", "add", hostIf, "type", "veth", "peer", "name", nsIf)
+	t.Cleanup(func() { exec.Command("ip", "link", "del", hostIf).Run() })
+	sh("ip", "link", "set", nsIf, "netns", ns)
+	sh("ip", "addr", "add", "10.231.7.1/30", "dev", hostIf)
+	sh("ip", "link", "set", hostIf, "up")
+	sh("ip", "netns", "exec", ns, "ip", "addr", "add", "10.231.7.2/30", "dev", nsIf)
+	sh("ip", "netns", "exec", ns, "ip", "link", "set", nsIf, "up")
+	sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+
+	data := t.TempDir()
+	p, m := startIn(t, ns, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
+		"--api-addr", "10.231.7.2:0", "--edge-addr", "10.231.7.2:0", "--edge-http-addr", "10.231.7.2:0", "--domain", "froog.test")
+	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
+	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+	newSandbox(t, c, "far", 30*time.Second)
+	port := serveApp(t, c, "far", "echo.py", headerEcho)
+	var u struct{ Host string }
+	c.call("POST", "/v1/sandboxes/far/urls", fmt.Sprintf(`{"port": %d, "public": true}`, port), 201, &u)
+	web := edgeClient(t, m[2], filepath.Join(data, "ca.pem"), false)
+	get := func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", "https://"+u.Host+"/", nil)
+		res, err := web.Do(req)
+		if err != nil {
+			return 0
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	wait.For(t, 30*time.Second, "the URL serves", func() bool { return get() == 200 })
+	var ssh struct{ Port int }
+	c.call("GET", "/v1/sandboxes/far/ssh", "", 200, &ssh)
+
+	// The partition: the sandbox's SSH traffic dropped, both ways.
+	rules := fmt.Sprintf(`table inet froogpart {
+		chain out { type filter hook output priority 0; tcp dport %[1]d drop; tcp sport %[1]d drop; }
+	}`, ssh.Port)
+	cmd := exec.Command("ip", "netns", "exec", ns, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v\n%s", err, out)
+	}
+	cut := time.Now()
+	wait.For(t, 40*time.Second, "the tunnel notices the partition", func() bool {
+		return strings.Contains(p.stderr.String(), "does not answer keepalives")
+	})
+	t.Logf("the tunnel noticed the partition after %v", time.Since(cut).Round(time.Second))
+	if code := get(); code == 200 {
+		t.Fatal("a request was served across the partition")
+	}
+	sh("ip", "netns", "exec", ns, "nft", "delete", "table", "inet", "froogpart")
+	wait.For(t, 30*time.Second, "the URL serves again after the partition", func() bool { return get() == 200 })
+}
+
+// startIn is start, with froogd in network namespace ns.
+func startIn(t *testing.T, ns string, re *regexp.Regexp, args ...string) (*proc, []string) {
+	t.Helper()
+	return startCmd(t, re, exec.Command("ip", append([]string{"netns", "exec", ns, froogd}, args...)...), args)
 }

@@ -62,7 +62,13 @@ type proc struct {
 // start runs froogd with args and waits for the line matching re.
 func start(t *testing.T, re *regexp.Regexp, args ...string) (*proc, []string) {
 	t.Helper()
-	p := &proc{cmd: exec.Command(froogd, args...)}
+	return startCmd(t, re, exec.Command(froogd, args...), args)
+}
+
+// startCmd is start with the command that runs froogd given.
+func startCmd(t *testing.T, re *regexp.Regexp, cmd *exec.Cmd, args []string) (*proc, []string) {
+	t.Helper()
+	p := &proc{cmd: cmd}
 	p.cmd.Stderr = &p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -73,8 +79,18 @@ func start(t *testing.T, re *regexp.Regexp, args ...string) (*proc, []string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		p.cmd.Wait()
+		// Gracefully first: froogd dev's local driver ends its sandboxes'
+		// processes (jobs outlive a killed froogd, as they outlive SSH).
+		if p.cmd.Process.Signal(syscall.SIGTERM) == nil {
+			done := make(chan struct{})
+			go func() { p.cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				p.cmd.Process.Kill()
+				<-done
+			}
+		}
 		checkNoSecrets(t, args, p.stderr.String())
 	})
 	lines := make(chan []string, 1)
