@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -38,11 +39,27 @@ func (d *Driver) authorizedKeys(id string, account []string) []string {
 // on, whatever cloud-init does on later boots (it applies the seed's keys
 // on an instance's first boot only).
 func (d *Driver) authorize(ctx context.Context, ep hostctl.Endpoint, keys []string) error {
-	// cloud-init writes result.json under /run when a boot's stages are
-	// done (its "status --wait" can wait on past that, on Debian 13).
-	return d.guestRun(ctx, ep, d.o.BootTimeout, strings.Join(keys, "\n")+"\n",
-		`if command -v cloud-init >/dev/null; then while [ ! -e /run/cloud-init/result.json ]; do sleep 0.2; done; fi
+	ctx, cancel := context.WithTimeout(ctx, d.o.BootTimeout)
+	defer cancel()
+	for {
+		// cloud-init writes result.json under /run when a boot's stages are
+		// done (its "status --wait" can wait on past that, on Debian 13).
+		err := d.guestRun(ctx, ep, d.o.BootTimeout, strings.Join(keys, "\n")+"\n",
+			`if command -v cloud-init >/dev/null; then while [ ! -e /run/cloud-init/result.json ]; do sleep 0.2; done; fi
 umask 077 && mkdir -p ~/.ssh && cat > ~/.ssh/authorized_keys.new && mv -f ~/.ssh/authorized_keys.new ~/.ssh/authorized_keys`)
+		var ke *ssh.ServerAuthError
+		if err == nil || ctx.Err() != nil || errors.As(err, &ke) || errors.Is(err, tunnel.ErrHostKeyMismatch) {
+			return err
+		}
+		// A booting guest's SSH server may drop a connection before it
+		// is whole (a restart, a unit still starting): ask again.
+		d.o.Logger.Info("qemu: the guest's SSH server is not ready yet", slog.String("error", err.Error()))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // syncGuest has a running guest write what it holds to its disk, before
