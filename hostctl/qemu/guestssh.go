@@ -47,9 +47,10 @@ func (d *Driver) authorize(ctx context.Context, ep hostctl.Endpoint, keys []stri
 		err := d.guestRun(ctx, ep, d.o.BootTimeout, strings.Join(keys, "\n")+"\n",
 			`if command -v cloud-init >/dev/null; then while [ ! -e /run/cloud-init/result.json ]; do sleep 0.2; done; fi
 umask 077 && mkdir -p ~/.ssh && cat > ~/.ssh/authorized_keys.new && mv -f ~/.ssh/authorized_keys.new ~/.ssh/authorized_keys`)
+		var de *guestDialError
 		var ke *ssh.ServerAuthError
-		if err == nil || ctx.Err() != nil || errors.As(err, &ke) || errors.Is(err, tunnel.ErrHostKeyMismatch) {
-			return err
+		if !errors.As(err, &de) || ctx.Err() != nil || errors.As(err, &ke) || errors.Is(err, tunnel.ErrHostKeyMismatch) {
+			return err // done, or a failure that asking again would not mend
 		}
 		// A booting guest's SSH server may drop a connection before it
 		// is whole (a restart, a unit still starting): ask again.
@@ -88,7 +89,7 @@ func (d *Driver) guestRun(ctx context.Context, ep hostctl.Endpoint, timeout time
 	defer cancel()
 	client, err := tunnel.DialSSH(ctx, net.JoinHostPort(ep.Host, fmt.Sprint(ep.Port)), "user", d.o.ControlKey, hostKey)
 	if err != nil {
-		return err
+		return &guestDialError{err}
 	}
 	defer client.Close()
 	stop := context.AfterFunc(ctx, func() { client.Close() }) // the timeout covers the command too
@@ -104,3 +105,10 @@ func (d *Driver) guestRun(ctx context.Context, ep hostctl.Endpoint, timeout time
 	}
 	return nil
 }
+
+// guestDialError is a failure to log in to the guest at all (as opposed
+// to a command that failed there).
+type guestDialError struct{ err error }
+
+func (e *guestDialError) Error() string { return e.err.Error() }
+func (e *guestDialError) Unwrap() error { return e.err }
