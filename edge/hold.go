@@ -54,10 +54,9 @@ type startCall struct {
 	err  error
 }
 
-// needsHold reports whether a request for rt must wait for its sandbox,
-// and if so whether it may wake it: the route table says the sandbox is
-// not running. A sandbox the table does not know (yet) is not held: the
-// tunnel has the last word.
+// needsHold reports whether a request for rt must wait for its sandbox:
+// the route table says it is not running. A sandbox the table does not
+// know (yet) is not held: the tunnel has the last word.
 func (s *Server) needsHold(rt *route.Route) (*route.Sandbox, bool) {
 	sb := s.o.Routes.Sandbox(rt.SandboxID)
 	if sb == nil || sb.State == store.StateRunning {
