@@ -43,7 +43,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	froogd = filepath.Join(dir, "froogd")
-	if out, err := exec.Command("go", "build", "-race", "-o", froogd, ".").CombinedOutput(); err != nil {
+	if bin := os.Getenv("FROOGD_BIN"); bin != "" {
+		froogd = bin // another build under test, e.g. an earlier version's
+	} else if out, err := exec.Command("go", "build", "-race", "-o", froogd, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build froogd: %v\n%s", err, out)
 		os.Exit(1)
 	}
