@@ -249,6 +249,17 @@ func StartsRunning(old, sb *Sandbox) bool {
 
 // NewStop asks sb to stop (desired state stopped) and returns the stop
 // that tracks it: completed at once when sb is stopped already.
+// StopStillPending reports whether st, sb's pending stop, still stands:
+// a start since (desired state running again) superseded it, and then it
+// ends (failed, saying so) and a new stop replaces it.
+func StopStillPending(sb *Sandbox, st *Stop, at time.Time) bool {
+	if sb.DesiredState == StateStopped {
+		return true
+	}
+	st.Status, st.Error, st.EndedAt = StopFailed, "superseded: the sandbox was started again before it stopped", &at
+	return false
+}
+
 func NewStop(sb *Sandbox, at time.Time) Stop {
 	st := Stop{ID: NewID("stop"), AccountID: sb.AccountID, SandboxID: sb.ID, Sandbox: sb.Name, Status: StopPending, RequestedAt: at}
 	sb.DesiredState, sb.UpdatedAt = StateStopped, at

@@ -178,12 +178,17 @@ func (s *Store) StopSandbox(ctx context.Context, id string, at time.Time, ev *st
 	if err != nil {
 		return store.Stop{}, fmt.Errorf("stop sandbox: %w", err)
 	}
+	var recs []record
 	if st, ok := s.stops[old.PendingStopID]; ok && st.Status == store.StopPending {
-		return *clone(st), nil
+		prev := clone(st)
+		if store.StopStillPending(old, prev, at) {
+			return *prev, nil
+		}
+		recs = append(recs, put(tStop, prev.ID, prev))
 	}
 	sb := clone(old)
 	st := store.NewStop(sb, at)
-	if err := s.commit([]record{put(tSandbox, sb.ID, sb), put(tStop, st.ID, clone(&st))}, ev); err != nil {
+	if err := s.commit(append(recs, put(tSandbox, sb.ID, sb), put(tStop, st.ID, clone(&st))), ev); err != nil {
 		return store.Stop{}, err
 	}
 	return st, nil

@@ -274,7 +274,12 @@ func (s *Store) StopSandbox(ctx context.Context, id string, at time.Time, ev *st
 		if sb.PendingStopID != "" {
 			err := getDoc(ctx, t, &out, "stop", `SELECT doc FROM stops WHERE id = $1 AND pending`, sb.PendingStopID)
 			if err == nil {
-				return nil // stopping again answers the pending stop
+				if store.StopStillPending(sb, &out, at) {
+					return nil // stopping again answers the pending stop
+				}
+				if _, err := t.Exec(ctx, `UPDATE stops SET pending = false, doc = $2 WHERE id = $1`, out.ID, mustJSON(out)); err != nil {
+					return fmt.Errorf("end a superseded stop: %w", err)
+				}
 			}
 		}
 		out = store.NewStop(sb, at)

@@ -440,6 +440,30 @@ func testStops(t *testing.T, o func() Backend) {
 	_, err = s.Stop(ctx, "acct_other", st.ID)
 	wantErr(t, "Stop of another account", err, store.ErrNotFound)
 
+	// A start while a stop is pending supersedes it: the next stop is a
+	// new one that stops the sandbox, and the old one ends, saying why.
+	box2 := sandbox(t, s, a.ID, "box2", nil, now)
+	first, err := s.StopSandbox(ctx, box2.ID, now, nil)
+	if err != nil || first.Status != store.StopPending {
+		t.Fatalf("StopSandbox: %+v, %v", first, err)
+	}
+	if _, err := s.UpdateSandbox(ctx, box2.ID, func(sb *store.Sandbox, _ *store.AuditEvent) error {
+		sb.DesiredState = store.StateRunning
+		return nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.StopSandbox(ctx, box2.ID, now.Add(time.Second), nil)
+	if err != nil || second.ID == first.ID || second.Status != store.StopPending {
+		t.Fatalf("a stop after a start: %+v, %v; want a new pending stop", second, err)
+	}
+	if got, _ := s.SandboxByID(ctx, box2.ID); got.DesiredState != store.StateStopped || got.PendingStopID != second.ID {
+		t.Fatalf("after the new stop: desired %s, pending %s", got.DesiredState, got.PendingStopID)
+	}
+	if old, err := s.Stop(ctx, a.ID, first.ID); err != nil || old.Status != store.StopFailed || old.EndedAt == nil || old.Error == "" {
+		t.Fatalf("the superseded stop: %+v, %v", old, err)
+	}
+
 	// Stopping a stopped sandbox completes at once.
 	if _, err := s.UpdateSandbox(ctx, sb.ID, func(sb *store.Sandbox, _ *store.AuditEvent) error { sb.State = store.StateStopped; return nil }, nil); err != nil {
 		t.Fatal(err)
