@@ -3,17 +3,12 @@ package api
 import (
 	"net/http"
 	"net/url"
-	"path"
 	"strconv"
-	"strings"
 
 	names "froog.tech/froog/edge/route"
+	"froog.tech/froog/internal/desktopctl"
 	"froog.tech/froog/store"
 )
-
-// systemDirs are where a browser profile may not go.
-var systemDirs = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run",
-	"/sbin", "/sys", "/usr", "/var/lib", "/var/run", "/var/log", "/snap"}
 
 // createDesktopLink answers POST /v1/sandboxes/{name}/desktop: a link to
 // the sandbox's desktop, opened on its own host, the token after the #.
@@ -71,22 +66,11 @@ func (s *Server) createBrowserLink(w http.ResponseWriter, r *http.Request) error
 	return s.viewLink(w, r, names.ViewBrowser, false, theme, profile)
 }
 
-// checkProfile accepts an absolute folder outside the system's own.
+// checkProfile accepts an absolute folder outside the system's own, by
+// the rule froog-desktop applies in the sandbox.
 func checkProfile(p string) error {
-	switch {
-	case p == "" || !strings.HasPrefix(p, "/") || len(p) > 4096 || strings.ContainsAny(p, "\x00\n\r"):
-		return invalid("profile must be an absolute folder path")
-	case strings.Contains("/"+p+"/", "/../") || path.Clean(p) != strings.TrimSuffix(p, "/") && p != "/":
-		return invalid("profile must be a clean path, without ..")
-	}
-	clean := path.Clean(p)
-	if clean == "/" || clean == "/home" || clean == "/var" || clean == "/tmp" {
-		return invalid("profile %q is a system folder", p)
-	}
-	for _, d := range systemDirs {
-		if clean == d || strings.HasPrefix(clean, d+"/") {
-			return invalid("profile %q is in a system folder (%s)", p, d)
-		}
+	if err := desktopctl.ValidProfile(p); err != nil {
+		return invalid("%s", err.Error())
 	}
 	return nil
 }

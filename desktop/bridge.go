@@ -28,13 +28,6 @@ const (
 	readDeadlinePingPeriods = 3 // no frame nor pong for this many pings: the viewer is gone
 )
 
-var closeCodes = map[string]int{
-	CodeSandboxStopped: closeSandboxStopped,
-	CodeDesktopFailed:  closeDesktopFailed,
-	CodeRefused:        closeRefused,
-	CodeNoSession:      closeNoSession,
-}
-
 var upgrader = websocket.Upgrader{
 	ReadBufferSize:    websocketBufferSize,
 	WriteBufferSize:   websocketBufferSize,

@@ -92,17 +92,22 @@ func (o *Options) check() error {
 }
 
 // systemDirs may not hold a browser profile, nor anything under them.
-var systemDirs = []string{"/etc", "/usr", "/proc", "/sys", "/dev", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/var/lib", "/run", "/srv", "/opt"}
+var systemDirs = []string{"/etc", "/usr", "/proc", "/sys", "/dev", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+	"/var/lib", "/var/log", "/var/run", "/run", "/srv", "/opt", "/root", "/snap"}
 
 // ValidProfile says whether dir may be a Chromium user data directory: an
-// absolute path without "..", outside the system's folders.
+// absolute, clean path (no "..", no "//"), outside the system's folders.
+// The API checks a browser link's profile with it too.
 func ValidProfile(dir string) error {
-	if !filepath.IsAbs(dir) || strings.Contains(dir, "..") || strings.ContainsRune(dir, 0) {
-		return fmt.Errorf("profile %q: want an absolute path without ..", dir)
+	if !filepath.IsAbs(dir) || strings.Contains(dir, "..") || strings.ContainsAny(dir, "\x00\n\r") || len(dir) > 4096 {
+		return fmt.Errorf("profile %q: want an absolute path with no \"..\" in it", dir)
 	}
 	c := filepath.Clean(dir)
-	if c == "/" {
-		return fmt.Errorf("profile %q: not the root folder", dir)
+	if c != strings.TrimSuffix(dir, "/") && dir != "/" {
+		return fmt.Errorf("profile %q: want a clean path (%s)", dir, c)
+	}
+	if c == "/" || c == "/home" || c == "/tmp" || c == "/var" {
+		return fmt.Errorf("profile %q: not a folder of the system's own", dir)
 	}
 	for _, s := range systemDirs {
 		if c == s || strings.HasPrefix(c, s+"/") {
