@@ -2,6 +2,7 @@ package edge
 
 import (
 	"net/http"
+	"strings"
 
 	"froog.tech/froog/edge/route"
 )
@@ -18,21 +19,11 @@ func (s *Server) serveView(w http.ResponseWriter, r *http.Request) bool {
 	switch {
 	case !hostView && !sniView:
 		return false
-	case hostView != sniView || r.TLS == nil || !route.EqualFold(name, lowerASCII(r.TLS.ServerName)):
+	case hostView != sniView || r.TLS == nil || !strings.EqualFold(name, r.TLS.ServerName):
 		w.Header().Set("Cache-Control", "no-store")
 		http.Error(w, "misdirected request", http.StatusMisdirectedRequest)
 		return true
 	}
 	s.o.Views.ServeHTTP(w, r)
 	return true
-}
-
-func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
