@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +21,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/certs"
@@ -31,7 +29,6 @@ import (
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
-	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
@@ -694,165 +691,6 @@ func TestRateLimit(t *testing.T) {
 	if res, _ := do(t, r.client(r.addr, false), "GET", "https://busy-1-iiiiii."+domain+"/"); res.StatusCode != 200 {
 		t.Fatalf("another edge: %d", res.StatusCode)
 	}
-}
-
-// A body trickled slower than the edge's minimum pace is cut (408), over
-// both protocols, rather than holding a connection, a tunnel channel and
-// an upstream connection for as long as its sender likes.
-func TestSlowBodyCut(t *testing.T) {
-	r := newRig(t, embeddedStore(t))
-	r.host("slow-1-jjjjjj", echo(t), true, "")
-	paced, _, _ := r.startEdge(r.st, func(o *edge.Options) { o.BodyIdleTimeout, o.MinBodyRate = 300*time.Millisecond, 1000 })
-	host := "slow-1-jjjjjj." + domain
-	for _, h2 := range []bool{false, true} {
-		pr, pw := io.Pipe()
-		go func() {
-			defer pw.Close()
-			for i := 0; i < 100; i++ {
-				if _, err := pw.Write([]byte("x")); err != nil {
-					return
-				}
-				time.Sleep(100 * time.Millisecond) // the trickle under test
-			}
-		}()
-		req, _ := http.NewRequest("POST", "https://"+host+"/", pr)
-		res, err := r.client(paced, h2).Do(req)
-		pr.CloseWithError(io.ErrClosedPipe)
-		if err != nil {
-			continue // the edge cut the connection: also a cut
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != 408 {
-			t.Fatalf("h2=%v: a trickled body got %d %s, want 408", h2, res.StatusCode, b)
-		}
-	}
-}
-
-// One address may hold MaxConnsPerIP connections; the next is refused
-// before TLS, and closing one makes room.
-func TestConnsPerIP(t *testing.T) {
-	r := newRig(t, embeddedStore(t))
-	capped, _, _ := r.startEdge(r.st, func(o *edge.Options) { o.MaxConnsPerIP = 3 })
-	dial := func() (*tls.Conn, error) {
-		return tls.Dial("tcp", capped, &tls.Config{RootCAs: r.ca.Pool(), ServerName: "x." + domain})
-	}
-	var open []*tls.Conn
-	for range 3 {
-		c, err := dial()
-		if err != nil {
-			t.Fatalf("within the cap: %v", err)
-		}
-		open = append(open, c)
-	}
-	if c, err := dial(); err == nil {
-		c.Close()
-		t.Fatal("a fourth connection from one address was let in")
-	}
-	open[0].Close()
-	wait.For(t, 5*time.Second, "room after a close", func() bool {
-		c, err := dial()
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	for _, c := range open[1:] {
-		c.Close()
-	}
-}
-
-// View hosts (desktops, walls) go to Options.Views, over both protocols,
-// only on a connection made for them.
-func TestViewsDispatch(t *testing.T) {
-	r := newRig(t, embeddedStore(t))
-	r.host("app-1-kkkkkk", echo(t), true, "")
-	views := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "view %s %s", r.Host, r.Proto) })
-	addr, _, _ := r.startEdge(r.st, func(o *edge.Options) { o.Views = views })
-	view := "desktop--0123456789abcdef." + domain
-	for _, h2 := range []bool{false, true} {
-		res, b := do(t, r.client(addr, h2), "GET", "https://"+view+"/")
-		if res.StatusCode != 200 || !strings.HasPrefix(string(b), "view "+view) {
-			t.Fatalf("h2=%v: a view host: %d %s", h2, res.StatusCode, b)
-		}
-		if res, b := do(t, r.client(addr, h2), "GET", "https://app-1-kkkkkk."+domain+"/"); res.StatusCode != 200 || strings.HasPrefix(string(b), "view") {
-			t.Fatalf("h2=%v: a URL host: %d %s", h2, res.StatusCode, b)
-		}
-	}
-	// A request whose Host and SNI disagree about being a view.
-	send := func(sni, host string) string {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: sni, NextProtos: []string{"http/1.1"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host)
-		line, _ := bufio.NewReader(conn).ReadString('\n')
-		return line
-	}
-	if line := send(view, "app-1-kkkkkk."+domain); !strings.HasPrefix(line, "HTTP/1.1 421") {
-		t.Fatalf("SNI a view, Host a URL: %q", line)
-	}
-	if line := send("app-1-kkkkkk."+domain, view); strings.HasPrefix(line, "HTTP/1.1 200") {
-		t.Fatalf("SNI a URL, Host a view: %q", line)
-	}
-	if line := send(view, "desktop--1111111111111111."+domain); !strings.HasPrefix(line, "HTTP/1.1 421") {
-		t.Fatalf("SNI one view, Host another: %q", line)
-	}
-}
-
-// A client that goes away while its request is held costs nothing: the
-// hold ends with it, over both protocols, and no goroutine is left.
-func TestHeldClientGoes(t *testing.T) {
-	r := newRig(t, embeddedStore(t))
-	r.host("gone-1-mmmmmm", echo(t), true, "")
-	if _, err := r.st.UpdateSandbox(ctx, r.sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error {
-		s.State, s.DesiredState, s.AutoStart = store.StateStopped, store.StateStopped, true
-		return nil
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	r.tun.Drop(r.sb.ID)
-	reg := prometheus.NewRegistry()
-	addr, _, _ := r.startEdge(r.st, func(o *edge.Options) { o.HoldTimeout, o.Registerer = time.Minute, reg })
-	held := func() float64 {
-		mfs, _ := reg.Gather()
-		for _, mf := range mfs {
-			if mf.GetName() == "froog_edge_requests_held" {
-				return mf.GetMetric()[0].GetGauge().GetValue()
-			}
-		}
-		return -1
-	}
-	for _, h2 := range []bool{false, true} {
-		c := r.client(addr, h2)
-		cctx, cancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		for range 10 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				req, _ := http.NewRequestWithContext(cctx, "GET", "https://gone-1-mmmmmm."+domain+"/", nil)
-				if res, err := c.Do(req); err == nil {
-					res.Body.Close()
-				}
-			}()
-		}
-		wait.For(t, 10*time.Second, "ten requests held", func() bool { return held() == 10 })
-		cancel()
-		wg.Wait()
-		c.CloseIdleConnections()
-		wait.For(t, 10*time.Second, fmt.Sprintf("h2=%v: the holds end with their clients", h2), func() bool { return held() == 0 })
-	}
-	// No goroutine of the hold's is left (fasthttp keeps idle workers for
-	// a while, and the servers their idle connections: not ours to count).
-	wait.For(t, 10*time.Second, "no goroutine of a hold left behind", func() bool {
-		buf := make([]byte, 1<<20)
-		stacks := string(buf[:runtime.Stack(buf, true)])
-		return !strings.Contains(stacks, "edge.(*Server).hold") && !strings.Contains(stacks, "edge.(*framingConn).alive") &&
-			!strings.Contains(stacks, "edge.(*Server).askStart")
-	})
 }
 
 // An edge that stops ends its websockets with a close frame (1001, going
