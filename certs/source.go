@@ -82,9 +82,12 @@ type Deps struct {
 
 // Source is the certificate source Open chose.
 type Source struct {
-	kind string // "local-ca", "wildcard" or "acme"
-	get  func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	acme *ACME // nil but for ACME
+	kind  string // "local-ca", "wildcard" or "acme"
+	get   func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	acme  *ACME     // nil but for ACME
+	ca    *LocalCA  // nil but for the local CA
+	wild  *Wildcard // nil but for the wildcard
+	store Store     // ACME's certificate storage
 }
 
 // Open chooses the source c names and opens it: it reads the local CA's
@@ -103,13 +106,13 @@ func Open(c Config, d Deps) (*Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Source{kind: "local-ca", get: ca.GetCertificate}, nil
+		return &Source{kind: "local-ca", get: ca.GetCertificate, ca: ca}, nil
 	case c.WildcardCert != "":
 		w, err := OpenWildcard(c.WildcardCert, c.WildcardKey, c.Domain)
 		if err != nil {
 			return nil, err
 		}
-		return &Source{kind: "wildcard", get: w.GetCertificate}, nil
+		return &Source{kind: "wildcard", get: w.GetCertificate, wild: w}, nil
 	}
 	roots, err := readRoots(c.ACME.RootsFile)
 	if err != nil {
@@ -121,7 +124,7 @@ func Open(c Config, d Deps) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Source{kind: "acme", get: a.GetCertificate, acme: a}, nil
+	return &Source{kind: "acme", get: a.GetCertificate, acme: a, store: d.Store}, nil
 }
 
 // readRoots gives the system's roots and those in file, or nil (the
