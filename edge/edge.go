@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,6 +69,13 @@ type Options struct {
 	// HTTPSPort is the HTTPS port visitors reach, for redirects from
 	// HTTP; 0 or 443 leaves it out.
 	HTTPSPort int
+	// DrainDelay is how long the edge keeps accepting after its Serve
+	// contexts end, with Draining true, so that load balancers polling
+	// readiness take it out first; 0 means none. DrainTimeout bounds how
+	// long requests in flight may then take to finish before their
+	// connections are cut; 0 means 30 s. (Websockets get a close frame,
+	// 1001, when the listener closes.)
+	DrainDelay, DrainTimeout time.Duration
 	// ReadHeaderTimeout bounds how long a client may take to send a
 	// request's headers; 0 means 10 s.
 	ReadHeaderTimeout time.Duration
@@ -96,6 +104,10 @@ type Server struct {
 	// proxied to, for forgetStale.
 	seen sync.Map
 	m    metrics
+
+	draining   atomic.Bool
+	drainOnce  sync.Once
+	drainUntil time.Time // the end of the drain delay, set once
 
 	mu       sync.Mutex
 	hijacked map[io.Closer]struct{}
@@ -142,6 +154,9 @@ func New(o Options) (*Server, error) {
 	if o.ReadHeaderTimeout == 0 {
 		o.ReadHeaderTimeout = 10 * time.Second
 	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = 30 * time.Second
+	}
 	s := &Server{o: o, domain: o.Routes.Domain(), m: newMetrics(o.Registerer), hijacked: map[io.Closer]struct{}{}, done: make(chan struct{})}
 	s.proxy = s.newReverseProxy()
 	s.upstreams.s = s
@@ -152,6 +167,27 @@ func New(o Options) (*Server, error) {
 		s.limit = newLimiter(o.RateLimit, max(o.RateBurst, int(o.RateLimit)))
 	}
 	return s, nil
+}
+
+// Draining reports whether the edge is shutting down: its Serve contexts
+// have ended (SIGTERM), and it is finishing what is in flight. Readiness
+// is false from then on.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// drain marks the edge draining and waits out the drain delay, counted
+// from the first call (each server's Serve calls it); Close cuts it short.
+func (s *Server) drain() {
+	s.drainOnce.Do(func() {
+		s.draining.Store(true)
+		s.drainUntil = time.Now().Add(s.o.DrainDelay)
+		s.o.Logger.Info("edge draining", slog.Duration("delay", s.o.DrainDelay), slog.Duration("timeout", s.o.DrainTimeout))
+	})
+	if d := time.Until(s.drainUntil); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-s.done:
+		}
+	}
 }
 
 // Close ends every Serve call and every connection they hold, websockets

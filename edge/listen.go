@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -78,10 +79,13 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 		}
 	}()
 	<-ctx.Done()
+	s.drain()
 	ln.Close()
 	s.closeHijacked() // before the shutdown, which would wait for them
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	h1srv.ShutdownWithContext(sctx) // closes h1; the HTTP/2 server's Shutdown closes h2
+	sctx, cancel := context.WithTimeout(context.Background(), s.o.DrainTimeout)
+	if err := h1srv.ShutdownWithContext(sctx); err != nil { // closes h1; the HTTP/2 server's Shutdown closes h2
+		s.o.Logger.Warn("edge drain: requests still in flight at the drain timeout are cut", slog.Duration("timeout", s.o.DrainTimeout))
+	}
 	cancel()
 	s.closeHijacked()
 	var first error
@@ -196,9 +200,12 @@ func (s *Server) serve(ctx context.Context, srv *http.Server, serve func() error
 		}
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	s.drain()
+	sctx, cancel := context.WithTimeout(context.Background(), s.o.DrainTimeout)
 	defer cancel()
-	srv.Shutdown(sctx)
+	if srv.Shutdown(sctx) != nil {
+		srv.Close() // past the drain timeout: cut what is left
+	}
 	s.closeHijacked()
 	return nil
 }

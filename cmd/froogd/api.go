@@ -14,7 +14,7 @@ import (
 // apiConfig is froogd api's configuration.
 type apiConfig struct {
 	DatabaseURL, ControlKeyFile, SecretKeyFile string
-	Addr                                       string
+	Addr, MetricsAddr                          string
 	Domain                                     string
 	PublicPort                                 int // the edge's HTTPS port as visitors reach it
 }
@@ -22,6 +22,7 @@ type apiConfig struct {
 func (c *apiConfig) bind(f flags) {
 	f.str(&c.DatabaseURL, "database-url", "", "Postgres connection string (required)")
 	f.str(&c.Addr, "api-addr", "127.0.0.1:8080", "address of the /v1 API")
+	bindMetrics(f, &c.MetricsAddr)
 	f.str(&c.Domain, "domain", "", "public-URL domain (required)")
 	f.num(&c.PublicPort, "public-port", 443, "the edge's HTTPS port as visitors reach it")
 	f.str(&c.SecretKeyFile, "secret-key-file", "", "file with the 32-byte key that seals URL tokens; every API process shares it (required)")
@@ -57,16 +58,17 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	return runPG(ctx, c.DatabaseURL, c.ControlKeyFile, true, stderr, func(p *proc, sh parts) error {
-		ln, err := net.Listen("tcp", c.Addr)
+	return runPG(ctx, "api", c.DatabaseURL, c.ControlKeyFile, true, stderr, func(p *proc, sh parts) error {
+		lns, err := listen(p, c.Addr, c.MetricsAddr)
 		if err != nil {
-			return fmt.Errorf("listen for the API: %w", err)
-		}
-		p.onClose(func() { ln.Close() })
-		if err := startAPI(p, c, secret, sh, ln); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "froog api on http://%s/v1\n", ln.Addr())
+		if err := startAPI(p, c, secret, sh, lns[0]); err != nil {
+			return err
+		}
+		serveAdmin(p, lns[1], sh.reg, storeCheck(sh.store))
+		fmt.Fprintf(stdout, "froog api on http://%s/v1\n", lns[0].Addr())
+		printAdmin(stdout, lns[1])
 		return nil
 	})
 }

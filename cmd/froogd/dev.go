@@ -15,6 +15,7 @@ import (
 
 	"froog.tech/froog/api"
 	"froog.tech/froog/certs"
+	"froog.tech/froog/internal/health"
 	"froog.tech/froog/internal/keyfile"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
@@ -34,7 +35,7 @@ func (c *devConfig) bind(f flags) {
 	f.str(&c.EdgeAddr, "edge-addr", "127.0.0.1:8443", "HTTPS address of the public-URL edge")
 	f.str(&c.EdgeHTTPAddr, "edge-http-addr", "127.0.0.1:8081", "HTTP address of the edge (redirects, ACME)")
 	f.str(&c.Domain, "domain", "froog.localhost", "public-URL domain")
-	f.str(&c.MetricsAddr, "metrics-addr", "", "address for Prometheus metrics (/metrics); empty: none")
+	bindMetrics(f, &c.MetricsAddr)
 	c.Rate.bind(f)
 	c.Driver.bind(f)
 }
@@ -84,7 +85,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		sh := parts{store: st, key: key, reg: newRegistry(), log: slog.New(slog.NewJSONHandler(stderr, nil))}
+		sh := parts{store: st, key: key, reg: newRegistry("dev"), log: slog.New(slog.NewJSONHandler(stderr, nil))}
 		if err := openTunnel(p, &sh); err != nil {
 			return err
 		}
@@ -102,13 +103,15 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := startAPI(p, apiConfig{Domain: c.Domain, PublicPort: publicPort}, secret, sh, apiLn); err != nil {
 			return err
 		}
-		ec := edgeConfig{Domain: c.Domain, PublicPort: publicPort, Rate: c.Rate, Certs: certs.Config{LocalCADir: c.Data}}
-		if err := startEdge(p, ec, sh, secret, edgeLn, httpLn); err != nil {
+		ec := edgeConfig{Domain: c.Domain, PublicPort: publicPort, Rate: c.Rate, Certs: certs.Config{LocalCADir: c.Data}, DrainSecs: 10}
+		checks, err := startEdge(p, ec, sh, secret, edgeLn, httpLn)
+		if err != nil {
 			return err
 		}
-		serveMetrics(p, lns[3], sh.reg)
+		serveAdmin(p, lns[3], sh.reg, append([]health.Check{storeCheck(st)}, checks...)...)
 		fmt.Fprintf(stdout, "froog dev is running.\n  API:     http://%s/v1\n  API key: %s (also in %s)\n  Edge:    https://%s (HTTP %s), certificates from %s\n",
 			apiLn.Addr(), apiKey, filepath.Join(c.Data, "api-key"), edgeLn.Addr(), httpLn.Addr(), filepath.Join(c.Data, "ca.pem"))
+		printAdmin(stdout, lns[3])
 		return nil
 	})
 }

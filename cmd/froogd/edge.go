@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	"froog.tech/froog/certs"
 	"froog.tech/froog/desktop"
 	"froog.tech/froog/edge"
 	"froog.tech/froog/edge/route"
+	"froog.tech/froog/internal/health"
 	"froog.tech/froog/internal/keyfile"
 )
 
@@ -21,6 +23,7 @@ type edgeConfig struct {
 	Addr, HTTPAddr, MetricsAddr string
 	Domain                      string
 	PublicPort                  int // the HTTPS port as visitors reach it
+	DrainSecs, DrainDelaySecs   int
 	Rate                        rateConfig
 	Certs                       certs.Config
 }
@@ -32,7 +35,9 @@ func (c *edgeConfig) bind(f flags) {
 	f.str(&c.Domain, "domain", "", "public-URL domain (required)")
 	f.num(&c.PublicPort, "public-port", 443, "the HTTPS port as visitors reach it, for redirects")
 	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key, to reach sandboxes (required)")
-	f.str(&c.MetricsAddr, "metrics-addr", "", "address for Prometheus metrics (/metrics); empty: none")
+	bindMetrics(f, &c.MetricsAddr)
+	f.num(&c.DrainSecs, "drain-secs", 30, "on SIGTERM, how long requests in flight may take to finish before their connections are cut")
+	f.num(&c.DrainDelaySecs, "drain-delay-secs", 0, "on SIGTERM, how long to keep accepting with /readyz failing before the listeners close, so that load balancers take this edge out first")
 	f.str(&c.SecretKeyFile, "secret-key-file", "", "the 32-byte key file every API and edge process shares (the API's --secret-key-file): desktop sessions are signed with a key made from it; without it this edge serves no desktops")
 	c.Rate.bind(f)
 	bindCerts(f, &c.Certs)
@@ -41,6 +46,9 @@ func (c *edgeConfig) bind(f flags) {
 func (c *edgeConfig) validate() error {
 	errs := required(map[string]string{"--database-url": c.DatabaseURL, "--control-key-file": c.ControlKeyFile})
 	errs = append(errs, c.Rate.validate(), c.Certs.Validate(), checkDomain(c.Domain), checkPort("--public-port", c.PublicPort))
+	if c.DrainSecs < 1 || c.DrainDelaySecs < 0 {
+		errs = append(errs, fmt.Errorf("--drain-secs %d --drain-delay-secs %d: want 1 or more, and 0 or more", c.DrainSecs, c.DrainDelaySecs))
+	}
 	if c.Certs.ACME.MaxOrders < 1 {
 		errs = append(errs, fmt.Errorf("--acme-max-orders %d: want 1 or more", c.Certs.ACME.MaxOrders))
 	}
@@ -84,24 +92,31 @@ func bindCerts(f flags, c *certs.Config) {
 	f.num(&c.ACME.MaxOrders, "acme-max-orders", 4, "ACME orders this edge runs at once")
 }
 
+// bindMetrics declares --metrics-addr, the admin listener every role has.
+func bindMetrics(f flags, p *string) {
+	f.str(p, "metrics-addr", "", "address of the admin endpoints: /healthz, /readyz and Prometheus /metrics; empty: none")
+}
+
 // startEdge starts the public-URL edge on its HTTPS and HTTP listeners,
 // with sh's store, tunnel, registry and logger, its goroutines in p;
-// with secret (the shared secret key), also the desktops' view hosts.
-func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net.Listener) error {
+// with secret (the shared secret key), also the desktops' view hosts. It
+// returns the edge's readiness checks: the route table follows the
+// store, the certificates load, and the edge is not draining.
+func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net.Listener) ([]health.Check, error) {
 	// The route table first: certs asks it which names to order or sign,
 	// and the edge which sandbox port a host is.
 	routes, err := route.New(route.Options{Store: sh.store, Domain: c.Domain, Logger: sh.log, Registerer: sh.reg})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cc := c.Certs
 	cc.Domain = c.Domain
 	src, err := certs.Open(cc, certs.Deps{Store: sh.store, Names: routes, HTTPPort: port(httpLn), TLSPort: port(tlsLn), Registerer: sh.reg, Logger: sh.log})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	o := edge.Options{Routes: routes, Sandboxes: sh.store, Dialer: sh.tun, GetCertificate: src.GetCertificate, HTTPChallenge: src.HTTPChallenge,
-		HTTPSPort: c.PublicPort, RateLimit: float64(c.Rate.Limit), RateBurst: c.Rate.Burst, Logger: sh.log, Registerer: sh.reg}
+		HTTPSPort: c.PublicPort, DrainTimeout: time.Duration(c.DrainSecs) * time.Second, DrainDelay: time.Duration(c.DrainDelaySecs) * time.Second, RateLimit: float64(c.Rate.Limit), RateBurst: c.Rate.Burst, Logger: sh.log, Registerer: sh.reg}
 	if c.Rate.Limit == 0 {
 		o.RateLimit = -1 // off
 	}
@@ -110,19 +125,33 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 			Dialer: sh.tun, Sandboxes: routes, Key: desktop.KeyFrom(secret), Domain: c.Domain, Log: sh.log,
 			Accounts: desktop.TableAccounts{Table: routes}, Linker: desktop.StoreLinker{Store: sh.store, Domain: c.Domain, Port: c.PublicPort}})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		p.onClose(func() { dsk.Close() })
 		o.Views = dsk
 	}
 	srv, err := edge.New(o)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p.Go(func(ctx context.Context) error { routes.Run(ctx); return nil })
 	p.Go(func(ctx context.Context) error { return srv.ServeTLS(ctx, tlsLn) })
 	p.Go(func(ctx context.Context) error { return srv.ServeRedirect(ctx, httpLn) })
-	return nil
+	return []health.Check{
+		{Name: "draining", Run: func(context.Context) error {
+			if srv.Draining() {
+				return errors.New("the edge is shutting down: finishing the requests in flight")
+			}
+			return nil
+		}},
+		{Name: "routes", Run: func(context.Context) error {
+			if !routes.Current() {
+				return errors.New("the route table does not follow the store's change feed (it serves the routes it knows)")
+			}
+			return nil
+		}},
+		{Name: "certs", Run: src.Check},
+	}, nil
 }
 
 func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -130,7 +159,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseConfig("edge", &c, args, stderr); err != nil {
 		return err
 	}
-	return runPG(ctx, c.DatabaseURL, c.ControlKeyFile, true, stderr, func(p *proc, sh parts) error {
+	return runPG(ctx, "edge", c.DatabaseURL, c.ControlKeyFile, true, stderr, func(p *proc, sh parts) error {
 		lns, err := listen(p, c.Addr, c.HTTPAddr, c.MetricsAddr)
 		if err != nil {
 			return err
@@ -141,11 +170,13 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return err
 			}
 		}
-		if err := startEdge(p, c, sh, secret, lns[0], lns[1]); err != nil {
+		checks, err := startEdge(p, c, sh, secret, lns[0], lns[1])
+		if err != nil {
 			return err
 		}
-		serveMetrics(p, lns[2], sh.reg)
+		serveAdmin(p, lns[2], sh.reg, append([]health.Check{storeCheck(sh.store)}, checks...)...)
 		fmt.Fprintf(stdout, "froog edge on https://%s (HTTP %s)\n", lns[0].Addr(), lns[1].Addr())
+		printAdmin(stdout, lns[2])
 		return nil
 	})
 }

@@ -19,7 +19,7 @@ import (
 // hostctlConfig is froogd hostctl's configuration.
 type hostctlConfig struct {
 	DatabaseURL, ControlKeyFile string
-	HostName                    string
+	HostName, MetricsAddr       string
 	Data                        string // the sandboxes' files
 	Capacity                    int    // sandboxes this host runs at once
 	Driver                      driverConfig
@@ -32,6 +32,7 @@ func (c *hostctlConfig) bind(f flags) {
 	f.str(&c.Data, "data", "./.froog", "data folder for the sandboxes' files")
 	f.num(&c.Capacity, "capacity", 16, "sandboxes this host runs at once")
 	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key; sandboxes accept its public half (required)")
+	bindMetrics(f, &c.MetricsAddr)
 }
 
 func (c *hostctlConfig) validate() error {
@@ -146,11 +147,17 @@ func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseConfig("hostctl", &c, args, stderr); err != nil {
 		return err
 	}
-	return runPG(ctx, c.DatabaseURL, c.ControlKeyFile, false, stderr, func(p *proc, sh parts) error {
+	return runPG(ctx, "hostctl", c.DatabaseURL, c.ControlKeyFile, false, stderr, func(p *proc, sh parts) error {
+		lns, err := listen(p, c.MetricsAddr)
+		if err != nil {
+			return err
+		}
 		if err := startHostctl(p, c, sh); err != nil {
 			return err
 		}
+		serveAdmin(p, lns[0], sh.reg, storeCheck(sh.store))
 		fmt.Fprintf(stdout, "froog hostctl %s running (%s driver)\n", c.HostName, c.Driver.Driver)
+		printAdmin(stdout, lns[0])
 		return nil
 	})
 }

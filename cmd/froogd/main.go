@@ -9,11 +9,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"froog.tech/froog/internal/version"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first signal stops gracefully (an edge drains); a second one
+	// ends the process at once.
+	go func() { <-ctx.Done(); stop() }()
 	if code, ok := asDesktop(ctx, os.Args, os.Stdout, os.Stderr); ok {
 		os.Exit(code)
 	}
@@ -38,6 +43,7 @@ const usage = `froogd: froog's edge, API and host controller in one binary.
   froogd migrate                bring the Postgres schema up to date
   froogd admin create-account   make an account
   froogd admin api-key create   make an API key for an account
+  froogd version                this build's version, commit and Go version
   froogd desktop start|status|stop [--kind desktop|browser]
                                 the sandbox's desktop (run inside it; also as froog-desktop)
 
@@ -71,6 +77,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runCreateKey(ctx, rest[2:], stdout, stderr)
 		}
 		return errors.New("admin commands: create-account, api-key create")
+	case "version", "--version":
+		fmt.Fprintln(stdout, version.Get())
+		return nil
+	case "env-example":
+		return runEnvExample(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

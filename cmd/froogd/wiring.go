@@ -15,7 +15,9 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sync/errgroup"
 
+	"froog.tech/froog/internal/health"
 	"froog.tech/froog/internal/sshkey"
+	"froog.tech/froog/internal/version"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/pg"
 	"froog.tech/froog/tunnel"
@@ -96,7 +98,7 @@ func controlKey(path string, create bool) (ssh.Signer, error) {
 // runPG runs a role against Postgres: it opens what every such role
 // shares (the control key, the store, and the tunnel when withTunnel is
 // set), then calls start, and waits.
-func runPG(ctx context.Context, dbURL, keyFile string, withTunnel bool, stderr io.Writer, start func(p *proc, sh parts) error) error {
+func runPG(ctx context.Context, role, dbURL, keyFile string, withTunnel bool, stderr io.Writer, start func(p *proc, sh parts) error) error {
 	return runProc(ctx, func(p *proc) error {
 		key, err := controlKey(keyFile, false)
 		if err != nil {
@@ -107,7 +109,7 @@ func runPG(ctx context.Context, dbURL, keyFile string, withTunnel bool, stderr i
 			return err
 		}
 		p.onClose(func() { st.Close() })
-		sh := parts{store: st, key: key, reg: newRegistry(), log: slog.New(slog.NewJSONHandler(stderr, nil))}
+		sh := parts{store: st, key: key, reg: newRegistry(role), log: slog.New(slog.NewJSONHandler(stderr, nil))}
 		if withTunnel {
 			if err := openTunnel(p, &sh); err != nil {
 				return err
@@ -145,14 +147,28 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
 	return srv.Shutdown(sctx)
 }
 
-// serveMetrics serves reg's metrics on ln (nil: none) while p runs.
-func serveMetrics(p *proc, ln net.Listener, reg *prometheus.Registry) {
+// serveAdmin serves the admin endpoints on ln (nil: none): /healthz,
+// /readyz with the role's checks, and reg's metrics on /metrics. It
+// answers until every other part of the process has stopped, so that a
+// draining edge still says it is not ready.
+func serveAdmin(p *proc, ln net.Listener, reg *prometheus.Registry, checks ...health.Check) {
 	if ln == nil {
 		return
 	}
-	p.Go(func(ctx context.Context) error {
-		return serveHTTP(ctx, ln, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	})
+	h := health.Handler(health.Options{Checks: checks, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	p.onClose(func() { srv.Close() })
+}
+
+// storeCheck is ready when the store answers.
+func storeCheck(st store.Store) health.Check {
+	return health.Check{Name: "store", Run: func(ctx context.Context) error {
+		if _, err := st.Head(ctx); err != nil {
+			return fmt.Errorf("the store does not answer: %w", err)
+		}
+		return nil
+	}}
 }
 
 // listen listens on each address ("" gives a nil listener); the listeners
@@ -177,9 +193,16 @@ func listen(p *proc, addrs ...string) ([]net.Listener, error) {
 func port(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
 
 // newRegistry is a process's metrics registry, with the Go runtime's and
-// the process's own figures.
-func newRegistry() *prometheus.Registry {
+// the process's own figures and froog_build_info for role.
+func newRegistry(role string) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.Collector(role))
 	return reg
+}
+
+// printAdmin says where the admin endpoints are, when ln is set.
+func printAdmin(w io.Writer, ln net.Listener) {
+	if ln != nil {
+		fmt.Fprintf(w, "admin on http://%s (/healthz, /readyz, /metrics)\n", ln.Addr())
+	}
 }
