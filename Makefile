@@ -12,13 +12,24 @@ FUZZTIME ?= 20s
 SLOW_FIRST := ./hostctl/qemu/ostest/ ./hostctl/qemu/
 TEST_TIMEOUT ?= 30m
 
-.PHONY: help build run test bench lint fuzz
+# VERSION is the release's (deploy/version.sh: the tag, or a snapshot
+# named by the commit); make build stamps it and the commit into froogd.
+VERSION ?= $(shell deploy/version.sh)
+LDFLAGS := -X froog.tech/froog/internal/version.stamped=$(VERSION) -X froog.tech/froog/internal/version.revision=$(shell git rev-parse HEAD)
+
+.PHONY: help build run test bench lint fuzz package image
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 build: ## build bin/froogd
-	$(GO) build -o bin/froogd ./cmd/froogd
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/froogd ./cmd/froogd
+
+package: ## build the Debian package dist/froogd_VERSION_amd64.deb (offline, with debhelper)
+	VERSION=$(VERSION) GO=$(GO) ./deploy/package.sh
+
+image: ## build the edge/API container image, an OCI layout tarball in dist/ (no Docker daemon)
+	VERSION=$(VERSION) GO=$(GO) ./deploy/image.sh
 
 run: build ## start froog on this machine: embedded store, no setup
 	./bin/froogd dev
