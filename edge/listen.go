@@ -47,6 +47,8 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 		// acme-tls/1 stays offered for TLS-ALPN-01 challenges.
 		NextProtos: []string{"h2", "http/1.1", "acme-tls/1"},
 	}
+	hctx, hcancel := s.withDone(context.Background())
+	defer hcancel()
 	h1, h2 := newConnListener(ln.Addr()), newConnListener(ln.Addr())
 	h2srv := &http.Server{
 		Handler:           s,
@@ -75,7 +77,10 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 			if c = s.conns.admit(c, s.o.MaxConnsPerIP); c == nil {
 				continue // one address has too many open: refused before TLS
 			}
-			go s.handshake(ctx, tls.Server(c, cfg), h1, h2)
+			// Not ctx: during the drain delay the listener still
+			// accepts, and those handshakes must complete. Close (done)
+			// and the handshake's deadline bound it.
+			go s.handshake(hctx, tls.Server(c, cfg), h1, h2)
 		}
 	}()
 	<-ctx.Done()
