@@ -40,7 +40,7 @@ CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$GO" build -trimpath \
 # see them. VAR=VALUE lines are what a packaged install needs set.
 gen() { env -i HOME=/var/lib/froog PATH=/usr/bin:/bin "$src/froogd" env-example "$@"; }
 gen common \
-  FROOG_DATABASE_URL='postgres://froog@127.0.0.1:5432/froog?sslmode=disable' \
+  FROOG_DATABASE_URL='postgres:///froog?host=/run/postgresql' \
   FROOG_CONTROL_KEY_FILE=/etc/froog/control_key \
   FROOG_SECRET_KEY_FILE=/etc/froog/secret.key \
   FROOG_DOMAIN=froogusercontent.example \
