@@ -5,11 +5,13 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME ?= 20s
 # SLOW_FIRST: the packages `make test` starts first, the longest (the qemu
 # driver's VM suites under TCG: the OS image's, ~8 min, and the test
-# guest's) beside the rest rather than after them: go test runs packages in
-# the order given, GOMAXPROCS at a time, and ./... names each package once.
+# guest's) and the Debian package's (it builds the package and boots the OS
+# image to run its units) beside the rest rather than after them: go test
+# runs packages in the order given, GOMAXPROCS at a time, and ./... names
+# each package once.
 # TEST_TIMEOUT bounds one package's run: VM boots under TCG on a busy
 # 2-core machine take minutes, and go test's default of 10 is too tight.
-SLOW_FIRST := ./hostctl/qemu/ostest/ ./hostctl/qemu/
+SLOW_FIRST := ./hostctl/qemu/ostest/ ./hostctl/qemu/ ./deploy/
 TEST_TIMEOUT ?= 30m
 
 # VERSION is the release's (deploy/version.sh: the tag, or a snapshot

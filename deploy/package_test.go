@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -27,19 +28,12 @@ func TestDebianPackage(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("dpkg --root needs root to give files their owners; make test runs as root")
 	}
-	for _, tool := range []string{"dpkg-buildpackage", "dh", "lintian", "systemd-analyze", "systemd-sysusers"} {
+	for _, tool := range []string{"lintian", "systemd-analyze", "systemd-sysusers"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is missing: deploy/testdeps.sh installs it", tool)
 		}
 	}
-	dist := t.TempDir()
-	cmd := exec.Command("./package.sh")
-	cmd.Env = append(os.Environ(), "DIST="+dist)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("package.sh: %v\n%s", err, out)
-	}
-	deb := strings.TrimSpace(string(out))
+	deb := buildDeb(t)
 	version := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(deb), "froogd_"), "_amd64.deb")
 	if !regexp.MustCompile(`^[0-9][0-9a-z.+~]*$`).MatchString(version) {
 		t.Fatalf("package %s: version %q is not a Debian version", deb, version)
@@ -222,6 +216,50 @@ func TestDebianPackage(t *testing.T) {
 			}
 		}
 	})
+}
+
+var (
+	debOnce sync.Once
+	debPath string
+	debErr  error
+	debDir  string // removed by TestMain
+)
+
+// buildDeb builds the package as `make package` does, once for every
+// test here, and returns its path.
+func buildDeb(t *testing.T) string {
+	t.Helper()
+	debOnce.Do(func() {
+		for _, tool := range []string{"dpkg-buildpackage", "dh"} {
+			if _, err := exec.LookPath(tool); err != nil {
+				debErr = fmt.Errorf("%s is missing: deploy/testdeps.sh installs it", tool)
+				return
+			}
+		}
+		if debDir, debErr = os.MkdirTemp("", "froogd-deb-"); debErr != nil {
+			return
+		}
+		cmd := exec.Command("./package.sh")
+		cmd.Env = append(os.Environ(), "DIST="+debDir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			debErr = fmt.Errorf("package.sh: %v\n%s", err, out)
+			return
+		}
+		debPath = strings.TrimSpace(string(out))
+	})
+	if debErr != nil {
+		t.Fatal(debErr)
+	}
+	return debPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if debDir != "" {
+		os.RemoveAll(debDir)
+	}
+	os.Exit(code)
 }
 
 // readColon reads an /etc/passwd-like file: name → its fields (the name
