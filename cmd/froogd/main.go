@@ -44,6 +44,8 @@ const usage = `froogd: froog's edge, API and host controller in one binary.
   froogd admin create-account   make an account
   froogd admin api-key create   make an API key for an account
   froogd version                this build's version, commit and Go version
+  froogd env-example ROLE       the environment file of a role (edge, api, hostctl,
+                                migrate, common), written from its flags
   froogd desktop start|status|stop [--kind desktop|browser]
                                 the sandbox's desktop (run inside it; also as froog-desktop)
 
