@@ -3,10 +3,14 @@ package main_test
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,5 +118,44 @@ func TestReadiness(t *testing.T) {
 	pg.start()
 	for role, a := range admin {
 		wait.For(t, 30*time.Second, role+" is ready again", func() bool { return getReadyz(a).code == 200 })
+	}
+}
+
+// Under systemd (Type=notify units), froogd says READY=1 on the notify
+// socket once it serves, and STOPPING=1 when it begins to stop.
+func TestSystemdNotify(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify")
+	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 4)
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			n, err := ln.Read(buf)
+			if err != nil {
+				return
+			}
+			got <- string(buf[:n])
+		}
+	}()
+	args := []string{"dev", "--data", t.TempDir(), "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0"}
+	cmd := exec.Command(froogd, args...)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
+	p, _ := startCmd(t, devReady, cmd, args)
+	for _, want := range []string{"READY=1", "STOPPING=1"} {
+		select {
+		case msg := <-got:
+			if msg != want {
+				t.Fatalf("notify: %q, want %q", msg, want)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("no %s on the notify socket", want)
+		}
+		if want == "READY=1" {
+			p.cmd.Process.Signal(syscall.SIGTERM)
+		}
 	}
 }

@@ -39,7 +39,12 @@ func runProc(ctx context.Context, start func(p *proc) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	g, ctx := errgroup.WithContext(ctx)
 	p := &proc{ctx: ctx, cancel: cancel, g: g}
-	return p.wait(start(p))
+	err := start(p)
+	if err == nil {
+		sdNotify("READY=1")
+		go func() { <-p.ctx.Done(); sdNotify("STOPPING=1") }()
+	}
+	return p.wait(err)
 }
 
 // Go runs f until the process stops.
