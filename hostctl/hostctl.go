@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"froog.tech/froog/store"
@@ -56,6 +57,9 @@ type Options struct {
 type Controller struct {
 	o      Options
 	hostID string
+	// following is true while the controller follows the change feed,
+	// its host registered and its sandboxes looked at (Following).
+	following atomic.Bool
 
 	mu      sync.Mutex
 	workers map[string]*worker
@@ -120,6 +124,11 @@ func New(o Options) (*Controller, error) {
 
 func (c *Controller) now() time.Time { return store.Micro(c.o.Now()) }
 
+// Following reports whether the controller follows the store: its host is
+// registered, its sandboxes were looked at, and the change feed reaches
+// it (false while the store is away). For readiness.
+func (c *Controller) Following() bool { return c.following.Load() }
+
 // Run registers the host and reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	h, err := c.o.Store.RegisterHost(ctx, store.Host{Name: c.o.HostName, Capacity: c.o.Capacity, CreatedAt: c.now(), SeenAt: c.now()})
@@ -158,6 +167,8 @@ func (c *Controller) watch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.following.Store(true)
+	defer c.following.Store(false)
 	changes := make(chan store.Change)
 	errc := make(chan error, 1)
 	fctx, cancel := context.WithCancel(ctx)

@@ -97,7 +97,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// Links name the edge's port as given (visitors reach it there).
 		_, edgePort, _ := net.SplitHostPort(c.EdgeAddr)
 		publicPort, _ := strconv.Atoi(edgePort)
-		if err := startHostctl(p, hostctlConfig{HostName: "dev", Data: c.Data, Driver: c.Driver}, sh); err != nil {
+		hostCheck, err := startHostctl(p, hostctlConfig{HostName: "dev", Data: c.Data, Driver: c.Driver}, sh)
+		if err != nil {
 			return err
 		}
 		if err := startAPI(p, apiConfig{Domain: c.Domain, PublicPort: publicPort}, secret, sh, apiLn); err != nil {
@@ -108,7 +109,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		serveAdmin(p, lns[3], sh.reg, append([]health.Check{storeCheck(st)}, checks...)...)
+		serveAdmin(p, lns[3], sh.reg, append([]health.Check{storeCheck(st), hostCheck}, checks...)...)
 		fmt.Fprintf(stdout, "froog dev is running.\n  API:     http://%s/v1\n  API key: %s (also in %s)\n  Edge:    https://%s (HTTP %s), certificates from %s\n",
 			apiLn.Addr(), apiKey, filepath.Join(c.Data, "api-key"), edgeLn.Addr(), httpLn.Addr(), filepath.Join(c.Data, "ca.pem"))
 		printAdmin(stdout, lns[3])

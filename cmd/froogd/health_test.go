@@ -66,7 +66,7 @@ func TestReadiness(t *testing.T) {
 		"edge": {"edge", "--database-url", db, "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test",
 			"--ca-dir", caDir, "--control-key-file", ctlKey},
 	}
-	checks := map[string][]string{"hostctl": {"store"}, "api": {"store"}, "edge": {"store", "routes", "certs", "draining"}}
+	checks := map[string][]string{"hostctl": {"store", "reconcile"}, "api": {"store"}, "edge": {"store", "routes", "certs", "draining"}}
 	admin := map[string]string{}
 	for role, args := range roles {
 		_, m := start(t, regexp.MustCompile(adminRE), append(args, "--metrics-addr", "127.0.0.1:0")...)
@@ -104,8 +104,8 @@ func TestReadiness(t *testing.T) {
 			t.Errorf("%s /healthz without Postgres: %v %v, want 200 (alive, not ready)", role, res, err)
 		}
 	}
-	wait.For(t, 20*time.Second, "the edge's route table says it lost the feed", func() bool {
-		return getReadyz(admin["edge"]).Checks["routes"] != "ok"
+	wait.For(t, 20*time.Second, "the edge's route table and hostctl say they lost the feed", func() bool {
+		return getReadyz(admin["edge"]).Checks["routes"] != "ok" && getReadyz(admin["hostctl"]).Checks["reconcile"] != "ok"
 	})
 	r := getReadyz(admin["edge"])
 	t.Logf("edge without Postgres: %+v", r)

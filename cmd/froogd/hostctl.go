@@ -14,6 +14,7 @@ import (
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/hostctl/qemu"
+	"froog.tech/froog/internal/health"
 )
 
 // hostctlConfig is froogd hostctl's configuration.
@@ -127,19 +128,25 @@ func openDriver(p *proc, d driverConfig, data string, sh parts) (hostctl.Driver,
 }
 
 // startHostctl runs the sandboxes of host c.HostName with c's driver,
-// against sh's store, its goroutine in p.
-func startHostctl(p *proc, c hostctlConfig, sh parts) error {
+// against sh's store, its goroutine in p. It returns its readiness check:
+// the controller follows the store.
+func startHostctl(p *proc, c hostctlConfig, sh parts) (health.Check, error) {
 	drv, err := openDriver(p, c.Driver, c.Data, sh)
 	if err != nil {
-		return err
+		return health.Check{}, err
 	}
 	ctl, err := hostctl.New(hostctl.Options{Store: sh.store, Driver: drv, HostName: c.HostName, Capacity: c.Capacity,
 		MinFreeMemory: uint64(c.Driver.MinFreeMB) << 20, WarmWindow: time.Duration(c.Driver.WarmSecs) * time.Second, Logger: sh.log})
 	if err != nil {
-		return err
+		return health.Check{}, err
 	}
 	p.Go(ctl.Run)
-	return nil
+	return health.Check{Name: "reconcile", Run: func(context.Context) error {
+		if !ctl.Following() {
+			return errors.New("hostctl does not follow the store's change feed: its sandboxes' changes wait")
+		}
+		return nil
+	}}, nil
 }
 
 func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -152,10 +159,11 @@ func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
-		if err := startHostctl(p, c, sh); err != nil {
+		check, err := startHostctl(p, c, sh)
+		if err != nil {
 			return err
 		}
-		serveAdmin(p, lns[0], sh.reg, storeCheck(sh.store))
+		serveAdmin(p, lns[0], sh.reg, storeCheck(sh.store), check)
 		fmt.Fprintf(stdout, "froog hostctl %s running (%s driver)\n", c.HostName, c.Driver.Driver)
 		printAdmin(stdout, lns[0])
 		return nil
