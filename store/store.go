@@ -92,8 +92,22 @@ type Store interface {
 	DeleteSandbox(ctx context.Context, id string, at time.Time, ev *AuditEvent) error
 
 	// RegisterHost adds a host, or refreshes the one of that name
-	// (capacity, seen_at), and returns it with its id.
+	// (capacity, address, seen_at; it is no longer down, and stays
+	// draining if it was), and returns it with its id.
 	RegisterHost(ctx context.Context, h Host) (Host, error)
+	// Hosts lists every host by name, each with its Sandboxes counted.
+	Hosts(ctx context.Context) ([]Host, error)
+	// SetHostDraining drains a host (no new placements) or undrains it;
+	// ErrNotFound when no host has that name.
+	SetHostDraining(ctx context.Context, name string, draining bool) (Host, error)
+	// PlaceSandbox places an unplaced sandbox on a host as PickHost
+	// chooses among the hosts seen since liveSince, and returns it (its
+	// HostID empty when none has room); a placed one comes back as it is.
+	PlaceSandbox(ctx context.Context, id string, liveSince time.Time) (Sandbox, error)
+	// MarkHostsDown marks down every host not seen since seenBefore and
+	// not down already: each of its sandboxes goes to error (HostDown),
+	// and their pending stops end failed. It returns the hosts marked.
+	MarkHostsDown(ctx context.Context, seenBefore, at time.Time) ([]Host, error)
 	// HostSandboxes lists the sandboxes placed on host, and those placed
 	// nowhere yet, deleted ones included (hostctl reaps them).
 	HostSandboxes(ctx context.Context, hostID string) ([]Sandbox, error)

@@ -81,11 +81,23 @@ type SSHKey struct {
 
 // Host is a machine that runs sandboxes.
 type Host struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Capacity  int       `json:"capacity"` // sandboxes it can run at once
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Capacity int    `json:"capacity"` // sandboxes it can run at once
+	// Address is where other machines reach this host's sandboxes (the
+	// address its controller advertises); empty on a single machine.
+	Address   string    `json:"address,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
-	SeenAt    time.Time `json:"seen_at"`
+	SeenAt    time.Time `json:"seen_at"` // its controller's last heartbeat
+	// Draining: no new sandboxes are placed on it (an operator's choice,
+	// kept across its controller's restarts).
+	Draining bool `json:"draining,omitempty"`
+	// DownAt: marked down, its heartbeat missed; the next heartbeat
+	// clears it.
+	DownAt *time.Time `json:"down_at,omitempty"`
+	// Sandboxes is how many sandboxes are placed on it, deleted ones
+	// aside (filled in by Hosts, not stored).
+	Sandboxes int `json:"-"`
 }
 
 // Sandbox is one VM: its intent (desired state and settings, written by the

@@ -250,7 +250,7 @@ func (s *Store) RegisterHost(ctx context.Context, h store.Host) (store.Host, err
 	defer s.mu.Unlock()
 	for _, o := range s.hosts {
 		if o.Name == h.Name {
-			h.ID, h.CreatedAt = o.ID, o.CreatedAt
+			h.ID, h.CreatedAt, h.Draining, h.DownAt = o.ID, o.CreatedAt, o.Draining, nil
 		}
 	}
 	if h.ID == "" {

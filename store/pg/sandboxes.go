@@ -373,7 +373,7 @@ func (s *Store) RegisterHost(ctx context.Context, h store.Host) (store.Host, err
 		err := getDoc(ctx, t, &old, "host", `SELECT doc FROM hosts WHERE name = $1 FOR UPDATE`, h.Name)
 		switch {
 		case err == nil:
-			h.ID, h.CreatedAt = old.ID, old.CreatedAt
+			h.ID, h.CreatedAt, h.Draining, h.DownAt = old.ID, old.CreatedAt, old.Draining, nil
 		case errors.Is(err, store.ErrNotFound):
 			if h.ID == "" {
 				h.ID = store.NewID("host")

@@ -42,6 +42,8 @@ func Run(t *testing.T, f Factory) {
 		{"DesktopLinks", testDesktopLinks},
 		{"Stops", testStops},
 		{"Hosts", testHosts},
+		{"HostPlacement", testHostPlacement},
+		{"HostsDown", testHostsDown},
 		{"URLs", testURLs},
 		{"URLLimits", testURLLimits},
 		{"URLTokens", testURLTokens},
