@@ -51,6 +51,7 @@ static_busybox() { local l; l=$(ldd "$(command -v busybox)" 2>&1 || true); [[ $l
 command -v busybox >/dev/null 2>&1 && static_busybox || lean+=(busybox-static)
 command -v dropbearconvert >/dev/null 2>&1 || lean+=(dropbear-bin)
 command -v nft >/dev/null 2>&1 || lean+=(nftables)
+command -v ip >/dev/null 2>&1 || lean+=(iproute2) # the cluster test's network namespaces
 [ -x /sbin/mke2fs ] || lean+=(e2fsprogs)
 command -v mmdebstrap >/dev/null 2>&1 || lean+=(mmdebstrap)
 command -v Xvnc >/dev/null 2>&1 || lean+=(tigervnc-standalone-server)

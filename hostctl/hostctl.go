@@ -16,6 +16,8 @@ import (
 type Store interface {
 	store.Feed
 	RegisterHost(ctx context.Context, h store.Host) (store.Host, error)
+	PlaceSandbox(ctx context.Context, id string, liveSince time.Time) (store.Sandbox, error)
+	MarkHostsDown(ctx context.Context, seenBefore, at time.Time) ([]store.Host, error)
 	HostSandboxes(ctx context.Context, hostID string) ([]store.Sandbox, error)
 	SandboxByID(ctx context.Context, id string) (store.Sandbox, error)
 	UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox, *store.AuditEvent) error, ev *store.AuditEvent) (store.Sandbox, error)
@@ -33,6 +35,16 @@ type Options struct {
 	HostName string // required: the host's name in the store
 	// Capacity is how many sandboxes this host takes; 0 means 16.
 	Capacity int
+	// Address is the address the host advertises to other machines (its
+	// driver's sandboxes listen there); recorded on the host.
+	Address string
+	// Heartbeat is how often the host says it is alive (and looks for
+	// hosts that stopped saying so); 0 means 5 seconds.
+	Heartbeat time.Duration
+	// DownAfter is how long a host may miss heartbeats before it is
+	// marked down and its sandboxes go to error; 0 means 30 seconds. It
+	// must be well above Heartbeat.
+	DownAfter time.Duration
 	// Rescan is how often every sandbox is looked at again, so that a
 	// missed event heals; 0 means a minute.
 	Rescan time.Duration
@@ -56,12 +68,13 @@ type Options struct {
 // Controller runs one host.
 type Controller struct {
 	o      Options
-	hostID string
+	hostID string // set once by Run's first beat
 	// following is true while the controller follows the change feed,
 	// its host registered and its sandboxes looked at (Following).
 	following atomic.Bool
 
 	mu      sync.Mutex
+	seen    time.Time // the last heartbeat
 	workers map[string]*worker
 	// releases are the warm sandboxes asked to give up their processes
 	// (closed once done); released are those whose memory is saved.
@@ -98,6 +111,12 @@ func New(o Options) (*Controller, error) {
 	if o.Capacity == 0 {
 		o.Capacity = 16
 	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = 5 * time.Second
+	}
+	if o.DownAfter == 0 {
+		o.DownAfter = 30 * time.Second
+	}
 	if o.Rescan == 0 {
 		o.Rescan = time.Minute
 	}
@@ -131,14 +150,13 @@ func (c *Controller) Following() bool { return c.following.Load() }
 
 // Run registers the host and reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
-	h, err := c.o.Store.RegisterHost(ctx, store.Host{Name: c.o.HostName, Capacity: c.o.Capacity, CreatedAt: c.now(), SeenAt: c.now()})
-	if err != nil {
+	if err := c.beat(ctx); err != nil {
 		return err
 	}
-	c.hostID = h.ID
 	defer c.wg.Wait()
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.watchMemory(ctx)
+	go c.heartbeat(ctx)
 	for ctx.Err() == nil {
 		err := c.watch(ctx)
 		if ctx.Err() != nil {
@@ -151,6 +169,55 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// beat registers the host, or says it is still alive.
+func (c *Controller) beat(ctx context.Context) error {
+	now := c.now()
+	h, err := c.o.Store.RegisterHost(ctx, store.Host{Name: c.o.HostName, Capacity: c.o.Capacity, Address: c.o.Address, CreatedAt: now, SeenAt: now})
+	if err != nil {
+		return err
+	}
+	if c.hostID == "" {
+		c.hostID = h.ID // before any goroutine reads it
+	}
+	c.mu.Lock()
+	c.seen = now
+	c.mu.Unlock()
+	return nil
+}
+
+// heartbeat beats every Heartbeat, then marks down the hosts that have
+// not beaten within DownAfter (every controller does; the store marks a
+// host once).
+func (c *Controller) heartbeat(ctx context.Context) {
+	defer c.wg.Done()
+	tick := time.NewTicker(c.o.Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := c.beat(ctx); err != nil {
+			if ctx.Err() == nil {
+				c.o.Logger.Warn("heartbeat failed", slog.String("error", err.Error()))
+			}
+			continue
+		}
+		now := c.now()
+		down, err := c.o.Store.MarkHostsDown(ctx, now.Add(-c.o.DownAfter), now)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.o.Logger.Warn("looking for hosts that are down", slog.String("error", err.Error()))
+			}
+			continue
+		}
+		for _, h := range down {
+			c.o.Logger.Error("host marked down: no heartbeat; its sandboxes are in error", slog.String("host", h.Name), slog.Time("last_seen", h.SeenAt))
+		}
+	}
 }
 
 // watch rescans, then follows the feed (and rescans every Rescan) until
@@ -315,43 +382,28 @@ func (c *Controller) reconcile(ctx context.Context, id string, w *worker) (next 
 	return c.rest(ctx, &sb, now, release != nil)
 }
 
-// place claims an unplaced sandbox for this host when it has room.
+// place asks the store to place an unplaced sandbox (on the host with
+// the most room, see store.PickHost) and reports whether it came here.
+// Another host's controller follows one placed there; one no host has
+// room for waits for the rescan.
 func (c *Controller) place(ctx context.Context, sb *store.Sandbox) (bool, error) {
-	list, err := c.o.Store.HostSandboxes(ctx, c.hostID)
-	if err != nil {
-		return false, err
-	}
-	n := 0
-	for _, o := range list {
-		if o.HostID == c.hostID && o.DeletedAt == nil {
-			n++
+	now := c.now()
+	c.mu.Lock()
+	stale := now.Sub(c.seen) > c.o.DownAfter/2
+	c.mu.Unlock()
+	if stale {
+		// Not beaten lately (a slow store, a clock that jumped): beat
+		// first, or this host would not count as live.
+		if err := c.beat(ctx); err != nil {
+			return false, err
 		}
 	}
-	if n >= c.o.Capacity {
-		return false, nil // full: another host may take it, and the rescan asks again
-	}
-	if sb.ForkOf != "" {
-		// A fork's disk is copied on its source's host.
-		if src, err := c.o.Store.SandboxByID(ctx, sb.ForkOf); err != nil || src.HostID != c.hostID {
-			return false, nil
-		}
-	}
-	errTaken := errors.New("placed elsewhere")
-	up, err := c.o.Store.UpdateSandbox(ctx, sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error {
-		if s.HostID != "" {
-			return errTaken
-		}
-		s.HostID = c.hostID
-		return nil
-	}, nil)
-	if errors.Is(err, errTaken) {
-		return false, nil
-	}
+	up, err := c.o.Store.PlaceSandbox(ctx, sb.ID, now.Add(-c.o.DownAfter))
 	if err != nil {
 		return false, err
 	}
 	*sb = up
-	return true, nil
+	return up.HostID == c.hostID, nil
 }
 
 // observe writes observed fields; it never touches intent.

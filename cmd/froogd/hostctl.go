@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,7 +24,11 @@ type hostctlConfig struct {
 	HostName, MetricsAddr       string
 	Data                        string // the sandboxes' files
 	Capacity                    int    // sandboxes this host runs at once
-	Driver                      driverConfig
+	// AdvertiseAddr is the IP address other machines reach this host's
+	// sandboxes on; HeartbeatSecs and DownSecs pace the heartbeat.
+	AdvertiseAddr           string
+	HeartbeatSecs, DownSecs int
+	Driver                  driverConfig
 }
 
 func (c *hostctlConfig) bind(f flags) {
@@ -32,6 +37,9 @@ func (c *hostctlConfig) bind(f flags) {
 	c.Driver.bind(f)
 	f.str(&c.Data, "data", "./.froog", "data folder for the sandboxes' files")
 	f.num(&c.Capacity, "capacity", 16, "sandboxes this host runs at once")
+	f.str(&c.AdvertiseAddr, "advertise-addr", "127.0.0.1", "the IP address of this host that edges and the API reach its sandboxes' SSH on (the driver listens there); 127.0.0.1 when every role runs on this machine")
+	f.num(&c.HeartbeatSecs, "heartbeat-secs", 5, "how often this host tells the store it is alive")
+	f.num(&c.DownSecs, "host-down-secs", 30, "a host silent this long is marked down and its sandboxes go to error (every hostctl checks); at least twice --heartbeat-secs")
 	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key; sandboxes accept its public half (required)")
 	bindMetrics(f, &c.MetricsAddr)
 }
@@ -41,6 +49,12 @@ func (c *hostctlConfig) validate() error {
 	errs = append(errs, c.Driver.validate())
 	if c.Capacity < 1 {
 		errs = append(errs, errors.New("--capacity must be at least 1"))
+	}
+	if ip := net.ParseIP(c.AdvertiseAddr); ip == nil || ip.IsUnspecified() {
+		errs = append(errs, fmt.Errorf("--advertise-addr %q: want one IP address of this host", c.AdvertiseAddr))
+	}
+	if c.HeartbeatSecs < 1 || c.DownSecs < 2*c.HeartbeatSecs {
+		errs = append(errs, errors.New("--heartbeat-secs must be at least 1, --host-down-secs at least twice it"))
 	}
 	return errors.Join(errs...)
 }
@@ -110,9 +124,9 @@ func parseImages(s string) (map[string]string, error) {
 
 // openDriver makes the driver, its files under data; the local driver's
 // sandboxes close with p (a qemu driver's VMs outlive the process).
-func openDriver(p *proc, d driverConfig, data string, sh parts) (hostctl.Driver, error) {
+func openDriver(p *proc, d driverConfig, data, addr string, sh parts) (hostctl.Driver, error) {
 	if d.Driver == "local" {
-		drv, err := local.New(local.Options{Dir: filepath.Join(data, "sandboxes"), ControlKey: sh.key.PublicKey(), Logger: sh.log})
+		drv, err := local.New(local.Options{Dir: filepath.Join(data, "sandboxes"), Addr: addr, ControlKey: sh.key.PublicKey(), Logger: sh.log})
 		if err != nil {
 			return nil, err
 		}
@@ -124,18 +138,19 @@ func openDriver(p *proc, d driverConfig, data string, sh parts) (hostctl.Driver,
 		return nil, err
 	}
 	return qemu.New(qemu.Options{Dir: filepath.Join(data, "vms"), Kernel: d.Kernel, Initrd: d.Initrd, ImageDirs: dirs, Accel: d.Accel, Net: d.Net,
-		CPUs: d.CPUs, MemoryMB: d.MemoryMB, DiskSize: int64(d.DiskGB) << 30, ControlKey: sh.key, Logger: sh.log})
+		CPUs: d.CPUs, MemoryMB: d.MemoryMB, DiskSize: int64(d.DiskGB) << 30, Addr: addr, ControlKey: sh.key, Logger: sh.log})
 }
 
 // startHostctl runs the sandboxes of host c.HostName with c's driver,
 // against sh's store, its goroutine in p. It returns its readiness check:
 // the controller follows the store.
 func startHostctl(p *proc, c hostctlConfig, sh parts) (health.Check, error) {
-	drv, err := openDriver(p, c.Driver, c.Data, sh)
+	drv, err := openDriver(p, c.Driver, c.Data, c.AdvertiseAddr, sh)
 	if err != nil {
 		return health.Check{}, err
 	}
 	ctl, err := hostctl.New(hostctl.Options{Store: sh.store, Driver: drv, HostName: c.HostName, Capacity: c.Capacity,
+		Address: c.AdvertiseAddr, Heartbeat: time.Duration(c.HeartbeatSecs) * time.Second, DownAfter: time.Duration(c.DownSecs) * time.Second,
 		MinFreeMemory: uint64(c.Driver.MinFreeMB) << 20, WarmWindow: time.Duration(c.Driver.WarmSecs) * time.Second, Logger: sh.log})
 	if err != nil {
 		return health.Check{}, err
@@ -164,7 +179,7 @@ func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 		serveAdmin(p, lns[0], sh.reg, storeCheck(sh.store), check)
-		fmt.Fprintf(stdout, "froog hostctl %s running (%s driver)\n", c.HostName, c.Driver.Driver)
+		fmt.Fprintf(stdout, "froog hostctl %s running (%s driver, sandboxes on %s)\n", c.HostName, c.Driver.Driver, c.AdvertiseAddr)
 		printAdmin(stdout, lns[0])
 		return nil
 	})

@@ -1,6 +1,7 @@
 // Package local is the development driver of hostctl: a sandbox is a
 // folder under the data folder plus an in-process SSH server on
-// 127.0.0.1:0 with a host key of its own.
+// 127.0.0.1:0 (or Options.Addr, the host's advertised address) with a
+// host key of its own.
 //
 // It is NOT an isolation boundary. Commands run as the user that runs
 // froogd, on the host's network and file system; the folder is only their

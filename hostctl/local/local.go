@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,11 @@ type Options struct {
 	Dir string
 	// ControlKey is the only key the sandboxes' SSH servers accept. Required.
 	ControlKey ssh.PublicKey
+	// Addr is the IP address the sandboxes' SSH servers listen on, and
+	// report: one other machines reach when the control plane is spread
+	// over several (the host's advertised address). Empty means
+	// 127.0.0.1, reachable from this machine only.
+	Addr string
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// DesktopExe is the froogd binary that sandboxes run as froog-desktop
@@ -64,6 +70,12 @@ func New(o Options) (*Driver, error) {
 	}
 	if o.ControlKey == nil {
 		errs = append(errs, errors.New("local driver: the control plane's public key is required"))
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1"
+	}
+	if ip := net.ParseIP(o.Addr); ip == nil || ip.IsUnspecified() {
+		errs = append(errs, fmt.Errorf("local driver: address %q: want one IP address of this host", o.Addr))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -110,7 +122,7 @@ func (d *Driver) Start(ctx context.Context, sb *store.Sandbox, _ []string) (host
 		killAll(sb.ID) // a cold start: nothing is left of an earlier run
 	}
 	s := newSSHD(sb.ID, home, d.bin(), key, d.o.ControlKey, d.o.Logger)
-	addr, err := s.listen()
+	addr, err := s.listen(d.o.Addr)
 	if err != nil {
 		return hostctl.Endpoint{}, err
 	}

@@ -45,9 +45,9 @@ func newSSHD(id, home, bin string, hostKey ssh.Signer, control ssh.PublicKey, lo
 	return &sshd{id: id, home: home, bin: bin, config: cfg, log: log, conns: map[*ssh.ServerConn]bool{}}
 }
 
-// listen starts serving on a new loopback port.
-func (s *sshd) listen() (*net.TCPAddr, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// listen starts serving on a new port of ip.
+func (s *sshd) listen(ip string) (*net.TCPAddr, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("listen for sandbox %s: %w", s.id, err)
 	}

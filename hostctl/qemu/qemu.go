@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -63,7 +64,13 @@ type Options struct {
 	// to the guest's SSH; no root needed) or tap (a tap device per VM on
 	// Bridge, an address in Subnet, isolated by nftables; needs root;
 	// the first Start makes the bridge and the rules). Empty means user.
-	Net    string
+	Net string
+	// Addr (user) is the IP address the forwarded SSH ports listen on,
+	// and the sandboxes report: one other machines reach when the control
+	// plane is spread over several (the host's advertised address). Empty
+	// means 127.0.0.1. With tap the guests' own addresses are reported;
+	// other machines reach them when Subnet is routed to this host.
+	Addr   string
 	Bridge string       // tap: empty means froogbr0
 	Subnet netip.Prefix // tap: zero means 10.213.0.0/16
 	// BootTimeout is how long a VM has to answer SSH once QEMU runs; 0
@@ -141,6 +148,12 @@ func New(o Options) (*Driver, error) {
 	case "kvm", "tcg":
 	default:
 		errs = append(errs, fmt.Errorf("qemu: accel %q: want auto, kvm or tcg", o.Accel))
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1"
+	}
+	if ip := net.ParseIP(o.Addr); ip == nil || ip.To4() == nil || ip.IsUnspecified() {
+		errs = append(errs, fmt.Errorf("qemu: address %q: want one IPv4 address of this host (QEMU's port forwards take IPv4)", o.Addr))
 	}
 	switch o.Net {
 	case "", "user", "tap":

@@ -38,12 +38,12 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox, accel string, inco
 		}
 		netdev = "tap,id=net0,ifname=" + tap + ",script=no,downscript=no"
 	} else {
-		p, err := freePort()
+		p, err := freePort(d.o.Addr)
 		if err != nil {
 			return err
 		}
 		port = p
-		netdev = fmt.Sprintf("user,id=net0,hostfwd=tcp:127.0.0.1:%d-:22", port)
+		netdev = fmt.Sprintf("user,id=net0,hostfwd=tcp:%s:%d-:22", d.o.Addr, port)
 	}
 	if err := os.WriteFile(d.file(sb.ID, "ssh_port"), []byte(strconv.Itoa(port)), 0o600); err != nil {
 		return err
@@ -150,7 +150,7 @@ func (d *Driver) address(id string) (hostctl.Endpoint, error) {
 	if err != nil {
 		return hostctl.Endpoint{}, err
 	}
-	host := "127.0.0.1"
+	host := d.o.Addr
 	if d.tap != nil {
 		a, err := os.ReadFile(d.file(id, "address"))
 		if err != nil {
@@ -244,8 +244,8 @@ func (d *Driver) attach(id string) *monitor {
 	return m
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ip string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return 0, err
 	}
