@@ -51,7 +51,7 @@ func newCluster(t *testing.T, nodes ...string) *netCluster {
 	c.gw = subnet + ".1"
 	br := c.id + "br"
 	t.Cleanup(func() {
-		for _, n := range nodes {
+		for i, n := range nodes {
 			ns := c.ns(n)
 			if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
 				for _, p := range strings.Fields(string(out)) {
@@ -62,6 +62,8 @@ func newCluster(t *testing.T, nodes ...string) *netCluster {
 					}
 				}
 			}
+			// The pair goes at once (a namespace's own teardown may lag).
+			exec.Command("ip", "link", "del", fmt.Sprintf("%sh%d", c.id, i)).Run()
 			exec.Command("ip", "netns", "del", ns).Run()
 		}
 		exec.Command("ip", "link", "del", br).Run()
@@ -176,7 +178,17 @@ func TestCluster(t *testing.T) {
 			t.Fatalf("%s: %v (deploy/testdeps.sh installs it)", bin, err)
 		}
 	}
-	rootDB, key, ctlKey, secret := selfHosted(t)
+	rootDB, _, ctlKey, secret := selfHosted(t)
+	adminRun := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(froogd, append(args, "--database-url", rootDB)...).Output()
+		if err != nil {
+			t.Fatalf("froogd %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	acct := adminRun("admin", "create-account", "--name", "cluster", "--max-sandboxes", "10")
+	key := adminRun("admin", "api-key", "create", "--account", acct, "--preset", "admin")
 	cl := newCluster(t, "e1", "e2", "api", "h1", "h2")
 	u, err := url.Parse(rootDB)
 	if err != nil {
@@ -195,7 +207,7 @@ func TestCluster(t *testing.T) {
 	hosts := map[string]*proc{}
 	for _, h := range []string{"h1", "h2"} {
 		hosts[h] = cl.start(h, regexp.MustCompile(`hostctl `+h+` running`), "hostctl", "--database-url", db, "--host-name", h,
-			"--data", t.TempDir(), "--control-key-file", ctlKey, "--capacity", "4", "--advertise-addr", cl.addr[h],
+			"--data", t.TempDir(), "--control-key-file", ctlKey, "--capacity", "6", "--advertise-addr", cl.addr[h],
 			"--heartbeat-secs", "1", "--host-down-secs", "4", "--metrics-addr", cl.addr[h]+":9100")
 	}
 	cl.start("api", regexp.MustCompile(`froog api on`), "api", "--database-url", db, "--api-addr", cl.addr["api"]+":8080",
@@ -271,7 +283,7 @@ func TestCluster(t *testing.T) {
 		where[placed[name]]++
 	}
 	if where[cl.addr["h1"]] != 2 || where[cl.addr["h2"]] != 2 {
-		t.Fatalf("four sandboxes on two hosts of 4: %v (h1 %s, h2 %s); want two on each", where, cl.addr["h1"], cl.addr["h2"])
+		t.Fatalf("four sandboxes on two hosts of 6: %v (h1 %s, h2 %s); want two on each", where, cl.addr["h1"], cl.addr["h2"])
 	}
 	for name, u := range urls {
 		for _, e := range []string{"e1", "e2"} {
@@ -288,7 +300,7 @@ func TestCluster(t *testing.T) {
 	}
 	hostLine := func(out, h, state string, sandboxes int) {
 		t.Helper()
-		re := regexp.MustCompile(`(?m)^` + h + `\s+` + regexp.QuoteMeta(cl.addr[h]) + `\s+` + regexp.QuoteMeta(state) + `\s+4\s+` + fmt.Sprint(sandboxes) + `\s+\S+ \(\S+ ago\)$`)
+		re := regexp.MustCompile(`(?m)^` + h + `\s+` + regexp.QuoteMeta(cl.addr[h]) + `\s+` + regexp.QuoteMeta(state) + `\s+6\s+` + fmt.Sprint(sandboxes) + `\s+\S+ \(\S+ ago\)$`)
 		if !re.MatchString(out) {
 			t.Fatalf("admin hosts: no line for %s %s with %d sandboxes:\n%s", h, state, sandboxes, out)
 		}

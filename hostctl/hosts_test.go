@@ -1,0 +1,83 @@
+package hostctl_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/hostctl"
+	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/wait"
+	"froog.tech/froog/store"
+)
+
+// Two hosts on one store: new sandboxes spread by free room, each
+// reporting its host's advertised address; a host whose controller stops
+// is marked down by the other, its sandboxes in error saying why, and
+// new sandboxes go to the host that is left.
+func TestTwoHosts(t *testing.T) {
+	beat := hostctl.Options{HostName: "a", Capacity: 3, Heartbeat: 100 * time.Millisecond, DownAfter: time.Second, Address: "127.0.0.1"}
+	r := newRig(t, nil, beat)
+
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	drvB, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey(), Addr: "127.0.0.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drvB.Close() })
+	beat.HostName, beat.Address, beat.Store, beat.Driver, beat.Rescan = "b", "127.0.0.2", r.st, drvB, 200*time.Millisecond
+	ctlB, err := hostctl.New(beat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, stopB := context.WithCancel(ctx)
+	doneB := make(chan struct{})
+	go func() { defer close(doneB); ctlB.Run(bctx) }()
+	t.Cleanup(func() { stopB(); <-doneB })
+	wait.For(t, 5*time.Second, "both hosts registered", func() bool {
+		hs, err := r.st.Hosts(ctx)
+		return err == nil && len(hs) == 2
+	})
+
+	on := map[string][]string{}
+	for _, name := range []string{"s1", "s2", "s3", "s4"} {
+		sb := r.waitState(r.create(name, nil).ID, store.StateRunning)
+		on[sb.SSHHost] = append(on[sb.SSHHost], sb.ID)
+	}
+	if len(on["127.0.0.1"]) != 2 || len(on["127.0.0.2"]) != 2 {
+		t.Fatalf("four sandboxes over two hosts of 3: %v; want two on each, at each host's address", on)
+	}
+
+	stopB()
+	<-doneB
+	for _, id := range on["127.0.0.2"] {
+		wait.For(t, 10*time.Second, "b's sandbox in error", func() bool {
+			sb, err := r.st.SandboxByID(ctx, id)
+			return err == nil && sb.State == store.StateError && strings.Contains(sb.Error, "host b stopped heart-beating")
+		})
+	}
+	for _, id := range on["127.0.0.1"] {
+		if sb, _ := r.st.SandboxByID(ctx, id); sb.State != store.StateRunning {
+			t.Fatalf("a's sandbox %s is %s after b went down", id, sb.State)
+		}
+	}
+	hs, _ := r.st.Hosts(ctx)
+	if hs[0].Name != "a" || hs[0].DownAt != nil || hs[1].Name != "b" || hs[1].DownAt == nil {
+		t.Fatalf("hosts: %+v", hs)
+	}
+	if sb := r.waitState(r.create("s5", nil).ID, store.StateRunning); sb.SSHHost != "127.0.0.1" {
+		t.Fatalf("s5 at %s with b down; want a", sb.SSHHost)
+	}
+	// a is full now (3): one more waits, placed nowhere.
+	s6 := r.create("s6", nil)
+	time.Sleep(500 * time.Millisecond) // a few rescans; nothing must place it
+	if sb, _ := r.st.SandboxByID(ctx, s6.ID); sb.HostID != "" || sb.State != store.StateCreating {
+		t.Fatalf("s6 with every live host full: %+v", sb)
+	}
+}
