@@ -189,11 +189,14 @@ func (c *Controller) beat(ctx context.Context) error {
 
 // heartbeat beats every Heartbeat, then marks down the hosts that have
 // not beaten within DownAfter (every controller does; the store marks a
-// host once).
+// host once). A controller judges others only once its own beats have
+// gone through for DownAfter: after the store was away, every host is
+// silent, and each must first get the chance to beat again.
 func (c *Controller) heartbeat(ctx context.Context) {
 	defer c.wg.Done()
 	tick := time.NewTicker(c.o.Heartbeat)
 	defer tick.Stop()
+	beating := c.now() // Run's first beat went through
 	for {
 		select {
 		case <-ctx.Done():
@@ -204,9 +207,16 @@ func (c *Controller) heartbeat(ctx context.Context) {
 			if ctx.Err() == nil {
 				c.o.Logger.Warn("heartbeat failed", slog.String("error", err.Error()))
 			}
+			beating = time.Time{}
 			continue
 		}
 		now := c.now()
+		if beating.IsZero() {
+			beating = now
+		}
+		if now.Sub(beating) < c.o.DownAfter {
+			continue
+		}
 		down, err := c.o.Store.MarkHostsDown(ctx, now.Add(-c.o.DownAfter), now)
 		if err != nil {
 			if ctx.Err() == nil {
