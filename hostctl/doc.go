@@ -8,4 +8,13 @@
 //
 // It reads intent from the store's change feed and rescans regularly, so
 // a missed event heals. It must not import api or edge.
+//
+// Several hosts share one store. Each controller registers its host (name,
+// capacity, the address its sandboxes are reached at) and beats every
+// Heartbeat; an unplaced sandbox is placed by the store (store.PickHost:
+// the live, undrained host with the most free room), whichever controller
+// asks first. Every controller also marks down the hosts silent for
+// DownAfter, whose sandboxes then go to error saying so; the host's next
+// heartbeat brings it back, and its controller starts again what should
+// run.
 package hostctl
