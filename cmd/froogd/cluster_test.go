@@ -47,7 +47,17 @@ func ipRun(t *testing.T, args ...string) {
 func newCluster(t *testing.T, nodes ...string) *netCluster {
 	pid := os.Getpid()
 	c := &netCluster{t: t, id: fmt.Sprintf("fc%04x", pid&0xffff), addr: map[string]string{}}
-	subnet := fmt.Sprintf("10.251.%d", pid%250)
+	// A /24 of 10.251/16 that no interface here has (another run's).
+	subnet := ""
+	for i := 0; i < 250 && subnet == ""; i++ {
+		cand := fmt.Sprintf("10.251.%d", (pid+i)%250)
+		if out, err := exec.Command("ip", "-4", "addr", "show", "to", cand+".0/24").Output(); err == nil && len(strings.TrimSpace(string(out))) == 0 {
+			subnet = cand
+		}
+	}
+	if subnet == "" {
+		t.Fatal("no free /24 in 10.251.0.0/16 for the cluster's bridge")
+	}
 	c.gw = subnet + ".1"
 	br := c.id + "br"
 	t.Cleanup(func() {
@@ -239,7 +249,7 @@ func TestCluster(t *testing.T) {
 	}
 	running := func(name string) {
 		t.Helper()
-		wait.For(t, 20*time.Second, name+" runs", func() bool {
+		wait.For(t, 30*time.Second, name+" runs", func() bool {
 			var sb struct{ State string }
 			c.call("GET", "/v1/sandboxes/"+name, "", 200, &sb)
 			return sb.State == "running"
@@ -263,7 +273,7 @@ func TestCluster(t *testing.T) {
 	}
 	served := func(e, u, what string) {
 		t.Helper()
-		wait.For(t, 20*time.Second, what+" through "+e, func() bool {
+		wait.For(t, 30*time.Second, what+" through "+e, func() bool {
 			code, body := try(web[e], u+"cluster")
 			return code == 200 && strings.Contains(body, `"path": "/cluster"`)
 		})
@@ -317,11 +327,13 @@ func TestCluster(t *testing.T) {
 	}
 	create("s5")
 	served("e2", urls["s5"], "s5")
+	restarted := time.Now()
 	edges["e1"] = cl.start("e1", edgeRE, edgeArgs("e1")...)
 	waitReady("e1")
 	for name, u := range urls {
 		served("e1", u, name+" after e1's restart")
 	}
+	t.Logf("e1 restarted, ready and serving all %d URLs in %v", len(urls), time.Since(restarted).Round(time.Millisecond))
 
 	// h1 drained: no new placements there (s5 went by room; s6 must not).
 	if out, err := exec.Command(froogd, "admin", "hosts", "drain", "--host", "h1", "--database-url", rootDB).CombinedOutput(); err != nil || !strings.Contains(string(out), "h1 is draining") {
@@ -341,6 +353,7 @@ func TestCluster(t *testing.T) {
 	hostLine(out, "h1", "up,draining", len(onH1))
 	// Then h1 dies: its sandboxes go to error saying why; new ones run on h2.
 	hosts["h1"].kill()
+	killed := time.Now()
 	for _, name := range onH1 {
 		wait.For(t, 30*time.Second, name+" in error after h1 died", func() bool {
 			var sb struct{ State, Error string }
@@ -348,6 +361,7 @@ func TestCluster(t *testing.T) {
 			return sb.State == "error" && strings.Contains(sb.Error, "host h1 stopped heart-beating")
 		})
 	}
+	t.Logf("h1 killed: its %d sandboxes in error after %v (--heartbeat-secs 1, --host-down-secs 4)", len(onH1), time.Since(killed).Round(time.Millisecond))
 	out = listHosts()
 	hostLine(out, "h1", "down,draining", len(onH1))
 	hostLine(out, "h2", "up", 6-len(onH1))
@@ -371,17 +385,25 @@ func TestCluster(t *testing.T) {
 	if out, err := cut.CombinedOutput(); err != nil {
 		t.Fatalf("nft: %v: %s", err, out)
 	}
+	cutAt := time.Now()
 	wait.For(t, 30*time.Second, "e2 not ready while cut off", func() bool {
 		r := getReadyz(admin("e2"))
 		return r.code == 503 && r.Checks["store"] != "" && r.Checks["store"] != "ok"
 	})
+	t.Logf("e2 cut off: /readyz 503 after %v", time.Since(cutAt).Round(time.Millisecond))
 	served("e2", urls["s7"], "s7 with e2 cut off")
 	create("s8")
 	served("e1", urls["s8"], "s8")
 	if code, _ := try(web["e2"], urls["s8"]+"cluster"); code == 200 {
 		t.Fatal("e2 served s8, made while it was cut off from the store")
 	}
+	// A cut of 12 s at least: past TCP's first retransmissions and the
+	// store's reconnect backoff, so e2's connections are broken for real.
+	time.Sleep(time.Until(cutAt.Add(12 * time.Second)))
+	served("e2", urls["s7"], "s7 still, with e2 cut off 12 s")
 	ipRun(t, "ip", "netns", "exec", cl.ns("e2"), "nft", "delete", "table", "inet", "froogcut")
+	healed := time.Now()
 	wait.For(t, 90*time.Second, "e2 ready again", func() bool { return getReadyz(admin("e2")).code == 200 })
 	served("e2", urls["s8"], "s8 after the cut healed")
+	t.Logf("e2's cut healed (after %v): ready and serving s8 in %v", healed.Sub(cutAt).Round(time.Millisecond), time.Since(healed).Round(time.Millisecond))
 }
