@@ -54,10 +54,10 @@ const (
 // every binary message — microphone audio (0x02), uploads, and gzip'd
 // text (0x05), which would otherwise smuggle any text past this list.
 func FilterSelkies(viewOnly bool, messageType int, data []byte) (out []byte, ok bool) {
-	if !viewOnly {
-		return data, messageType == selkiesMsgText || messageType == selkiesMsgBinary
+	if !viewOnly && (messageType == selkiesMsgText || messageType == selkiesMsgBinary) {
+		return data, true
 	}
-	if messageType != selkiesMsgText || len(data) > maxWatcherMessage {
+	if !viewOnly || messageType != selkiesMsgText || len(data) > maxWatcherMessage {
 		return nil, false
 	}
 	switch m := string(data); {
