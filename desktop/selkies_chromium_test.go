@@ -131,6 +131,18 @@ func TestViewerStreamChromium(t *testing.T) {
 		shows(t, ctx, "stream-menu-auto", fakeGreen, regexp.MustCompile(`connected · JPEG · [1-9][0-9]* fps`))
 	})
 
+	// H.264 through WebCodecs: Debian's Chromium decodes it (checked
+	// above); the stand-in's stream is pcmH264's, a keyframe then P
+	// pictures, over and over.
+	t.Run("stream-h264", func(t *testing.T) {
+		blue := color.RGBA{30, 60, 220, 255}
+		fake := newFakeSelkies(t, master, blue)
+		fake.h264 = pcmH264(fake.w, fake.h, blue, 10)
+		h, _ := newStreamHarness(t, viewA, vnc.port(), fake.port())
+		ctx := open(t, h, false, "")
+		shows(t, ctx, "stream-h264", blue, regexp.MustCompile(`connected · H\.264 · [1-9][0-9]* fps`))
+	})
+
 	t.Run("stream-viewonly", func(t *testing.T) {
 		fake := newFakeSelkies(t, master, fakeGreen)
 		h, _ := newStreamHarness(t, viewA, vnc.port(), fake.port())
