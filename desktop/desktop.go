@@ -129,9 +129,9 @@ const (
 	PathPage      = "/"           // the viewer page (query: theme, overlay, viewonly, transport)
 	PathSession   = "/session"    // POST: exchange a link's token for the cookie; GET: the session's state
 	PathWebsocket = "/websockify" // the websocket bridged to VNC (query: viewonly=1)
-	// PathStream (selkies.go): the websocket carried to Selkies (query: viewonly=1)
 	PathAssets    = "/assets/"    // the page's scripts, styles and noVNC
 	PathError     = "/error/"     // /error/CODE: a page saying what went wrong
+	// PathStream (selkies.go) is the websocket carried to Selkies.
 )
 
 // Server serves view hosts: the viewer page, sessions and the VNC bridge.
