@@ -35,12 +35,15 @@ import (
 // counts how many times it was started. It records every text message
 // with the role of its sender, and binary messages by first byte.
 type fakeSelkies struct {
-	t      *testing.T
+	t      testing.TB
 	master string
 	w, h   int
 	colour color.RGBA
 	silent bool     // accept, answer, but never send a frame
 	h264   [][]byte // access units to send as 0x04 (the first a keyframe), else JPEG
+	// feed, if set, is the encoder instead: every message taken from it
+	// goes to every watcher, as fast as they take it (benchmarks).
+	feed chan []byte
 
 	srv *httptest.Server
 
@@ -62,7 +65,7 @@ type fakeSelkiesMsg struct {
 	role, text string
 }
 
-func newFakeSelkies(t *testing.T, master string, colour color.RGBA) *fakeSelkies {
+func newFakeSelkies(t testing.TB, master string, colour color.RGBA) *fakeSelkies {
 	f := &fakeSelkies{t: t, master: master, w: 64, h: 48, colour: colour, binaries: map[byte]int{}, watchers: map[*websocket.Conn]*sync.Mutex{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/tokens", f.handleTokens)
@@ -176,6 +179,24 @@ func (f *fakeSelkies) handleWS(w http.ResponseWriter, r *http.Request) {
 
 // encode sends frames to every watcher every 50 ms until none is left.
 func (f *fakeSelkies) encode() {
+	if f.feed != nil {
+		for fr := range f.feed {
+			f.mu.Lock()
+			var ws []*websocket.Conn
+			var mus []*sync.Mutex
+			for c, mu := range f.watchers {
+				ws, mus = append(ws, c), append(mus, mu)
+			}
+			f.framesSent++
+			f.mu.Unlock()
+			for i, c := range ws {
+				mus[i].Lock()
+				c.WriteMessage(websocket.BinaryMessage, fr)
+				mus[i].Unlock()
+			}
+		}
+		return
+	}
 	jpegFrame := f.jpegStripes()
 	for id := 0; ; id++ {
 		var frames [][]byte
@@ -281,7 +302,7 @@ func (f *fakeStreamStarter) StartStream(_ context.Context, sandboxID, kind, mast
 // newStreamHarness is newHarness with a Starter that offers Selkies on
 // selkiesPort (0: a desktop without it; -1: a Starter that knows nothing
 // of Selkies).
-func newStreamHarness(t *testing.T, v View, vncPort, selkiesPort int) (*harness, *fakeStreamStarter) {
+func newStreamHarness(t testing.TB, v View, vncPort, selkiesPort int) (*harness, *fakeStreamStarter) {
 	h := &harness{t: t, links: &fakeLinks{}, sandboxes: &fakeSandboxes{}, starter: &fakeStarter{port: vncPort},
 		now: started.Add(time.Minute), logs: &syncbuf.Buffer{}, view: v}
 	h.sandboxes.set(sbxA, started, true)
