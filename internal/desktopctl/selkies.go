@@ -12,6 +12,9 @@ package desktopctl
 //	        --enable-basic-auth=false   (else it refuses to start without a password;
 //	                                     the master token gates it instead)
 //	        --enable-resize=false       (the screen keeps its size; VNC shares it)
+//	        --is-manual-resolution-mode=true --manual-width=1920 --manual-height=1080
+//	                                    (capture the whole screen: without a size from
+//	                                     the page, Selkies would capture 1024x768 of it)
 //	        --enable-dual-mode=false    (no switching to WebRTC)
 //	        --audio-enabled=false --use-cpu=true
 //	env:    DISPLAY, SELKIES_MASTER_TOKEN (the token: never on a command line,
@@ -58,6 +61,7 @@ const selkiesStartTimeout = 30 * time.Second
 func selkiesArgs(n int) []string {
 	return []string{"--mode=websockets", "--addr=127.0.0.1", "--port=" + strconv.Itoa(SelkiesBase+n),
 		"--enable-basic-auth=false", "--enable-resize=false", "--enable-dual-mode=false",
+		"--is-manual-resolution-mode=true", "--manual-width=" + strconv.Itoa(Width), "--manual-height=" + strconv.Itoa(Height),
 		"--audio-enabled=false", "--use-cpu=true"}
 }
 
