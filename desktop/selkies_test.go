@@ -310,3 +310,29 @@ func TestStreamRefusals(t *testing.T) {
 		t.Errorf("closed with %d %q after a stop", code, reason)
 	}
 }
+
+// An idle stream stays open: nothing from Selkies nor the page for more
+// than the read deadline (3 pings), only the edge's pings and the page's
+// pongs, and the next message still goes through. The edge has no idle
+// timeout of its own.
+func TestStreamIdle(t *testing.T) {
+	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind), fakeGreen)
+	fake.silent = true
+	h, _ := newStreamHarness(t, viewA, 1, fake.port()) // PingEvery 1 s
+	_, cookie := h.exchange(h.link(false), false)
+	ws, _, err := h.dialStream(cookie, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	rec := record(ws) // reading answers the edge's pings
+	wait.For(t, 10*time.Second, "the greeting", func() bool { return rec.hasText("MODE websockets") })
+	time.Sleep(5 * time.Second)
+	ws.WriteMessage(websocket.TextMessage, []byte("REQUEST_KEYFRAME"))
+	if !wait.Until(10*time.Second, func() bool { return slices.Contains(fake.texts("controller"), "REQUEST_KEYFRAME") }) {
+		t.Fatalf("after 5 s idle the stream is gone (%v)", rec.closed)
+	}
+	if h.srv.Conns() != 1 {
+		t.Errorf("%d open bridges", h.srv.Conns())
+	}
+}
