@@ -145,9 +145,10 @@ func TestViewerStreamChromium(t *testing.T) {
 
 	t.Run("stream-viewonly", func(t *testing.T) {
 		fake := newFakeSelkies(t, master, fakeGreen)
+		fake.noSize = true // and the page sizes its picture by the stripes
 		h, _ := newStreamHarness(t, viewA, vnc.port(), fake.port())
 		ctx := open(t, h, true, "")
-		shows(t, ctx, "stream-viewonly", fakeGreen, regexp.MustCompile(`connected · JPEG · [1-9][0-9]* fps · view only`))
+		shows(t, ctx, "stream-viewonly", fakeGreen, regexp.MustCompile(`connected · JPEG · [1-9][0-9]* fps · view only 64×48`))
 		// The page sends no input; a page that tried (here, the test in
 		// its place) would get nothing through the edge either.
 		if err := chromedp.Do(ctx, chromedp.MouseClickXY(400, 250), chromedp.KeyEvent("a")); err != nil {

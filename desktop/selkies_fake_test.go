@@ -40,6 +40,7 @@ type fakeSelkies struct {
 	w, h   int
 	colour color.RGBA
 	silent bool     // accept, answer, but never send a frame
+	noSize bool     // send no stream_resolution: the page learns the size from the stripes
 	h264   [][]byte // access units to send as 0x04 (the first a keyframe), else JPEG
 	// feed, if set, is the encoder instead: every message taken from it
 	// goes to every watcher, as fast as they take it (benchmarks).
@@ -141,7 +142,9 @@ func (f *fakeSelkies) handleWS(w http.ResponseWriter, r *http.Request) {
 	}
 	send(websocket.TextMessage, []byte(`AUTH_SUCCESS,{"role":"`+role+`","slot":null}`))
 	send(websocket.TextMessage, []byte("MODE websockets"))
-	send(websocket.TextMessage, []byte(fmt.Sprintf(`{"type":"stream_resolution","width":%d,"height":%d,"displayId":"primary"}`, f.w, f.h)))
+	if !f.noSize {
+		send(websocket.TextMessage, []byte(fmt.Sprintf(`{"type":"stream_resolution","width":%d,"height":%d,"displayId":"primary"}`, f.w, f.h)))
+	}
 	defer func() {
 		f.mu.Lock()
 		delete(f.watchers, c)

@@ -64,12 +64,23 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
     if (reason) onFallback(reason);
   }
 
+  // size sets the picture's size (Selkies' stream_resolution); grow
+  // makes room for a stripe beyond it. Both keep what is drawn: JPEG
+  // stripes repaint only what changed.
   function size(w, h) {
     if (w > 0 && h > 0 && (w !== width || h !== height)) {
+      let old = null;
+      if (width && height) {
+        old = document.createElement('canvas');
+        old.width = width; old.height = height;
+        old.getContext('2d').drawImage(canvas, 0, 0);
+      }
       width = w; height = h;
       canvas.width = w; canvas.height = h;
+      if (old) g.drawImage(old, 0, 0);
     }
   }
+  const grow = (w, bottom) => { if (w > width || bottom > height) size(Math.max(w, width), Math.max(bottom, height)); };
   function applyScaling(mode) { canvas.className = mode === 'fit' ? 'fit' : ''; }
   applyScaling(scaling);
 
@@ -87,7 +98,7 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
     codec = 'JPEG';
     const bmp = await createImageBitmap(new Blob([buf.slice(6)], { type: 'image/jpeg' }));
     if (ended) { bmp.close(); return; }
-    if (!width) size(bmp.width, y + bmp.height);
+    grow(bmp.width, y + bmp.height);
     g.drawImage(bmp, 0, y);
     bmp.close();
     painted(id);
@@ -105,7 +116,7 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
       const dec = new VideoDecoder({
         output: (frame) => {
           if (!ended) {
-            if (!width) size(frame.displayWidth, y + frame.displayHeight);
+            grow(frame.displayWidth, y + frame.displayHeight);
             g.drawImage(frame, 0, y);
             painted(frame.timestamp);
           }
@@ -113,7 +124,9 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
         },
         error: () => { decoders.delete(y); requestKeyframe(); },
       });
-      dec.configure({ codec: codecOf(au), codedWidth: w, codedHeight: h, optimizeForLatency: true });
+      try {
+        dec.configure({ codec: codecOf(au), codedWidth: w, codedHeight: h, optimizeForLatency: true });
+      } catch (e) { return; } // a codec this browser cannot decode: no picture, and the fallback's timer runs
       d = { dec, w, h };
       decoders.set(y, d);
     }
