@@ -126,7 +126,7 @@ func TestViewerStreamChromium(t *testing.T) {
 			}
 		}
 		pick("vnc")
-		shows(t, ctx, "stream-menu-vnc", fakeMagenta, regexp.MustCompile(`connected · VNC \d`))
+		shows(t, ctx, "stream-menu-vnc", fakeMagenta, regexp.MustCompile(`connected · VNC · \d+ fps \d`))
 		pick("auto")
 		shows(t, ctx, "stream-menu-auto", fakeGreen, regexp.MustCompile(`connected · JPEG · [1-9][0-9]* fps`))
 	})
@@ -176,7 +176,7 @@ func TestViewerStreamChromium(t *testing.T) {
 	t.Run("fallback-absent", func(t *testing.T) {
 		h, _ := newStreamHarness(t, viewA, vnc.port(), 0)
 		ctx := open(t, h, false, "")
-		shows(t, ctx, "stream-fallback-absent", fakeMagenta, regexp.MustCompile(`connected · VNC \(fast stream: not offered here\)`))
+		shows(t, ctx, "stream-fallback-absent", fakeMagenta, regexp.MustCompile(`connected · VNC · \d+ fps \(fast stream: not offered here\)`))
 	})
 
 	t.Run("fallback-silent", func(t *testing.T) {
@@ -184,7 +184,7 @@ func TestViewerStreamChromium(t *testing.T) {
 		fake.silent = true
 		h, _ := newStreamHarness(t, viewA, vnc.port(), fake.port())
 		ctx := open(t, h, false, "")
-		shows(t, ctx, "stream-fallback-silent", fakeMagenta, regexp.MustCompile(`connected · VNC \(fast stream: no picture within 5 s\)`))
+		shows(t, ctx, "stream-fallback-silent", fakeMagenta, regexp.MustCompile(`connected · VNC · \d+ fps \(fast stream: no picture within 5 s\)`))
 		if _, _, _, conns := fake.stats(); conns == 0 {
 			t.Errorf("the page never tried the stream")
 		}

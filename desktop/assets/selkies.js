@@ -227,7 +227,7 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
     let lastBytes = 0;
     timers.push(setInterval(() => {
       const fps = framesThisSecond.size; framesThisSecond.clear();
-      onStatus({ fps, codec, width, height, rate: (bytes - lastBytes) * 8 });
+      onStatus({ fps, codec, width, height, rate: (bytes - lastBytes) * 8, bytes });
       lastBytes = bytes;
     }, 1000));
   })();

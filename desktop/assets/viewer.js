@@ -28,6 +28,7 @@ let session, rfb, ws, stream;
 let viewOnly = pageViewOnly;
 let connectedAt = 0, bytes = 0, lastBytes = 0, retries = 0;
 let transport = 'VNC', fallbackReason = '', streamStatus = null;
+let vncFrames = 0, lastVncFrames = 0, vncFps = 0;
 const prefs = { transport: localStorage.getItem('froog.transport') || 'auto',
   scaling: localStorage.getItem('froog.scaling') || 'fit', quality: localStorage.getItem('froog.quality') || '6' };
 if (query.get('transport') === 'vnc') prefs.transport = 'vnc';
@@ -77,6 +78,14 @@ function connectVNC() {
     status('connected');
     rfb.focus();
   });
+  // Frames a second: noVNC (1.7.0, vendored) draws each finished
+  // FramebufferUpdate with its display's flip, deferred while its render
+  // queue is busy (then called again from the queue).
+  const display = rfb._display, flip = display.flip;
+  display.flip = function (fromQueue) {
+    if (fromQueue || this._renderQ.length === 0) vncFrames++;
+    return flip.call(this, fromQueue);
+  };
   const mine = rfb;
   rfb.addEventListener('disconnect', async () => {
     if (rfb !== mine) return; // replaced: a reconnect or a change of transport
@@ -102,12 +111,19 @@ async function getSessionState() {
 function status(conn) {
   let t = transport;
   if (transport === 'Selkies' && streamStatus) t = (streamStatus.codec || 'Selkies') + ' · ' + streamStatus.fps + ' fps';
-  if (transport === 'VNC' && fallbackReason && prefs.transport !== 'vnc') t = 'VNC (fast stream: ' + fallbackReason + ')';
+  if (transport === 'VNC' && connectedAt) t = 'VNC · ' + vncFps + ' fps';
+  if (transport === 'VNC' && fallbackReason && prefs.transport !== 'vnc') t += ' (fast stream: ' + fallbackReason + ')';
   $('st-conn').textContent = conn + ' · ' + t + (viewOnly ? ' · view only' : '');
 }
 
-// Resolution, data rate and session time, once a second.
+// Resolution, frame and data rate and session time, once a second; the
+// counts are on the status line's data-fps and data-bytes too.
 setInterval(() => {
+  vncFps = vncFrames - lastVncFrames; lastVncFrames = vncFrames;
+  if (transport === 'VNC' && connectedAt) status('connected');
+  const st = $('status').dataset;
+  st.fps = transport === 'VNC' ? vncFps : (streamStatus ? streamStatus.fps : 0);
+  st.bytes = transport === 'VNC' ? bytes : (streamStatus ? streamStatus.bytes : 0);
   const canvas = $('screen').querySelector('canvas');
   $('st-res').textContent = canvas && connectedAt ? canvas.width + '×' + canvas.height : '';
   let rate = (bytes - lastBytes) * 8; lastBytes = bytes;
