@@ -45,6 +45,8 @@ type fakeSelkies struct {
 	// feed, if set, is the encoder instead: every message taken from it
 	// goes to every watcher, as fast as they take it (benchmarks).
 	feed chan []byte
+	// published is set by publish: an outside encoder sends the frames.
+	published bool
 
 	srv *httptest.Server
 
@@ -56,6 +58,7 @@ type fakeSelkies struct {
 	msgs        []fakeSelkiesMsg
 	binaries    map[byte]int
 	watchers    map[*websocket.Conn]*sync.Mutex
+	relays      map[*websocket.Conn]*fakeRelay // publish's, per watcher
 	encoding    bool
 	encodes     int
 	framesSent  int
@@ -67,7 +70,8 @@ type fakeSelkiesMsg struct {
 }
 
 func newFakeSelkies(t testing.TB, master string, colour color.RGBA) *fakeSelkies {
-	f := &fakeSelkies{t: t, master: master, w: 64, h: 48, colour: colour, binaries: map[byte]int{}, watchers: map[*websocket.Conn]*sync.Mutex{}}
+	f := &fakeSelkies{t: t, master: master, w: 64, h: 48, colour: colour, binaries: map[byte]int{},
+		watchers: map[*websocket.Conn]*sync.Mutex{}, relays: map[*websocket.Conn]*fakeRelay{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/tokens", f.handleTokens)
 	mux.HandleFunc("GET /api/websockets", f.handleWS)
@@ -148,6 +152,10 @@ func (f *fakeSelkies) handleWS(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		f.mu.Lock()
 		delete(f.watchers, c)
+		if r := f.relays[c]; r != nil {
+			close(r.ch)
+			delete(f.relays, c)
+		}
 		f.mu.Unlock()
 	}()
 	for {
@@ -168,7 +176,7 @@ func (f *fakeSelkies) handleWS(w http.ResponseWriter, r *http.Request) {
 		if watch {
 			f.watchers[c] = &wmu
 		}
-		start := watch && !f.encoding && !f.silent
+		start := watch && !f.encoding && !f.silent && !f.published
 		if start {
 			f.encoding = true
 			f.encodes++
@@ -328,4 +336,53 @@ func newStreamHarness(t testing.TB, v View, vncPort, selkiesPort int) (*harness,
 		h.ts.Close()
 	})
 	return h, ss
+}
+
+// fakeRelay is one watcher's queue of published frames, as Selkies'
+// VideoRelay: up to 64 messages; when it overflows, the watcher's delta
+// frames are dropped until the next keyframe, and a new watcher starts
+// at a keyframe.
+type fakeRelay struct {
+	ch    chan []byte
+	gated bool
+}
+
+// publish sends an encoder's frame (key: a keyframe) to every watcher
+// through its relay, never blocking the encoder.
+func (f *fakeSelkies) publish(msg []byte, key bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.published = true
+	f.framesSent++
+	for c, mu := range f.watchers {
+		r := f.relays[c]
+		if r == nil {
+			r = &fakeRelay{ch: make(chan []byte, 64), gated: true}
+			f.relays[c] = r
+			go func(c *websocket.Conn, mu *sync.Mutex, ch chan []byte) {
+				for m := range ch {
+					mu.Lock()
+					c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+					err := c.WriteMessage(websocket.BinaryMessage, m)
+					mu.Unlock()
+					if err != nil {
+						for range ch {
+						}
+						return
+					}
+				}
+			}(c, mu, r.ch)
+		}
+		if key {
+			r.gated = false
+		}
+		if r.gated {
+			continue
+		}
+		select {
+		case r.ch <- msg:
+		default:
+			r.gated = true
+		}
+	}
 }

@@ -48,7 +48,7 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
   const g = canvas.getContext('2d');
   let ws, ended = false, drawn = 0, bytes = 0, codec = '', lastAck = -1, lastKeyReq = 0;
   let width = 0, height = 0, buttons = 0;
-  const framesThisSecond = new Set();
+  let frames = 0, lastId = -1; // pictures drawn (a frame's stripes count once)
   const decoders = new Map(); // stripe y → {dec, w, h, key}
   const pressed = new Set();
   const timers = [];
@@ -85,7 +85,7 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
   applyScaling(scaling);
 
   function painted(id) {
-    framesThisSecond.add(id);
+    if (id !== lastId) { frames++; lastId = id; }
     lastAck = id;
     if (drawn++ === 0) onFrame();
   }
@@ -224,11 +224,13 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
     };
     timers.push(setTimeout(() => { if (!drawn) end('no picture within ' + firstFrameMs / 1000 + ' s'); }, firstFrameMs));
     timers.push(setInterval(() => { if (lastAck >= 0) send('CLIENT_FRAME_ACK ' + (lastAck & 0xffff)); }, 500));
-    let lastBytes = 0;
+    // Rates over the time that really passed: a hidden tab's timers run late.
+    let lastBytes = 0, lastFrames = 0, lastT = performance.now();
     timers.push(setInterval(() => {
-      const fps = framesThisSecond.size; framesThisSecond.clear();
-      onStatus({ fps, codec, width, height, rate: (bytes - lastBytes) * 8, bytes });
-      lastBytes = bytes;
+      const now = performance.now(), dt = (now - lastT) / 1000;
+      onStatus({ fps: Math.round((frames - lastFrames) / dt), codec, width, height,
+        rate: (bytes - lastBytes) * 8 / dt, bytes, frames });
+      lastBytes = bytes; lastFrames = frames; lastT = now;
     }, 1000));
   })();
 
@@ -244,5 +246,7 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
       send('cw,' + btoa(s));
     },
     focus: () => canvas.focus(),
+    frames: () => frames,
+    bytes: () => bytes,
   };
 }
