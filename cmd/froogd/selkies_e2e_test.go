@@ -60,7 +60,9 @@ func newStreamEdge(t *testing.T, sbx, path string) *streamEdge {
 	caPEM, _ := os.ReadFile(filepath.Join(data, "ca.pem"))
 	pool.AppendCertsFromPEM(caPEM)
 	edge := m[2]
-	dial := func(ctx context.Context, n, _ string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, n, edge) }
+	dial := func(ctx context.Context, n, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, n, edge)
+	}
 	e.web = &http.Client{Transport: &http.Transport{DialContext: dial, TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	e.dialer = websocket.Dialer{NetDialContext: dial, TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}}}
 	return e
