@@ -242,7 +242,15 @@ func (b *bridge) dialSelkies(ctx context.Context) (*websocket.Conn, error) {
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return b.s.o.Dialer.DialContext(ctx, b.view.SandboxID, st.SelkiesPort)
 	}
+	// Selkies not answering may have moved (its desktop stopped and
+	// started again): the starter asks the sandbox afresh next time.
+	forget := func() {
+		if f, ok := ss.(interface{ Forget(sandboxID, kind string) }); ok {
+			f.Forget(b.view.SandboxID, b.view.Kind)
+		}
+	}
 	if err := provisionSelkies(ctx, dial, st.SelkiesPort, master); err != nil {
+		forget()
 		return nil, err
 	}
 	controller, viewer := selkiesTokens(master)
@@ -255,6 +263,7 @@ func (b *bridge) dialSelkies(ctx context.Context) (*websocket.Conn, error) {
 	u := "ws://127.0.0.1:" + strconv.Itoa(st.SelkiesPort) + "/api/websockets?token=" + url.QueryEscape(tok)
 	up, res, err := d.DialContext(ctx, u, nil)
 	if err != nil {
+		forget()
 		status := 0
 		if res != nil {
 			status = res.StatusCode
