@@ -12,10 +12,12 @@
 // browser has no H.264 decoder the page asks for JPEG. The caller gets
 // onFrame once a picture is drawn, onStatus every second, and onFallback
 // (with the reason, for the status line) when the stream is not offered,
-// ends, or draws nothing within firstFrameMs.
+// ends, or draws nothing within firstFrameMs of Selkies' first word (the
+// edge may first have to start the desktop and Selkies: up to answerMs).
 import { getKeysym } from './novnc/core/input/util.js';
 
 export const firstFrameMs = 5000;
+export const answerMs = 60000;
 
 // h264Supported says whether WebCodecs can decode H.264 here.
 export async function h264Supported() {
@@ -46,7 +48,7 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
   canvas.width = 0; canvas.height = 0;
   screen.replaceChildren(canvas);
   const g = canvas.getContext('2d');
-  let ws, ended = false, drawn = 0, bytes = 0, codec = '', lastAck = -1, lastKeyReq = 0;
+  let ws, ended = false, answered = false, drawn = 0, bytes = 0, codec = '', lastAck = -1, lastKeyReq = 0;
   let width = 0, height = 0, buttons = 0;
   let frames = 0, lastId = -1; // pictures drawn (a frame's stripes count once)
   const decoders = new Map(); // stripe y → {dec, w, h, key}
@@ -136,6 +138,10 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
   }
 
   function message(e) {
+    if (!answered) { // Selkies' first word: the desktop runs; now a picture is due
+      answered = true;
+      timers.push(setTimeout(() => { if (!drawn) end('no picture within ' + firstFrameMs / 1000 + ' s'); }, firstFrameMs));
+    }
     if (e.data instanceof ArrayBuffer) {
       bytes += e.data.byteLength;
       if (e.data.byteLength < 6) return;
@@ -222,7 +228,7 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
       else if (drawn) end('the stream ended');
       else end('could not connect');
     };
-    timers.push(setTimeout(() => { if (!drawn) end('no picture within ' + firstFrameMs / 1000 + ' s'); }, firstFrameMs));
+    timers.push(setTimeout(() => { if (!answered) end('no answer within ' + answerMs / 1000 + ' s'); }, answerMs));
     timers.push(setInterval(() => { if (lastAck >= 0) send('CLIENT_FRAME_ACK ' + (lastAck & 0xffff)); }, 500));
     // Rates over the time that really passed: a hidden tab's timers run late.
     let lastBytes = 0, lastFrames = 0, lastT = performance.now();
