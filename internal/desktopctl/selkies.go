@@ -17,6 +17,7 @@ package desktopctl
 //	                                     the page, Selkies would capture 1024x768 of it)
 //	        --enable-dual-mode=false    (no switching to WebRTC)
 //	        --audio-enabled=false --use-cpu=true
+//	        --enable-clipboard=false    (the browser view only: no clipboard, as over VNC)
 //	env:    DISPLAY, SELKIES_MASTER_TOKEN (the token: never on a command line,
 //	        which every user of the sandbox can read in /proc; a process's
 //	        environment is readable by its own user only)
@@ -57,12 +58,17 @@ const (
 // with a new token; after it, start reports VNC (the fallback).
 const selkiesStartTimeout = 30 * time.Second
 
-// selkiesArgs are Selkies' flags for the screen on display n.
-func selkiesArgs(n int) []string {
-	return []string{"--mode=websockets", "--addr=127.0.0.1", "--port=" + strconv.Itoa(SelkiesBase+n),
+// selkiesArgs are Selkies' flags for kind's screen on display n. The
+// browser view has no clipboard, as over VNC.
+func selkiesArgs(k Kind, n int) []string {
+	args := []string{"--mode=websockets", "--addr=127.0.0.1", "--port=" + strconv.Itoa(SelkiesBase+n),
 		"--enable-basic-auth=false", "--enable-resize=false", "--enable-dual-mode=false",
 		"--is-manual-resolution-mode=true", "--manual-width=" + strconv.Itoa(Width), "--manual-height=" + strconv.Itoa(Height),
 		"--audio-enabled=false", "--use-cpu=true"}
+	if k == KindBrowser {
+		args = append(args, "--enable-clipboard=false")
+	}
+	return args
 }
 
 // ValidSelkiesToken says whether t may be a master token: 16 to 256
@@ -242,7 +248,7 @@ func (s *supervisor) selkies(done <-chan struct{}, n int) {
 			stop()
 		}
 		if cmd == nil && time.Now().After(next) {
-			c := exec.Command("selkies", selkiesArgs(n)...)
+			c := exec.Command("selkies", selkiesArgs(k, n)...)
 			c.Env = append(withoutVar(s.env, "SELKIES_MASTER_TOKEN"), "SELKIES_MASTER_TOKEN="+tok)
 			c.Dir = s.o.Home
 			c.Stdout, c.Stderr = os.Stderr, os.Stderr
