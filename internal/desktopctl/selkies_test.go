@@ -204,3 +204,19 @@ func TestReadSelkiesToken(t *testing.T) {
 		}
 	}
 }
+
+// Whatever is on stdin, a token read is 16 to 256 base64url characters.
+func FuzzReadSelkiesToken(f *testing.F) {
+	f.Add(strings.Repeat("a", 43) + "\n")
+	f.Add("short")
+	f.Add("aaaaaaaaaaaaaaaaaaaa\n$(x)")
+	f.Fuzz(func(t *testing.T, in string) {
+		tok, err := ReadSelkiesToken(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		if len(tok) < 16 || len(tok) > 256 || strings.Trim(tok, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" {
+			t.Fatalf("%q read as %q", in, tok)
+		}
+	})
+}
