@@ -107,6 +107,11 @@ func TestViewerStreamChromium(t *testing.T) {
 			t.Errorf("the page's SETTINGS: %q", settings)
 		}
 
+		// The sandbox's clipboard is in the menu's box.
+		if got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('clipboard').value`)); got != "from the sandbox ✓" {
+			t.Errorf("the clipboard box holds %q", got)
+		}
+
 		// Input, in Selkies' words: a click and a key.
 		if err := chromedp.Do(ctx, chromedp.MouseClickXY(400, 250), chromedp.KeyEvent("a")); err != nil {
 			t.Fatal(err)

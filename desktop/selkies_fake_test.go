@@ -3,6 +3,7 @@ package desktop
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -146,6 +147,7 @@ func (f *fakeSelkies) handleWS(w http.ResponseWriter, r *http.Request) {
 	}
 	send(websocket.TextMessage, []byte(`AUTH_SUCCESS,{"role":"`+role+`","slot":null}`))
 	send(websocket.TextMessage, []byte("MODE websockets"))
+	send(websocket.TextMessage, []byte("clipboard,"+base64.StdEncoding.EncodeToString([]byte("from the sandbox ✓"))))
 	if !f.noSize {
 		send(websocket.TextMessage, []byte(fmt.Sprintf(`{"type":"stream_resolution","width":%d,"height":%d,"displayId":"primary"}`, f.w, f.h)))
 	}

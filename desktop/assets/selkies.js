@@ -4,7 +4,7 @@
 //   server → page, binary: 0x03 JPEG stripe [type, 0, frame id u16, y u16, JPEG]
 //                          0x04 H.264 [type, 1 = key, frame id u16, y u16, w u16, h u16, Annex B]
 //                          (0x01 audio and 0x05 gzip'd text are not asked for)
-//   server → page, text:   AUTH_SUCCESS,{role}, MODE websockets, KILL reason, JSON
+//   server → page, text:   AUTH_SUCCESS,{role}, MODE websockets, KILL reason, clipboard,BASE64, JSON
 //                          ({"type":"stream_resolution","width","height"}, stats, …)
 //   page → server, text:   SETTINGS,{…} first; kd,KEYSYM / ku,KEYSYM; m,X,Y,MASK,SCROLL;
 //                          cw,BASE64 (clipboard); CLIENT_FRAME_ACK ID; REQUEST_KEYFRAME
@@ -41,7 +41,7 @@ function codecOf(au) {
   return 'avc1.42E01F';
 }
 
-export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFallback, onEdgeError }) {
+export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFallback, onEdgeError, onClipboard }) {
   const canvas = document.createElement('canvas');
   canvas.id = 'stream';
   canvas.tabIndex = 0;
@@ -153,6 +153,14 @@ export function startStream({ screen, viewOnly, scaling, onFrame, onStatus, onFa
     }
     bytes += e.data.length;
     if (e.data.startsWith('KILL ')) { end('Selkies closed it: ' + e.data.slice(5)); return; }
+    if (e.data.startsWith('clipboard,')) { // the sandbox's clipboard, base64 UTF-8 (small ones; big ones come in parts)
+      try {
+        const b = atob(e.data.slice(10)), u = new Uint8Array(b.length);
+        for (let i = 0; i < b.length; i++) u[i] = b.charCodeAt(i);
+        onClipboard(new TextDecoder().decode(u));
+      } catch (err) { /* not base64 */ }
+      return;
+    }
     if (e.data[0] === '{') {
       try {
         const m = JSON.parse(e.data);

@@ -53,6 +53,7 @@ function connectStream() {
     onStatus: (s) => { streamStatus = s; if (connectedAt) status('connected'); },
     onEdgeError: (reason) => { if (edgeCodes.has(reason)) { fail(reason); return true; } return false; },
     onFallback: (reason) => { stream = null; fallbackReason = reason; connectVNC(); },
+    onClipboard: (text) => { $('clipboard').value = text; },
   });
 }
 
