@@ -124,6 +124,21 @@ func TestViewerStreamChromium(t *testing.T) {
 			t.Errorf("the click and key did not reach Selkies: %q", fake.texts("controller"))
 		}
 
+		// ☰'s clipboard and keys: cw,BASE64 and a chord of kd/ku.
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+			document.getElementById('clipboard').value = 'héllo';
+			document.getElementById('clipboard-send').click();
+			document.querySelector('button[data-key="esc"]').click();
+			return true; })()`)); err != nil {
+			t.Fatal(err)
+		}
+		if !wait.Until(10*time.Second, func() bool {
+			got := fake.texts("controller")
+			return slices.Contains(got, "cw,aMOpbGxv") && slices.Contains(got, "kd,65307") && slices.Contains(got, "ku,65307")
+		}) {
+			t.Errorf("the menu's clipboard and Esc did not reach Selkies: %q", fake.texts("controller"))
+		}
+
 		// ☰ → Connection: VNC by hand, then back.
 		pick := func(v string) {
 			if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const s = document.getElementById('transport'); s.value = '`+v+`'; s.dispatchEvent(new Event('change')); return true; })()`)); err != nil {
