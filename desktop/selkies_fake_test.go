@@ -56,6 +56,7 @@ type fakeSelkies struct {
 	provisions  int
 	badAuth     int
 	origins     []string
+	extensions  []string // Sec-WebSocket-Extensions the edge offered
 	msgs        []fakeSelkiesMsg
 	binaries    map[byte]int
 	watchers    map[*websocket.Conn]*sync.Mutex
@@ -131,6 +132,7 @@ func (f *fakeSelkies) handleWS(w http.ResponseWriter, r *http.Request) {
 	defer c.Close()
 	f.mu.Lock()
 	f.origins = append(f.origins, r.Header.Get("Origin"))
+	f.extensions = append(f.extensions, r.Header.Get("Sec-WebSocket-Extensions"))
 	role, ok := f.tokens[tok]
 	f.connections++
 	f.mu.Unlock()

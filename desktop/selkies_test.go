@@ -22,7 +22,8 @@ var fakeGreen = color.RGBA{0, 200, 0, 255}
 
 // dialStream opens the stream's websocket with a cookie, as the page does.
 func (h *harness) dialStream(cookie *http.Cookie, query string) (*websocket.Conn, *http.Response, error) {
-	d := websocket.Dialer{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, HandshakeTimeout: 5 * time.Second}
+	d := websocket.Dialer{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, HandshakeTimeout: 5 * time.Second,
+		EnableCompression: true} // as browsers offer it
 	hdr := http.Header{"Origin": {h.ts.URL}}
 	if cookie != nil {
 		hdr.Set("Cookie", cookie.Name+"="+cookie.Value)
@@ -124,6 +125,13 @@ func TestStreamSelkies(t *testing.T) {
 	}
 	if slices.ContainsFunc(fake.origins, func(o string) bool { return o != "" }) {
 		t.Errorf("the edge sent Selkies an Origin: %q", fake.origins)
+	}
+	// No permessage-deflate on either side, though the page offers it.
+	if slices.ContainsFunc(fake.extensions, func(o string) bool { return o != "" }) {
+		t.Errorf("the edge offered Selkies %q", fake.extensions)
+	}
+	if ext := res.Header.Get("Sec-WebSocket-Extensions"); ext != "" {
+		t.Errorf("the edge accepted the page's %q", ext)
 	}
 	if other := SelkiesMaster(testKey, sbxB, KindDesktop); other == master || SelkiesMaster(testKey, sbxA, KindBrowser) == master {
 		t.Errorf("master tokens are not per sandbox and kind")
