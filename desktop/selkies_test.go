@@ -285,6 +285,11 @@ func TestStreamUnavailable(t *testing.T) {
 			if !strings.Contains(h.logs.String(), "desktop stream unavailable") {
 				t.Errorf("the log does not say why: %s", h.logs.String())
 			}
+			for _, sec := range secrets(viewA) {
+				if strings.Contains(h.logs.String(), sec) {
+					t.Errorf("a Selkies credential is in the log: %s", h.logs.String())
+				}
+			}
 		})
 	}
 }
