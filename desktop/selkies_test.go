@@ -349,3 +349,23 @@ func TestStreamIdle(t *testing.T) {
 		t.Errorf("%d open bridges", h.srv.Conns())
 	}
 }
+
+// A Selkies that refuses the master token (one started with another, as
+// before a fork's first open) gives no_stream too, and nothing reaches
+// its websocket.
+func TestStreamWrongMaster(t *testing.T) {
+	fake := newFakeSelkies(t, SelkiesMaster(testKey, sbxB, KindDesktop), fakeGreen)
+	h, _ := newStreamHarness(t, viewA, 1, fake.port())
+	_, cookie := h.exchange(h.link(false), false)
+	ws, _, err := h.dialStream(cookie, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	if code, reason := closeOf(t, ws); code != closeNoStream || reason != reasonNoStream {
+		t.Errorf("closed with %d %q", code, reason)
+	}
+	if p, bad, _, conns := fake.stats(); p != 0 || bad != 1 || conns != 0 {
+		t.Errorf("provisioned %d, refused %d, websockets %d; want 0, 1, 0", p, bad, conns)
+	}
+}
