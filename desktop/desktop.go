@@ -131,6 +131,7 @@ const (
 	PathWebsocket = "/websockify" // the websocket bridged to VNC (query: viewonly=1)
 	PathAssets    = "/assets/"    // the page's scripts, styles and noVNC
 	PathError     = "/error/"     // /error/CODE: a page saying what went wrong
+	// PathStream (selkies.go) is the websocket carried to Selkies.
 )
 
 // Server serves view hosts: the viewer page, sessions and the VNC bridge.
@@ -231,6 +232,8 @@ func (s *Server) ServeView(w http.ResponseWriter, r *http.Request, v View) {
 	case v.Kind == KindWall && s.serveWall(w, r, v):
 	case p == PathWebsocket && v.Kind != KindWall:
 		s.websocket(w, r, v)
+	case p == PathStream && v.Kind != KindWall:
+		s.selkiesWebsocket(w, r, v)
 	case len(p) > len(PathAssets) && p[:len(PathAssets)] == PathAssets:
 		s.asset(w, r)
 	case len(p) > len(PathError) && p[:len(PathError)] == PathError:

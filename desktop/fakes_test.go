@@ -251,7 +251,7 @@ func (f *fakeRFB) frame(shifts [3]byte) []byte {
 
 // harness is a Server behind an httptest TLS server, with its fakes.
 type harness struct {
-	t         *testing.T
+	t         testing.TB
 	srv       *Server
 	ts        *httptest.Server
 	links     *fakeLinks

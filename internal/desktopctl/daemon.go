@@ -85,6 +85,8 @@ func runDaemon(ctx context.Context, o Options, ready *os.File, log *slog.Logger)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() { cancel(); s.wg.Wait() }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.selkies(ctx.Done(), n) }()
 	switch o.Kind {
 	case KindDesktop:
 		s.desktop(ctx)

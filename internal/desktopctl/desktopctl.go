@@ -36,6 +36,10 @@ type Options struct {
 	Exe string
 	// Env is the supervisor's environment; nil means os.Environ().
 	Env []string
+	// SelkiesToken, for start, is the master token for Selkies (the
+	// edge's, read from stdin): kept in a 0600 file, and Selkies runs
+	// with it where it is installed. Empty: whatever token is kept.
+	SelkiesToken string
 }
 
 // Exit codes of the CLI.
@@ -126,18 +130,30 @@ func Start(ctx context.Context, o Options) (State, error) {
 		return State{}, err
 	}
 	defer unlock()
+	if o.SelkiesToken != "" {
+		if err := ValidSelkiesToken(o.SelkiesToken); err != nil {
+			return State{}, err
+		}
+		if err := writeToken(o.StateDir, o.Kind, o.SelkiesToken); err != nil {
+			return State{}, err
+		}
+	}
 	if r, ok, err := readRecord(o.StateDir, o.Kind); err != nil {
 		return State{}, err
 	} else if ok && r.alive() {
 		if (o.Kind != KindBrowser || r.Profile == o.Profile) && answers(r.VNCPort) {
-			return r.State, nil
+			return awaitSelkies(o.StateDir, r.State, o.SelkiesToken), nil
 		}
 		// Another profile, or a supervisor whose server is gone: anew.
 		if err := stop(o.StateDir, r); err != nil {
 			return State{}, err
 		}
 	}
-	return spawn(ctx, o)
+	st, err := spawn(ctx, o)
+	if err != nil {
+		return State{}, err
+	}
+	return awaitSelkies(o.StateDir, st, o.SelkiesToken), nil
 }
 
 // Status reports the kind's screen; Running is false unless its
@@ -150,7 +166,7 @@ func Status(o Options) (State, error) {
 	if err != nil || !ok || !r.alive() || !answers(r.VNCPort) {
 		return State{Kind: o.Kind}, err
 	}
-	return r.State, nil
+	return withTransport(o.StateDir, r.State), nil
 }
 
 // Stop ends everything the kind's supervisor started. Stopping what does
