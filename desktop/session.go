@@ -55,6 +55,7 @@ type session struct {
 	Kind      string `json:"k"`
 	ViewOnly  bool   `json:"v,omitempty"` // no input, for every connection of this session
 	Locked    bool   `json:"l,omitempty"` // the link itself is view-only: the page may not offer input
+	Profile   string `json:"p,omitempty"` // the browser view's profile folder, from the link ("" the default)
 	Run       int64  `json:"r"`           // the sandbox's run (its start, Unix µs) the session belongs to
 	Expires   int64  `json:"e"`           // Unix seconds after which no new connection is made with it
 }

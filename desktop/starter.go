@@ -34,27 +34,28 @@ type SSHStarter struct {
 type starterKey struct{ sandboxID, kind string }
 
 type startedDesktop struct {
-	since time.Time
-	port  int
+	since   time.Time
+	profile string
+	port    int
 }
 
 var _ Starter = (*SSHStarter)(nil)
 
-// StartDesktop starts the sandbox's desktop (or browser view) if it is
-// not running and returns its VNC port.
-func (s *SSHStarter) StartDesktop(ctx context.Context, sandboxID, kind string) (int, error) {
+// StartDesktop starts the sandbox's desktop (or browser view, with its
+// profile) if it is not running and returns its VNC port.
+func (s *SSHStarter) StartDesktop(ctx context.Context, sandboxID, kind, profile string) (int, error) {
 	since, running := s.Sandboxes.Running(sandboxID)
 	if !running {
 		return 0, errors.New("the sandbox is not running")
 	}
 	k := starterKey{sandboxID, kind}
 	s.mu.Lock()
-	if d, ok := s.ports[k]; ok && d.since.Equal(since) {
+	if d, ok := s.ports[k]; ok && d.since.Equal(since) && d.profile == profile {
 		s.mu.Unlock()
 		return d.port, nil
 	}
 	s.mu.Unlock()
-	port, err := s.run(ctx, sandboxID, kind)
+	port, err := s.run(ctx, sandboxID, kind, profile)
 	if err != nil {
 		return 0, err
 	}
@@ -67,7 +68,7 @@ func (s *SSHStarter) StartDesktop(ctx context.Context, sandboxID, kind string) (
 			delete(s.ports, key)
 		}
 	}
-	s.ports[k] = startedDesktop{since: since, port: port}
+	s.ports[k] = startedDesktop{since: since, profile: profile, port: port}
 	s.mu.Unlock()
 	return port, nil
 }
@@ -80,9 +81,10 @@ func (s *SSHStarter) Forget(sandboxID, kind string) {
 	s.mu.Unlock()
 }
 
-func (s *SSHStarter) run(ctx context.Context, sandboxID, kind string) (int, error) {
-	if kind != KindDesktop && kind != KindBrowser {
-		return 0, fmt.Errorf("no desktop of kind %q", kind)
+func (s *SSHStarter) run(ctx context.Context, sandboxID, kind, profile string) (int, error) {
+	cmd, err := startCommand(kind, profile)
+	if err != nil {
+		return 0, err
 	}
 	sess, err := s.Sessions.Session(ctx, sandboxID)
 	if err != nil {
@@ -92,7 +94,7 @@ func (s *SSHStarter) run(ctx context.Context, sandboxID, kind string) (int, erro
 	var out, errb bytes.Buffer
 	sess.Stdout, sess.Stderr = &out, &errb
 	done := make(chan error, 1)
-	go func() { done <- sess.Run("froog-desktop start --kind " + kind) }()
+	go func() { done <- sess.Run(cmd) }()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -105,6 +107,25 @@ func (s *SSHStarter) run(ctx context.Context, sandboxID, kind string) (int, erro
 		return 0, fmt.Errorf("start desktop: froog-desktop: %v: %s", err, firstLine(errb.String()))
 	}
 	return parseStarted(out.Bytes(), kind)
+}
+
+// startCommand is the shell command that starts a screen of kind: the
+// profile, which came from a link, is one single-quoted word (the API
+// checked it, but the sandbox's shell must not be the second check).
+func startCommand(kind, profile string) (string, error) {
+	switch {
+	case kind != KindDesktop && kind != KindBrowser:
+		return "", fmt.Errorf("no desktop of kind %q", kind)
+	case profile != "" && kind != KindBrowser:
+		return "", fmt.Errorf("a profile is for the browser view, not the %s", kind)
+	case strings.ContainsAny(profile, "\x00\n\r"):
+		return "", errors.New("a profile with a control character")
+	}
+	cmd := "froog-desktop start --kind " + kind
+	if profile != "" {
+		cmd += " --profile '" + strings.ReplaceAll(profile, "'", `'\''`) + "'"
+	}
+	return cmd, nil
 }
 
 // parseStarted reads froog-desktop's answer: one JSON object with the

@@ -68,7 +68,7 @@ func (p *portStarter) set(id string, port int) {
 	p.ports[id] = port
 }
 
-func (p *portStarter) StartDesktop(_ context.Context, id, kind string) (int, error) {
+func (p *portStarter) StartDesktop(_ context.Context, id, kind, _ string) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls++
