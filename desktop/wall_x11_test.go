@@ -18,9 +18,9 @@ import (
 	"froog.tech/froog/internal/wait"
 )
 
-// The tile of a real x11vnc desktop shows its colour, and a new colour
+// The tile of a real Xvnc desktop shows its colour, and a new colour
 // within 3 s.
-func TestTileX11VNC(t *testing.T) {
+func TestTileXvnc(t *testing.T) {
 	port, display := xDesktop(t, 640, 360, "#00ff00")
 	h := newWallHarness(t, Options{TileEvery: time.Second})
 	h.starter.set(sbxA, port)
@@ -39,7 +39,7 @@ func TestTileX11VNC(t *testing.T) {
 		if b := img.Bounds(); b.Dx() != 480 || b.Dy() != 270 {
 			t.Errorf("tile %v, want 480x270", b)
 		}
-		return rgbAt(img, 120, 70) // x11vnc draws the pointer in the middle
+		return rgbAt(img, 120, 70) // away from the middle, where a pointer may be
 	}
 	wait.For(t, 10*time.Second, "a green tile", func() bool { return near(colour(), [3]byte{0, 255, 0}) })
 	if out, err := exec.Command("xsetroot", "-display", display, "-solid", "#0000ff").CombinedOutput(); err != nil {
@@ -204,6 +204,22 @@ func TestWallChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(`iframe`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Use gives the tile's viewer the keyboard; Esc, which goes to the
+	// viewer then, still goes back to the grid.
+	if err := chromedp.Do(ctx, chromedp.Click(`.tile[data-id="`+ids[0]+`"] .use`), chromedp.WaitVisible(`.tile.using iframe`)); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 10*time.Second, "the viewer in Use to have the keyboard", func() bool {
+		focused, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.activeElement?.tagName === 'IFRAME' && document.hasFocus()`))
+		return focused
+	})
+	if err := chromedp.Do(ctx, chromedp.KeyEvent("\x1b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(`iframe`), chromedp.WaitNotPresent(`.tile.using`)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -20,11 +20,12 @@ import (
 	"froog.tech/froog/internal/wait"
 )
 
-// realDesktop runs Xvfb with a magenta root window and x11vnc on it, as
-// froog-desktop does inside a sandbox, and returns x11vnc's port. It
-// skips the test where they are not installed (apt-get install xvfb
-// x11vnc x11-xserver-utils). -noreset: without it Xvfb forgets the
-// root colour when xsetroot, its only client so far, disconnects.
+// realDesktop runs TigerVNC's Xvnc (an X server that is its own VNC
+// server, as froog-desktop runs it in a sandbox) with a magenta root
+// window, and returns its VNC port. It skips the test where Xvnc is not
+// installed (deploy/testdeps.sh installs it). -noreset: without it the X
+// server forgets the root colour when xsetroot, its only client so far,
+// disconnects.
 func realDesktop(t *testing.T, w, h int) int {
 	t.Helper()
 	port, _ := xDesktop(t, w, h, "#ff00ff")
@@ -35,30 +36,10 @@ func realDesktop(t *testing.T, w, h int) int {
 // also returns the X display, for xsetroot.
 func xDesktop(t *testing.T, w, h int, colour string) (port int, display string) {
 	t.Helper()
-	for _, bin := range []string{"Xvfb", "x11vnc", "xsetroot"} {
+	for _, bin := range []string{"Xvnc", "xsetroot"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s is not installed", bin)
+			t.Skipf("%s is not installed (deploy/testdeps.sh installs it)", bin)
 		}
-	}
-	r, wr, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	xvfb := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", fmt.Sprintf("%dx%dx24", w, h), "-nolisten", "tcp", "-noreset")
-	xvfb.ExtraFiles = []*os.File{wr}
-	if err := xvfb.Start(); err != nil {
-		t.Fatal(err)
-	}
-	wr.Close()
-	t.Cleanup(func() { xvfb.Process.Kill(); xvfb.Wait() })
-	line, err := bufio.NewReader(r).ReadString('\n')
-	r.Close()
-	if err != nil {
-		t.Fatalf("Xvfb did not say its display: %v", err)
-	}
-	display = ":" + strings.TrimSpace(line)
-	if out, err := exec.Command("xsetroot", "-display", display, "-solid", colour).CombinedOutput(); err != nil {
-		t.Fatalf("xsetroot: %v: %s", err, out)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,13 +47,29 @@ func xDesktop(t *testing.T, w, h int, colour string) (port int, display string) 
 	}
 	port = ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	vnc := exec.Command("x11vnc", "-display", display, "-rfbport", fmt.Sprint(port), "-localhost",
-		"-shared", "-forever", "-nopw", "-quiet", "-noxdamage")
-	if err := vnc.Start(); err != nil {
+	r, wr, err := os.Pipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { vnc.Process.Kill(); vnc.Wait() })
-	wait.For(t, 20*time.Second, "x11vnc to listen", func() bool {
+	x := exec.Command("Xvnc", "-displayfd", "3", "-geometry", fmt.Sprintf("%dx%d", w, h), "-depth", "24",
+		"-rfbport", fmt.Sprint(port), "-interface", "127.0.0.1", "-SecurityTypes", "None", "-AlwaysShared",
+		"-nolisten", "tcp", "-noreset")
+	x.ExtraFiles = []*os.File{wr}
+	if err := x.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wr.Close()
+	t.Cleanup(func() { x.Process.Kill(); x.Wait() })
+	line, err := bufio.NewReader(r).ReadString('\n')
+	r.Close()
+	if err != nil {
+		t.Fatalf("Xvnc did not say its display: %v", err)
+	}
+	display = ":" + strings.TrimSpace(line)
+	if out, err := exec.Command("xsetroot", "-display", display, "-solid", colour).CombinedOutput(); err != nil {
+		t.Fatalf("xsetroot: %v: %s", err, out)
+	}
+	wait.For(t, 20*time.Second, "Xvnc to listen", func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			c.Close()
@@ -82,9 +79,9 @@ func xDesktop(t *testing.T, w, h int, colour string) (port int, display string) 
 	return port, display
 }
 
-// Two viewers through the bridge to a real x11vnc at once each see the
+// Two viewers through the bridge to a real Xvnc at once each see the
 // display's colour.
-func TestBridgeX11VNC(t *testing.T) {
+func TestBridgeXvnc(t *testing.T) {
 	port := realDesktop(t, 320, 240)
 	h := newHarness(t, viewA, port)
 	_, full := h.exchange(h.link(false), false)
@@ -107,7 +104,7 @@ func TestBridgeX11VNC(t *testing.T) {
 			}
 			defer ws.Close()
 			rc := handshake(t, ws)
-			// x11vnc polls the screen: its first frames may predate it.
+			// The first frames may predate the paint.
 			wait.Until(10*time.Second, func() bool {
 				c.got = rc.frameColour(16, 16)
 				return c.got == [3]byte{255, 0, 255}
