@@ -9,7 +9,8 @@
 # under TCG), e2fsprogs (the guest's journaled disk), mmdebstrap (the OS
 # image the driver suite also boots, deploy/images) and nftables (its --net
 # tap isolation); TigerVNC's Xvnc, xsetroot, xwallpaper and openbox (the
-# desktops froog-desktop runs for the local driver: internal/desktopctl).
+# desktops froog-desktop runs for the local driver: internal/desktopctl),
+# and xev (x11-utils: the application the desktop tests type into).
 # It builds the test guest and the OS image once, cached under
 # ~/.cache/froog/built by their recipe's hash (deploy/images/ensure.sh), so
 # that `go test` finds them. On Debian or Ubuntu as root it uses apt-get;
@@ -55,6 +56,7 @@ command -v Xvnc >/dev/null 2>&1 || lean+=(tigervnc-standalone-server)
 command -v xsetroot >/dev/null 2>&1 || lean+=(x11-xserver-utils)
 command -v xwallpaper >/dev/null 2>&1 || lean+=(xwallpaper)
 command -v openbox >/dev/null 2>&1 || lean+=(openbox)
+command -v xev >/dev/null 2>&1 || lean+=(x11-utils)
 if [ "${1:-}" = --bench ]; then
   command -v wrk >/dev/null 2>&1 || missing+=(wrk)
   command -v nginx >/dev/null 2>&1 || missing+=(nginx)

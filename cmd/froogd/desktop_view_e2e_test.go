@@ -1,0 +1,463 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/png"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/gorilla/websocket"
+
+	"froog.tech/froog/internal/wait"
+)
+
+// The desktop's viewer in Chromium against the real binary (froogd dev,
+// the local driver, froog-desktop's Xvnc and openbox on the host).
+
+// deskEnv is a froogd dev with its edge, for the desktop's tests.
+type deskEnv struct {
+	c    client
+	edge string // the edge's address
+	pool *x509.CertPool
+	web  *http.Client // reaches the edge for every host, trusting the local CA
+}
+
+// devDesktop starts froogd dev with an edge under froog.test; it skips
+// where Xvnc or Chromium is missing (deploy/testdeps.sh installs them).
+func devDesktop(t *testing.T) *deskEnv {
+	t.Helper()
+	for _, bin := range []string{"Xvnc", "chromium"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s is not installed (deploy/testdeps.sh installs it)", bin)
+		}
+	}
+	data := t.TempDir()
+	_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
+		"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test")
+	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
+	e := &deskEnv{c: client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, edge: m[2], pool: x509.NewCertPool()}
+	caPEM, _ := os.ReadFile(filepath.Join(data, "ca.pem"))
+	e.pool.AppendCertsFromPEM(caPEM)
+	e.web = edgeClientWith(e.edge, e.pool, false)
+	return e
+}
+
+// sandbox creates a running sandbox whose screens are stopped when the
+// test ends (before froogd is).
+func (e *deskEnv) sandbox(t *testing.T, name string) {
+	t.Helper()
+	e.c.call("POST", "/v1/sandboxes", `{"name": "`+name+`"}`, 202, nil)
+	runs(t, e.c, name)
+	t.Cleanup(func() {
+		for _, k := range []string{"desktop", "browser"} {
+			e.c.call("POST", "/v1/sandboxes/"+name+"/exec", `{"command": "froog-desktop stop --kind `+k+`"}`, 200, nil)
+		}
+	})
+}
+
+// sh runs a command in a sandbox and returns its output; it fails the
+// test when the command does.
+func (e *deskEnv) sh(t *testing.T, sandbox, command string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"command": command})
+	var r struct {
+		ExitCode       int `json:"exit_code"`
+		Stdout, Stderr string
+	}
+	e.c.call("POST", "/v1/sandboxes/"+sandbox+"/exec", string(body), 200, &r)
+	if r.ExitCode != 0 {
+		t.Fatalf("%s in %s: exit %d: %s", command, sandbox, r.ExitCode, r.Stderr)
+	}
+	return r.Stdout
+}
+
+// display starts the sandbox's screen of kind (as opening it would) and
+// returns its X display.
+func (e *deskEnv) display(t *testing.T, sandbox, kind string) string {
+	t.Helper()
+	var st struct{ Display string }
+	out := e.sh(t, sandbox, "froog-desktop start --kind "+kind)
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Display == "" {
+		t.Fatalf("froog-desktop start: %q", out)
+	}
+	return st.Display
+}
+
+// link asks the API for a view link: path is desktop, desktop?viewonly=1
+// or browser.
+func (e *deskEnv) link(t *testing.T, sandbox, path, body string) string {
+	t.Helper()
+	var l struct{ URL string }
+	e.c.call("POST", "/v1/sandboxes/"+sandbox+"/"+path, body, 201, &l)
+	return l.URL
+}
+
+// session exchanges a link's token on a host as the page does and
+// returns the status and the session cookie ("" when refused).
+func (e *deskEnv) session(t *testing.T, host, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", "https://"+host+"/session", strings.NewReader(fmt.Sprintf(`{"token": %q}`, token)))
+	req.Header.Set("Origin", "https://"+host)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := e.web.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	for _, ck := range res.Cookies() {
+		if ck.Name == "__Host-froog_desktop" {
+			return res.StatusCode, ck.Name + "=" + ck.Value
+		}
+	}
+	return res.StatusCode, ""
+}
+
+// websocket opens a view host's bridge with a session cookie, as the
+// page does.
+func (e *deskEnv) websocket(t *testing.T, host, cookie string) *websocket.Conn {
+	t.Helper()
+	d := websocket.Dialer{NetDialContext: func(ctx context.Context, n, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, n, e.edge)
+	}, TLSClientConfig: &tls.Config{RootCAs: e.pool, NextProtos: []string{"http/1.1"}}}
+	ws, res, err := d.Dial("wss://"+host+"/websockify", http.Header{"Origin": {"https://" + host}, "Cookie": {cookie}})
+	if err != nil {
+		t.Fatalf("websocket: %v (%v)", err, res)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return ws
+}
+
+// browser is a headless Chromium whose names under froog.test reach the
+// edge (rules adds more), trusting any certificate as the other browser
+// tests do (the local CA is not in its store).
+func (e *deskEnv) browser(t *testing.T, w, h int, rules ...string) context.Context {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(e.edge)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.NoSandbox,
+		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("host-resolver-rules", strings.Join(append([]string{"MAP *.froog.test 127.0.0.1:" + port}, rules...), ", ")),
+		chromedp.WindowSize(w, h), chromedp.UserDataDir(t.TempDir()))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	return ctx
+}
+
+// tab opens another tab of the browser of ctx.
+func tab(t *testing.T, ctx context.Context) context.Context {
+	t.Helper()
+	tctx, cancel := chromedp.NewContext(ctx)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(tctx); err != nil {
+		t.Fatal(err)
+	}
+	return tctx
+}
+
+// openViewer opens a view link in ctx's tab and waits until the viewer
+// says it is connected.
+func openViewer(t *testing.T, ctx context.Context, link string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Navigate(link)); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 90*time.Second, "the viewer to connect", func() bool {
+		s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('st-conn')?.textContent || location.pathname`))
+		if strings.HasPrefix(s, "/error/") {
+			t.Fatalf("the viewer showed the error page %s", s)
+		}
+		return strings.HasPrefix(s, "connected")
+	})
+}
+
+// screenshot takes the tab's picture and keeps it as a test artefact.
+func screenshot(t *testing.T, ctx context.Context, name string) image.Image {
+	t.Helper()
+	b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep(t, name, b)
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// keep writes a test artefact to $FROOG_ARTEFACTS/desktop, or else to
+// the repository's .artefacts/desktop (ignored by git).
+func keep(t *testing.T, name string, b []byte) {
+	dir := os.Getenv("FROOG_ARTEFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", ".artefacts")
+	}
+	dir = filepath.Join(dir, "desktop")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Errorf("artefacts: %v", err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		t.Errorf("artefacts: %v", err)
+	}
+}
+
+// rgb is a pixel of img.
+func rgb(img image.Image, x, y int) [3]uint8 {
+	r, g, b, _ := img.At(x, y).RGBA()
+	return [3]uint8{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8)}
+}
+
+// close says whether two colours are within 40 a channel (JPEG, scaling).
+func closeTo(a, b [3]uint8) bool {
+	for i := range a {
+		d := int(a[i]) - int(b[i])
+		if d < -40 || d > 40 {
+			return false
+		}
+	}
+	return true
+}
+
+// share is the part of a rectangle of img that is of colour c.
+func share(img image.Image, r image.Rectangle, c [3]uint8) float64 {
+	r = r.Intersect(img.Bounds())
+	n, in := 0, 0
+	for y := r.Min.Y; y < r.Max.Y; y += 4 {
+		for x := r.Min.X; x < r.Max.X; x += 4 {
+			n++
+			if closeTo(rgb(img, x, y), c) {
+				in++
+			}
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(in) / float64(n)
+}
+
+// rfbClient is a test's own VNC client through the edge's bridge.
+type rfbClient struct {
+	t    *testing.T
+	ws   *websocket.Conn
+	r    *wsReader
+	w, h uint16
+}
+
+// rfbHandshake does RFB 3.8 (security None, shared) and asks for raw
+// 32-bit pixels.
+func rfbHandshake(t *testing.T, ws *websocket.Conn) *rfbClient {
+	t.Helper()
+	c := &rfbClient{t: t, ws: ws, r: &wsReader{ws: ws}}
+	if v := c.read(12); !bytes.HasPrefix(v, []byte("RFB 003.")) {
+		t.Fatalf("rfb version %q", v)
+	}
+	c.send([]byte("RFB 003.008\n"))
+	if types := c.read(int(c.read(1)[0])); !bytes.Contains(types, []byte{1}) {
+		t.Fatalf("security types %v, want None", types)
+	}
+	c.send([]byte{1})
+	if binary.BigEndian.Uint32(c.read(4)) != 0 {
+		t.Fatal("rfb security failed")
+	}
+	c.send([]byte{1})
+	init := c.read(24)
+	c.w, c.h = binary.BigEndian.Uint16(init[0:]), binary.BigEndian.Uint16(init[2:])
+	c.read(int(binary.BigEndian.Uint32(init[20:])))
+	c.send([]byte{0, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0})
+	c.send([]byte{2, 0, 0, 1, 0, 0, 0, 0}) // Raw only
+	return c
+}
+
+func (c *rfbClient) send(b ...[]byte) {
+	c.t.Helper()
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, bytes.Join(b, nil)); err != nil {
+		c.t.Fatalf("rfb send: %v", err)
+	}
+}
+
+func (c *rfbClient) read(n int) []byte {
+	c.t.Helper()
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c.r, b); err != nil {
+		c.t.Fatalf("rfb read: %v", err)
+	}
+	return b
+}
+
+// key sends a press and a release of an X keysym.
+func (c *rfbClient) key(sym uint32) {
+	ev := func(down byte) []byte {
+		b := []byte{4, down, 0, 0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(b[4:], sym)
+		return b
+	}
+	c.send(ev(1), ev(0))
+}
+
+// sync asks for one pixel and reads the answer: the server has handled
+// everything sent before it on this connection.
+func (c *rfbClient) sync() {
+	c.t.Helper()
+	c.send([]byte{3, 0, 0, 0, 0, 0, 0, 1, 0, 1})
+	for {
+		switch typ := c.read(1)[0]; typ {
+		case 0:
+			n := int(binary.BigEndian.Uint16(c.read(3)[1:]))
+			for range n {
+				rh := c.read(12)
+				if enc := int32(binary.BigEndian.Uint32(rh[8:])); enc != 0 {
+					c.t.Fatalf("rfb: encoding %d, asked for raw", enc)
+				}
+				c.read(int(binary.BigEndian.Uint16(rh[4:])) * int(binary.BigEndian.Uint16(rh[6:])) * 4)
+			}
+			return
+		case 2: // bell
+		case 3: // cut text
+			c.read(int(binary.BigEndian.Uint32(c.read(7)[3:])))
+		default:
+			c.t.Fatalf("rfb: server message %d", typ)
+		}
+	}
+}
+
+// keyLogger runs xev on a display as a job of the sandbox, its events in
+// file, and waits until its window has the keyboard. xev (x11-utils, a
+// few hundred KB) is the smallest X program that says which keys reached
+// it: a browser on the display would do too, at the cost of another
+// Chromium on two shared cores. Its window fills the screen, and openbox
+// gives the new window the focus, so that neither needs a click (which a
+// view-only viewer cannot send).
+func (e *deskEnv) keyLogger(t *testing.T, sandbox, display, file string) {
+	t.Helper()
+	if _, err := exec.LookPath("xev"); err != nil {
+		t.Skip("xev is not installed (deploy/testdeps.sh installs x11-utils)")
+	}
+	cmd := fmt.Sprintf("DISPLAY=%s exec stdbuf -oL xev -geometry 1920x1080+0+0 -event keyboard -event focus > %s", display, file)
+	body, _ := json.Marshal(map[string]string{"command": cmd})
+	e.c.call("POST", "/v1/sandboxes/"+sandbox+"/jobs", string(body), 201, nil)
+	wait.For(t, 30*time.Second, "xev to have the keyboard", func() bool {
+		return strings.Contains(e.sh(t, sandbox, "cat "+file+" 2>/dev/null || true"), "FocusIn event")
+	})
+}
+
+// keyPressRE finds a key press in xev's output and its keysym's name.
+var keyPressRE = regexp.MustCompile(`(?s)KeyPress event.*?\(keysym 0x[0-9a-f]+, (\w+)\)`)
+
+// keysSeen are the keysyms of the key presses in xev's file.
+func (e *deskEnv) keysSeen(t *testing.T, sandbox, file string) string {
+	t.Helper()
+	var keys []string
+	for _, m := range keyPressRE.FindAllStringSubmatch(e.sh(t, sandbox, "cat "+file), -1) {
+		keys = append(keys, m[1])
+	}
+	return strings.Join(keys, " ")
+}
+
+// Keys typed in the viewer reach an application on the sandbox's
+// display; in a view-only viewer, and from a test's own RFB client with a
+// view-only session, they do not. The viewer works inside a cross-site
+// iframe: the screen's picture shows in it.
+func TestDesktopViewerInChromium(t *testing.T) {
+	e := devDesktop(t)
+	e.sandbox(t, "desk")
+	display := e.display(t, "desk", "desktop")
+	magenta := [3]uint8{255, 0, 255}
+	e.sh(t, "desk", "DISPLAY="+display+" xsetroot -solid '#ff00ff'")
+
+	// Inside another site's iframe, served over HTTPS, with the
+	// permissions an embedder gives.
+	link := e.link(t, "desk", "desktop", "")
+	site := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><title>embedder</title><style>body{margin:0;background:#fff}</style>`+
+			`<iframe id="desk" src="%s" allow="autoplay; fullscreen; clipboard-read; clipboard-write" `+
+			`style="position:absolute;left:40px;top:30px;width:800px;height:450px;border:0"></iframe>`, link)
+	}))
+	defer site.Close()
+	_, sitePort, _ := net.SplitHostPort(site.Listener.Addr().String())
+	ctx := e.browser(t, 1000, 700, "MAP embedder.example 127.0.0.1:"+sitePort)
+	if err := chromedp.Do(ctx, chromedp.Navigate("https://embedder.example/")); err != nil {
+		t.Fatal(err)
+	}
+	var img image.Image
+	inFrame := image.Rect(40+100, 30+60, 40+700, 30+390) // away from the edges and the overlay
+	if !wait.Until(90*time.Second, func() bool {
+		img = screenshot(t, ctx, "e2e-viewer-iframe.png")
+		return share(img, inFrame, magenta) > 0.9
+	}) {
+		t.Fatalf("the screen's magenta never showed in the cross-site iframe (%.0f%% of it did; screenshot e2e-viewer-iframe.png)", 100*share(img, inFrame, magenta))
+	}
+	if s := share(img, image.Rect(860, 0, 1000, 400), [3]uint8{255, 255, 255}); s < 0.9 {
+		t.Errorf("the embedder's page is not beside the iframe (%.0f%% white)", 100*s)
+	}
+
+	// Keys.
+	e.keyLogger(t, "desk", display, "keys.log")
+	// A view-only link's viewer: noVNC sends nothing, and the edge would
+	// drop it.
+	viewOnly := tab(t, ctx)
+	openViewer(t, viewOnly, e.link(t, "desk", "desktop?viewonly=1", ""))
+	if err := chromedp.Do(viewOnly, chromedp.KeyEvent("q")); err != nil {
+		t.Fatal(err)
+	}
+	screenshot(t, viewOnly, "e2e-viewer-viewonly-keys.png")
+	// A hostile client with a view-only session sends key events anyway;
+	// the sync after them is answered, so Xvnc has had all it was sent.
+	vo := e.link(t, "desk", "desktop?viewonly=1", "")
+	u, _ := url.Parse(vo)
+	st, cookie := e.session(t, u.Host, u.Fragment)
+	if st != 200 {
+		t.Fatalf("the view-only link's exchange: %d", st)
+	}
+	raw := rfbHandshake(t, e.websocket(t, u.Host, cookie))
+	raw.key('w')
+	raw.sync()
+	// The same client with an ordinary session: its keys arrive, so the
+	// one above would have.
+	u, _ = url.Parse(e.link(t, "desk", "desktop", ""))
+	if st, cookie = e.session(t, u.Host, u.Fragment); st != 200 {
+		t.Fatalf("the link's exchange: %d", st)
+	}
+	full := rfbHandshake(t, e.websocket(t, u.Host, cookie))
+	full.key('e')
+	full.sync()
+	// The viewer of an ordinary link: typed keys arrive.
+	viewer := tab(t, ctx)
+	openViewer(t, viewer, e.link(t, "desk", "desktop", ""))
+	if err := chromedp.Do(viewer, chromedp.KeyEvent("z")); err != nil {
+		t.Fatal(err)
+	}
+	var seen string
+	if !wait.Until(30*time.Second, func() bool { seen = e.keysSeen(t, "desk", "keys.log"); return strings.Contains(seen, "z") }) {
+		t.Fatalf("the key typed in the viewer never reached xev; it saw %q; its log:\n%s", seen, e.sh(t, "desk", "tail -c 3000 keys.log"))
+	}
+	screenshot(t, viewer, "e2e-viewer-keys.png")
+	if seen != "e z" {
+		t.Errorf("xev saw key presses %q, want %q: the raw client's e, then the viewer's z, and nothing from a view-only session", seen, "e z")
+	}
+}
