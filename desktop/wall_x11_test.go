@@ -91,8 +91,7 @@ func TestWallChromium(t *testing.T) {
 		return "https://" + h.host(KindDesktop, sandbox) + "/#" + tok, nil
 	}
 
-	art := filepath.Join("..", ".artefacts", "desktop")
-	os.MkdirAll(art, 0o755)
+	art := artefacts(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("host-resolver-rules", "MAP *.froog.test 127.0.0.1"),

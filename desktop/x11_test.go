@@ -119,7 +119,7 @@ func TestBridgeXvnc(t *testing.T) {
 
 // The viewer page in headless Chromium: the link opens the display's
 // picture, and the page's looks and error pages are kept as screenshots
-// under .artefacts/desktop/.
+// under .artefacts/desktop/ (or $FROOG_ARTEFACTS/desktop/).
 func TestViewerChromium(t *testing.T) {
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
@@ -127,8 +127,7 @@ func TestViewerChromium(t *testing.T) {
 	}
 	port := realDesktop(t, 640, 400)
 	h := newHarness(t, viewA, port)
-	art := filepath.Join("..", ".artefacts", "desktop")
-	os.MkdirAll(art, 0o755)
+	art := artefacts(t)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
@@ -249,6 +248,21 @@ func TestViewerChromium(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(art, "error-sandbox-stopped.png"), shot, 0o644)
 	})
+}
+
+// artefacts is the folder for the screenshots the tests keep:
+// $FROOG_ARTEFACTS/desktop, or else the repository's .artefacts/desktop
+// (ignored by git).
+func artefacts(t *testing.T) string {
+	dir := os.Getenv("FROOG_ARTEFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", ".artefacts")
+	}
+	dir = filepath.Join(dir, "desktop")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // magentaAt reports whether the screenshot's pixel at (fx, fy) of its

@@ -23,9 +23,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/gorilla/websocket"
 
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -460,4 +464,168 @@ func TestDesktopViewerInChromium(t *testing.T) {
 	if seen != "e z" {
 		t.Errorf("xev saw key presses %q, want %q: the raw client's e, then the viewer's z, and nothing from a view-only session", seen, "e z")
 	}
+}
+
+// canvasRect is where the viewer in ctx draws the screen.
+func canvasRect(t *testing.T, ctx context.Context) image.Rectangle {
+	t.Helper()
+	type rect struct{ X, Y, W, H float64 }
+	r, err := chromedp.Run(ctx, chromedp.Evaluate[rect](`(() => { const r = document.querySelector('#screen canvas').getBoundingClientRect();
+		return {X: r.x, Y: r.y, W: r.width, H: r.height}; })()`))
+	if err != nil || r.W < 100 || r.H < 100 {
+		t.Fatalf("the viewer's canvas: %+v, %v", r, err)
+	}
+	return image.Rect(int(r.X), int(r.Y), int(r.X+r.W), int(r.Y+r.H))
+}
+
+// ctrl presses Ctrl+key in the tab, as a person does: Control down, the
+// key, Control up (noVNC sends what it is given, so the modifier must be
+// a key of its own).
+func ctrl(key rune) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		c := kb.Encode([]rune(kb.Control)[0]) // down, up
+		c[0].Modifiers = int64(chromedp.ModifierCtrl)
+		seq := []*input.DispatchKeyEventParams{c[0]}
+		for _, k := range kb.Encode(key) {
+			if k.Type == kb.KeyChar {
+				continue
+			}
+			k.Modifiers |= int64(chromedp.ModifierCtrl)
+			seq = append(seq, k)
+		}
+		for _, k := range append(seq, c[1]) {
+			if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, *k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// The browser view through the real binary: Chromium alone on a screen
+// of its own shows a page that the sandbox serves, with its tabs and
+// address bar (typed into through the viewer); closing its last tab
+// brings a new window; a link with another profile replaces the open
+// browser; a desktop link can't open the browser view, nor a browser
+// link the desktop.
+func TestBrowserViewInChromium(t *testing.T) {
+	e := devDesktop(t)
+	e.sandbox(t, "web")
+	home := strings.TrimSpace(e.sh(t, "web", "echo $HOME"))
+	port := loopback.FreePort(t)
+	e.sh(t, "web", `mkdir -p site && printf '<!doctype html><title>froog page</title><body style="margin:0;background:#ff00ff"><h1>froog</h1>' > site/index.html`)
+	e.c.call("POST", "/v1/sandboxes/web/jobs", fmt.Sprintf(`{"command": "python3 -m http.server %d --bind 127.0.0.1 --directory site"}`, port), 201, nil)
+	var w struct{ Ready bool }
+	if e.c.call("POST", "/v1/sandboxes/web/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, &w); !w.Ready {
+		t.Fatal("the sandbox's page server never listened")
+	}
+
+	// The cross-links are refused; each link opens its own view.
+	dl, _ := url.Parse(e.link(t, "web", "desktop", ""))
+	bl, _ := url.Parse(e.link(t, "web", "browser", "{}"))
+	if dl.Host == bl.Host {
+		t.Fatalf("the desktop and the browser view share the host %s", dl.Host)
+	}
+	for _, c := range []struct {
+		what, host, token string
+		want              int
+	}{
+		{"a desktop link on the browser view's host", bl.Host, dl.Fragment, 403},
+		{"a browser link on the desktop's host", dl.Host, bl.Fragment, 403},
+		{"the desktop link on its host", dl.Host, dl.Fragment, 200},
+	} {
+		if st, _ := e.session(t, c.host, c.token); st != c.want {
+			t.Errorf("%s: %d, want %d", c.what, st, c.want)
+		}
+	}
+
+	ctx := e.browser(t, 1280, 800)
+	viewer := tab(t, ctx)
+	openViewer(t, viewer, bl.String())
+	display := func() string {
+		var st struct{ Display, Profile string }
+		json.Unmarshal([]byte(e.sh(t, "web", "froog-desktop status --kind browser")), &st)
+		return st.Display + " " + st.Profile
+	}
+	first := display()
+	if want := filepath.Join(home, ".config", "froog-browser"); !strings.HasSuffix(first, " "+want) {
+		t.Fatalf("the browser view runs %q, want the default profile %s", first, want)
+	}
+	// windows lists the names of the X windows on the browser's display.
+	windows := func() string {
+		return e.sh(t, "web", "DISPLAY="+strings.Fields(first)[0]+" xwininfo -root -tree | grep -o '\"[^\"]*\"' || true")
+	}
+	// The picture of the screen in the viewer, its browser's bar (tabs
+	// and address bar: the top 7%) and the page under it.
+	pic := canvasRect(t, viewer)
+	part := func(x0, y0, x1, y1 float64) image.Rectangle {
+		return image.Rect(pic.Min.X+int(x0*float64(pic.Dx())), pic.Min.Y+int(y0*float64(pic.Dy())),
+			pic.Min.X+int(x1*float64(pic.Dx())), pic.Min.Y+int(y1*float64(pic.Dy())))
+	}
+	screen, bar := part(0.1, 0.2, 0.9, 0.9), part(0, 0, 1, 0.07)
+	black := [3]uint8{0, 0, 0}
+	// withBar says whether the picture shows a browser window: its page
+	// not black, and a bar above it that is not the page's colour.
+	withBar := func(img image.Image) bool {
+		page := rgb(img, screen.Min.X+screen.Dx()/2, screen.Min.Y+screen.Dy()/2)
+		return share(img, screen, black) < 0.2 && share(img, bar, page) < 0.7
+	}
+	var img image.Image
+	wait.For(t, 90*time.Second, "Chromium's window on the browser view", func() bool {
+		img = screenshot(t, viewer, "e2e-browser.png")
+		return withBar(img) && strings.Contains(windows(), "Chromium")
+	})
+	// The address bar: Ctrl+L, the page's address, Enter.
+	if err := chromedp.Do(viewer, ctrl('l'), chromedp.KeyEvent(fmt.Sprintf("http://127.0.0.1:%d/\n", port))); err != nil {
+		t.Fatal(err)
+	}
+	magenta := [3]uint8{255, 0, 255}
+	if !wait.Until(60*time.Second, func() bool {
+		img = screenshot(t, viewer, "e2e-browser.png")
+		return share(img, screen, magenta) > 0.8
+	}) {
+		t.Fatalf("the sandbox's page never showed in the browser view (windows: %s)", windows())
+	}
+	if s, b := share(img, bar, magenta), share(img, bar, black); s > 0.1 || b > 0.5 {
+		t.Errorf("no tabs and address bar above the page: %.0f%% of the bar is the page's colour, %.0f%% black (e2e-browser.png)", 100*s, 100*b)
+	}
+	if names := windows(); !strings.Contains(names, "froog page - Chromium") {
+		t.Errorf("no window named for the page's tab: %s", names)
+	}
+
+	// Ctrl+W closes the only tab: its window, and Chromium with it; a new
+	// window comes.
+	if err := chromedp.Do(viewer, ctrl('w')); err != nil {
+		t.Fatal(err)
+	}
+	if !wait.Until(60*time.Second, func() bool {
+		names := windows()
+		return !strings.Contains(names, "froog page") && strings.Contains(names, "Chromium")
+	}) {
+		t.Fatalf("no new window after the last tab closed: %s", windows())
+	}
+	wait.For(t, 30*time.Second, "the new window in the viewer", func() bool {
+		img = screenshot(t, viewer, "e2e-browser-new-window.png")
+		return withBar(img) && share(img, screen, magenta) < 0.1
+	})
+
+	// Another profile replaces the open browser.
+	chromedp.Cancel(viewer) // the old viewer would reconnect, asking for its own profile again
+	other := filepath.Join(home, "profiles", "second")
+	ol, _ := url.Parse(e.link(t, "web", "browser", fmt.Sprintf(`{"profile": %q}`, other)))
+	viewer = tab(t, ctx)
+	openViewer(t, viewer, ol.String())
+	pic = canvasRect(t, viewer)
+	screen, bar = part(0.1, 0.2, 0.9, 0.9), part(0, 0, 1, 0.07)
+	if now := display(); !strings.HasSuffix(now, " "+other) {
+		t.Fatalf("after a link with profile %s the browser view runs %q", other, now)
+	}
+	wait.For(t, 60*time.Second, "Chromium on the second profile", func() bool {
+		out := e.sh(t, "web", "ls "+other+"; pgrep -fc -- '[-]-user-data-dir="+filepath.Join(home, ".config", "froog-browser")+"' || true")
+		return strings.Contains(out, "Default") && strings.HasSuffix(strings.TrimSpace(out), "0")
+	})
+	wait.For(t, 60*time.Second, "the second profile's window in the viewer", func() bool {
+		img = screenshot(t, viewer, "e2e-browser-second-profile.png")
+		return withBar(img)
+	})
 }
