@@ -629,3 +629,132 @@ func TestBrowserViewInChromium(t *testing.T) {
 		return withBar(img)
 	})
 }
+
+// wallLink asks the API for the account's wall link.
+func (e *deskEnv) wallLink(t *testing.T) string {
+	t.Helper()
+	var l struct{ URL string }
+	e.c.call("POST", "/v1/wall", "", 201, &l)
+	return l.URL
+}
+
+// tileColours returns, per sandbox id on the wall in ctx, the colour a
+// quarter into its picture (a pointer may be in the middle).
+func tileColours(t *testing.T, ctx context.Context, img image.Image) map[string][3]uint8 {
+	t.Helper()
+	type rect struct {
+		ID   string
+		X, Y float64
+	}
+	rects, err := chromedp.Run(ctx, chromedp.Evaluate[[]rect](`[...document.querySelectorAll('.tile')].map(e => {
+		const r = e.querySelector('.pic').getBoundingClientRect();
+		return {ID: e.dataset.id, X: r.x + r.width / 4, Y: r.y + r.height / 4};
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][3]uint8{}
+	for _, r := range rects {
+		out[r.ID] = rgb(img, int(r.X), int(r.Y))
+	}
+	return out
+}
+
+// The wall in Chromium through the real binary: with no sandbox running
+// (one stopped) it says so; three sandboxes' tiles show their desktops' colours; a
+// click makes one live; Use types into an application on that desktop,
+// and Esc — which the tile's viewer has then — goes back to the grid
+// without reaching the desktop.
+func TestWallInChromium(t *testing.T) {
+	e := devDesktop(t)
+	// The account's one sandbox is stopped. (An account the edge knows
+	// no sandbox of gets no certificate for its wall's host: the route
+	// table names the hosts certificates are ordered for.)
+	e.c.call("POST", "/v1/sandboxes", `{"name": "idle"}`, 202, nil)
+	runs(t, e.c, "idle")
+	e.c.call("POST", "/v1/sandboxes/idle/stop", "", 202, nil)
+	wait.For(t, 30*time.Second, "idle to stop", func() bool {
+		var sb struct{ State string }
+		e.c.call("GET", "/v1/sandboxes/idle", "", 200, &sb)
+		return sb.State == "stopped"
+	})
+	ctx := e.browser(t, 1280, 800)
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.wallLink(t)), chromedp.WaitVisible("#empty")); err != nil {
+		t.Fatal(err)
+	}
+	if text, _ := chromedp.Run(ctx, chromedp.Text("#empty")); text != "No sandbox is running" {
+		t.Errorf("the empty wall says %q", text)
+	}
+	screenshot(t, ctx, "e2e-wall-empty.png")
+
+	colours := map[string][3]uint8{"w1": {255, 0, 0}, "w2": {0, 192, 0}, "w3": {0, 0, 255}}
+	ids := map[string]string{}
+	displays := map[string]string{}
+	for _, name := range []string{"w1", "w2", "w3"} {
+		e.sandbox(t, name)
+		var sb struct{ ID string }
+		e.c.call("GET", "/v1/sandboxes/"+name, "", 200, &sb)
+		ids[name] = sb.ID
+		displays[name] = e.display(t, name, "desktop")
+		c := colours[name]
+		e.sh(t, name, fmt.Sprintf("DISPLAY=%s xsetroot -solid '#%02x%02x%02x'", displays[name], c[0], c[1], c[2]))
+	}
+	var got map[string][3]uint8
+	if !wait.Until(60*time.Second, func() bool {
+		got = tileColours(t, ctx, screenshot(t, ctx, "e2e-wall-3.png"))
+		if len(got) != 3 {
+			return false
+		}
+		for name, id := range ids {
+			if !closeTo(got[id], colours[name]) {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("three tiles of the desktops' colours never showed: %v (ids %v)", got, ids)
+	}
+
+	// A click makes w2's tile live: its viewer, view-only.
+	if err := chromedp.Do(ctx, chromedp.Click(`.tile[data-id="`+ids["w2"]+`"] .pic`), chromedp.WaitVisible(`.tile.live iframe`)); err != nil {
+		t.Fatal(err)
+	}
+	e.sh(t, "w2", "DISPLAY="+displays["w2"]+" xsetroot -solid '#ffff00'")
+	if !wait.Until(30*time.Second, func() bool {
+		got = tileColours(t, ctx, screenshot(t, ctx, "e2e-wall-live.png"))
+		return closeTo(got[ids["w2"]], [3]uint8{255, 255, 0})
+	}) {
+		t.Fatalf("the live tile never showed its desktop's new colour: %v", got)
+	}
+	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.Escape), chromedp.WaitNotPresent(`iframe`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Use: the tile's viewer with input, on the wall.
+	e.keyLogger(t, "w1", displays["w1"], "keys.log")
+	if err := chromedp.Do(ctx, chromedp.Click(`.tile[data-id="`+ids["w1"]+`"] .use`), chromedp.WaitVisible(`.tile.using iframe`)); err != nil {
+		t.Fatal(err)
+	}
+	// A key typed before the viewer connects goes nowhere: type until
+	// one arrives.
+	var seen string
+	if !wait.Until(60*time.Second, func() bool {
+		if err := chromedp.Do(ctx, chromedp.KeyEvent("k")); err != nil {
+			t.Fatal(err)
+		}
+		seen = e.keysSeen(t, "w1", "keys.log")
+		return strings.Contains(seen, "k")
+	}) {
+		t.Fatalf("a key typed on the wall in Use never reached w1's xev; it saw %q", seen)
+	}
+	screenshot(t, ctx, "e2e-wall-use.png")
+	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.Escape), chromedp.WaitNotPresent(`iframe`), chromedp.WaitNotPresent(`.tile.using`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.KeyEvent("j")); err != nil {
+		t.Fatal(err)
+	}
+	if seen = e.keysSeen(t, "w1", "keys.log"); strings.Contains(seen, "Escape") || strings.Contains(seen, "j") {
+		t.Errorf("after Esc went back to the grid, w1's xev saw %q: Esc or a key typed on the grid reached the desktop", seen)
+	}
+}
