@@ -53,7 +53,7 @@ func xDesktop(t *testing.T, w, h int, colour string) (port int, display string) 
 	}
 	x := exec.Command("Xvnc", "-displayfd", "3", "-geometry", fmt.Sprintf("%dx%d", w, h), "-depth", "24",
 		"-rfbport", fmt.Sprint(port), "-interface", "127.0.0.1", "-SecurityTypes", "None", "-AlwaysShared",
-		"-nolisten", "tcp", "-noreset")
+		"-UseBlacklist=0", "-nolisten", "tcp", "-noreset") // no blacklist, as froog-desktop runs it
 	x.ExtraFiles = []*os.File{wr}
 	if err := x.Start(); err != nil {
 		t.Fatal(err)
