@@ -329,6 +329,13 @@ func (c *rfbClient) key(sym uint32) {
 func (c *rfbClient) sync() {
 	c.t.Helper()
 	c.send([]byte{3, 0, 0, 0, 0, 0, 0, 1, 0, 1})
+	c.frame()
+}
+
+// frame reads one FramebufferUpdate (raw rectangles, as asked), passing
+// over bells and cut text, and returns how many rectangles it had.
+func (c *rfbClient) frame() int {
+	c.t.Helper()
 	for {
 		switch typ := c.read(1)[0]; typ {
 		case 0:
@@ -340,7 +347,7 @@ func (c *rfbClient) sync() {
 				}
 				c.read(int(binary.BigEndian.Uint16(rh[4:])) * int(binary.BigEndian.Uint16(rh[6:])) * 4)
 			}
-			return
+			return n
 		case 2: // bell
 		case 3: // cut text
 			c.read(int(binary.BigEndian.Uint32(c.read(7)[3:])))
