@@ -582,15 +582,26 @@ func TestBrowserViewInChromium(t *testing.T) {
 		img = screenshot(t, viewer, "e2e-browser.png")
 		return withBar(img) && strings.Contains(windows(), "Chromium")
 	})
-	// The address bar: Ctrl+L, the page's address, Enter.
-	if err := chromedp.Do(viewer, ctrl('l'), chromedp.KeyEvent(fmt.Sprintf("http://127.0.0.1:%d/\n", port))); err != nil {
-		t.Fatal(err)
-	}
+	// The address bar: Ctrl+L, the page's address, Enter. Chromium moves
+	// the focus to it a moment after Ctrl+L, and what is typed before
+	// goes to the page: a person waits, and types it again if it went
+	// wrong.
 	magenta := [3]uint8{255, 0, 255}
-	if !wait.Until(60*time.Second, func() bool {
-		img = screenshot(t, viewer, "e2e-browser.png")
-		return share(img, screen, magenta) > 0.8
-	}) {
+	shown := false
+	for try := 0; try < 3 && !shown; try++ {
+		if err := chromedp.Do(viewer, ctrl('l')); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if err := chromedp.Do(viewer, chromedp.KeyEvent(fmt.Sprintf("http://127.0.0.1:%d/\n", port))); err != nil {
+			t.Fatal(err)
+		}
+		shown = wait.Until(20*time.Second, func() bool {
+			img = screenshot(t, viewer, "e2e-browser.png")
+			return share(img, screen, magenta) > 0.8
+		})
+	}
+	if !shown {
 		t.Fatalf("the sandbox's page never showed in the browser view (windows: %s)", windows())
 	}
 	if s, b := share(img, bar, magenta), share(img, bar, black); s > 0.1 || b > 0.5 {
