@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"image/png"
 	"net"
@@ -248,6 +249,59 @@ func TestViewerChromium(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(art, "error-sandbox-stopped.png"), shot, 0o644)
 	})
+
+	// The rest of the error pages: a desktop that does not start, a page
+	// opened without a link (a browser of its own: no cookie), and the
+	// page of a connection the edge closed for breaking its session's
+	// rules.
+	for _, c := range []struct {
+		name, code string
+		open       func(ctx context.Context) error
+	}{
+		{"error-desktop-failed", CodeDesktopFailed, func(ctx context.Context) error {
+			h.starter.mu.Lock()
+			h.starter.err = errors.New("no desktop")
+			h.starter.mu.Unlock()
+			defer func() { h.starter.mu.Lock(); h.starter.err = nil; h.starter.mu.Unlock() }()
+			return chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+"/#"+h.link(false)), chromedp.WaitVisible(`main[data-code="`+CodeDesktopFailed+`"]`))
+		}},
+		{"error-no-session", CodeNoSession, func(ctx context.Context) error {
+			return chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+"/"))
+		}},
+		{"error-refused", CodeRefused, func(ctx context.Context) error {
+			return chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+PathError+CodeRefused))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			browser, cancel := chromedp.NewContext(actx)
+			defer cancel()
+			if err := chromedp.Do(browser); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext()) // no cookies
+			defer cancel()
+			ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := c.open(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := chromedp.Do(ctx, chromedp.WaitVisible(`main[data-code="`+c.code+`"]`)); err != nil {
+				t.Fatal(err)
+			}
+			text, err := chromedp.Run(ctx, chromedp.Text("h1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(art, c.name+".png"), shot, 0o644)
+			if text != errorTexts[c.code].title {
+				t.Errorf("got heading %q, want %q", text, errorTexts[c.code].title)
+			}
+		})
+	}
 }
 
 // artefacts is the folder for the screenshots the tests keep:
