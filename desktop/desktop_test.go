@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"froog.tech/froog/internal/desktopctl"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -285,9 +286,23 @@ func TestBridgeBrowserProfile(t *testing.T) {
 		handshake(t, ws)
 		ws.Close()
 	}
+	// The longest profile, of characters JSON escapes, still fits the
+	// cookie.
+	long := "/home/" + strings.Repeat("<", desktopctl.MaxProfile-6)
+	h.links.add("dt_"+strings.Repeat("q", 20), Link{SandboxID: sbxA, Kind: KindBrowser, Profile: long, ExpiresAt: h.clock().Add(time.Minute)})
+	_, cookie := h.exchange("dt_"+strings.Repeat("q", 20), false)
+	if cookie == nil || len(cookie.Value) > 4000 {
+		t.Fatalf("the longest profile's session cookie: %v", cookie)
+	}
+	ws, _, err := h.dialWS(cookie, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	handshake(t, ws)
+	ws.Close()
 	h.starter.mu.Lock()
 	defer h.starter.mu.Unlock()
-	if got := fmt.Sprintf("%q", h.starter.profiles); got != `["/home/u/work" ""]` {
+	if got := fmt.Sprintf("%q", h.starter.profiles); got != `["/home/u/work" "" "`+long+`"]` {
 		t.Errorf("the starter was asked for profiles %s, want the links'", got)
 	}
 }
