@@ -48,10 +48,13 @@ var _ Links = store.Store(nil)
 
 // Starter starts a sandbox's desktop (kind KindDesktop) or browser view
 // (KindBrowser) if it is not running, waits until its VNC server listens,
-// and returns the VNC port inside the sandbox. It is called for every
-// viewer connection, so it must be cheap when the desktop runs.
+// and returns the VNC port inside the sandbox. profile is the browser
+// view's Chromium profile folder ("" for the default; always "" for the
+// desktop): a browser view running another profile is replaced. It is
+// called for every viewer connection, so it must be cheap when the
+// desktop runs.
 type Starter interface {
-	StartDesktop(ctx context.Context, sandboxID, kind string) (port int, err error)
+	StartDesktop(ctx context.Context, sandboxID, kind, profile string) (port int, err error)
 }
 
 // Dialer connects to a port inside a sandbox (package tunnel).

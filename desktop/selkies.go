@@ -99,7 +99,7 @@ type Stream struct {
 // A Starter that is not one offers VNC only.
 type StreamStarter interface {
 	Starter
-	StartStream(ctx context.Context, sandboxID, kind, masterToken string) (Stream, error)
+	StartStream(ctx context.Context, sandboxID, kind, profile, masterToken string) (Stream, error)
 }
 
 // SelkiesMaster is the master token of a sandbox's Selkies for one kind
@@ -232,7 +232,7 @@ func (b *bridge) dialSelkies(ctx context.Context) (*websocket.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.s.o.StartTimeout)
 	defer cancel()
 	master := SelkiesMaster(b.s.o.Key, b.view.SandboxID, b.view.Kind)
-	st, err := ss.StartStream(ctx, b.view.SandboxID, b.view.Kind, master)
+	st, err := ss.StartStream(ctx, b.view.SandboxID, b.view.Kind, b.profile, master)
 	if err != nil {
 		return nil, fmt.Errorf("start %s of sandbox %s: %w", b.view.Kind, b.view.SandboxID, err)
 	}

@@ -306,7 +306,7 @@ type fakeStreamStarter struct {
 	masters     []string
 }
 
-func (f *fakeStreamStarter) StartStream(_ context.Context, sandboxID, kind, master string) (Stream, error) {
+func (f *fakeStreamStarter) StartStream(_ context.Context, sandboxID, kind, _, master string) (Stream, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++

@@ -34,39 +34,40 @@ type SSHStarter struct {
 type starterKey struct{ sandboxID, kind string }
 
 type startedDesktop struct {
-	since  time.Time
-	port   int
-	stream *Stream // nil until StartStream asked for Selkies in this run
+	since   time.Time
+	profile string
+	port    int
+	stream  *Stream // nil until StartStream asked for Selkies in this run
 }
 
 var _ StreamStarter = (*SSHStarter)(nil)
 
-// StartDesktop starts the sandbox's desktop (or browser view) if it is
-// not running and returns its VNC port.
-func (s *SSHStarter) StartDesktop(ctx context.Context, sandboxID, kind string) (int, error) {
+// StartDesktop starts the sandbox's desktop (or browser view, with its
+// profile) if it is not running and returns its VNC port.
+func (s *SSHStarter) StartDesktop(ctx context.Context, sandboxID, kind, profile string) (int, error) {
 	since, running := s.Sandboxes.Running(sandboxID)
 	if !running {
 		return 0, errors.New("the sandbox is not running")
 	}
 	k := starterKey{sandboxID, kind}
 	s.mu.Lock()
-	if d, ok := s.ports[k]; ok && d.since.Equal(since) {
+	if d, ok := s.ports[k]; ok && d.since.Equal(since) && d.profile == profile {
 		s.mu.Unlock()
 		return d.port, nil
 	}
 	s.mu.Unlock()
-	st, err := s.run(ctx, sandboxID, kind, "")
+	st, err := s.run(ctx, sandboxID, kind, profile, "")
 	if err != nil {
 		return 0, err
 	}
-	s.remember(k, since, startedDesktop{since: since, port: st.VNCPort})
+	s.remember(k, since, startedDesktop{since: since, profile: profile, port: st.VNCPort})
 	return st.VNCPort, nil
 }
 
 // StartStream is StartDesktop that also starts Selkies where the sandbox
 // has it, handing froog-desktop the master token on stdin
 // (--selkies-token-stdin). It remembers the answer for the run too.
-func (s *SSHStarter) StartStream(ctx context.Context, sandboxID, kind, masterToken string) (Stream, error) {
+func (s *SSHStarter) StartStream(ctx context.Context, sandboxID, kind, profile, masterToken string) (Stream, error) {
 	since, running := s.Sandboxes.Running(sandboxID)
 	if !running {
 		return Stream{}, errors.New("the sandbox is not running")
@@ -76,16 +77,16 @@ func (s *SSHStarter) StartStream(ctx context.Context, sandboxID, kind, masterTok
 	}
 	k := starterKey{sandboxID, kind}
 	s.mu.Lock()
-	if d, ok := s.ports[k]; ok && d.since.Equal(since) && d.stream != nil {
+	if d, ok := s.ports[k]; ok && d.since.Equal(since) && d.profile == profile && d.stream != nil {
 		s.mu.Unlock()
 		return *d.stream, nil
 	}
 	s.mu.Unlock()
-	st, err := s.run(ctx, sandboxID, kind, masterToken)
+	st, err := s.run(ctx, sandboxID, kind, profile, masterToken)
 	if err != nil {
 		return Stream{}, err
 	}
-	s.remember(k, since, startedDesktop{since: since, port: st.VNCPort, stream: &st})
+	s.remember(k, since, startedDesktop{since: since, profile: profile, port: st.VNCPort, stream: &st})
 	return st, nil
 }
 
@@ -114,9 +115,10 @@ func (s *SSHStarter) Forget(sandboxID, kind string) {
 // run runs froog-desktop start in the sandbox; with a master token, it
 // asks for Selkies too and writes the token to the command's stdin (never
 // its command line, which other users of the sandbox could read).
-func (s *SSHStarter) run(ctx context.Context, sandboxID, kind, masterToken string) (Stream, error) {
-	if kind != KindDesktop && kind != KindBrowser {
-		return Stream{}, fmt.Errorf("no desktop of kind %q", kind)
+func (s *SSHStarter) run(ctx context.Context, sandboxID, kind, profile, masterToken string) (Stream, error) {
+	cmd, err := startCommand(kind, profile)
+	if err != nil {
+		return Stream{}, err
 	}
 	sess, err := s.Sessions.Session(ctx, sandboxID)
 	if err != nil {
@@ -125,7 +127,6 @@ func (s *SSHStarter) run(ctx context.Context, sandboxID, kind, masterToken strin
 	defer sess.Close()
 	var out, errb bytes.Buffer
 	sess.Stdout, sess.Stderr = &out, &errb
-	cmd := "froog-desktop start --kind " + kind
 	if masterToken != "" {
 		cmd += " --selkies-token-stdin"
 		sess.Stdin = strings.NewReader(masterToken + "\n")
@@ -144,6 +145,25 @@ func (s *SSHStarter) run(ctx context.Context, sandboxID, kind, masterToken strin
 		return Stream{}, fmt.Errorf("start desktop: froog-desktop: %v: %s", err, firstLine(errb.String()))
 	}
 	return parseStarted(out.Bytes(), kind)
+}
+
+// startCommand is the shell command that starts a screen of kind: the
+// profile, which came from a link, is one single-quoted word (the API
+// checked it, but the sandbox's shell must not be the second check).
+func startCommand(kind, profile string) (string, error) {
+	switch {
+	case kind != KindDesktop && kind != KindBrowser:
+		return "", fmt.Errorf("no desktop of kind %q", kind)
+	case profile != "" && kind != KindBrowser:
+		return "", fmt.Errorf("a profile is for the browser view, not the %s", kind)
+	case strings.ContainsAny(profile, "\x00\n\r"):
+		return "", errors.New("a profile with a control character")
+	}
+	cmd := "froog-desktop start --kind " + kind
+	if profile != "" {
+		cmd += " --profile '" + strings.ReplaceAll(profile, "'", `'\''`) + "'"
+	}
+	return cmd, nil
 }
 
 // parseStarted reads froog-desktop's answer: one JSON object with the

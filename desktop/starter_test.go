@@ -41,3 +41,23 @@ func FuzzParseStarted(f *testing.F) {
 		}
 	})
 }
+
+func TestStartCommand(t *testing.T) {
+	tests := []struct {
+		kind, profile, want string
+	}{
+		{KindDesktop, "", "froog-desktop start --kind desktop"},
+		{KindBrowser, "", "froog-desktop start --kind browser"},
+		{KindBrowser, "/home/u/p", "froog-desktop start --kind browser --profile '/home/u/p'"},
+		{KindBrowser, "/home/u/it's $(x) `y`", `froog-desktop start --kind browser --profile '/home/u/it'\''s $(x) ` + "`y`'"},
+		{KindDesktop, "/home/u/p", ""},
+		{KindBrowser, "/home/u/p\nreboot", ""},
+		{"wall", "", ""},
+	}
+	for _, tt := range tests {
+		got, err := startCommand(tt.kind, tt.profile)
+		if got != tt.want || (err == nil) != (tt.want != "") {
+			t.Errorf("startCommand(%s, %q) = %q, %v; want %q", tt.kind, tt.profile, got, err, tt.want)
+		}
+	}
+}

@@ -99,11 +99,19 @@ func (o *Options) check() error {
 var systemDirs = []string{"/etc", "/usr", "/proc", "/sys", "/dev", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 	"/var/lib", "/var/log", "/var/run", "/run", "/srv", "/opt", "/root", "/snap"}
 
+// MaxProfile is the longest profile path: a browser link's session
+// cookie carries it to the edge, which starts the view with it.
+const MaxProfile = 255
+
 // ValidProfile says whether dir may be a Chromium user data directory: an
-// absolute, clean path (no "..", no "//"), outside the system's folders.
-// The API checks a browser link's profile with it too.
+// absolute, clean path (no "..", no "//") of at most MaxProfile bytes,
+// outside the system's folders. The API checks a browser link's profile
+// with it too.
 func ValidProfile(dir string) error {
-	if !filepath.IsAbs(dir) || strings.Contains(dir, "..") || strings.ContainsAny(dir, "\x00\n\r") || len(dir) > 4096 {
+	if len(dir) > MaxProfile {
+		return fmt.Errorf("profile of %d bytes: at most %d", len(dir), MaxProfile)
+	}
+	if !filepath.IsAbs(dir) || strings.Contains(dir, "..") || strings.ContainsAny(dir, "\x00\n\r") {
 		return fmt.Errorf("profile %q: want an absolute path with no \"..\" in it", dir)
 	}
 	c := filepath.Clean(dir)
