@@ -31,7 +31,7 @@ func TestSnapshotsEndToEnd(t *testing.T) {
 			}
 		})
 		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
-		snapshotWalkthrough(t, client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, clock)
+		snapshotWalkthrough(t, client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, clock, 30*time.Second)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
@@ -47,7 +47,7 @@ func TestSnapshotsEndToEnd(t *testing.T) {
 				t.Logf("hostctl's log:\n%s\napi's log:\n%s", tail(hc.stderr.String(), 6000), tail(api.stderr.String(), 3000))
 			}
 		})
-		snapshotWalkthrough(t, client{t: t, base: m[1], key: key}, clock)
+		snapshotWalkthrough(t, client{t: t, base: m[1], key: key}, clock, 30*time.Second)
 	})
 }
 
@@ -80,7 +80,7 @@ func cat(t *testing.T, c client, name string) string {
 		ExitCode int `json:"exit_code"`
 		Stdout   string
 	}
-	c.call("POST", "/v1/sandboxes/"+name+"/exec", `{"command": "cat f.txt"}`, 200, &r)
+	c.call("POST", "/v1/sandboxes/"+name+"/exec", `{"command": "cat ~/f.txt"}`, 200, &r)
 	return strings.TrimSpace(r.Stdout)
 }
 
@@ -89,20 +89,20 @@ func write(t *testing.T, c client, name, content string) {
 	var r struct {
 		ExitCode int `json:"exit_code"`
 	}
-	c.call("POST", "/v1/sandboxes/"+name+"/exec", fmt.Sprintf(`{"command": "echo %s > f.txt"}`, content), 200, &r)
+	c.call("POST", "/v1/sandboxes/"+name+"/exec", fmt.Sprintf(`{"command": "echo %s > ~/f.txt"}`, content), 200, &r)
 	if r.ExitCode != 0 {
 		t.Fatalf("write f.txt in %s: exit %d", name, r.ExitCode)
 	}
 }
 
-// localRuns waits until sandbox name runs (the local driver: seconds).
-func localRuns(t *testing.T, c client, name string) {
+// runsWithin waits until sandbox name runs, with no restore under way.
+func runsWithin(t *testing.T, c client, name string, within time.Duration) {
 	t.Helper()
 	var sb struct {
 		State, Error string
 		RestoreFrom  string `json:"restore_from"`
 	}
-	if !wait.Until(30*time.Second, func() bool {
+	if !wait.Until(within, func() bool {
 		sb.RestoreFrom = "" // omitted once done
 		c.call("GET", "/v1/sandboxes/"+name, "", 200, &sb)
 		return sb.State == "running" && sb.RestoreFrom == "" || sb.State == "error"
@@ -111,16 +111,18 @@ func localRuns(t *testing.T, c client, name string) {
 	}
 }
 
-func snapshotWalkthrough(t *testing.T, c client, clock string) {
+// snapshotWalkthrough is the snapshots' story through the API; within
+// is how long a start may take (seconds locally, more for VMs under TCG).
+func snapshotWalkthrough(t *testing.T, c client, clock string, within time.Duration) {
 	// ttl_secs 0: the test moves hostctl's clock by hours.
 	c.call("POST", "/v1/sandboxes", `{"name": "src", "ttl_secs": 0}`, 202, nil)
-	localRuns(t, c, "src")
+	runsWithin(t, c, "src", within)
 	write(t, c, "src", "saved-state")
 
 	// A saved snapshot, by name.
 	var sn snapshotJSON
 	c.call("POST", "/v1/sandboxes/src/snapshots", `{"label": "base"}`, 202, &sn)
-	wait.For(t, 30*time.Second, "the saved snapshot is available", func() bool {
+	wait.For(t, within, "the saved snapshot is available", func() bool {
 		c.call("GET", "/v1/saved-snapshots/base", "", 200, &sn)
 		return sn.Status == "available" || sn.Status == "failed"
 	})
@@ -139,7 +141,7 @@ func snapshotWalkthrough(t *testing.T, c client, clock string) {
 		if want := fmt.Sprintf("kid-%d", i+1); k.Name != want {
 			t.Fatalf("copy %d is %s, want %s", i, k.Name, want)
 		}
-		localRuns(t, c, k.Name)
+		runsWithin(t, c, k.Name, within)
 		if got := cat(t, c, k.Name); got != "saved-state" {
 			t.Fatalf("%s has f.txt %q, want the snapshot's", k.Name, got)
 		}
@@ -147,7 +149,7 @@ func snapshotWalkthrough(t *testing.T, c client, clock string) {
 
 	// A restore rolls the file back, and keeps what it replaced.
 	c.call("POST", "/v1/sandboxes/src/restore", `{"snapshot": "base"}`, 202, nil)
-	localRuns(t, c, "src")
+	runsWithin(t, c, "src", within)
 	if got := cat(t, c, "src"); got != "saved-state" {
 		t.Fatalf("after the restore f.txt is %q", got)
 	}
@@ -169,7 +171,7 @@ func snapshotWalkthrough(t *testing.T, c client, clock string) {
 			t.Fatal(err)
 		}
 		wantAuto := min(h+1, 3)
-		wait.For(t, 30*time.Second, fmt.Sprintf("hour %d's snapshot", h), func() bool {
+		wait.For(t, within, fmt.Sprintf("hour %d's snapshot", h), func() bool {
 			list = nil // decoded afresh: reason is omitted for saved ones
 			c.call("GET", "/v1/sandboxes/src/snapshots", "", 200, &list)
 			var auto []snapshotJSON
@@ -191,7 +193,7 @@ func snapshotWalkthrough(t *testing.T, c client, clock string) {
 	}
 	// The newest hourly one holds hour 4's file: a fork of latest says so.
 	c.call("POST", "/v1/sandboxes/src/fork", `{"name": "from-latest", "snapshot": "latest"}`, 202, nil)
-	localRuns(t, c, "from-latest")
+	runsWithin(t, c, "from-latest", within)
 	if got := cat(t, c, "from-latest"); got != "hour-4" {
 		t.Fatalf("the newest hourly snapshot has f.txt %q, want hour-4", got)
 	}
