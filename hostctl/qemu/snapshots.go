@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -23,9 +24,11 @@ import (
 // The cost is the copy's time and space, which the docs accept ("a
 // snapshot copies the full disk").
 //
-// A running VM is paused for the copy (the guest syncs its file systems,
-// then QMP stop, which drains and flushes QEMU's own cache), so the copy
-// is the disk at one instant; then it runs on. A restore never touches a
+// A running VM is copied while it runs (see backup: the guest syncs its
+// file systems, then a QMP backup job copies the disk as it was at the
+// job's start); should that fail, it is paused for a plain copy (QMP
+// stop drains and flushes QEMU's own cache) and runs on after. A paused
+// or stopped VM's disk is at rest and copied as it is. A restore never touches a
 // running VM's disk: it refuses while the VM's QEMU is alive, and hostctl
 // stops the VM first.
 
@@ -50,6 +53,14 @@ func (d *Driver) Snapshot(ctx context.Context, sb *store.Sandbox, id string) (in
 			return 0, err
 		}
 		if st == "running" {
+			if err := os.MkdirAll(filepath.Dir(d.snapshotFile(id)), 0o700); err != nil {
+				return 0, err
+			}
+			err := d.backup(ctx, sb.ID, "backup-"+id, d.snapshotFile(id))
+			if err == nil || ctx.Err() != nil {
+				return fileBytes(d.snapshotFile(id)), err
+			}
+			d.o.Logger.Warn("qemu: a live backup failed; pausing the VM for the copy instead", slog.String("sandbox", sb.ID), slog.String("error", err.Error()))
 			if err := d.pause(ctx, sb.ID); err != nil {
 				return 0, err
 			}

@@ -3,6 +3,7 @@ package qemu_test
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,9 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/hostctl/qemu"
+	"froog.tech/froog/internal/syncbuf"
 
 	"froog.tech/froog/hostctl/qemu/qemutest"
 	"froog.tech/froog/store"
@@ -25,7 +29,12 @@ func TestSnapshots(t *testing.T) {
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	signer, _ := ssh.NewSignerFromKey(priv)
 	dir := t.TempDir()
-	d := newDriver(t, dir, kernel, initrd, signer)
+	var logs syncbuf.Buffer
+	d, err := qemu.New(qemu.Options{Dir: dir, Kernel: kernel, Initrd: initrd, ControlKey: signer, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		DiskSize: 256 << 20, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 256}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { qemutest.StopAll(d, dir) })
 	sb := &store.Sandbox{ID: "sbx_snapsrc", Name: "src", Size: "default"}
 	ep, err := d.Start(ctx, sb, nil)
@@ -46,6 +55,10 @@ func TestSnapshots(t *testing.T) {
 	}
 	if out, err := exec.Command("qemu-img", "check", file).CombinedOutput(); err != nil {
 		t.Fatalf("qemu-img check of a running guest's snapshot: %v: %s", err, out)
+	}
+	// Taken live, by a backup job: the guest was never paused.
+	if strings.Contains(logs.String(), "live backup failed") {
+		t.Fatalf("the live backup failed: %s", logs.String())
 	}
 	// The guest runs on after the copy.
 	guestSh(t, ep, signer, "echo two > ~/f.txt && sync")
