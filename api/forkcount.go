@@ -119,3 +119,28 @@ func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, request []
 	w.Write(out)
 	return nil
 }
+
+// fromSaved makes sb, a new sandbox, start from the saved snapshot
+// req.From names (a template): its disk, OS and size (unless the request
+// gives a size); the settings are the request's, not the source
+// sandbox's.
+func (s *Server) fromSaved(r *http.Request, req *createRequest, sb *store.Sandbox) error {
+	if req.From == nil {
+		return nil
+	}
+	if req.OS != nil {
+		return invalid("os comes from the saved snapshot: give from or os, not both")
+	}
+	sn, err := s.savedByRef(r, *req.From)
+	if err != nil {
+		return err
+	}
+	if err := available(&sn); err != nil {
+		return err
+	}
+	sb.ForkOf, sb.ForkSnapshot, sb.OS = sn.SandboxID, sn.ID, sn.OS
+	if req.Size == nil && sn.Size != "" {
+		sb.Size = sn.Size
+	}
+	return nil
+}

@@ -156,7 +156,6 @@ func (s *Server) sandboxFor(r *http.Request) (*store.Sandbox, error) {
 type unsupported struct {
 	Count      json.RawMessage `json:"count"`
 	Setup      json.RawMessage `json:"setup"`
-	From       json.RawMessage `json:"from"`
 	Monitoring json.RawMessage `json:"monitoring"`
 	Files      json.RawMessage `json:"files"`
 	Repo       json.RawMessage `json:"repo"`
@@ -164,7 +163,7 @@ type unsupported struct {
 
 func (u *unsupported) check() error {
 	for name, v := range map[string]json.RawMessage{"count": u.Count, "setup": u.Setup,
-		"from": u.From, "monitoring": u.Monitoring, "files": u.Files, "repo": u.Repo} {
+		"monitoring": u.Monitoring, "files": u.Files, "repo": u.Repo} {
 		if v != nil {
 			return badRequest("unsupported_field", "%s is not supported by this froog deployment", name)
 		}
@@ -184,6 +183,8 @@ type createRequest struct {
 	Env             map[string]string `json:"env"`
 	Environment     json.RawMessage   `json:"environment"`
 	Snapshots       json.RawMessage   `json:"snapshots"`
+	// From is a saved snapshot (its name or id) the sandbox starts from.
+	From *string `json:"from"`
 	unsupported
 }
 
@@ -277,8 +278,14 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.fromSaved(r, &req, &sb); err != nil {
+		return err
+	}
 	s.sealEnv(&sb, req.Env)
 	detail := map[string]string{"size": sb.Size, "os": sb.OS}
+	if sb.ForkSnapshot != "" {
+		detail["from"] = *req.From
+	}
 	if len(sb.Labels) > 0 {
 		detail["labels"] = labelString(sb.Labels)
 	}

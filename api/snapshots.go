@@ -332,8 +332,13 @@ func (s *Server) restoreSandbox(w http.ResponseWriter, r *http.Request) error {
 // findSaved finds one of the account's saved snapshots by name (label)
 // or id.
 func (s *Server) findSaved(r *http.Request) (store.Snapshot, error) {
+	return s.savedByRef(r, r.PathValue("name"))
+}
+
+// savedByRef finds one of the account's saved snapshots by name (label)
+// or id, that the request's key reaches.
+func (s *Server) savedByRef(r *http.Request, ref string) (store.Snapshot, error) {
 	k := keyFrom(r.Context())
-	ref := r.PathValue("name")
 	notFound := errorf(http.StatusNotFound, "not_found", "no saved snapshot %q", ref)
 	var sn store.Snapshot
 	if strings.HasPrefix(ref, "snap_") && len(ref) <= 64 {

@@ -116,6 +116,18 @@ func TestSnapshotRoutes(t *testing.T) {
 			t.Fatalf("audit: %v", actions) // 3 copies, and more-1 made and deleted again
 		}
 
+		// A new sandbox from the saved snapshot (a template): its disk,
+		// OS and size; the request's settings.
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "tpl", "from": "nope"}).want(t, 404, "not_found")
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "tpl", "from": "web-stack", "os": "debian-13"}).want(t, 400, "invalid_value")
+		var tpl struct{ Size, OS string }
+		e.do("DELETE", "/v1/sandboxes/copy-3", e.admin, nil).want(t, 202, "")
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "tpl", "from": "web-stack", "ttl_secs": 60}).want(t, 202, "").json(t, &tpl)
+		f, err := e.store.Sandbox(context.Background(), e.account.ID, "tpl")
+		if err != nil || f.ForkSnapshot != sn.ID || f.ForkOf != box.ID || f.TTLSecs != 60 || tpl.OS != box.OS || tpl.Size != box.Size {
+			t.Fatalf("from a saved snapshot: %+v %+v %v", tpl, f, err)
+		}
+
 		// Lists: the sandbox's, the account's saved ones and every one.
 		auto, err := e.store.CreateSnapshot(context.Background(), store.Snapshot{AccountID: e.account.ID, SandboxID: box.ID, Sandbox: "box", HostID: "host_test",
 			Reason: store.SnapshotHourly, Status: store.SnapshotAvailable, CreatedAt: e.now().Add(time.Second)}, nil)

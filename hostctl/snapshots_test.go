@@ -199,3 +199,41 @@ func TestSnapshotRestoreFork(t *testing.T) {
 		return len(entries) == 0 && err != nil
 	})
 }
+
+// TestSavedLabelReplaced: saving a label again replaces the older
+// snapshot of that label once the new copy is available, files and all.
+func TestSavedLabelReplaced(t *testing.T) {
+	dir := t.TempDir()
+	drv := localIn(t, dir)
+	r := newRig(t, drv, hostctl.Options{})
+	sb := r.waitState(r.create("box", nil).ID, store.StateRunning)
+	save := func(content string) store.Snapshot {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(drv.Home(&sb), "f.txt"), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sn, err := r.st.CreateSnapshot(ctx, store.Snapshot{AccountID: r.acct.ID, SandboxID: sb.ID, Sandbox: sb.Name, HostID: sb.HostID,
+			Saved: true, Label: "web-stack", Status: store.SnapshotCreating, CreatedAt: store.Micro(time.Now())}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait.For(t, 15*time.Second, "saved "+content, func() bool {
+			sn, _ = r.st.Snapshot(ctx, r.acct.ID, sn.ID)
+			return sn.Status == store.SnapshotAvailable
+		})
+		return sn
+	}
+	first := save("v1")
+	second := save("v2")
+	wait.For(t, 15*time.Second, "the older web-stack gone", func() bool {
+		list := r.snapshots(store.SnapshotFilter{SavedOnly: true, Label: "web-stack"})
+		entries, _ := os.ReadDir(filepath.Join(dir, ".snapshots"))
+		return len(list) == 1 && list[0].ID == second.ID && len(entries) == 1
+	})
+	if _, err := os.Stat(filepath.Join(dir, ".snapshots", first.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the replaced snapshot's files: %v", err)
+	}
+	if got := readFile(t, filepath.Join(dir, ".snapshots", second.ID, "f.txt")); got != "v2" {
+		t.Fatalf("web-stack has %q", got)
+	}
+}

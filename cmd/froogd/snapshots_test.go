@@ -159,10 +159,17 @@ func snapshotWalkthrough(t *testing.T, c client, clock string, within time.Durat
 		t.Fatalf("snapshots after the restore: %+v", list)
 	}
 
+	// The saved snapshot as a template: a new sandbox from it.
+	c.call("POST", "/v1/sandboxes", `{"name": "tpl", "from": "base", "ttl_secs": 0}`, 202, nil)
+	runsWithin(t, c, "tpl", within)
+	if got := cat(t, c, "tpl"); got != "saved-state" {
+		t.Fatalf("a sandbox from the saved snapshot has f.txt %q", got)
+	}
+
 	// Hourly, with the clock moved: 4 hours give 4 hourly snapshots, of
 	// which (with the restore's) the newest 3 stay.
-	for _, kid := range copies {
-		c.call("DELETE", "/v1/sandboxes/"+kid.Name, "", 202, nil)
+	for _, name := range []string{"kid-1", "kid-2", "kid-3", "tpl"} {
+		c.call("DELETE", "/v1/sandboxes/"+name, "", 202, nil)
 	}
 	newest := list[0].ID
 	for h := 1; h <= 4; h++ {
