@@ -49,7 +49,8 @@ func (c *Controller) autoSnapshot(ctx context.Context, sb *store.Sandbox, reason
 
 // take copies sb's disk to sn (status creating) and records the outcome.
 // A saved snapshot replaces the account's older ones of its label; an
-// automatic one ends the oldest past AutoSnapshotsKept.
+// automatic one ends the oldest past AutoSnapshotsKept, and the failed
+// automatic ones.
 func (c *Controller) take(ctx context.Context, sb *store.Sandbox, sn *store.Snapshot) error {
 	s, ok := c.o.Driver.(Snapshotter)
 	if !ok {
@@ -100,6 +101,10 @@ func (c *Controller) take(ctx context.Context, sb *store.Sandbox, sn *store.Snap
 		kept := 0
 		for _, o := range list { // newest first
 			if o.Saved || o.Status == store.SnapshotCreating {
+				continue
+			}
+			if o.Status == store.SnapshotFailed { // holds nothing; the log said why
+				old = append(old, o)
 				continue
 			}
 			if kept++; kept > store.AutoSnapshotsKept {
