@@ -23,7 +23,8 @@ import (
 // while is a consistent qcow2 (qemu-img check) and holds what was synced
 // before it; the guest runs on after; a restore is refused while the VM
 // runs and, once it is stopped, brings the snapshot's files back; a fork
-// from the snapshot boots with them; a deleted snapshot's file is gone.
+// from the snapshot boots with them, and so does a live fork of the
+// running source; a deleted snapshot's file is gone.
 func TestSnapshots(t *testing.T) {
 	kernel, initrd := tinyvm(t)
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
@@ -96,6 +97,22 @@ func TestSnapshots(t *testing.T) {
 	}
 	if fep.HostKey == ep.HostKey {
 		t.Fatal("the fork has its source's host key")
+	}
+
+	// A fork of the running source is copied live too.
+	live := &store.Sandbox{ID: "sbx_snaplive", Name: "live", Size: "default"}
+	if err := d.Fork(ctx, sb, live); err != nil {
+		t.Fatal(err)
+	}
+	lep, err := d.Start(ctx, live, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := guestSh(t, lep, signer, "cat ~/f.txt"); got != "one" {
+		t.Fatalf("in the live fork: %q", got)
+	}
+	if strings.Contains(logs.String(), "live backup") {
+		t.Fatalf("a live backup failed: %s", logs.String())
 	}
 
 	if err := d.DeleteSnapshot(ctx, "snap_one"); err != nil {
