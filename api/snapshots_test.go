@@ -190,3 +190,23 @@ func TestSnapshotsOff(t *testing.T) {
 		e.do("POST", "/v1/sandboxes/box/fork", e.admin, map[string]any{"name": "copy", "snapshot": "latest"}).want(t, 409, "snapshots_off")
 	})
 }
+
+// TestForkCountIdempotent: a fork with count and an Idempotency-Key,
+// sent twice, makes its copies once and answers the same both times.
+func TestForkCountIdempotent(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "src"}).want(t, 202, "")
+		body := map[string]any{"name": "try", "count": 2}
+		first := e.do("POST", "/v1/sandboxes/src/fork", e.admin, body, "Idempotency-Key", "k1").want(t, 202, "")
+		again := e.do("POST", "/v1/sandboxes/src/fork", e.admin, body, "Idempotency-Key", "k1").want(t, 202, "")
+		if string(first.body) != string(again.body) || again.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay: %s / %s (%v)", first.body, again.body, again.header)
+		}
+		var list []struct{ Name string }
+		e.do("GET", "/v1/sandboxes", e.admin, nil).want(t, 200, "").json(t, &list)
+		if len(list) != 3 {
+			t.Fatalf("sandboxes after a replayed fork: %+v", list)
+		}
+		e.do("POST", "/v1/sandboxes/src/fork", e.admin, map[string]any{"name": "try", "count": 3}, "Idempotency-Key", "k1").want(t, 422, "")
+	})
+}
