@@ -203,7 +203,10 @@ func (c *Controller) restore(ctx context.Context, sb *store.Sandbox, w *worker) 
 		if err != nil {
 			x.State, x.Error = store.StateError, "restore: "+err.Error()
 		} else {
-			x.State, x.Error, x.StoppedAt = store.StateStopped, "", &now
+			if x.State != store.StateStopped || x.StoppedAt == nil {
+				x.StoppedAt = &now
+			}
+			x.State, x.Error = store.StateStopped, ""
 		}
 		return nil
 	}, nil)
