@@ -24,6 +24,7 @@ type Store interface {
 	DeleteSandbox(ctx context.Context, id string, at time.Time, ev *store.AuditEvent) error
 	PurgeSandbox(ctx context.Context, id string) error
 	SSHKeys(ctx context.Context, accountID string) ([]store.SSHKey, error)
+	store.Snapshots
 }
 
 // Options configure a Controller. Zero values are documented per field.
@@ -49,8 +50,12 @@ type Options struct {
 	// MemoryCheck is how often the available memory is read; 0 means
 	// 5 seconds.
 	MemoryCheck time.Duration
-	Logger      *slog.Logger     // nil discards
-	Now         func() time.Time // nil means time.Now
+	// SnapshotEvery is how often a running sandbox gets an automatic
+	// snapshot (with snapshots on and a Snapshotter driver); 0 means an
+	// hour, as the docs say.
+	SnapshotEvery time.Duration
+	Logger        *slog.Logger     // nil discards
+	Now           func() time.Time // nil means time.Now
 }
 
 // Controller runs one host.
@@ -118,6 +123,9 @@ func New(o Options) (*Controller, error) {
 	}
 	if o.MemoryCheck == 0 {
 		o.MemoryCheck = 5 * time.Second
+	}
+	if o.SnapshotEvery == 0 {
+		o.SnapshotEvery = time.Hour
 	}
 	return &Controller{o: o, workers: map[string]*worker{}, releases: map[string]chan struct{}{}, released: map[string]bool{}}, nil
 }
@@ -193,6 +201,13 @@ func (c *Controller) watch(ctx context.Context) error {
 	for {
 		select {
 		case ch := <-changes:
+			if ch.Kind == store.KindSnapshot && ch.Snapshot != nil && ch.Snapshot.HostID == c.hostID {
+				if ch.Snapshot.DeletedAt != nil {
+					c.kick(ctx, reapID)
+				} else if ch.Snapshot.Status == store.SnapshotCreating {
+					c.kick(ctx, ch.Snapshot.SandboxID)
+				}
+			}
 			if ch.Kind != store.KindSandbox {
 				continue
 			}
@@ -217,6 +232,7 @@ func (c *Controller) rescan(ctx context.Context) error {
 	for _, sb := range list {
 		c.kick(ctx, sb.ID)
 	}
+	c.kick(ctx, reapID)
 	return nil
 }
 
@@ -247,6 +263,12 @@ func (c *Controller) work(ctx context.Context, id string, w *worker) {
 		case <-ctx.Done():
 			return
 		case <-w.kick:
+		}
+		if id == reapID {
+			if err := c.reap(ctx); err != nil && ctx.Err() == nil {
+				c.o.Logger.Error("remove deleted snapshots", slog.String("error", err.Error()))
+			}
+			continue
 		}
 		next, done, err := c.reconcile(ctx, id, w)
 		if err != nil && ctx.Err() == nil {
@@ -293,6 +315,9 @@ func (c *Controller) reconcile(ctx context.Context, id string, w *worker) (next 
 			if err := c.o.Driver.Delete(ctx, &sb); err != nil {
 				return time.Time{}, false, fmt.Errorf("delete: %w", err)
 			}
+			if err := c.forgetSandbox(ctx, &sb); err != nil {
+				return time.Time{}, false, err
+			}
 		}
 		if err := c.o.Store.PurgeSandbox(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return time.Time{}, false, err
@@ -307,6 +332,17 @@ func (c *Controller) reconcile(ctx context.Context, id string, w *worker) (next 
 	}
 	if sb.HostID != c.hostID {
 		return time.Time{}, true, nil
+	}
+	if sb.RestoreFrom != "" {
+		if err := c.restore(ctx, &sb, w); err != nil {
+			return time.Time{}, false, err
+		}
+		return c.now(), false, nil // look again at what the restore left
+	}
+	if sb.State != store.StateCreating {
+		if err := c.pendingSnapshots(ctx, &sb); err != nil {
+			return time.Time{}, false, err
+		}
 	}
 	now := c.now()
 	if sb.DesiredState == store.StateRunning {
@@ -330,7 +366,12 @@ func (c *Controller) place(ctx context.Context, sb *store.Sandbox) (bool, error)
 	if n >= c.o.Capacity {
 		return false, nil // full: another host may take it, and the rescan asks again
 	}
-	if sb.ForkOf != "" {
+	if sb.ForkSnapshot != "" {
+		// A fork from a snapshot is made on the snapshot's host.
+		if sn, err := c.o.Store.Snapshot(ctx, sb.AccountID, sb.ForkSnapshot); err != nil || sn.HostID != c.hostID {
+			return false, nil
+		}
+	} else if sb.ForkOf != "" {
 		// A fork's disk is copied on its source's host.
 		if src, err := c.o.Store.SandboxByID(ctx, sb.ForkOf); err != nil || src.HostID != c.hostID {
 			return false, nil
@@ -392,7 +433,12 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 				return c.fail(ctx, sb, w, err)
 			}
 		}
-		return c.nextStop(sb), false, nil
+		if due := c.snapshotDue(sb); !due.IsZero() && !now.Before(due) {
+			if err := c.autoSnapshot(ctx, sb, store.SnapshotHourly); err != nil {
+				return time.Time{}, false, err
+			}
+		}
+		return c.nextRun(sb), false, nil
 	}
 	if sb.State == store.StateError && sb.UpdatedAt.Equal(w.failedAt) {
 		return time.Time{}, false, nil // wait for a new start
@@ -436,7 +482,7 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 		return time.Time{}, false, err
 	}
 	c.o.Logger.Info("sandbox running", slog.String("sandbox", sb.ID), slog.Duration("took", time.Since(now)))
-	return c.nextStop(&up), false, nil
+	return c.nextRun(&up), false, nil
 }
 
 // accountKeys are the SSH keys the sandbox's account has now.
@@ -452,8 +498,16 @@ func (c *Controller) accountKeys(ctx context.Context, sb *store.Sandbox) ([]stri
 	return keys, nil
 }
 
-// fork gives a sandbox made as a fork its source's disk.
+// fork gives a sandbox made as a fork its source's disk, or its
+// snapshot's.
 func (c *Controller) fork(ctx context.Context, sb *store.Sandbox) error {
+	if sb.ForkSnapshot != "" {
+		s, ok := c.o.Driver.(Snapshotter)
+		if !ok {
+			return errors.New("this host's driver cannot fork from snapshots")
+		}
+		return s.ForkSnapshot(ctx, sb.ForkSnapshot, sb)
+	}
 	f, ok := c.o.Driver.(Forker)
 	if !ok {
 		return errors.New("this host's driver cannot fork sandboxes")
@@ -495,6 +549,16 @@ func (c *Controller) stopDue(sb *store.Sandbox, now time.Time) (string, bool) {
 	return "", false
 }
 
+// nextRun is when a running sandbox next needs a look: its stop, or its
+// next hourly snapshot, whichever comes first.
+func (c *Controller) nextRun(sb *store.Sandbox) time.Time {
+	next := c.nextStop(sb)
+	if due := c.snapshotDue(sb); !due.IsZero() && (next.IsZero() || due.Before(next)) {
+		next = due
+	}
+	return next
+}
+
 func (c *Controller) nextStop(sb *store.Sandbox) time.Time {
 	var next time.Time
 	if sb.TTLSecs > 0 && sb.AutoStopAt != nil {
@@ -524,6 +588,10 @@ func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time,
 			warm = &t
 		} else {
 			err = c.o.Driver.Stop(ctx, sb)
+		}
+		if err == nil {
+			// Each stop snapshots the disk (paused or stopped: at rest).
+			err = c.autoSnapshot(ctx, sb, store.SnapshotStop)
 		}
 		end := c.now()
 		if err != nil {
