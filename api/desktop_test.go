@@ -63,6 +63,7 @@ func TestDesktopLinks(t *testing.T) {
 			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/var/lib/x"}},
 			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/home/user/../../etc"}},
 			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/home//user"}},
+			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/home/" + strings.Repeat("p", 250)}},
 			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/home/user/\x00"}},
 			{"/v1/sandboxes/box/browser", map[string]any{"profile": 7}},
 			{"/v1/sandboxes/box/browser", map[string]any{"profile": "/home/user", "extra": 1}},

@@ -30,6 +30,17 @@ var routes = []route{
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/browser", Action: "desktop", handle: (*Server).createBrowserLink},
 	{Method: "GET", Pattern: "/v1/stops/{id}", Action: "sandbox.read", handle: (*Server).getStop},
 
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/snapshots", Action: "snapshot.read", handle: (*Server).listSandboxSnapshots},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/snapshots", Action: "snapshot.write", handle: (*Server).saveSnapshot},
+	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/snapshots", Action: "snapshot.write", handle: (*Server).deleteAutoSnapshots},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/snapshots/{snap}", Action: "snapshot.read", handle: (*Server).getSandboxSnapshot},
+	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/snapshots/{snap}", Action: "snapshot.write", handle: (*Server).deleteSandboxSnapshot},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/restore", Action: "snapshot.write", handle: (*Server).restoreSandbox},
+	{Method: "GET", Pattern: "/v1/saved-snapshots", Action: "snapshot.read", handle: (*Server).listSaved},
+	{Method: "GET", Pattern: "/v1/saved-snapshots/{name}", Action: "snapshot.read", handle: (*Server).getSaved},
+	{Method: "DELETE", Pattern: "/v1/saved-snapshots/{name}", Action: "snapshot.write", handle: (*Server).deleteSaved},
+	{Method: "GET", Pattern: "/v1/snapshots", Action: "snapshot.read", handle: (*Server).listAllSnapshots},
+
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/urls", Action: "sandbox.read", handle: (*Server).listURLs},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/urls", Action: "host", handle: (*Server).putURL},
 	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/urls/{port}", Action: "host", handle: (*Server).deleteURL},

@@ -92,6 +92,8 @@ type sandboxView struct {
 	EnvNames    []string `json:"env_names"`
 	Environment bool     `json:"environment"`
 	Snapshots   bool     `json:"snapshots"`
+	// RestoreFrom is the snapshot a restore under way rolls it back to.
+	RestoreFrom string `json:"restore_from,omitempty"`
 	// SetupStatus is always none here: setup scripts, repos and the
 	// account's environment live in froog's control plane.
 	SetupStatus string          `json:"setup_status"`
@@ -105,7 +107,7 @@ func viewSandbox(sb *store.Sandbox) sandboxView {
 		MaxLifetimeSecs: sb.MaxLifetimeSecs, DeleteAfterSecs: sb.DeleteAfterSecs, StopID: sb.PendingStopID,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, StartedAt: sb.StartedAt, StoppedAt: sb.StoppedAt,
 		EnvNames: envView(sb), Environment: !sb.NoEnvironment, Snapshots: !sb.NoSnapshots,
-		SetupStatus: "none", Repo: json.RawMessage("null"),
+		SetupStatus: "none", Repo: json.RawMessage("null"), RestoreFrom: sb.RestoreFrom,
 	}
 	if sb.State == store.StateStopped {
 		v.WarmUntil = sb.WarmUntil
@@ -154,7 +156,6 @@ func (s *Server) sandboxFor(r *http.Request) (*store.Sandbox, error) {
 type unsupported struct {
 	Count      json.RawMessage `json:"count"`
 	Setup      json.RawMessage `json:"setup"`
-	From       json.RawMessage `json:"from"`
 	Monitoring json.RawMessage `json:"monitoring"`
 	Files      json.RawMessage `json:"files"`
 	Repo       json.RawMessage `json:"repo"`
@@ -162,7 +163,7 @@ type unsupported struct {
 
 func (u *unsupported) check() error {
 	for name, v := range map[string]json.RawMessage{"count": u.Count, "setup": u.Setup,
-		"from": u.From, "monitoring": u.Monitoring, "files": u.Files, "repo": u.Repo} {
+		"monitoring": u.Monitoring, "files": u.Files, "repo": u.Repo} {
 		if v != nil {
 			return badRequest("unsupported_field", "%s is not supported by this froog deployment", name)
 		}
@@ -182,6 +183,8 @@ type createRequest struct {
 	Env             map[string]string `json:"env"`
 	Environment     json.RawMessage   `json:"environment"`
 	Snapshots       json.RawMessage   `json:"snapshots"`
+	// From is a saved snapshot (its name or id) the sandbox starts from.
+	From *string `json:"from"`
 	unsupported
 }
 
@@ -275,8 +278,14 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.fromSaved(r, &req, &sb); err != nil {
+		return err
+	}
 	s.sealEnv(&sb, req.Env)
 	detail := map[string]string{"size": sb.Size, "os": sb.OS}
+	if sb.ForkSnapshot != "" {
+		detail["from"] = *req.From
+	}
 	if len(sb.Labels) > 0 {
 		detail["labels"] = labelString(sb.Labels)
 	}
@@ -349,12 +358,15 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, request []byte, 
 }
 
 type forkRequest struct {
-	Name     *string           `json:"name"`
-	Size     *string           `json:"size"`
-	TTLSecs  *int64            `json:"ttl_secs"`
-	Env      map[string]string `json:"env"`
-	Count    json.RawMessage   `json:"count"`
-	Snapshot json.RawMessage   `json:"snapshot"`
+	Name    *string           `json:"name"`
+	Size    *string           `json:"size"`
+	TTLSecs *int64            `json:"ttl_secs"`
+	Env     map[string]string `json:"env"`
+	// Count N makes N copies, NAME-1 … NAME-N (at most 100).
+	Count *int `json:"count"`
+	// Snapshot (an id, a label or latest) forks that snapshot of the
+	// source instead of its current disk.
+	Snapshot *string `json:"snapshot"`
 	// Snapshots false: copies a stop erases (the source's setting when
 	// absent).
 	Snapshots json.RawMessage `json:"snapshots"`
@@ -374,11 +386,6 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := req.unsupported.check(); err != nil {
 		return err
 	}
-	for name, v := range map[string]json.RawMessage{"count": req.Count, "snapshot": req.Snapshot} {
-		if v != nil {
-			return badRequest("unsupported_field", "%s is not supported by this froog deployment", name)
-		}
-	}
 	if req.Name == nil {
 		return invalid("name is required: the fork's name")
 	}
@@ -391,7 +398,15 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := errors.Join(checkSecs("ttl_secs", req.TTLSecs, maxTTL), checkEnv(req.Env)); err != nil {
 		return err
 	}
+	copies, err := forkNames(*req.Name, req.Count)
+	if err != nil {
+		return err
+	}
 	src, err := s.sandboxFor(r)
+	if err != nil {
+		return err
+	}
+	snap, err := s.forkSnapshot(r.Context(), src, req.Snapshot)
 	if err != nil {
 		return err
 	}
@@ -425,10 +440,17 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err := checkEnv(env); err != nil {
 		return err
 	}
-	s.sealEnv(&sb, env)
 	// A fork of another sandbox with the same body is another request.
 	request := append([]byte("fork "+src.ID+"\n"), body...)
-	return s.create(w, r, request, sb, s.audit(r, "sandbox.fork", sb.Name, map[string]string{"from": src.Name, "size": sb.Size}))
+	detail := map[string]string{"from": src.Name, "size": sb.Size}
+	if snap != nil {
+		sb.ForkSnapshot, detail["snapshot"] = snap.ID, snap.ID
+	}
+	if req.Count == nil {
+		s.sealEnv(&sb, env)
+		return s.create(w, r, request, sb, s.audit(r, "sandbox.fork", sb.Name, detail))
+	}
+	return s.createCopies(w, r, request, sb, env, copies, detail)
 }
 
 func labelString(l map[string]string) string {

@@ -10,9 +10,12 @@
 # image the driver suite also boots, deploy/images) and nftables (its --net
 # tap isolation); TigerVNC's Xvnc, xsetroot, xwallpaper and openbox (the
 # desktops froog-desktop runs for the local driver: internal/desktopctl);
+# xev (x11-utils: the application the desktop tests type into);
 # dpkg-dev, debhelper, lintian and systemd (the Debian package's test:
 # deploy/package.sh builds it, lintian checks it, systemd-analyze verifies
-# its units, systemd-sysusers makes its user in a scratch root).
+# its units, systemd-sysusers makes its user in a scratch root), and
+# ffmpeg (x11grab and libx264: the H.264 encoder of the Selkies stand-in's
+# tests, desktop/selkies_x264_test.go).
 # It builds the test guest and the OS image once, cached under
 # ~/.cache/froog/built by their recipe's hash (deploy/images/ensure.sh), so
 # that `go test` finds them. On Debian or Ubuntu as root it uses apt-get;
@@ -59,10 +62,12 @@ command -v Xvnc >/dev/null 2>&1 || lean+=(tigervnc-standalone-server)
 command -v xsetroot >/dev/null 2>&1 || lean+=(x11-xserver-utils)
 command -v xwallpaper >/dev/null 2>&1 || lean+=(xwallpaper)
 command -v openbox >/dev/null 2>&1 || lean+=(openbox)
+command -v xev >/dev/null 2>&1 || lean+=(x11-utils)
 command -v dpkg-buildpackage >/dev/null 2>&1 || lean+=(dpkg-dev)
 command -v dh >/dev/null 2>&1 || lean+=(debhelper)
 command -v lintian >/dev/null 2>&1 || lean+=(lintian)
 command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || lean+=(systemd)
+command -v ffmpeg >/dev/null 2>&1 || lean+=(ffmpeg)
 if [ "${1:-}" = --bench ]; then
   command -v wrk >/dev/null 2>&1 || missing+=(wrk)
   command -v nginx >/dev/null 2>&1 || missing+=(nginx)

@@ -41,7 +41,8 @@ type bridge struct {
 	s        *Server
 	view     View
 	viewOnly bool
-	run      int64 // the session's run: the bridge ends when the sandbox's changes
+	profile  string // the browser view's profile, from the link
+	run      int64  // the session's run: the bridge ends when the sandbox's changes
 	ws       *websocket.Conn
 	cancel   context.CancelFunc
 
@@ -73,7 +74,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, v View) {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	b := &bridge{s: s, view: v, viewOnly: sess.ViewOnly || r.URL.Query().Get("viewonly") == "1",
-		run: sess.Run, ws: ws, cancel: cancel, startedAt: time.Now()}
+		profile: sess.Profile, run: sess.Run, ws: ws, cancel: cancel, startedAt: time.Now()}
 	if !s.track(b) {
 		b.stop(websocketGoingAway, "edge shutting down")
 		return
@@ -121,7 +122,7 @@ func (b *bridge) serve(ctx context.Context) {
 func (b *bridge) dial(ctx context.Context) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.s.o.StartTimeout)
 	defer cancel()
-	port, err := b.s.o.Starter.StartDesktop(ctx, b.view.SandboxID, b.view.Kind)
+	port, err := b.s.o.Starter.StartDesktop(ctx, b.view.SandboxID, b.view.Kind, b.profile)
 	if err != nil {
 		return nil, fmt.Errorf("start %s of sandbox %s: %w", b.view.Kind, b.view.SandboxID, err)
 	}

@@ -48,10 +48,13 @@ var _ Links = store.Store(nil)
 
 // Starter starts a sandbox's desktop (kind KindDesktop) or browser view
 // (KindBrowser) if it is not running, waits until its VNC server listens,
-// and returns the VNC port inside the sandbox. It is called for every
-// viewer connection, so it must be cheap when the desktop runs.
+// and returns the VNC port inside the sandbox. profile is the browser
+// view's Chromium profile folder ("" for the default; always "" for the
+// desktop): a browser view running another profile is replaced. It is
+// called for every viewer connection, so it must be cheap when the
+// desktop runs.
 type Starter interface {
-	StartDesktop(ctx context.Context, sandboxID, kind string) (port int, err error)
+	StartDesktop(ctx context.Context, sandboxID, kind, profile string) (port int, err error)
 }
 
 // Dialer connects to a port inside a sandbox (package tunnel).
@@ -131,6 +134,7 @@ const (
 	PathWebsocket = "/websockify" // the websocket bridged to VNC (query: viewonly=1)
 	PathAssets    = "/assets/"    // the page's scripts, styles and noVNC
 	PathError     = "/error/"     // /error/CODE: a page saying what went wrong
+	// PathStream (selkies.go) is the websocket carried to Selkies.
 )
 
 // Server serves view hosts: the viewer page, sessions and the VNC bridge.
@@ -231,6 +235,8 @@ func (s *Server) ServeView(w http.ResponseWriter, r *http.Request, v View) {
 	case v.Kind == KindWall && s.serveWall(w, r, v):
 	case p == PathWebsocket && v.Kind != KindWall:
 		s.websocket(w, r, v)
+	case p == PathStream && v.Kind != KindWall:
+		s.selkiesWebsocket(w, r, v)
 	case len(p) > len(PathAssets) && p[:len(PathAssets)] == PathAssets:
 		s.asset(w, r)
 	case len(p) > len(PathError) && p[:len(PathError)] == PathError:

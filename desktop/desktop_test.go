@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"froog.tech/froog/internal/desktopctl"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -265,6 +267,43 @@ func TestBridgeFakeRFB(t *testing.T) {
 				t.Errorf("ClientInit shared flags at the server %v, want [1]", shared)
 			}
 		})
+	}
+}
+
+// A browser link's profile travels in its session to the Starter, which
+// starts the browser view with it; a link without one asks the default.
+func TestBridgeBrowserProfile(t *testing.T) {
+	fake := newFakeRFB(t, [3]byte{1, 2, 3})
+	h := newHarness(t, View{Kind: KindBrowser, SandboxID: sbxA}, fake.port())
+	for i, profile := range []string{"/home/u/work", ""} {
+		tok := "dt_" + strings.Repeat("p", 20) + fmt.Sprint(i)
+		h.links.add(tok, Link{SandboxID: sbxA, Kind: KindBrowser, Profile: profile, ExpiresAt: h.clock().Add(time.Minute)})
+		_, cookie := h.exchange(tok, false)
+		ws, _, err := h.dialWS(cookie, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		handshake(t, ws)
+		ws.Close()
+	}
+	// The longest profile, of characters JSON escapes, still fits the
+	// cookie.
+	long := "/home/" + strings.Repeat("<", desktopctl.MaxProfile-6)
+	h.links.add("dt_"+strings.Repeat("q", 20), Link{SandboxID: sbxA, Kind: KindBrowser, Profile: long, ExpiresAt: h.clock().Add(time.Minute)})
+	_, cookie := h.exchange("dt_"+strings.Repeat("q", 20), false)
+	if cookie == nil || len(cookie.Value) > 4000 {
+		t.Fatalf("the longest profile's session cookie: %v", cookie)
+	}
+	ws, _, err := h.dialWS(cookie, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	handshake(t, ws)
+	ws.Close()
+	h.starter.mu.Lock()
+	defer h.starter.mu.Unlock()
+	if got := fmt.Sprintf("%q", h.starter.profiles); got != `["/home/u/work" "" "`+long+`"]` {
+		t.Errorf("the starter was asked for profiles %s, want the links'", got)
 	}
 }
 

@@ -83,16 +83,18 @@ func (f *fakeSandboxes) Running(id string) (time.Time, bool) {
 // fakeStarter "starts" a desktop by returning a port on the loopback,
 // where the test runs the VNC server.
 type fakeStarter struct {
-	mu    sync.Mutex
-	port  int
-	err   error
-	calls int
+	mu       sync.Mutex
+	port     int
+	err      error
+	calls    int
+	profiles []string // asked for, in order
 }
 
-func (f *fakeStarter) StartDesktop(_ context.Context, sandboxID, kind string) (int, error) {
+func (f *fakeStarter) StartDesktop(_ context.Context, sandboxID, kind, profile string) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	f.profiles = append(f.profiles, profile)
 	return f.port, f.err
 }
 
@@ -251,7 +253,7 @@ func (f *fakeRFB) frame(shifts [3]byte) []byte {
 
 // harness is a Server behind an httptest TLS server, with its fakes.
 type harness struct {
-	t         *testing.T
+	t         testing.TB
 	srv       *Server
 	ts        *httptest.Server
 	links     *fakeLinks

@@ -175,6 +175,7 @@ func (s *Server) exchange(r *http.Request, v View, req exchangeRequest) (session
 		Kind:      v.Kind,
 		ViewOnly:  l.ViewOnly || req.ViewOnly,
 		Locked:    l.ViewOnly,
+		Profile:   l.Profile,
 		Run:       since.UnixMicro(),
 		Expires:   now.Add(s.o.SessionTTL).Unix(),
 	}, nil

@@ -55,6 +55,7 @@ type session struct {
 	Kind      string `json:"k"`
 	ViewOnly  bool   `json:"v,omitempty"` // no input, for every connection of this session
 	Locked    bool   `json:"l,omitempty"` // the link itself is view-only: the page may not offer input
+	Profile   string `json:"p,omitempty"` // the browser view's profile folder, from the link ("" the default)
 	Run       int64  `json:"r"`           // the sandbox's run (its start, Unix µs) the session belongs to
 	Expires   int64  `json:"e"`           // Unix seconds after which no new connection is made with it
 }
@@ -72,6 +73,11 @@ func seal(key []byte, s session) string {
 	return p + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
+// maxCookie bounds a cookie's value: a session with the longest browser
+// profile (desktopctl.MaxProfile bytes, each escaped in JSON as up to six)
+// fits, within the 4 KiB browsers keep of a cookie.
+const maxCookie = 3072
+
 // errCookie is every way a cookie can be bad; which one is not said.
 var errCookie = errors.New("session cookie is malformed or not signed by this edge")
 
@@ -79,7 +85,7 @@ var errCookie = errors.New("session cookie is malformed or not signed by this ed
 // expiry or the view: the caller checks those.
 func open(key []byte, v string) (session, error) {
 	var s session
-	if len(v) > 1024 {
+	if len(v) > maxCookie {
 		return s, errCookie
 	}
 	i := strings.LastIndexByte(v, '.')

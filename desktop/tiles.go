@@ -180,7 +180,7 @@ func (ts *tileSet) run(ctx context.Context, t *tile) {
 func (ts *tileSet) connect(ctx context.Context, t *tile) (got bool, err error) {
 	o := &ts.s.o
 	sctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
-	port, err := o.Starter.StartDesktop(sctx, t.id, KindDesktop)
+	port, err := o.Starter.StartDesktop(sctx, t.id, KindDesktop, "")
 	var conn net.Conn
 	if err == nil {
 		conn, err = o.Dialer.DialContext(sctx, t.id, port)

@@ -264,7 +264,8 @@ type liveRequest struct {
 
 // wallLive mints a fresh desktop link for one of the account's running
 // sandboxes: view-only for "view", with input for "use" and "open".
-// "view" links have overlay=0, so the tile shows the screen alone.
+// "view" links have overlay=0, so the tile shows the screen alone; "view"
+// and "use" links have wall=1, so that Esc in them goes back to the grid.
 func (s *Server) wallLive(w http.ResponseWriter, r *http.Request, v View) {
 	headers(w, r)
 	w.Header().Set("Cache-Control", "no-store")
@@ -301,10 +302,15 @@ func (s *Server) wallLive(w http.ResponseWriter, r *http.Request, v View) {
 		s.writeRefusal(w, r, v, refuse(CodeDesktopFailed, err))
 		return
 	}
-	if req.Mode == "view" {
+	if req.Mode != "open" {
 		if u, err := url.Parse(link); err == nil {
 			q := u.Query()
-			q.Set("overlay", "0")
+			if req.Mode == "view" {
+				q.Set("overlay", "0")
+			}
+			// On the wall, Esc goes back to the grid: the viewer hands
+			// it to the wall instead of to the desktop.
+			q.Set("wall", "1")
 			u.RawQuery = q.Encode()
 			link = u.String()
 		}

@@ -68,7 +68,7 @@ func (p *portStarter) set(id string, port int) {
 	p.ports[id] = port
 }
 
-func (p *portStarter) StartDesktop(_ context.Context, id, kind string) (int, error) {
+func (p *portStarter) StartDesktop(_ context.Context, id, kind, _ string) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls++
@@ -462,10 +462,10 @@ func TestWallLive(t *testing.T) {
 		json.NewDecoder(res.Body).Decode(&out)
 		return res.StatusCode, out.URL
 	}
-	if st, u := live(`{"sandbox_id":"`+sbxA+`","mode":"view"}`, "https://"+host); st != 200 || u != "https://desktop--00000000000000aa.froog.test/?overlay=0#dt_abc" {
+	if st, u := live(`{"sandbox_id":"`+sbxA+`","mode":"view"}`, "https://"+host); st != 200 || u != "https://desktop--00000000000000aa.froog.test/?overlay=0&wall=1#dt_abc" {
 		t.Errorf("view: %d %q", st, u)
 	}
-	if st, u := live(`{"sandbox_id":"`+sbxA+`","mode":"use"}`, "https://"+host); st != 200 || u != "https://desktop--00000000000000aa.froog.test/#dt_abc" {
+	if st, u := live(`{"sandbox_id":"`+sbxA+`","mode":"use"}`, "https://"+host); st != 200 || u != "https://desktop--00000000000000aa.froog.test/?wall=1#dt_abc" {
 		t.Errorf("use: %d %q", st, u)
 	}
 	if st, _ := live(`{"sandbox_id":"`+sbxB+`","mode":"open"}`, "https://"+host); st != 403 {

@@ -2,6 +2,7 @@ package desktop
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
@@ -59,3 +60,38 @@ func (l StoreLinker) DesktopLink(ctx context.Context, accountID, sandboxID strin
 }
 
 var _ Linker = StoreLinker{}
+
+// AccountStore finds an account by id (the store).
+type AccountStore interface {
+	Account(ctx context.Context, id string) (store.Account, error)
+}
+
+// Names says which host names certificates are ordered or signed for
+// (the certs package's Names): the route table's, and also the wall host
+// of any account the store has. The table knows an account by its
+// sandboxes, so without this the wall of an account with none yet has no
+// certificate, and its link fails in TLS instead of saying that nothing
+// runs. Only existing accounts' walls qualify, so made-up wall names
+// still get nothing.
+type Names struct {
+	Table    *route.Table
+	Accounts AccountStore
+	Domain   string
+}
+
+func (n Names) Owner(name string) (string, error) {
+	id, err := n.Table.Owner(name)
+	if !errors.Is(err, route.ErrUnknownName) {
+		return id, err
+	}
+	v, ok := route.ParseView(route.Label(name, n.Domain))
+	if !ok || v.Kind != KindWall {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, aerr := n.Accounts.Account(ctx, v.ID); aerr != nil {
+		return "", err
+	}
+	return v.ID, nil
+}

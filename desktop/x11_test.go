@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"image/png"
 	"net"
@@ -20,11 +21,12 @@ import (
 	"froog.tech/froog/internal/wait"
 )
 
-// realDesktop runs Xvfb with a magenta root window and x11vnc on it, as
-// froog-desktop does inside a sandbox, and returns x11vnc's port. It
-// skips the test where they are not installed (apt-get install xvfb
-// x11vnc x11-xserver-utils). -noreset: without it Xvfb forgets the
-// root colour when xsetroot, its only client so far, disconnects.
+// realDesktop runs TigerVNC's Xvnc (an X server that is its own VNC
+// server, as froog-desktop runs it in a sandbox) with a magenta root
+// window, and returns its VNC port. It skips the test where Xvnc is not
+// installed (deploy/testdeps.sh installs it). -noreset: without it the X
+// server forgets the root colour when xsetroot, its only client so far,
+// disconnects.
 func realDesktop(t *testing.T, w, h int) int {
 	t.Helper()
 	port, _ := xDesktop(t, w, h, "#ff00ff")
@@ -35,30 +37,10 @@ func realDesktop(t *testing.T, w, h int) int {
 // also returns the X display, for xsetroot.
 func xDesktop(t *testing.T, w, h int, colour string) (port int, display string) {
 	t.Helper()
-	for _, bin := range []string{"Xvfb", "x11vnc", "xsetroot"} {
+	for _, bin := range []string{"Xvnc", "xsetroot"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s is not installed", bin)
+			t.Skipf("%s is not installed (deploy/testdeps.sh installs it)", bin)
 		}
-	}
-	r, wr, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	xvfb := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", fmt.Sprintf("%dx%dx24", w, h), "-nolisten", "tcp", "-noreset")
-	xvfb.ExtraFiles = []*os.File{wr}
-	if err := xvfb.Start(); err != nil {
-		t.Fatal(err)
-	}
-	wr.Close()
-	t.Cleanup(func() { xvfb.Process.Kill(); xvfb.Wait() })
-	line, err := bufio.NewReader(r).ReadString('\n')
-	r.Close()
-	if err != nil {
-		t.Fatalf("Xvfb did not say its display: %v", err)
-	}
-	display = ":" + strings.TrimSpace(line)
-	if out, err := exec.Command("xsetroot", "-display", display, "-solid", colour).CombinedOutput(); err != nil {
-		t.Fatalf("xsetroot: %v: %s", err, out)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,13 +48,29 @@ func xDesktop(t *testing.T, w, h int, colour string) (port int, display string) 
 	}
 	port = ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	vnc := exec.Command("x11vnc", "-display", display, "-rfbport", fmt.Sprint(port), "-localhost",
-		"-shared", "-forever", "-nopw", "-quiet", "-noxdamage")
-	if err := vnc.Start(); err != nil {
+	r, wr, err := os.Pipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { vnc.Process.Kill(); vnc.Wait() })
-	wait.For(t, 20*time.Second, "x11vnc to listen", func() bool {
+	x := exec.Command("Xvnc", "-displayfd", "3", "-geometry", fmt.Sprintf("%dx%d", w, h), "-depth", "24",
+		"-rfbport", fmt.Sprint(port), "-interface", "127.0.0.1", "-SecurityTypes", "None", "-AlwaysShared",
+		"-UseBlacklist=0", "-nolisten", "tcp", "-noreset") // no blacklist, as froog-desktop runs it
+	x.ExtraFiles = []*os.File{wr}
+	if err := x.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wr.Close()
+	t.Cleanup(func() { x.Process.Kill(); x.Wait() })
+	line, err := bufio.NewReader(r).ReadString('\n')
+	r.Close()
+	if err != nil {
+		t.Fatalf("Xvnc did not say its display: %v", err)
+	}
+	display = ":" + strings.TrimSpace(line)
+	if out, err := exec.Command("xsetroot", "-display", display, "-solid", colour).CombinedOutput(); err != nil {
+		t.Fatalf("xsetroot: %v: %s", err, out)
+	}
+	wait.For(t, 20*time.Second, "Xvnc to listen", func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
 			c.Close()
@@ -82,9 +80,9 @@ func xDesktop(t *testing.T, w, h int, colour string) (port int, display string) 
 	return port, display
 }
 
-// Two viewers through the bridge to a real x11vnc at once each see the
+// Two viewers through the bridge to a real Xvnc at once each see the
 // display's colour.
-func TestBridgeX11VNC(t *testing.T) {
+func TestBridgeXvnc(t *testing.T) {
 	port := realDesktop(t, 320, 240)
 	h := newHarness(t, viewA, port)
 	_, full := h.exchange(h.link(false), false)
@@ -107,7 +105,7 @@ func TestBridgeX11VNC(t *testing.T) {
 			}
 			defer ws.Close()
 			rc := handshake(t, ws)
-			// x11vnc polls the screen: its first frames may predate it.
+			// The first frames may predate the paint.
 			wait.Until(10*time.Second, func() bool {
 				c.got = rc.frameColour(16, 16)
 				return c.got == [3]byte{255, 0, 255}
@@ -122,7 +120,7 @@ func TestBridgeX11VNC(t *testing.T) {
 
 // The viewer page in headless Chromium: the link opens the display's
 // picture, and the page's looks and error pages are kept as screenshots
-// under .artefacts/desktop/.
+// under .artefacts/desktop/ (or $FROOG_ARTEFACTS/desktop/).
 func TestViewerChromium(t *testing.T) {
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
@@ -130,8 +128,7 @@ func TestViewerChromium(t *testing.T) {
 	}
 	port := realDesktop(t, 640, 400)
 	h := newHarness(t, viewA, port)
-	art := filepath.Join("..", ".artefacts", "desktop")
-	os.MkdirAll(art, 0o755)
+	art := artefacts(t)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
@@ -252,6 +249,74 @@ func TestViewerChromium(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(art, "error-sandbox-stopped.png"), shot, 0o644)
 	})
+
+	// The rest of the error pages: a desktop that does not start, a page
+	// opened without a link (a browser of its own: no cookie), and the
+	// page of a connection the edge closed for breaking its session's
+	// rules.
+	for _, c := range []struct {
+		name, code string
+		open       func(ctx context.Context) error
+	}{
+		{"error-desktop-failed", CodeDesktopFailed, func(ctx context.Context) error {
+			h.starter.mu.Lock()
+			h.starter.err = errors.New("no desktop")
+			h.starter.mu.Unlock()
+			defer func() { h.starter.mu.Lock(); h.starter.err = nil; h.starter.mu.Unlock() }()
+			return chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+"/#"+h.link(false)), chromedp.WaitVisible(`main[data-code="`+CodeDesktopFailed+`"]`))
+		}},
+		{"error-no-session", CodeNoSession, func(ctx context.Context) error {
+			return chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+"/"))
+		}},
+		{"error-refused", CodeRefused, func(ctx context.Context) error {
+			return chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+PathError+CodeRefused))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			browser, cancel := chromedp.NewContext(actx)
+			defer cancel()
+			if err := chromedp.Do(browser); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext()) // no cookies
+			defer cancel()
+			ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := c.open(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := chromedp.Do(ctx, chromedp.WaitVisible(`main[data-code="`+c.code+`"]`)); err != nil {
+				t.Fatal(err)
+			}
+			text, err := chromedp.Run(ctx, chromedp.Text("h1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(art, c.name+".png"), shot, 0o644)
+			if text != errorTexts[c.code].title {
+				t.Errorf("got heading %q, want %q", text, errorTexts[c.code].title)
+			}
+		})
+	}
+}
+
+// artefacts is the folder for the screenshots the tests keep:
+// $FROOG_ARTEFACTS/desktop, or else the repository's .artefacts/desktop
+// (ignored by git).
+func artefacts(t *testing.T) string {
+	dir := os.Getenv("FROOG_ARTEFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", ".artefacts")
+	}
+	dir = filepath.Join(dir, "desktop")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // magentaAt reports whether the screenshot's pixel at (fx, fy) of its

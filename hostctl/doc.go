@@ -4,7 +4,11 @@
 // (creating → starting → running → stopping → stopped, or error with a
 // reason), the SSH endpoint and pinned host key, warm_until, and the end
 // of each stop. It also enforces the timers: auto-stop, the hard lifetime,
-// auto-delete, and the end of the warm window.
+// auto-delete, and the end of the warm window. With a Snapshotter driver
+// it takes the snapshots: automatic ones every hour while a sandbox runs
+// and at each stop (the newest 3 kept), the saved ones the API asks for,
+// restores (the VM stopped first), forks from a snapshot, and the removal
+// of deleted ones' files.
 //
 // It reads intent from the store's change feed and rescans regularly, so
 // a missed event heals. It must not import api or edge.

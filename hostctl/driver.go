@@ -69,3 +69,23 @@ type KeyMaker interface {
 type Forker interface {
 	Fork(ctx context.Context, src, dst *store.Sandbox) error
 }
+
+// Snapshotter is a Driver that keeps copies of its sandboxes' disks on
+// this host, each named by its snapshot's id and kept apart from every
+// sandbox's own files (a saved snapshot outlives its sandbox). Snapshots
+// are whole copies: none depends on another, or on the sandbox's disk.
+type Snapshotter interface {
+	// Snapshot copies sb's disk to snapshot id and returns the bytes the
+	// copy takes. A running sandbox's copy is consistent: the disk as it
+	// was at one instant, as after a power cut.
+	Snapshot(ctx context.Context, sb *store.Sandbox, id string) (int64, error)
+	// Restore replaces sb's disk with snapshot id's. sb must not run:
+	// hostctl stops it first, and the driver refuses a running one.
+	Restore(ctx context.Context, sb *store.Sandbox, id string) error
+	// ForkSnapshot gives dst, which has no disk yet, snapshot id's disk
+	// (as Forker.Fork does a sandbox's); once dst has one it does nothing.
+	ForkSnapshot(ctx context.Context, id string, dst *store.Sandbox) error
+	// DeleteSnapshot removes snapshot id's files; one already gone is no
+	// error.
+	DeleteSnapshot(ctx context.Context, id string) error
+}

@@ -26,6 +26,7 @@ type Store interface {
 	DeleteSandbox(ctx context.Context, id string, at time.Time, ev *store.AuditEvent) error
 	PurgeSandbox(ctx context.Context, id string) error
 	SSHKeys(ctx context.Context, accountID string) ([]store.SSHKey, error)
+	store.Snapshots
 }
 
 // Options configure a Controller. Zero values are documented per field.
@@ -61,8 +62,12 @@ type Options struct {
 	// MemoryCheck is how often the available memory is read; 0 means
 	// 5 seconds.
 	MemoryCheck time.Duration
-	Logger      *slog.Logger     // nil discards
-	Now         func() time.Time // nil means time.Now
+	// SnapshotEvery is how often a running sandbox gets an automatic
+	// snapshot (with snapshots on and a Snapshotter driver); 0 means an
+	// hour, as the docs say.
+	SnapshotEvery time.Duration
+	Logger        *slog.Logger     // nil discards
+	Now           func() time.Time // nil means time.Now
 }
 
 // Controller runs one host.
@@ -137,6 +142,9 @@ func New(o Options) (*Controller, error) {
 	}
 	if o.MemoryCheck == 0 {
 		o.MemoryCheck = 5 * time.Second
+	}
+	if o.SnapshotEvery == 0 {
+		o.SnapshotEvery = time.Hour
 	}
 	return &Controller{o: o, workers: map[string]*worker{}, releases: map[string]chan struct{}{}, released: map[string]bool{}}, nil
 }
@@ -270,6 +278,13 @@ func (c *Controller) watch(ctx context.Context) error {
 	for {
 		select {
 		case ch := <-changes:
+			if ch.Kind == store.KindSnapshot && ch.Snapshot != nil && ch.Snapshot.HostID == c.hostID {
+				if ch.Snapshot.DeletedAt != nil {
+					c.kick(ctx, reapID)
+				} else if ch.Snapshot.Status == store.SnapshotCreating {
+					c.kick(ctx, ch.Snapshot.SandboxID)
+				}
+			}
 			if ch.Kind != store.KindSandbox {
 				continue
 			}
@@ -294,6 +309,7 @@ func (c *Controller) rescan(ctx context.Context) error {
 	for _, sb := range list {
 		c.kick(ctx, sb.ID)
 	}
+	c.kick(ctx, reapID)
 	return nil
 }
 
@@ -324,6 +340,12 @@ func (c *Controller) work(ctx context.Context, id string, w *worker) {
 		case <-ctx.Done():
 			return
 		case <-w.kick:
+		}
+		if id == reapID {
+			if err := c.reap(ctx); err != nil && ctx.Err() == nil {
+				c.o.Logger.Error("remove deleted snapshots", slog.String("error", err.Error()))
+			}
+			continue
 		}
 		next, done, err := c.reconcile(ctx, id, w)
 		if err != nil && ctx.Err() == nil {
@@ -370,6 +392,9 @@ func (c *Controller) reconcile(ctx context.Context, id string, w *worker) (next 
 			if err := c.o.Driver.Delete(ctx, &sb); err != nil {
 				return time.Time{}, false, fmt.Errorf("delete: %w", err)
 			}
+			if err := c.forgetSandbox(ctx, &sb); err != nil {
+				return time.Time{}, false, err
+			}
 		}
 		if err := c.o.Store.PurgeSandbox(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return time.Time{}, false, err
@@ -384,6 +409,17 @@ func (c *Controller) reconcile(ctx context.Context, id string, w *worker) (next 
 	}
 	if sb.HostID != c.hostID {
 		return time.Time{}, true, nil
+	}
+	if sb.RestoreFrom != "" {
+		if err := c.restore(ctx, &sb, w); err != nil {
+			return time.Time{}, false, err
+		}
+		return c.now(), false, nil // look again at what the restore left
+	}
+	if sb.State != store.StateCreating {
+		if err := c.pendingSnapshots(ctx, &sb); err != nil {
+			return time.Time{}, false, err
+		}
 	}
 	now := c.now()
 	if sb.DesiredState == store.StateRunning {
@@ -454,7 +490,12 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 				return c.fail(ctx, sb, w, err)
 			}
 		}
-		return c.nextStop(sb), false, nil
+		if due := c.snapshotDue(sb); !due.IsZero() && !now.Before(due) {
+			if err := c.autoSnapshot(ctx, sb, store.SnapshotHourly); err != nil {
+				return time.Time{}, false, err
+			}
+		}
+		return c.nextRun(sb), false, nil
 	}
 	if sb.State == store.StateError && sb.UpdatedAt.Equal(w.failedAt) {
 		return time.Time{}, false, nil // wait for a new start
@@ -498,7 +539,7 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 		return time.Time{}, false, err
 	}
 	c.o.Logger.Info("sandbox running", slog.String("sandbox", sb.ID), slog.Duration("took", time.Since(now)))
-	return c.nextStop(&up), false, nil
+	return c.nextRun(&up), false, nil
 }
 
 // accountKeys are the SSH keys the sandbox's account has now.
@@ -514,8 +555,16 @@ func (c *Controller) accountKeys(ctx context.Context, sb *store.Sandbox) ([]stri
 	return keys, nil
 }
 
-// fork gives a sandbox made as a fork its source's disk.
+// fork gives a sandbox made as a fork its source's disk, or its
+// snapshot's.
 func (c *Controller) fork(ctx context.Context, sb *store.Sandbox) error {
+	if sb.ForkSnapshot != "" {
+		s, ok := c.o.Driver.(Snapshotter)
+		if !ok {
+			return errors.New("this host's driver cannot fork from snapshots")
+		}
+		return s.ForkSnapshot(ctx, sb.ForkSnapshot, sb)
+	}
 	f, ok := c.o.Driver.(Forker)
 	if !ok {
 		return errors.New("this host's driver cannot fork sandboxes")
@@ -557,6 +606,16 @@ func (c *Controller) stopDue(sb *store.Sandbox, now time.Time) (string, bool) {
 	return "", false
 }
 
+// nextRun is when a running sandbox next needs a look: its stop, or its
+// next hourly snapshot, whichever comes first.
+func (c *Controller) nextRun(sb *store.Sandbox) time.Time {
+	next := c.nextStop(sb)
+	if due := c.snapshotDue(sb); !due.IsZero() && (next.IsZero() || due.Before(next)) {
+		next = due
+	}
+	return next
+}
+
 func (c *Controller) nextStop(sb *store.Sandbox) time.Time {
 	var next time.Time
 	if sb.TTLSecs > 0 && sb.AutoStopAt != nil {
@@ -586,6 +645,10 @@ func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time,
 			warm = &t
 		} else {
 			err = c.o.Driver.Stop(ctx, sb)
+		}
+		if err == nil {
+			// Each stop snapshots the disk (paused or stopped: at rest).
+			err = c.autoSnapshot(ctx, sb, store.SnapshotStop)
 		}
 		end := c.now()
 		if err != nil {

@@ -4,7 +4,7 @@
 //
 // The store is the bus: the API writes intent, hostctl writes observed
 // state, the edge reads routes, and every committed change to sandboxes,
-// urls, url tokens and desktop links is published, in commit order, on the
+// urls, url tokens, desktop links and snapshots is published, in commit order, on the
 // change feed. Two implementations share one conformance suite
 // (store/storetest): store/pg for production and several nodes, and
 // store/embedded for one machine. What the two must decide alike is

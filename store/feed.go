@@ -12,6 +12,7 @@ const (
 	KindURL         = "url"
 	KindURLToken    = "url_token"
 	KindDesktopLink = "desktop_link"
+	KindSnapshot    = "snapshot"
 )
 
 // Change is one committed change to a sandbox, URL, URL token or desktop
@@ -26,6 +27,7 @@ type Change struct {
 	URL         *URL         `json:"url,omitempty"`
 	URLToken    *URLToken    `json:"url_token,omitempty"`
 	DesktopLink *DesktopLink `json:"desktop_link,omitempty"`
+	Snapshot    *Snapshot    `json:"snapshot,omitempty"`
 }
 
 // Feed publishes every committed change, in commit order.

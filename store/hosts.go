@@ -9,9 +9,10 @@ import (
 // PickHost chooses the host for an unplaced sandbox sb: among hosts seen
 // since liveSince, neither draining nor down, with room (Capacity above
 // Sandboxes), the one with the most room, by name on a tie. A fork goes
-// on its source's host (srcHost) or nowhere, since its disk is copied
-// there. It returns nil when no host qualifies. Both stores place with
-// it, so they agree on where a sandbox goes.
+// on srcHost or nowhere, since its disk is copied there: its source's
+// host, or its snapshot's (ForkSource). It returns nil when no host
+// qualifies. Both stores place with it, so they agree on where a sandbox
+// goes.
 func PickHost(hosts []Host, sb *Sandbox, srcHost string, liveSince time.Time) *Host {
 	var best *Host
 	for i := range hosts {
@@ -19,7 +20,7 @@ func PickHost(hosts []Host, sb *Sandbox, srcHost string, liveSince time.Time) *H
 		if h.Draining || h.DownAt != nil || h.SeenAt.Before(liveSince) || h.Sandboxes >= h.Capacity {
 			continue
 		}
-		if sb.ForkOf != "" && h.ID != srcHost {
+		if (sb.ForkOf != "" || sb.ForkSnapshot != "") && h.ID != srcHost {
 			continue
 		}
 		if best == nil || h.Capacity-h.Sandboxes > best.Capacity-best.Sandboxes ||
@@ -53,4 +54,14 @@ func HostDownStop(h *Host) string {
 // SortHosts orders hosts by name.
 func SortHosts(hosts []Host) {
 	sort.Slice(hosts, func(i, j int) bool { return hosts[i].Name < hosts[j].Name })
+}
+
+// ForkSource says where a fork's disk comes from, for PickHost: the
+// snapshot's id when it is made from one, else its source sandbox's;
+// both empty for a sandbox that is no fork.
+func ForkSource(sb *Sandbox) (snapshotID, sandboxID string) {
+	if sb.ForkSnapshot != "" {
+		return sb.ForkSnapshot, ""
+	}
+	return "", sb.ForkOf
 }

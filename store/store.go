@@ -158,6 +158,7 @@ type Store interface {
 	// runs again.
 	AbandonIdempotent(ctx context.Context, accountID, key string) error
 
+	Snapshots
 	Feed
 	Close() error
 }

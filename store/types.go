@@ -138,6 +138,16 @@ type Sandbox struct {
 	// ForkOf is the sandbox whose disk this one starts from: its first
 	// start copies the source's disk (hostctl asks the driver).
 	ForkOf string `json:"fork_of,omitempty"`
+	// ForkSnapshot, on a fork, is the snapshot (of ForkOf) whose disk it
+	// starts from instead of the source's current one.
+	ForkSnapshot string `json:"fork_snapshot,omitempty"`
+	// RestoreFrom asks hostctl to roll the sandbox's disk back to this
+	// snapshot (intent); hostctl clears it once done.
+	RestoreFrom string `json:"restore_from,omitempty"`
+	// SnapshotAt is when hostctl last took an automatic snapshot of it
+	// (observed): the next hourly one is due an hour after this or the
+	// start, whichever is later.
+	SnapshotAt *time.Time `json:"snapshot_at,omitempty"`
 
 	CreatedByKey string     `json:"created_by_key,omitempty"`
 	CreatedAt    time.Time  `json:"created_at"`

@@ -344,7 +344,10 @@ func (t *Tunnel) Watch(ctx context.Context, feed store.Feed) error {
 			c := t.conns[ch.ID]
 			t.mu.Unlock()
 			if c != nil && (ch.Sandbox == nil || stale(c, ch.Sandbox)) {
-				t.Drop(ch.ID)
+				// The feed may lag behind a connection dialed from a fresh
+				// read (a "starting" change read after the sandbox ran and
+				// was dialed): judge by the sandbox as it is now.
+				t.check(ctx, ch.ID)
 			}
 		}
 	}

@@ -111,7 +111,11 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	}
 	cc := c.Certs
 	cc.Domain = c.Domain
-	src, err := certs.Open(cc, certs.Deps{Store: sh.store, Names: routes, HTTPPort: port(httpLn), TLSPort: port(tlsLn), Registerer: sh.reg, Logger: sh.log})
+	var names certs.Names = routes
+	if secret != nil { // the desktops' view hosts, walls among them
+		names = desktop.Names{Table: routes, Accounts: sh.store, Domain: c.Domain}
+	}
+	src, err := certs.Open(cc, certs.Deps{Store: sh.store, Names: names, HTTPPort: port(httpLn), TLSPort: port(tlsLn), Registerer: sh.reg, Logger: sh.log})
 	if err != nil {
 		return nil, err
 	}

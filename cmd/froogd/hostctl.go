@@ -149,9 +149,11 @@ func startHostctl(p *proc, c hostctlConfig, sh parts) (health.Check, error) {
 	if err != nil {
 		return health.Check{}, err
 	}
+	now, rescan := testClock()
 	ctl, err := hostctl.New(hostctl.Options{Store: sh.store, Driver: drv, HostName: c.HostName, Capacity: c.Capacity,
 		Address: c.AdvertiseAddr, Heartbeat: time.Duration(c.HeartbeatSecs) * time.Second, DownAfter: time.Duration(c.DownSecs) * time.Second,
-		MinFreeMemory: uint64(c.Driver.MinFreeMB) << 20, WarmWindow: time.Duration(c.Driver.WarmSecs) * time.Second, Logger: sh.log})
+		MinFreeMemory: uint64(c.Driver.MinFreeMB) << 20, WarmWindow: time.Duration(c.Driver.WarmSecs) * time.Second, Logger: sh.log,
+		Now: now, Rescan: rescan})
 	if err != nil {
 		return health.Check{}, err
 	}

@@ -14,7 +14,10 @@
 # froogd. The packages are the slow part: they are kept as OUT/base.tar,
 # made again only when this script changes; a new froogd only remakes the
 # disk from it. Needs root (mmdebstrap's root mode), Go (or $FROOGD) and
-# Debian's mirror.
+# Debian's mirror. Selkies (the desktops' fast stream) is installed where
+# Python's package index and GitHub are reachable, into /opt/selkies (kept
+# as OUT/selkies.tar); where they are not, the image is made without it
+# and its desktops use VNC.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 os=${1:?usage: build.sh OS [OUT]}
@@ -66,7 +69,8 @@ else
 	# desktop: XFCE's parts (not the xfce4 metapackage, which brings a file
 	# manager, xfdesktop and more), Chromium, Xvnc, the background tools, and
 	# fonts for web pages.
-	desktop=tigervnc-standalone-server,xfwm4,xfce4-panel,xfce4-settings,xfconf,xfce4-terminal,exo-utils,dbus,chromium,xwallpaper,x11-xserver-utils,x11-utils,xdotool,xfonts-base,fonts-dejavu-core,fonts-liberation2,adwaita-icon-theme
+	# python3-venv is for Selkies (below).
+	desktop=tigervnc-standalone-server,xfwm4,xfce4-panel,xfce4-settings,xfconf,xfce4-terminal,exo-utils,dbus,chromium,xwallpaper,x11-xserver-utils,x11-utils,xdotool,xfonts-base,fonts-dejavu-core,fonts-liberation2,adwaita-icon-theme,python3-venv
 	mmdebstrap --quiet --mode=root --variant=minbase \
 		--include=linux-image-amd64,initramfs-tools,systemd-sysv,udev,kmod,cloud-init,openssh-server,sudo,ifupdown,isc-dhcp-client,netbase,iproute2,e2fsprogs,ca-certificates,curl,git,$desktop \
 		"$suite" "$root" "$mirror"
@@ -99,6 +103,41 @@ else
 	tar -C "$root" --numeric-owner --one-file-system -cf "$out/base.tar.new" .
 	mv "$out/base.tar.new" "$out/base.tar"
 	echo "$base_stamp" >"$out/base.stamp"
+fi
+
+# Selkies, the fast stream (froog-desktop runs it next to Xvnc when it is
+# installed), pinned to the commit froog's edge was written against
+# (desktop/selkies.go): pip builds it from GitHub's archive of that commit,
+# its dependencies (pixelflux, pcmflux, aiohttp, …) from the package index.
+# Kept as OUT/selkies.tar for that commit. Where the index is not reachable
+# (this project's build machine) the image is made without it.
+selkies_commit=3a0bc7af4b3c0b6270bd1173f8f20c41348d17ea
+selkies_src=${FROOG_SELKIES_SRC:-https://github.com/selkies-project/selkies/archive/$selkies_commit.tar.gz}
+pypi=${FROOG_PYPI:-https://pypi.org/simple/}
+if [ -f "$out/selkies.tar" ] && [ "$(cat "$out/selkies.stamp" 2>/dev/null)" = "$selkies_commit $os" ]; then
+	tar -C "$root" --numeric-owner -xpf "$out/selkies.tar"
+elif curl -fsS --max-time 15 -o /dev/null "${pypi}pip/" && curl -fsSI --max-time 15 -o /dev/null -L "$selkies_src"; then
+	cp -L /etc/resolv.conf "$root/etc/resolv.conf.froog"
+	mv "$root/etc/resolv.conf" "$root/etc/resolv.conf.image" 2>/dev/null || true
+	mv "$root/etc/resolv.conf.froog" "$root/etc/resolv.conf"
+	if chroot "$root" python3 -m venv /opt/selkies &&
+		chroot "$root" /opt/selkies/bin/pip install --quiet --no-cache-dir --index-url "$pypi" "$selkies_src"; then
+		rm -f "$out/selkies.stamp"
+		tar -C "$root" --numeric-owner -cf "$out/selkies.tar.new" opt/selkies
+		mv "$out/selkies.tar.new" "$out/selkies.tar"
+		echo "$selkies_commit $os" >"$out/selkies.stamp"
+	else
+		echo "images: installing Selkies failed: the image's desktops use VNC" >&2
+		rm -rf "$root/opt/selkies"
+	fi
+	rm -f "$root/etc/resolv.conf"
+	mv "$root/etc/resolv.conf.image" "$root/etc/resolv.conf" 2>/dev/null || true
+	settle_root
+else
+	echo "images: $pypi or $selkies_src is not reachable: the image has no Selkies; its desktops use VNC" >&2
+fi
+if [ -x "$root/opt/selkies/bin/selkies" ]; then
+	ln -sf /opt/selkies/bin/selkies "$root/usr/local/bin/selkies"
 fi
 
 # froogd, which is froog-desktop by that name.

@@ -128,6 +128,11 @@ async function openTab(id) {
 }
 
 document.addEventListener('keydown', (e) => { if (e.key === 'Escape') back(); });
+// Esc inside a live tile's viewer (which has the keyboard in Use) comes
+// as a message from it (viewer.js, wall=1).
+window.addEventListener('message', (e) => {
+  if (live && live.iframe && e.source === live.iframe.contentWindow && e.data === 'froog:escape') back();
+});
 // A view-only live tile keeps the keyboard on the wall (for Esc): its
 // viewer may take the focus when it connects.
 window.addEventListener('blur', () => {

@@ -172,7 +172,8 @@ func (d *Driver) Check(ctx context.Context, sb *store.Sandbox) error {
 }
 
 // Fork copies src's disk to dst, which has none yet: a running source is
-// paused for the copy (QMP stop, then cont), so the copy is consistent.
+// copied live by a backup job (paused for the copy, QMP stop then cont,
+// should that fail), so the copy is consistent.
 // Only the overlay is copied; both share the base disk. dst gets its own
 // host key at its first start.
 func (d *Driver) Fork(ctx context.Context, src, dst *store.Sandbox) error {
@@ -196,6 +197,15 @@ func (d *Driver) Fork(ctx context.Context, src, dst *store.Sandbox) error {
 			return err
 		}
 		if st == "running" {
+			if err := os.MkdirAll(d.dir(dst.ID), 0o700); err != nil {
+				return err
+			}
+			// Copied live, as a snapshot is (see backup).
+			err := d.backup(ctx, src.ID, "fork-"+dst.ID, target)
+			if err == nil || ctx.Err() != nil {
+				return err
+			}
+			d.o.Logger.Warn("qemu: a live backup for a fork failed; pausing the source for the copy instead", slog.String("sandbox", src.ID), slog.String("error", err.Error()))
 			if err := d.pause(ctx, src.ID); err != nil {
 				return err
 			}

@@ -107,7 +107,7 @@ func tapIsolationInside(t *testing.T) {
 
 }
 
-func guestSh(t *testing.T, ep hostctl.Endpoint, signer ssh.Signer, cmd string) string {
+func guestSh(t testing.TB, ep hostctl.Endpoint, signer ssh.Signer, cmd string) string {
 	t.Helper()
 	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(ep.HostKey))
 	if err != nil {

@@ -15,12 +15,15 @@ import (
 
 const usage = `froog-desktop: the sandbox's desktop and browser view, over VNC on 127.0.0.1.
 
-  froog-desktop start  [--kind desktop|browser] [--profile DIR]
+  froog-desktop start  [--kind desktop|browser] [--profile DIR] [--selkies-token-stdin]
   froog-desktop status [--kind desktop|browser]
   froog-desktop stop   [--kind desktop|browser]
 
 start prints, once the VNC port speaks RFB, one line of JSON:
-  {"kind":"desktop","running":true,"display":":10","vnc_port":5910,"pid":4242}
+  {"kind":"desktop","running":true,"display":":10","vnc_port":5910,"pid":4242,"transport":"vnc"}
+With --selkies-token-stdin it reads Selkies' master token from stdin and,
+where Selkies is installed, runs it too (in websocket mode on 127.0.0.1)
+and waits until it answers: then "transport":"selkies","selkies_port":6110.
 status prints the same, or {"kind":"desktop","running":false} (exit 3).
 stop ends everything start started; stopping what is not running is fine.
 Exit status: 0 done, 1 failed, 2 bad usage, 3 not running (status).
@@ -50,8 +53,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	kind := fs.String("kind", string(KindDesktop), "desktop or browser")
 	profile := ""
 	readyFD := 0
+	tokenStdin := false
 	if cmd == "start" || cmd == "daemon" {
 		fs.StringVar(&profile, "profile", "", "the browser view's Chromium user data folder (default ~/.config/froog-browser)")
+	}
+	if cmd == "start" {
+		fs.BoolVar(&tokenStdin, "selkies-token-stdin", false, "read Selkies' master token from stdin, and run Selkies where it is installed")
 	}
 	if cmd == "daemon" {
 		fs.IntVar(&readyFD, "ready-fd", 0, "where to write the state line once ready (start's pipe)")
@@ -77,6 +84,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	o := Options{Kind: k, Home: home, StateDir: StateDir(home, os.Getenv("XDG_STATE_HOME")), Profile: profile}
+	if tokenStdin {
+		if o.SelkiesToken, err = ReadSelkiesToken(os.Stdin); err != nil {
+			fmt.Fprintf(stderr, "%s %s: %v\n", Name, cmd, err)
+			return ExitUsage
+		}
+	}
 
 	var st State
 	switch cmd {

@@ -85,6 +85,8 @@ func runDaemon(ctx context.Context, o Options, ready *os.File, log *slog.Logger)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() { cancel(); s.wg.Wait() }()
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.selkies(ctx.Done(), n) }()
 	switch o.Kind {
 	case KindDesktop:
 		s.desktop(ctx)
@@ -131,6 +133,11 @@ func (s *supervisor) startX(ctx context.Context) (x *exec.Cmd, xdone chan struct
 			"-geometry", fmt.Sprintf("%dx%d", Width, Height), "-depth", "24",
 			"-rfbport", strconv.Itoa(VNCBase + n), "-interface", "127.0.0.1",
 			"-SecurityTypes", "None", "-AlwaysShared", "-DisconnectClients=0",
+			// No blacklist: every client is the edge (or the sandbox's
+			// own code) from 127.0.0.1, and more than 5 connecting at
+			// once (viewers and a wall's tile after an edge restart)
+			// would lock them all out for 10 s and more.
+			"-UseBlacklist=0",
 			"-nolisten", "tcp", "-desktop", "froog-" + string(s.o.Kind),
 			"-Log", "*:stderr:10"} // errors and connections, not every update's statistics
 		if s.o.Kind == KindBrowser {

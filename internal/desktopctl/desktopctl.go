@@ -36,6 +36,10 @@ type Options struct {
 	Exe string
 	// Env is the supervisor's environment; nil means os.Environ().
 	Env []string
+	// SelkiesToken, for start, is the master token for Selkies (the
+	// edge's, read from stdin): kept in a 0600 file, and Selkies runs
+	// with it where it is installed. Empty: whatever token is kept.
+	SelkiesToken string
 }
 
 // Exit codes of the CLI.
@@ -95,11 +99,19 @@ func (o *Options) check() error {
 var systemDirs = []string{"/etc", "/usr", "/proc", "/sys", "/dev", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 	"/var/lib", "/var/log", "/var/run", "/run", "/srv", "/opt", "/root", "/snap"}
 
+// MaxProfile is the longest profile path: a browser link's session
+// cookie carries it to the edge, which starts the view with it.
+const MaxProfile = 255
+
 // ValidProfile says whether dir may be a Chromium user data directory: an
-// absolute, clean path (no "..", no "//"), outside the system's folders.
-// The API checks a browser link's profile with it too.
+// absolute, clean path (no "..", no "//") of at most MaxProfile bytes,
+// outside the system's folders. The API checks a browser link's profile
+// with it too.
 func ValidProfile(dir string) error {
-	if !filepath.IsAbs(dir) || strings.Contains(dir, "..") || strings.ContainsAny(dir, "\x00\n\r") || len(dir) > 4096 {
+	if len(dir) > MaxProfile {
+		return fmt.Errorf("profile of %d bytes: at most %d", len(dir), MaxProfile)
+	}
+	if !filepath.IsAbs(dir) || strings.Contains(dir, "..") || strings.ContainsAny(dir, "\x00\n\r") {
 		return fmt.Errorf("profile %q: want an absolute path with no \"..\" in it", dir)
 	}
 	c := filepath.Clean(dir)
@@ -126,18 +138,30 @@ func Start(ctx context.Context, o Options) (State, error) {
 		return State{}, err
 	}
 	defer unlock()
+	if o.SelkiesToken != "" {
+		if err := ValidSelkiesToken(o.SelkiesToken); err != nil {
+			return State{}, err
+		}
+		if err := writeToken(o.StateDir, o.Kind, o.SelkiesToken); err != nil {
+			return State{}, err
+		}
+	}
 	if r, ok, err := readRecord(o.StateDir, o.Kind); err != nil {
 		return State{}, err
 	} else if ok && r.alive() {
 		if (o.Kind != KindBrowser || r.Profile == o.Profile) && answers(r.VNCPort) {
-			return r.State, nil
+			return awaitSelkies(o.StateDir, r.State, o.SelkiesToken), nil
 		}
 		// Another profile, or a supervisor whose server is gone: anew.
 		if err := stop(o.StateDir, r); err != nil {
 			return State{}, err
 		}
 	}
-	return spawn(ctx, o)
+	st, err := spawn(ctx, o)
+	if err != nil {
+		return State{}, err
+	}
+	return awaitSelkies(o.StateDir, st, o.SelkiesToken), nil
 }
 
 // Status reports the kind's screen; Running is false unless its
@@ -150,7 +174,7 @@ func Status(o Options) (State, error) {
 	if err != nil || !ok || !r.alive() || !answers(r.VNCPort) {
 		return State{Kind: o.Kind}, err
 	}
-	return r.State, nil
+	return withTransport(o.StateDir, r.State), nil
 }
 
 // Stop ends everything the kind's supervisor started. Stopping what does

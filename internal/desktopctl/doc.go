@@ -24,5 +24,10 @@
 // state (pid, process group, display, port) is a JSON file per kind under
 // $XDG_STATE_HOME/froog-desktop (~/.local/state/froog-desktop).
 //
+// Where Selkies is installed and start was given a master token on stdin
+// (--selkies-token-stdin), the supervisor also runs Selkies on the screen,
+// in websocket mode on 127.0.0.1 (selkies.go); start and status say which
+// transport the screen offers.
+//
 // It imports nothing of froog's: it runs inside sandboxes.
 package desktopctl

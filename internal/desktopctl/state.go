@@ -32,7 +32,8 @@ func ParseKind(s string) (Kind, error) {
 
 // State is what start and status print, one JSON object on a line:
 //
-//	{"kind":"desktop","running":true,"display":":10","vnc_port":5910,"pid":4242}
+//	{"kind":"desktop","running":true,"display":":10","vnc_port":5910,"pid":4242,"transport":"vnc"}
+//	{"kind":"desktop","running":true,…,"transport":"selkies","selkies_port":6110}
 //	{"kind":"desktop","running":false}
 type State struct {
 	Kind    Kind   `json:"kind"`
@@ -45,6 +46,11 @@ type State struct {
 	// PID is the supervisor's, which leads the process group of
 	// everything it started.
 	PID int `json:"pid,omitempty"`
+	// Transport is what the screen offers besides VNC: "selkies" when
+	// Selkies runs on it and answers on SelkiesPort (127.0.0.1), else
+	// "vnc". Only for a running screen.
+	Transport   string `json:"transport,omitempty"`
+	SelkiesPort int    `json:"selkies_port,omitempty"`
 }
 
 // record is the state file: the State plus what tells the supervisor

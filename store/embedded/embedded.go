@@ -38,6 +38,7 @@ type Store struct {
 	leases    map[string]*lease
 	urlNames  map[string]*urlName
 	starts    map[string]*startRec
+	snapshots map[string]*store.Snapshot
 
 	changes []store.Change // the newest keepChanges, oldest first
 	signal  store.Signal
@@ -67,6 +68,7 @@ func Open(dir string) (*Store, error) {
 		leases:    map[string]*lease{},
 		urlNames:  map[string]*urlName{},
 		starts:    map[string]*startRec{},
+		snapshots: map[string]*store.Snapshot{},
 	}
 	log, lock, err := openLog(dir, s.apply, s.snapshot)
 	if err != nil {
@@ -129,6 +131,8 @@ func (s *Store) apply(r record) error {
 		setOrDel(s.urlNames, r)
 	case tStart:
 		setOrDel(s.starts, r)
+	case tSnapshot:
+		setOrDel(s.snapshots, r)
 	default:
 		return fmt.Errorf("unknown table %q", r.T)
 	}
@@ -161,6 +165,7 @@ func (s *Store) snapshot() []record {
 	recs = appendAll(recs, tLease, s.leases)
 	recs = appendAll(recs, tURLName, s.urlNames)
 	recs = appendAll(recs, tStart, s.starts)
+	recs = appendAll(recs, tSnapshot, s.snapshots)
 	return recs
 }
 
@@ -241,6 +246,10 @@ func change(r record) (store.Change, bool) {
 	case tLink:
 		if !r.Del {
 			c.DesktopLink = clone(r.val.(*store.DesktopLink))
+		}
+	case tSnapshot:
+		if !r.Del {
+			c.Snapshot = clone(r.val.(*store.Snapshot))
 		}
 	default:
 		return store.Change{}, false

@@ -59,8 +59,15 @@ func (s *Store) PlaceSandbox(ctx context.Context, id string, liveSince time.Time
 		return *clone(old), nil
 	}
 	src := ""
-	if f, ok := s.sandboxes[old.ForkOf]; ok && old.ForkOf != "" {
-		src = f.HostID
+	switch snap, from := store.ForkSource(old); {
+	case snap != "":
+		if sn, ok := s.snapshots[snap]; ok {
+			src = sn.HostID
+		}
+	case from != "":
+		if f, ok := s.sandboxes[from]; ok {
+			src = f.HostID
+		}
 	}
 	h := store.PickHost(s.hostList(), old, src, liveSince)
 	if h == nil {

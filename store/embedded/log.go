@@ -32,6 +32,7 @@ const (
 	tLease    = "lease"
 	tURLName  = "url_name"
 	tStart    = "start"
+	tSnapshot = store.KindSnapshot
 	tMeta     = "meta"
 )
 
@@ -108,6 +109,8 @@ func newValue(table string) (any, error) {
 		return new(urlName), nil
 	case tStart:
 		return new(startRec), nil
+	case tSnapshot:
+		return new(store.Snapshot), nil
 	case tMeta:
 		return new(meta), nil
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"froog.tech/froog/store"
 )
 
@@ -87,9 +89,15 @@ func (s *Store) PlaceSandbox(ctx context.Context, id string, liveSince time.Time
 			return nil
 		}
 		src := ""
-		if sb.ForkOf != "" {
+		switch snap, from := store.ForkSource(sb); {
+		case snap != "":
+			err := t.QueryRow(ctx, `SELECT host_id FROM snapshots WHERE id = $1`, snap).Scan(&src)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("the fork's snapshot: %w", err)
+			}
+		case from != "":
 			var f store.Sandbox
-			if err := getDoc(ctx, t, &f, "sandbox "+sb.ForkOf, `SELECT doc FROM sandboxes WHERE id = $1`, sb.ForkOf); err != nil && !errors.Is(err, store.ErrNotFound) {
+			if err := getDoc(ctx, t, &f, "sandbox "+from, `SELECT doc FROM sandboxes WHERE id = $1`, from); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
 			src = f.HostID

@@ -207,6 +207,8 @@ func (t *txn) changed(kind, id string, v any) {
 		c.URLToken = v
 	case *store.DesktopLink:
 		c.DesktopLink = v
+	case *store.Snapshot:
+		c.Snapshot = v
 	}
 	t.changes = append(t.changes, c)
 }

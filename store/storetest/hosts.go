@@ -103,6 +103,20 @@ func testHostPlacement(t *testing.T, o func() Backend) {
 	if hs := hostsByName(t, s); hs["h-a"].Sandboxes != 2 || hs["h-b"].Sandboxes != 1 {
 		t.Fatalf("Hosts after deletes: a %d, b %d", hs["h-a"].Sandboxes, hs["h-b"].Sandboxes)
 	}
+	// A fork from a snapshot goes where the snapshot is.
+	sn, err := s.CreateSnapshot(ctx, store.Snapshot{AccountID: acct.ID, SandboxID: placed[3].ID, Sandbox: placed[3].Name, HostID: hs["h-drain"].ID,
+		Saved: true, Label: "keep", Status: store.SnapshotCreating, CreatedAt: now}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromSnap, err := s.CreateSandbox(ctx, store.Sandbox{AccountID: acct.ID, Name: "from-snap", Size: "small", OS: "ubuntu-24.04", ForkOf: placed[3].ID, ForkSnapshot: sn.ID,
+		DesiredState: store.StateRunning, State: store.StateCreating, CreatedAt: now, UpdatedAt: now}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.PlaceSandbox(ctx, fromSnap.ID, live); err != nil || got.HostID != hs["h-drain"].ID {
+		t.Fatalf("PlaceSandbox(fork of a snapshot): %q, %v; want the snapshot's host %q", got.HostID, err, hs["h-drain"].ID)
+	}
 }
 
 // testHostsDown: a host whose heartbeat stops is marked down once; its

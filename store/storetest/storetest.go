@@ -54,6 +54,7 @@ func Run(t *testing.T, f Factory) {
 		{"Feed", testFeed},
 		{"FeedConcurrentWriters", testFeedConcurrent},
 		{"Reopen", testReopen},
+		{"Snapshots", testSnapshots},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,146 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+
+	"froog.tech/froog/store"
+)
+
+// maxForkCount is the most copies one fork makes (the docs' --count).
+const maxForkCount = 100
+
+// forkNames are the names a fork makes: name itself, or name-1 …
+// name-N with a count.
+func forkNames(name string, count *int) ([]string, error) {
+	if count == nil {
+		return []string{name}, nil
+	}
+	if *count < 1 || *count > maxForkCount {
+		return nil, invalid("count must be 1 to %d", maxForkCount)
+	}
+	out := make([]string, *count)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", name, i+1)
+		if err := checkName("name", out[i]); err != nil {
+			return nil, invalid("name %q with count %d makes %q, too long: a name is 1-40 of a-z, 0-9 and -", name, *count, out[i])
+		}
+	}
+	return out, nil
+}
+
+// forkSnapshot is the snapshot of src a fork asks for (nil: its current
+// disk), which must be available.
+func (s *Server) forkSnapshot(ctx context.Context, src *store.Sandbox, ref *string) (*store.Snapshot, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	if err := snapshotsOff(src); err != nil {
+		return nil, err
+	}
+	sn, err := s.findSnapshot(ctx, src, *ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := available(&sn); err != nil {
+		return nil, err
+	}
+	return &sn, nil
+}
+
+// createCopies stores a fork's copies, one sandbox per name, each like
+// proto (with its own id and sealed env), and answers 202 with them.
+// They are made all or none: when one cannot be (a name taken, a
+// limit), the ones made before it are deleted again and the error says
+// why. An Idempotency-Key covers the whole request, as for create.
+func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, request []byte, proto store.Sandbox, env map[string]string, names []string, detail map[string]string) error {
+	k := keyFrom(r.Context())
+	idemKey := r.Header.Get("Idempotency-Key")
+	if idemKey != "" {
+		sum := sha256.Sum256(request)
+		prev, err := s.store.BeginIdempotent(r.Context(), store.Idempotency{AccountID: k.AccountID, Key: idemKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: proto.CreatedAt})
+		if err != nil {
+			return err
+		}
+		if prev != nil {
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(prev.Status)
+			w.Write(prev.Body)
+			return nil
+		}
+	}
+	var made []store.Sandbox
+	var err error
+	for _, name := range names {
+		sb := proto
+		sb.ID, sb.Name, sb.Labels = store.NewID("sbx"), name, maps.Clone(proto.Labels)
+		s.sealEnv(&sb, env)
+		var created store.Sandbox
+		created, err = s.store.CreateSandbox(r.Context(), sb, s.audit(r, "sandbox.fork", name, maps.Clone(detail)))
+		if errors.Is(err, store.ErrConflict) {
+			err = errorf(http.StatusConflict, "conflict", "a sandbox named %q exists", name)
+		}
+		if err != nil {
+			break
+		}
+		made = append(made, created)
+	}
+	if err != nil {
+		for _, sb := range made {
+			ev := s.audit(r, "sandbox.delete", sb.Name, map[string]string{"reason": "another copy of its fork could not be made"})
+			if derr := s.store.DeleteSandbox(context.WithoutCancel(r.Context()), sb.ID, s.now(), ev); derr != nil {
+				err = errors.Join(err, derr)
+			}
+		}
+		if idemKey != "" {
+			s.store.AbandonIdempotent(r.Context(), k.AccountID, idemKey)
+		}
+		return err
+	}
+	views := make([]sandboxView, len(made))
+	for i := range made {
+		views[i] = viewSandbox(&made[i])
+	}
+	out, _ := json.Marshal(views)
+	if idemKey != "" {
+		if err := s.store.FinishIdempotent(r.Context(), k.AccountID, idemKey, http.StatusAccepted, out); err != nil {
+			return err
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	w.Write(out)
+	return nil
+}
+
+// fromSaved makes sb, a new sandbox, start from the saved snapshot
+// req.From names (a template): its disk, OS and size (unless the request
+// gives a size); the settings are the request's, not the source
+// sandbox's.
+func (s *Server) fromSaved(r *http.Request, req *createRequest, sb *store.Sandbox) error {
+	if req.From == nil {
+		return nil
+	}
+	if req.OS != nil {
+		return invalid("os comes from the saved snapshot: give from or os, not both")
+	}
+	sn, err := s.savedByRef(r, *req.From)
+	if err != nil {
+		return err
+	}
+	if err := available(&sn); err != nil {
+		return err
+	}
+	sb.ForkOf, sb.ForkSnapshot, sb.OS = sn.SandboxID, sn.ID, sn.OS
+	if req.Size == nil && sn.Size != "" {
+		sb.Size = sn.Size
+	}
+	return nil
+}

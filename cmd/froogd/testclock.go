@@ -1,0 +1,35 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"time"
+)
+
+// testClockEnv names a file that holds how far (a Go duration, such as
+// 2h0m1s) hostctl's clock runs ahead of the real one. It exists for the
+// end-to-end tests of what happens every hour (automatic snapshots), is
+// read at every look at the clock, and is never set in production. With
+// it set, hostctl also looks at every sandbox every second, so that a
+// move of the clock is acted on at once.
+const testClockEnv = "FROOG_TEST_CLOCK_FILE"
+
+// testClock returns hostctl's clock and rescan period under
+// FROOG_TEST_CLOCK_FILE; nil and 0 (the defaults) when it is not set.
+func testClock() (func() time.Time, time.Duration) {
+	path := os.Getenv(testClockEnv)
+	if path == "" {
+		return nil, 0
+	}
+	return func() time.Time {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return time.Now()
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(string(b)))
+		if err != nil {
+			return time.Now()
+		}
+		return time.Now().Add(d)
+	}, time.Second
+}

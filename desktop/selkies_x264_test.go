@@ -1,0 +1,326 @@
+package desktop
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"image/color"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"froog.tech/froog/internal/wait"
+)
+
+// xvncDisplay runs TigerVNC's Xvnc (X server and VNC server in one, as
+// froog-desktop does) with a w×h screen of the given root colour, and
+// returns its X display and VNC port. It skips where Xvnc or xsetroot is
+// missing.
+func xvncDisplay(t testing.TB, w, h int, colour string) (display string, port int) {
+	t.Helper()
+	for _, bin := range []string{"Xvnc", "xsetroot"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s is not installed (deploy/testdeps.sh installs it)", bin)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	r, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := exec.Command("Xvnc", "-displayfd", "3", "-geometry", fmt.Sprintf("%dx%d", w, h), "-depth", "24",
+		"-rfbport", fmt.Sprint(port), "-interface", "127.0.0.1", "-SecurityTypes", "None", "-AlwaysShared",
+		"-nolisten", "tcp", "-noreset")
+	x.ExtraFiles = []*os.File{wr}
+	if err := x.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wr.Close()
+	t.Cleanup(func() { x.Process.Kill(); x.Wait() })
+	line, err := bufio.NewReader(r).ReadString('\n')
+	r.Close()
+	if err != nil {
+		t.Fatalf("Xvnc did not say its display: %v", err)
+	}
+	display = ":" + strings.TrimSpace(line)
+	paint(t, display, colour)
+	wait.For(t, 20*time.Second, "Xvnc to listen", func() bool {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return display, port
+}
+
+func paint(t testing.TB, display, colour string) {
+	t.Helper()
+	if out, err := exec.Command("xsetroot", "-display", display, "-solid", colour).CombinedOutput(); err != nil {
+		t.Fatalf("xsetroot: %v: %s", err, out)
+	}
+}
+
+// x264Source is the stand-in's encoder: Debian's ffmpeg grabs the X
+// display (x11grab) and encodes it with libx264 (Baseline, zero latency,
+// an access unit delimiter before every picture) to Annex B; each access
+// unit goes to the stand-in's watchers (publish) as Selkies' 0x04
+// message — keyframe flag, frame id, stripe 0, the screen's size. It
+// skips where ffmpeg is missing.
+func x264Source(t testing.TB, display string, w, h, fps int, f *fakeSelkies) {
+	t.Helper()
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Skip("ffmpeg is not installed (deploy/testdeps.sh installs it)")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "ffmpeg", "-loglevel", "error", "-f", "x11grab", "-framerate", fmt.Sprint(fps),
+		"-video_size", fmt.Sprintf("%dx%d", w, h), "-draw_mouse", "0", "-i", display,
+		"-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-profile:v", "baseline",
+		"-pix_fmt", "yuv420p", "-g", fmt.Sprint(fps), "-x264-params", "aud=1", "-f", "h264", "-")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		defer cmd.Wait()
+		id := 0
+		splitAccessUnits(out, func(au []byte, key bool) {
+			hdr := []byte{0x04, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+			if key {
+				hdr[1] = 1
+			}
+			binary.BigEndian.PutUint16(hdr[2:], uint16(id))
+			binary.BigEndian.PutUint16(hdr[6:], uint16(w))
+			binary.BigEndian.PutUint16(hdr[8:], uint16(h))
+			id++
+			f.publish(append(hdr, au...), key)
+		})
+	}()
+}
+
+// splitAccessUnits reads an Annex B stream whose access units begin with
+// a delimiter (NAL type 9) and calls emit with each, and whether it holds
+// an IDR slice (NAL type 5).
+func splitAccessUnits(r io.Reader, emit func(au []byte, key bool)) {
+	var buf []byte
+	chunk := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		// Access unit starts: a start code followed by an AUD.
+		for {
+			first := nextAUD(buf, 0)
+			if first < 0 {
+				break
+			}
+			next := nextAUD(buf, first+4)
+			if next < 0 {
+				buf = buf[first:]
+				break
+			}
+			au := buf[first:next]
+			emit(bytes.Clone(au), hasIDR(au))
+			buf = buf[next:]
+		}
+		if err != nil {
+			if len(buf) > 0 {
+				emit(bytes.Clone(buf), hasIDR(buf))
+			}
+			return
+		}
+	}
+}
+
+// nextAUD is the offset of the next "00 00 01 09" (or its 4-byte start
+// code) at or after from, or -1.
+func nextAUD(b []byte, from int) int {
+	for i := from; i+3 < len(b); i++ {
+		if b[i] == 0 && b[i+1] == 0 && b[i+2] == 1 && b[i+3]&0x1f == 9 {
+			if i > 0 && b[i-1] == 0 {
+				return i - 1
+			}
+			return i
+		}
+	}
+	return -1
+}
+
+func hasIDR(au []byte) bool {
+	for i := 0; i+3 < len(au); i++ {
+		if au[i] == 0 && au[i+1] == 0 && au[i+2] == 1 && au[i+3]&0x1f == 5 {
+			return true
+		}
+	}
+	return false
+}
+
+// The issue's test of the page: a real X display encoded by a real H.264
+// encoder (ffmpeg's x11grab and libx264) into the stand-in, through the
+// edge's handler to headless Chromium, whose WebCodecs decodes it: the
+// viewer's screenshot shows the display's colour, and its next colour
+// once the display is painted again.
+func TestViewerStreamX264Chromium(t *testing.T) {
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed")
+	}
+	orange, cyan := color.RGBA{255, 128, 0, 255}, color.RGBA{0, 200, 200, 255}
+	display, vncPort := xvncDisplay(t, 320, 240, "#ff8000")
+	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind), orange)
+	fake.w, fake.h = 320, 240
+	x264Source(t, display, 320, 240, 30, fake)
+	h, _ := newStreamHarness(t, viewA, vncPort, fake.port())
+
+	art := filepath.Join("..", ".artefacts", "desktop")
+	os.MkdirAll(art, 0o755)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(800, 500), chromedp.UserDataDir(t.TempDir()))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+"/#"+h.link(false))); err != nil {
+		t.Fatal(err)
+	}
+	status := regexp.MustCompile(`connected · H\.264 · [1-9][0-9]* fps`)
+	for _, c := range []struct {
+		name   string
+		paint  string
+		colour color.RGBA
+	}{
+		{"stream-x264", "", orange},
+		{"stream-x264-repainted", "#00c8c8", cyan},
+	} {
+		if c.paint != "" {
+			paint(t, display, c.paint)
+		}
+		var shot []byte
+		var line string
+		ok := wait.Until(30*time.Second, func() bool {
+			line, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('status').textContent`))
+			s, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+			if err != nil {
+				return false
+			}
+			shot = s
+			return colourAt(shot, 0.5, 0.5, c.colour) && status.MatchString(line)
+		})
+		os.WriteFile(filepath.Join(art, c.name+".png"), shot, 0o644)
+		if !ok {
+			t.Fatalf("%s: the page never showed %v over H.264 (status %q; screenshot in %s)", c.name, c.colour, line, art)
+		}
+	}
+}
+
+// BenchmarkStreamVsVNC compares the two transports on the same
+// full-screen motion: ffmpeg plays a scrolling test picture full-screen on
+// an Xvnc display (SDL), which the stand-in's encoder (x11grab → libx264,
+// 30 fps) and Xvnc's own VNC server both send; headless Chromium shows it
+// through the edge's handler, once over the stream and once over VNC
+// (noVNC, Tight, quality 6). Over an 8 s window it reports the frames a
+// second the page drew, the data rate it received, and this process's
+// CPU (the edge; for the stream also the stand-in's relay and its
+// reading of ffmpeg's output) as a share of one core.
+func BenchmarkStreamVsVNC(b *testing.B) {
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		b.Skip("chromium is not installed")
+	}
+	const w, h, fps = 640, 360, 30
+	display, vncPort := xvncDisplay(b, w, h, "#000000")
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		b.Skip("ffmpeg is not installed")
+	}
+	motion := exec.Command("ffmpeg", "-loglevel", "error", "-re", "-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=%d", w, h, fps),
+		"-vf", "scroll=horizontal=0.004", "-f", "sdl", "-window_fullscreen", "1", "motion")
+	motion.Env = append(os.Environ(), "DISPLAY="+display)
+	if err := motion.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { motion.Process.Kill(); motion.Wait() }()
+	fake := newFakeSelkies(b, SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind), fakeGreen)
+	fake.w, fake.h = w, h
+	x264Source(b, display, w, h, fps, fake)
+	hs, _ := newStreamHarness(b, viewA, vncPort, fake.port())
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1000, 600), chromedp.UserDataDir(b.TempDir()))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	for _, c := range []struct{ name, query, status string }{
+		{"selkies-h264", "", "H.264"},
+		{"vnc", "?transport=vnc", "VNC"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx, cancel := chromedp.NewContext(actx)
+			defer cancel()
+			ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			if err := chromedp.Do(ctx, chromedp.Navigate(hs.ts.URL+"/"+c.query+"#"+hs.link(false))); err != nil {
+				b.Fatal(err)
+			}
+			// The page's counts so far: pictures drawn, bytes received.
+			stat := func() (frames, bytes float64, line string) {
+				v, _ := chromedp.Run(ctx, chromedp.Evaluate[[]any](`(() => { const s = document.getElementById('status'), c = s.counts();
+					return [c.frames, c.bytes, s.textContent]; })()`))
+				if len(v) == 3 {
+					frames, _ = v[0].(float64)
+					bytes, _ = v[1].(float64)
+					line, _ = v[2].(string)
+				}
+				return
+			}
+			if !wait.Until(30*time.Second, func() bool { f, _, l := stat(); return f > 0 && strings.Contains(l, c.status) }) {
+				_, _, l := stat()
+				b.Fatalf("no %s frames: %q", c.status, l)
+			}
+			time.Sleep(4 * time.Second) // past the first frames and any backlog
+			b.ResetTimer()
+			frames0, bytes0, _ := stat()
+			fake.mu.Lock()
+			sent0 := fake.framesSent
+			fake.mu.Unlock()
+			cpu0, t0 := cpuTime(), time.Now()
+			time.Sleep(8 * time.Second)
+			frames1, bytes1, _ := stat()
+			elapsed := time.Since(t0)
+			cpu := cpuTime() - cpu0
+			b.StopTimer()
+			b.ReportMetric((frames1-frames0)/elapsed.Seconds(), "fps")
+			if c.name != "vnc" {
+				fake.mu.Lock()
+				b.ReportMetric(float64(fake.framesSent-sent0)/elapsed.Seconds(), "encoded-fps")
+				fake.mu.Unlock()
+			}
+			b.ReportMetric((bytes1-bytes0)*8/elapsed.Seconds()/1e3, "kbit/s")
+			b.ReportMetric(100*cpu.Seconds()/elapsed.Seconds(), "edge-cpu-%")
+		})
+	}
+}

@@ -1,0 +1,81 @@
+package qemu_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/hostctl/qemu"
+	"froog.tech/froog/hostctl/qemu/qemutest"
+	"froog.tech/froog/store"
+)
+
+// BenchmarkSnapshot1GiB: a snapshot of a running guest whose 1 GiB disk
+// is full of random data (a live backup job: the guest runs on), a
+// restore of it into the stopped sandbox, and a fork from it, under the accelerator this machine gives (TCG here). Run with
+// -benchtime=1x: each iteration copies about a GiB.
+func BenchmarkSnapshot1GiB(b *testing.B) {
+	kernel, initrd := tinyvm(b)
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	dir := b.TempDir()
+	d, err := qemu.New(qemu.Options{Dir: dir, Kernel: kernel, Initrd: initrd, ControlKey: signer,
+		DiskSize: 1 << 30, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 256}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { qemutest.StopAll(d, dir) })
+	sb := &store.Sandbox{ID: "sbx_bench1g", Name: "bench", Size: "default"}
+	ep, err := d.Start(ctx, sb, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("filling the disk: %s", guestSh(b, ep, signer, "dd if=/dev/urandom of=$HOME/fill bs=1M count=900 2>&1 | tail -1; sync; df -h $HOME | tail -1"))
+	var snap, restore, fork time.Duration
+	var bytes int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		id := fmt.Sprintf("snap_bench%d", i)
+		t0 := time.Now()
+		n, err := d.Snapshot(ctx, sb, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		snap += time.Since(t0)
+		bytes = n
+		b.StopTimer()
+		if err := d.Stop(ctx, sb); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 = time.Now()
+		if err := d.Restore(ctx, sb, id); err != nil {
+			b.Fatal(err)
+		}
+		restore += time.Since(t0)
+		dst := &store.Sandbox{ID: fmt.Sprintf("sbx_benchfork%d", i), Name: "fork", Size: "default"}
+		t0 = time.Now()
+		if err := d.ForkSnapshot(ctx, id, dst); err != nil {
+			b.Fatal(err)
+		}
+		fork += time.Since(t0)
+		b.StopTimer()
+		d.Delete(ctx, dst)
+		d.DeleteSnapshot(ctx, id)
+		if _, err := d.Start(ctx, sb, nil); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	n := float64(b.N)
+	b.ReportMetric(snap.Seconds()*1000/n, "ms/snapshot-running")
+	b.ReportMetric(restore.Seconds()*1000/n, "ms/restore")
+	b.ReportMetric(fork.Seconds()*1000/n, "ms/fork-from-snapshot")
+	b.ReportMetric(float64(bytes)/(1<<20), "MiB/snapshot")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("accelerator: %s", d.Accel())
+}

@@ -1,0 +1,239 @@
+package hostctl_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/hostctl"
+	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/wait"
+	"froog.tech/froog/store"
+)
+
+// clockFake is an injected clock that a test moves forward.
+type clockFake struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *clockFake) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *clockFake) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.off += d
+	c.mu.Unlock()
+}
+
+// localIn is a local driver on dir, closed when the test ends.
+func localIn(t *testing.T, dir string) *local.Driver {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	d, err := local.New(local.Options{Dir: dir, ControlKey: signer.PublicKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func (r *rig) snapshots(f store.SnapshotFilter) []store.Snapshot {
+	r.t.Helper()
+	f.AccountID = r.acct.ID
+	list, err := r.st.ListSnapshots(ctx, f)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return list
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestHourlySnapshots: with an injected clock, a running sandbox gets an
+// automatic snapshot each hour and one at its stop, each with the files
+// of its moment, and only the newest 3 are kept (the others' files go
+// too); a sandbox with snapshots off gets none.
+func TestHourlySnapshots(t *testing.T) {
+	dir := t.TempDir()
+	drv := localIn(t, dir)
+	clk := &clockFake{}
+	r := newRig(t, drv, hostctl.Options{Now: clk.Now})
+	sb := r.create("box", func(s *store.Sandbox) { s.TTLSecs = 0 })
+	off := r.create("off", func(s *store.Sandbox) { s.TTLSecs, s.NoSnapshots = 0, true })
+	sb = r.waitState(sb.ID, store.StateRunning)
+	r.waitState(off.ID, store.StateRunning)
+	if got := r.snapshots(store.SnapshotFilter{}); len(got) != 0 {
+		t.Fatalf("snapshots at the start: %+v", got)
+	}
+
+	for i := 1; i <= 5; i++ {
+		want := string(rune('0' + i))
+		if err := os.WriteFile(filepath.Join(drv.Home(&sb), "f.txt"), []byte(want), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Hour + time.Second)
+		var list []store.Snapshot
+		wait.For(t, 15*time.Second, "hourly snapshot "+want, func() bool {
+			list = r.snapshots(store.SnapshotFilter{SandboxID: sb.ID, Status: store.SnapshotAvailable})
+			return len(list) == min(i, store.AutoSnapshotsKept) && readFile(t, filepath.Join(dir, ".snapshots", list[0].ID, "f.txt")) == want
+		})
+		for _, sn := range list {
+			if sn.Saved || sn.Reason != store.SnapshotHourly || sn.HostID != sb.HostID || sn.Bytes == 0 || sn.ReadyAt == nil {
+				t.Fatalf("snapshot %d: %+v", i, sn)
+			}
+		}
+		// Only the kept ones have files (the reaper removed the others').
+		wait.For(t, 15*time.Second, "the dropped snapshots' files removed", func() bool {
+			entries, _ := os.ReadDir(filepath.Join(dir, ".snapshots"))
+			return len(entries) == len(list)
+		})
+	}
+
+	// The stop takes one more, and the oldest hourly one goes.
+	if err := os.WriteFile(filepath.Join(drv.Home(&sb), "f.txt"), []byte("at stop"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.setDesired(sb.ID, store.StateStopped)
+	r.waitState(sb.ID, store.StateStopped)
+	var list []store.Snapshot
+	wait.For(t, 15*time.Second, "the stop's snapshot", func() bool {
+		list = r.snapshots(store.SnapshotFilter{SandboxID: sb.ID, Status: store.SnapshotAvailable})
+		return len(list) == 3 && list[0].Reason == store.SnapshotStop
+	})
+	if got := readFile(t, filepath.Join(dir, ".snapshots", list[0].ID, "f.txt")); got != "at stop" {
+		t.Fatalf("the stop's snapshot has %q", got)
+	}
+	if got := r.snapshots(store.SnapshotFilter{SandboxID: off.ID}); len(got) != 0 {
+		t.Fatalf("a sandbox with snapshots off got %d", len(got))
+	}
+}
+
+// TestSnapshotRestoreFork: a saved snapshot asked through the store is
+// taken; a restore rolls the files back (keeping the state it replaced
+// as an automatic snapshot) and boots the sandbox again; forks from the
+// snapshot have its files; deleting the sandbox takes its automatic
+// snapshots and leaves the saved one, until that is deleted too.
+func TestSnapshotRestoreFork(t *testing.T) {
+	dir := t.TempDir()
+	drv := localIn(t, dir)
+	r := newRig(t, drv, hostctl.Options{})
+	sb := r.create("box", nil)
+	sb = r.waitState(sb.ID, store.StateRunning)
+	file := filepath.Join(drv.Home(&sb), "f.txt")
+	if err := os.WriteFile(file, []byte("before"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := r.st.CreateSnapshot(ctx, store.Snapshot{AccountID: r.acct.ID, SandboxID: sb.ID, Sandbox: sb.Name, HostID: sb.HostID,
+		Saved: true, Label: "base", Status: store.SnapshotCreating, CreatedAt: store.Micro(time.Now())}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 15*time.Second, "the saved snapshot", func() bool {
+		saved, _ = r.st.Snapshot(ctx, r.acct.ID, saved.ID)
+		return saved.Status == store.SnapshotAvailable
+	})
+
+	if err := os.WriteFile(file, []byte("after"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.UpdateSandbox(ctx, sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error { s.RestoreFrom = saved.ID; return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 15*time.Second, "restored and running again", func() bool {
+		got, _ := r.st.SandboxByID(ctx, sb.ID)
+		return got.RestoreFrom == "" && got.State == store.StateRunning
+	})
+	if got := readFile(t, file); got != "before" {
+		t.Fatalf("after the restore the file has %q, want before", got)
+	}
+	undo := r.snapshots(store.SnapshotFilter{SandboxID: sb.ID, Status: store.SnapshotAvailable})
+	if len(undo) != 2 || undo[0].Reason != store.SnapshotRestore || readFile(t, filepath.Join(dir, ".snapshots", undo[0].ID, "f.txt")) != "after" {
+		t.Fatalf("the state before the restore is not kept: %+v", undo)
+	}
+
+	var forks []store.Sandbox
+	for _, name := range []string{"copy-1", "copy-2"} {
+		forks = append(forks, r.create(name, func(s *store.Sandbox) { s.ForkOf, s.ForkSnapshot = sb.ID, saved.ID }))
+	}
+	for _, f := range forks {
+		f = r.waitState(f.ID, store.StateRunning)
+		if got := readFile(t, filepath.Join(drv.Home(&f), "f.txt")); got != "before" {
+			t.Fatalf("fork %s has %q", f.Name, got)
+		}
+	}
+
+	if err := r.st.DeleteSandbox(ctx, sb.ID, store.Micro(time.Now()), nil); err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(sb.ID, "gone")
+	wait.For(t, 15*time.Second, "only the saved snapshot left", func() bool {
+		entries, _ := os.ReadDir(filepath.Join(dir, ".snapshots"))
+		list := r.snapshots(store.SnapshotFilter{})
+		return len(entries) == 1 && entries[0].Name() == saved.ID && len(list) == 1 && list[0].ID == saved.ID
+	})
+	now := store.Micro(time.Now())
+	if _, err := r.st.UpdateSnapshot(ctx, saved.ID, func(s *store.Snapshot) error { s.DeletedAt = &now; return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 15*time.Second, "the saved snapshot's files and record gone", func() bool {
+		entries, _ := os.ReadDir(filepath.Join(dir, ".snapshots"))
+		_, err := r.st.Snapshot(ctx, r.acct.ID, saved.ID)
+		return len(entries) == 0 && err != nil
+	})
+}
+
+// TestSavedLabelReplaced: saving a label again replaces the older
+// snapshot of that label once the new copy is available, files and all.
+func TestSavedLabelReplaced(t *testing.T) {
+	dir := t.TempDir()
+	drv := localIn(t, dir)
+	r := newRig(t, drv, hostctl.Options{})
+	sb := r.waitState(r.create("box", nil).ID, store.StateRunning)
+	save := func(content string) store.Snapshot {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(drv.Home(&sb), "f.txt"), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sn, err := r.st.CreateSnapshot(ctx, store.Snapshot{AccountID: r.acct.ID, SandboxID: sb.ID, Sandbox: sb.Name, HostID: sb.HostID,
+			Saved: true, Label: "web-stack", Status: store.SnapshotCreating, CreatedAt: store.Micro(time.Now())}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait.For(t, 15*time.Second, "saved "+content, func() bool {
+			sn, _ = r.st.Snapshot(ctx, r.acct.ID, sn.ID)
+			return sn.Status == store.SnapshotAvailable
+		})
+		return sn
+	}
+	first := save("v1")
+	second := save("v2")
+	wait.For(t, 15*time.Second, "the older web-stack gone", func() bool {
+		list := r.snapshots(store.SnapshotFilter{SavedOnly: true, Label: "web-stack"})
+		entries, _ := os.ReadDir(filepath.Join(dir, ".snapshots"))
+		return len(list) == 1 && list[0].ID == second.ID && len(entries) == 1
+	})
+	if _, err := os.Stat(filepath.Join(dir, ".snapshots", first.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the replaced snapshot's files: %v", err)
+	}
+	if got := readFile(t, filepath.Join(dir, ".snapshots", second.ID, "f.txt")); got != "v2" {
+		t.Fatalf("web-stack has %q", got)
+	}
+}
