@@ -158,6 +158,11 @@ func startHostctl(p *proc, c hostctlConfig, sh parts) (health.Check, error) {
 		return health.Check{}, err
 	}
 	p.Go(ctl.Run)
+	down := time.Duration(c.DownSecs) * time.Second
+	if down == 0 {
+		down = 30 * time.Second // froogd dev: hostctl's default
+	}
+	sh.reg.MustRegister(hostsCollector{st: sh.store, downAfter: down})
 	return health.Check{Name: "reconcile", Run: func(context.Context) error {
 		if !ctl.Following() {
 			return errors.New("hostctl does not follow the store's change feed: its sandboxes' changes wait")

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"froog.tech/froog/store"
 )
@@ -122,4 +125,58 @@ func printHosts(w io.Writer, hosts []store.Host, now time.Time, downAfter time.D
 			h.SeenAt.UTC().Format(time.RFC3339), now.Sub(h.SeenAt).Truncate(time.Second))
 	}
 	tw.Flush()
+}
+
+// hostsCollector reports the hosts on every scrape of a hostctl's
+// /metrics, as the store has them: how many are in each state, and
+// each host's capacity and sandboxes. A store that does not answer
+// within the scrape gives none of these (the store check says why).
+type hostsCollector struct {
+	st interface {
+		Hosts(context.Context) ([]store.Host, error)
+	}
+	downAfter time.Duration
+}
+
+var (
+	hostsDesc         = prometheus.NewDesc("froog_hosts", "Hosts by state: up, silent (no heartbeat for --host-down-secs, not marked yet) or down; draining ones also counted as draining=\"true\".", []string{"state", "draining"}, nil)
+	hostCapacityDesc  = prometheus.NewDesc("froog_host_capacity", "A host's capacity (sandboxes).", []string{"host"}, nil)
+	hostSandboxesDesc = prometheus.NewDesc("froog_host_sandboxes", "Sandboxes placed on a host, deleted ones aside.", []string{"host"}, nil)
+)
+
+func (c hostsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- hostsDesc
+	ch <- hostCapacityDesc
+	ch <- hostSandboxesDesc
+}
+
+func (c hostsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	hosts, err := c.st.Hosts(ctx)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	counts := map[[2]string]int{}
+	for _, s := range []string{"up", "silent", "down"} {
+		for _, d := range []string{"false", "true"} {
+			counts[[2]string{s, d}] = 0
+		}
+	}
+	for _, h := range hosts {
+		state := "up"
+		switch {
+		case h.DownAt != nil:
+			state = "down"
+		case now.Sub(h.SeenAt) > c.downAfter:
+			state = "silent"
+		}
+		counts[[2]string{state, strconv.FormatBool(h.Draining)}]++
+		ch <- prometheus.MustNewConstMetric(hostCapacityDesc, prometheus.GaugeValue, float64(h.Capacity), h.Name)
+		ch <- prometheus.MustNewConstMetric(hostSandboxesDesc, prometheus.GaugeValue, float64(h.Sandboxes), h.Name)
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(hostsDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
 }

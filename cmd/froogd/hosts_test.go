@@ -1,6 +1,8 @@
 package main_test
 
 import (
+	"io"
+	"net/http"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -29,7 +31,7 @@ func froogdOut(args ...string) (string, error) {
 // with nothing changed.
 func TestAdminHosts(t *testing.T) {
 	db, key, ctlKey, secret := selfHosted(t)
-	start(t, regexp.MustCompile(`hostctl h1 running`), hostctlArgs(t, db, ctlKey, "h1", "127.0.0.1")...)
+	_, h1 := start(t, regexp.MustCompile(`hostctl h1 running(?s:.*)admin on (http://\S+) `), append(hostctlArgs(t, db, ctlKey, "h1", "127.0.0.1"), "--metrics-addr", "127.0.0.1:0")...)
 	start(t, regexp.MustCompile(`hostctl h2 running`), hostctlArgs(t, db, ctlKey, "h2", "127.0.0.2")...)
 	_, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
 		"--domain", "froog.test", "--secret-key-file", secret, "--control-key-file", ctlKey)
@@ -62,6 +64,20 @@ func TestAdminHosts(t *testing.T) {
 		`h1\s+127\.0\.0\.1\s+up\s+4\s+1\s+\S+ \(\d+s ago\)\n`+
 		`h2\s+127\.0\.0\.2\s+up\s+4\s+1\s+\S+ \(\d+s ago\)\n$`).MatchString(out) {
 		t.Fatalf("admin hosts: %v:\n%s", err, out)
+	}
+
+	// The hosts on a hostctl's /metrics.
+	res, err := http.Get(h1[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{`froog_hosts{draining="false",state="up"} 2`, `froog_hosts{draining="false",state="down"} 0`,
+		`froog_host_capacity{host="h2"} 4`, `froog_host_sandboxes{host="h1"} 1`, `froog_host_sandboxes{host="h2"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("hostctl /metrics lacks %s", want)
+		}
 	}
 
 	// Bad input: refused, saying why, and nothing drained.
