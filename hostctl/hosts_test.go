@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,14 +33,21 @@ func TestTwoHosts(t *testing.T) {
 	}
 	t.Cleanup(func() { drvB.Close() })
 	beat.HostName, beat.Address, beat.Store, beat.Driver, beat.Rescan = "b", "127.0.0.2", r.st, drvB, 200*time.Millisecond
-	ctlB, err := hostctl.New(beat)
-	if err != nil {
-		t.Fatal(err)
+	// runB runs a controller for b and returns what stops it.
+	runB := func() (stop func()) {
+		ctl, err := hostctl.New(beat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); ctl.Run(bctx) }()
+		var once sync.Once
+		stop = func() { once.Do(func() { cancel(); <-done }) }
+		t.Cleanup(stop)
+		return stop
 	}
-	bctx, stopB := context.WithCancel(ctx)
-	doneB := make(chan struct{})
-	go func() { defer close(doneB); ctlB.Run(bctx) }()
-	t.Cleanup(func() { stopB(); <-doneB })
+	stopB := runB()
 	wait.For(t, 5*time.Second, "both hosts registered", func() bool {
 		hs, err := r.st.Hosts(ctx)
 		return err == nil && len(hs) == 2
@@ -55,7 +63,6 @@ func TestTwoHosts(t *testing.T) {
 	}
 
 	stopB()
-	<-doneB
 	for _, id := range on["127.0.0.2"] {
 		wait.For(t, 10*time.Second, "b's sandbox in error", func() bool {
 			sb, err := r.st.SandboxByID(ctx, id)
@@ -79,5 +86,20 @@ func TestTwoHosts(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // a few rescans; nothing must place it
 	if sb, _ := r.st.SandboxByID(ctx, s6.ID); sb.HostID != "" || sb.State != store.StateCreating {
 		t.Fatalf("s6 with every live host full: %+v", sb)
+	}
+
+	// b's controller back: b is up again, runs its sandboxes again, and
+	// takes the one that waited.
+	runB()
+	for _, id := range on["127.0.0.2"] {
+		if sb := r.waitState(id, store.StateRunning); sb.Error != "" || sb.SSHHost != "127.0.0.2" {
+			t.Fatalf("b's sandbox after b's return: %+v", sb)
+		}
+	}
+	if sb := r.waitState(s6.ID, store.StateRunning); sb.SSHHost != "127.0.0.2" {
+		t.Fatalf("s6 at %s once b was back; want b", sb.SSHHost)
+	}
+	if hs, _ := r.st.Hosts(ctx); hs[1].DownAt != nil {
+		t.Fatalf("b still down: %+v", hs[1])
 	}
 }
