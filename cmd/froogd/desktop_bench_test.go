@@ -33,7 +33,7 @@ func TestDesktopBench(t *testing.T) {
 	if _, err := exec.LookPath("Xvnc"); err != nil {
 		t.Fatal("Xvnc is not installed (deploy/testdeps.sh installs it)")
 	}
-	e := startBenchEdge(t)
+	e := startBenchEdge(t, 0)
 	c := e.c
 	t.Cleanup(func() { c.call("POST", "/v1/sandboxes/bench/exec", `{"command": "froog-desktop stop"}`, 200, nil) })
 	c.call("POST", "/v1/sandboxes", `{"name": "bench"}`, 202, nil)
@@ -89,6 +89,7 @@ func TestDesktopBench(t *testing.T) {
 		viewers = append(viewers, s)
 	}
 	after := memoryOf(t, e.pid(), e.metrics)
+	e.profile(t, "heap", "desktop-idle.heap")()
 	for _, s := range viewers {
 		s.close()
 	}
@@ -100,25 +101,53 @@ func TestDesktopBench(t *testing.T) {
 	t.Logf("idle viewers: %d; per viewer RSS %.0f KiB, Go heap %.0f KiB, %.1f goroutines", idle,
 		perViewer["rss_bytes"]/1024, perViewer["heap_bytes"]/1024, perViewer["goroutines"])
 
-	// The change loop, through the edge and directly, in turns: each
-	// turn a new connection, through the handshake and a first whole
-	// screen before the clock starts.
-	colour := uint32(0)
+	// Two screens of text in pixmaps on the X server, for the ZRLE loop.
+	if err := paint.pixmaps([][]byte{textScreen(paint.width, paint.height, 1), textScreen(paint.width, paint.height, 2)}, paint.width, paint.height); err != nil {
+		t.Fatal(err)
+	}
+	raw := e.bridgeBench(t, paint, u.Host, cookie, status.VNCPort, "raw", 8*time.Second)
+	zrle := e.bridgeBench(t, paint, u.Host, cookie, status.VNCPort, "zrle", 6*time.Second)
+	res := map[string]any{
+		"machine":     machine(),
+		"bridge":      raw,
+		"bridge_zrle": zrle,
+		"idle_viewer": map[string]any{
+			"viewers":    idle,
+			"what":       "websockets through the RFB handshake to ServerInit, then idle; froogd's VmRSS and Go heap in use (its metrics) before and after, 3 s after the last",
+			"rss_bytes":  perViewer["rss_bytes"],
+			"heap_bytes": perViewer["heap_bytes"],
+			"goroutines": perViewer["goroutines"],
+		},
+	}
+	writeBench(t, "desktop.json", res)
+}
+
+// bridgeBench runs the change loop through the edge and directly, in
+// turns of each: every turn a new connection, through the handshake and a
+// first whole screen before the clock starts. enc "raw" fills the screen
+// with the other of two colours before each request and asks for Raw;
+// "zrle" shows the other of two screens of text and asks for ZRLE.
+func (e *benchEdge) bridgeBench(t *testing.T, paint *xPainter, host, cookie string, vncPort int, enc string, each time.Duration) map[string]any {
+	colour, turn := uint32(0), 0
 	open := func(path string) *rfbStream {
 		var s *rfbStream
 		if path == "edge" {
-			ws, err := e.websocket(u.Host, cookie)
+			ws, err := e.websocket(host, cookie)
 			if err != nil {
 				t.Fatal(err)
 			}
 			s = rfbWebsocket(ws)
 		} else {
-			s, err = rfbDirect("127.0.0.1:" + strconv.Itoa(status.VNCPort))
-			if err != nil {
+			var err error
+			if s, err = rfbDirect("127.0.0.1:" + strconv.Itoa(vncPort)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for _, step := range []func() error{s.handshake, s.raw, func() error { return s.request(false) }} {
+		encodings := s.raw
+		if enc == "zrle" {
+			encodings = s.zrle
+		}
+		for _, step := range []func() error{s.handshake, encodings, func() error { return s.request(false) }} {
 			if err := step(); err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}
@@ -144,8 +173,15 @@ func TestDesktopBench(t *testing.T) {
 		cpu0, n0, began := procCPU(t, e.pid()), s.n.Load(), time.Now()
 		p := phase{Path: path}
 		for time.Since(began) < d {
-			colour ^= 0xff00ff
-			if err := paint.fill(colour); err != nil {
+			var err error
+			if enc == "zrle" {
+				turn++
+				err = paint.show(turn % 2)
+			} else {
+				colour ^= 0xff00ff
+				err = paint.fill(colour)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			if err := s.request(true); err != nil {
@@ -163,15 +199,18 @@ func TestDesktopBench(t *testing.T) {
 		took := time.Since(began)
 		p.Seconds, p.Bytes, p.EdgeCPU = took.Seconds(), s.n.Load()-n0, (procCPU(t, e.pid()) - cpu0).Seconds()
 		p.FPS, p.MBps = float64(p.Frames)/took.Seconds(), float64(p.Bytes)/1e6/took.Seconds()
-		t.Logf("%-6s %6.1f frames/s (%d of %d whole-screen) %7.1f MB/s  froogd CPU %.2f s", path, p.FPS, p.FullFrames, p.Frames, p.MBps, p.EdgeCPU)
+		t.Logf("%s %-6s %6.1f frames/s (%d of %d whole-screen) %7.1f MB/s  froogd CPU %.2f s", enc, path, p.FPS, p.FullFrames, p.Frames, p.MBps, p.EdgeCPU)
 		return p
 	}
 	loop("direct", 2*time.Second) // warming up
 	loop("edge", 2*time.Second)
-	const rounds, each = 3, 8 * time.Second
+	const rounds = 3
 	var phases []phase
 	var sum [2]phase // direct, edge
-	for range rounds {
+	for r := range rounds {
+		if r == 1 {
+			defer e.profile(t, "profile?seconds="+strconv.Itoa(int(each.Seconds())+4), "desktop-bridge-"+enc+".cpu")()
+		}
 		for i, path := range []string{"direct", "edge"} {
 			p := loop(path, each)
 			phases = append(phases, p)
@@ -190,34 +229,27 @@ func TestDesktopBench(t *testing.T) {
 	background := d.EdgeCPU / d.Seconds
 	edgeCPU := g.EdgeCPU - background*g.Seconds
 	cpuPerMB := edgeCPU / (float64(g.Bytes) / 1e6)
-	res := map[string]any{
-		"machine": machine(),
-		"bridge": map[string]any{
-			"what":                "a full-screen change loop (1920x1080, Raw encoding, 32-bit pixels), a Go VNC client through the edge (TLS, websocket, tunnel; froogd dev, local driver) vs directly on the VNC port, 3 turns of 8 s each",
-			"direct_fps":          dFPS,
-			"edge_fps":            gFPS,
-			"direct_mb_per_s":     dMB,
-			"edge_mb_per_s":       gMB,
-			"edge_over_direct":    gMB / dMB,
-			"bridge_adds":         dMB/gMB - 1,
-			"aim_bridge_adds":     0.10,
-			"edge_cpu_ms_per_mb":  1000 * cpuPerMB,
-			"edge_cpu_cores":      edgeCPU / g.Seconds,
-			"background_cpu_core": background,
-			"cpu_counted":         "froogd dev's utime+stime from /proc/PID/stat during the edge turns, less its rate during the direct turns (when it carries nothing); it includes the local driver's in-process SSH server (the sandbox's side of the tunnel, on the host in production)",
-			"phases":              phases,
-		},
-		"idle_viewer": map[string]any{
-			"viewers":    idle,
-			"what":       "websockets through the RFB handshake to ServerInit, then idle; froogd's VmRSS and Go heap in use (its metrics) before and after, 3 s after the last",
-			"rss_bytes":  perViewer["rss_bytes"],
-			"heap_bytes": perViewer["heap_bytes"],
-			"goroutines": perViewer["goroutines"],
-		},
+	what := "a full-screen change loop (1920x1080, Raw encoding, 32-bit pixels: two colours in turns)"
+	if enc == "zrle" {
+		what = "a full-screen change loop (1920x1080, ZRLE, 32-bit pixels: two screens of text in turns)"
 	}
-	t.Logf("bridge: direct %.1f fps %.0f MB/s, edge %.1f fps %.0f MB/s (%.2f× direct; the bridge adds %.0f %%, aim ≤ 10 %%); edge CPU %.2f ms/MB (%.2f cores), background %.3f cores",
-		dFPS, dMB, gFPS, gMB, gMB/dMB, 100*(dMB/gMB-1), 1000*cpuPerMB, edgeCPU/g.Seconds, background)
-	writeBench(t, "desktop.json", res)
+	t.Logf("%s: direct %.1f fps %.0f MB/s, edge %.1f fps %.0f MB/s (%.2f× direct; the bridge adds %.0f %%, aim ≤ 10 %%); edge CPU %.2f ms/MB (%.2f cores), background %.3f cores",
+		enc, dFPS, dMB, gFPS, gMB, gFPS/dFPS, 100*(dFPS/gFPS-1), 1000*cpuPerMB, edgeCPU/g.Seconds, background)
+	return map[string]any{
+		"what":                 what + ", a Go VNC client through the edge (TLS, websocket, tunnel; froogd dev, local driver) vs directly on the VNC port, in turns",
+		"direct_fps":           dFPS,
+		"edge_fps":             gFPS,
+		"direct_mb_per_s":      dMB,
+		"edge_mb_per_s":        gMB,
+		"edge_over_direct":     gFPS / dFPS,
+		"bridge_adds":          dFPS/gFPS - 1,
+		"aim_bridge_adds":      0.10,
+		"edge_cpu_ms_per_mb":   1000 * cpuPerMB,
+		"edge_cpu_cores":       edgeCPU / g.Seconds,
+		"background_cpu_cores": background,
+		"cpu_counted":          "froogd dev's utime+stime from /proc/PID/stat during the edge turns, less its rate during the direct turns (when it carries nothing); it includes the local driver's in-process SSH server (the sandbox's side of the tunnel, on the host in production)",
+		"phases":               phases,
+	}
 }
 
 // writeBench writes a benchmark's results to .bench/NAME at the

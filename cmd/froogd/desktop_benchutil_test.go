@@ -2,12 +2,14 @@ package main_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -270,6 +273,14 @@ func (s *rfbStream) raw() error {
 		2, 0, 0, 1, 0, 0, 0, 0))
 }
 
+// zrle asks for 32-bit true colour pixels in ZRLE (zlib-compressed
+// tiles), as a viewer would use: the reader skips each rectangle's zlib
+// data by its length, without inflating it.
+func (s *rfbStream) zrle() error {
+	return s.send(append([]byte{0, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0},
+		2, 0, 0, 1, 0, 0, 0, 16))
+}
+
 // request asks for an update of the whole screen.
 func (s *rfbStream) request(incremental bool) error {
 	inc := byte(0)
@@ -320,9 +331,17 @@ func (s *rfbStream) update() (int, error) {
 				return 0, err
 			}
 			area += w * h
+		case 16: // ZRLE: a length, then that much zlib data
+			if _, err := io.ReadFull(s.r, b[:4]); err != nil {
+				return 0, err
+			}
+			if _, err := s.r.Discard(int(binary.BigEndian.Uint32(b[:4]))); err != nil {
+				return 0, err
+			}
+			area += w * h
 		case -223, -224: // DesktopSize, LastRect: no data
 		default:
-			return 0, fmt.Errorf("rfb: encoding %d, asked for raw", enc)
+			return 0, fmt.Errorf("rfb: encoding %d, asked for Raw or ZRLE", enc)
 		}
 	}
 	return area, nil
@@ -375,24 +394,61 @@ type benchEdge struct {
 	pool    *x509.CertPool
 	metrics string
 	data    string
+	pprof   string // where a -tags pprof build serves its profiles
 }
 
-func startBenchEdge(t *testing.T) *benchEdge {
+// startBenchEdge starts froogd dev; maxSandboxes above dev's 10 is set in
+// its store's log between a first start (which creates the account) and
+// the one returned.
+func startBenchEdge(t *testing.T, maxSandboxes int) *benchEdge {
 	data := t.TempDir()
+	if maxSandboxes > 10 {
+		p, _ := start(t, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0",
+			"--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test")
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			p.cmd.Process.Kill()
+			<-done
+		}
+		changed := false
+		filepath.WalkDir(data, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.Name() == "store.log" {
+				b, _ := os.ReadFile(path)
+				nb := bytes.ReplaceAll(b, []byte(`"max_sandboxes":10,`), []byte(fmt.Sprintf(`"max_sandboxes":%d,`, maxSandboxes)))
+				changed = !bytes.Equal(b, nb)
+				os.WriteFile(path, nb, 0o600)
+			}
+			return nil
+		})
+		if !changed {
+			t.Fatal("no account with max_sandboxes 10 in the dev store's log")
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	metrics := ln.Addr().String()
 	ln.Close()
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pprofAddr := ln.Addr().String()
+	ln.Close()
+	t.Setenv("FROOG_PPROF_ADDR", pprofAddr)
 	p, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
 		"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test",
-		"--metrics-addr", metrics, "--rate-limit", "0")
+		"--metrics-addr", metrics, "--rate-limit", "0", "--capacity", strconv.Itoa(max(16, maxSandboxes)))
 	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 	pool := x509.NewCertPool()
 	caPEM, _ := os.ReadFile(filepath.Join(data, "ca.pem"))
 	pool.AppendCertsFromPEM(caPEM)
-	return &benchEdge{p: p, c: client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, edge: m[2], pool: pool, metrics: metrics, data: data}
+	return &benchEdge{p: p, c: client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, edge: m[2], pool: pool, metrics: metrics, data: data, pprof: pprofAddr}
 }
 
 func (e *benchEdge) pid() int { return e.p.cmd.Process.Pid }
@@ -475,4 +531,33 @@ func machine() map[string]any {
 	}
 	return map[string]any{"cpus": runtime.NumCPU(), "cpu": model, "loadavg_at_start": load, "go": runtime.Version(),
 		"when": time.Now().UTC().Format(time.RFC3339)}
+}
+
+// profile saves froogd's pprof profile (path, e.g. "profile?seconds=10"
+// or "heap") as $FROOG_BENCH_PPROF/name, when that is set and froogd
+// serves /debug/pprof (a build with -tags pprof, given as FROOGD_BIN:
+// the release binary does not); it returns at once and wait waits for it.
+func (e *benchEdge) profile(t *testing.T, path, name string) (wait func()) {
+	dir := os.Getenv("FROOG_BENCH_PPROF")
+	if dir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res, err := http.Get("http://" + e.pprof + "/debug/pprof/" + path)
+		if err != nil {
+			t.Logf("pprof %s: %v", path, err)
+			return
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 200 {
+			t.Logf("pprof %s: %d (froogd built without pprof?)", path, res.StatusCode)
+			return
+		}
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}()
+	return func() { <-done }
 }
