@@ -112,11 +112,12 @@ func TestDesktopBench(t *testing.T) {
 		"bridge":      raw,
 		"bridge_zrle": zrle,
 		"idle_viewer": map[string]any{
-			"viewers":    idle,
-			"what":       "websockets through the RFB handshake to ServerInit, then idle; froogd's VmRSS and Go heap in use (its metrics) before and after, 3 s after the last",
-			"rss_bytes":  perViewer["rss_bytes"],
-			"heap_bytes": perViewer["heap_bytes"],
-			"goroutines": perViewer["goroutines"],
+			"viewers":                           idle,
+			"what":                              "websockets through the RFB handshake to ServerInit, then idle; froogd's VmRSS and Go heap in use (its metrics) before and after, 3 s after the last",
+			"rss_bytes":                         perViewer["rss_bytes"],
+			"heap_bytes":                        perViewer["heap_bytes"],
+			"goroutines":                        perViewer["goroutines"],
+			"freed_heap_not_returned_mib_after": after.Retained / (1 << 20),
 		},
 	}
 	writeBench(t, "desktop.json", res)

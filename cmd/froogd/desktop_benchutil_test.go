@@ -377,12 +377,15 @@ func procRSS(t *testing.T, pid int) int64 {
 
 // memory is froogd's resident memory and Go heap in use, after a pause
 // for the garbage collector's next cycle to settle.
-type memory struct{ RSS, Heap, Goroutines float64 }
+type memory struct{ RSS, Heap, Retained, Goroutines float64 }
 
 func memoryOf(t *testing.T, pid int, metrics string) memory {
 	time.Sleep(3 * time.Second)
 	return memory{RSS: float64(procRSS(t, pid)), Heap: float64(metric(t, metrics, "go_memstats_heap_inuse_bytes")),
-		Goroutines: float64(metric(t, metrics, "go_goroutines"))}
+		Goroutines: float64(metric(t, metrics, "go_goroutines")),
+		// Freed heap the runtime has not yet given back to the OS: part
+		// of the RSS, not of the heap in use.
+		Retained: float64(metric(t, metrics, "go_memstats_heap_idle_bytes") - metric(t, metrics, "go_memstats_heap_released_bytes"))}
 }
 
 // benchEdge is a froogd dev for a benchmark: its API client, the edge's

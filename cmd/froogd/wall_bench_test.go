@@ -120,12 +120,15 @@ func TestWallBench(t *testing.T) {
 		CPUWall        float64 `json:"cpu_wall_cores"`
 		RSSPerTile     float64 `json:"rss_per_tile_bytes"`
 		HeapPerTile    float64 `json:"heap_per_tile_bytes"`
+		RetainedMiB    float64 `json:"freed_heap_not_returned_mib"`
 		PageBytesPerS  float64 `json:"page_bytes_per_s"`
 		PicturesPerS   float64 `json:"pictures_per_tile_per_s"`
 		TileBytesP50   int     `json:"tile_bytes_p50"`
 		TileBytesMax   int     `json:"tile_bytes_max"`
 		PicturesServed int     `json:"pictures_fetched"`
+		TilesLost      int     `json:"tile_connections_lost"`
 	}
+	lost := func() int { return strings.Count(e.p.stderr.String(), `"msg":"desktop tile lost"`) }
 	measure := func(name string, d time.Duration, during func(stop <-chan struct{})) phase {
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -133,7 +136,7 @@ func TestWallBench(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); during(stop) }()
 		}
-		c0, n0, f0, began := procCPU(t, e.pid()), page.wire.Load(), page.fetchedN(), time.Now()
+		c0, n0, f0, l0, began := procCPU(t, e.pid()), page.wire.Load(), page.fetchedN(), lost(), time.Now()
 		time.Sleep(d)
 		cpu, took := (procCPU(t, e.pid()) - c0).Seconds(), time.Since(began).Seconds()
 		bytes, fetched := page.wire.Load()-n0, page.fetchedN()-f0
@@ -142,14 +145,14 @@ func TestWallBench(t *testing.T) {
 		wg.Wait()
 		sizes := page.takeSizes()
 		p := phase{Name: name, Seconds: took, CPUWall: cpu/took - background, RSSPerTile: (m.RSS - base.RSS) / tiles,
-			HeapPerTile: (m.Heap - base.Heap) / tiles, PageBytesPerS: float64(bytes) / took,
-			PicturesPerS: float64(fetched) / tiles / took, PicturesServed: fetched}
+			HeapPerTile: (m.Heap - base.Heap) / tiles, RetainedMiB: m.Retained / (1 << 20), PageBytesPerS: float64(bytes) / took,
+			PicturesPerS: float64(fetched) / tiles / took, PicturesServed: fetched, TilesLost: lost() - l0}
 		p.CPUPerTile = p.CPUWall / tiles
 		if len(sizes) > 0 {
 			p.TileBytesP50, p.TileBytesMax = sizes[len(sizes)/2], sizes[len(sizes)-1]
 		}
-		t.Logf("%-8s per tile: %.2f %% of a core, RSS %.0f KiB, heap %.0f KiB; page %.1f KB/s; %.2f pictures/s a tile; tile p50 %d B, max %d B",
-			name, 100*p.CPUPerTile, p.RSSPerTile/1024, p.HeapPerTile/1024, p.PageBytesPerS/1000, p.PicturesPerS, p.TileBytesP50, p.TileBytesMax)
+		t.Logf("%-8s per tile: %.2f %% of a core, RSS %.0f KiB, heap %.0f KiB; page %.1f KB/s; %.2f pictures/s a tile; tile p50 %d B, max %d B; %d tile connections lost",
+			name, 100*p.CPUPerTile, p.RSSPerTile/1024, p.HeapPerTile/1024, p.PageBytesPerS/1000, p.PicturesPerS, p.TileBytesP50, p.TileBytesMax, p.TilesLost)
 		return p
 	}
 	still := measure("still", 20*time.Second, nil)
@@ -178,8 +181,10 @@ func TestWallBench(t *testing.T) {
 	if err := painters[0].image(photo, w, h); err != nil {
 		t.Fatal(err)
 	}
+	var w0 struct{ ID string }
+	c.call("GET", "/v1/sandboxes/"+names[0], "", 200, &w0)
 	time.Sleep(4 * time.Second)
-	photoSizes := page.takeSizes()
+	photoSizes := []int{page.fetch(w0.ID)}
 
 	// From running to the tile's first picture on the page, for sandboxes
 	// that start while the wall is open, one at a time.
@@ -221,6 +226,17 @@ func TestWallBench(t *testing.T) {
 		"running_to_tile_samples": len(toTile),
 		"aims":                    map[string]any{"cpu_per_tile_cores": 0.02, "memory_per_tile_bytes": 1 << 20, "tile_bytes": 30000},
 	}
+	// Why tile connections were lost, by error (no secret is in these).
+	why := map[string]int{}
+	for _, line := range strings.Split(e.p.stderr.String(), "\n") {
+		if strings.Contains(line, `"msg":"desktop tile lost"`) {
+			var l struct{ Err string }
+			json.Unmarshal([]byte(line), &l)
+			why[l.Err]++
+		}
+	}
+	res["tile_connections_lost_by_error"] = why
+	t.Logf("tile connections lost: %v", why)
 	writeBench(t, "wall.json", res)
 }
 
@@ -322,6 +338,22 @@ func (p *wallPage) tile(id string, v uint64) {
 		p.sizes = append(p.sizes, len(b))
 		p.fetched++
 	}()
+}
+
+// fetch gets a tile's current picture and returns its size.
+func (p *wallPage) fetch(id string) int {
+	req, _ := http.NewRequest("GET", fmt.Sprintf("https://%s/tile/%s.jpg", p.host, url.PathEscape(id)), nil)
+	req.Header.Set("Cookie", p.cookie)
+	res, err := p.web.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		p.t.Fatalf("tile %s: %d", id, res.StatusCode)
+	}
+	return len(b)
 }
 
 func (p *wallPage) pictured() int {
