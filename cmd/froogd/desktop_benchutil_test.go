@@ -396,7 +396,6 @@ type benchEdge struct {
 	edge    string
 	pool    *x509.CertPool
 	metrics string
-	data    string
 	pprof   string // where a -tags pprof build serves its profiles
 }
 
@@ -451,7 +450,7 @@ func startBenchEdge(t *testing.T, maxSandboxes int) *benchEdge {
 	pool := x509.NewCertPool()
 	caPEM, _ := os.ReadFile(filepath.Join(data, "ca.pem"))
 	pool.AppendCertsFromPEM(caPEM)
-	return &benchEdge{p: p, c: client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, edge: m[2], pool: pool, metrics: metrics, data: data, pprof: pprofAddr}
+	return &benchEdge{p: p, c: client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, edge: m[2], pool: pool, metrics: metrics, pprof: pprofAddr}
 }
 
 func (e *benchEdge) pid() int { return e.p.cmd.Process.Pid }

@@ -177,13 +177,15 @@ func TestWallBench(t *testing.T) {
 	profiled()
 
 	// A photo-like picture on one desktop: its tile's size.
+	var w0 struct{ ID string }
+	c.call("GET", "/v1/sandboxes/"+names[0], "", 200, &w0)
+	time.Sleep(2 * time.Second) // the last text picture
+	v0 := page.version(w0.ID)
 	photo := photoScreen(w, h, 3)
 	if err := painters[0].image(photo, w, h); err != nil {
 		t.Fatal(err)
 	}
-	var w0 struct{ ID string }
-	c.call("GET", "/v1/sandboxes/"+names[0], "", 200, &w0)
-	time.Sleep(4 * time.Second)
+	wait.For(t, time.Minute, "the photo's picture", func() bool { return page.version(w0.ID) > v0 })
 	photoSizes := []int{page.fetch(w0.ID)}
 
 	// From running to the tile's first picture on the page, for sandboxes
@@ -354,6 +356,13 @@ func (p *wallPage) fetch(id string) int {
 		p.t.Fatalf("tile %s: %d", id, res.StatusCode)
 	}
 	return len(b)
+}
+
+// version is the newest picture version the page has heard of for id.
+func (p *wallPage) version(id string) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ver[id]
 }
 
 func (p *wallPage) pictured() int {
