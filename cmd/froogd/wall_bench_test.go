@@ -179,8 +179,16 @@ func TestWallBench(t *testing.T) {
 	// A photo-like picture on one desktop: its tile's size.
 	var w0 struct{ ID string }
 	c.call("GET", "/v1/sandboxes/"+names[0], "", 200, &w0)
-	time.Sleep(2 * time.Second) // the last text picture
+	// The last text picture first: the tile's version stays put for 3 s.
 	v0 := page.version(w0.ID)
+	for range 20 {
+		time.Sleep(3 * time.Second)
+		if v := page.version(w0.ID); v != v0 {
+			v0 = v
+			continue
+		}
+		break
+	}
 	photo := photoScreen(w, h, 3)
 	if err := painters[0].image(photo, w, h); err != nil {
 		t.Fatal(err)
