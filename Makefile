@@ -41,10 +41,11 @@ test: ## install what the tests need, then run every test with the race detector
 	./deploy/testdeps.sh
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...
 
-bench: ## run the benchmarks; the edge against nginx and Caddy lands in .bench/
+bench: ## run the benchmarks; the edge against nginx and Caddy, the desktop bridge and the wall land in .bench/
 	./deploy/testdeps.sh --bench
 	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestEdgeBench$$' -v -timeout 30m .
 	FROOG_LOAD=full $(GO) test -count=1 -run '^TestLoad$$' -v -timeout 10m ./cmd/froogd
+	FROOG_BENCH=1 $(GO) test -count=1 -run '^(TestDesktopBench|TestWallBench)$$' -v -timeout 10m ./cmd/froogd
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 fuzz: ## run every fuzz target for FUZZTIME each (20s), one at a time; failing inputs land in testdata/fuzz

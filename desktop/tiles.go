@@ -195,7 +195,8 @@ func (ts *tileSet) connect(ctx context.Context, t *tile) (got bool, err error) {
 	defer stop()
 
 	conn.SetDeadline(time.Now().Add(handshakeTimeout))
-	c, err := newTileClient(conn, o.TileWidth)
+	pc := &progressConn{Conn: conn}
+	c, err := newTileClient(pc, o.TileWidth)
 	if err != nil {
 		return false, err
 	}
@@ -212,12 +213,15 @@ func (ts *tileSet) connect(ctx context.Context, t *tile) (got bool, err error) {
 	)
 	pending.Store(true) // the handshake asked for the whole screen
 	heard.Store(time.Now().UnixNano())
-	readTimeout := 4*o.TileEvery + 4*time.Second
+	// The desktop must keep sending while a message comes, not send a
+	// whole message within the timeout: a 1920x1080 screen in Raw is
+	// 8.3 MB, which a busy edge with many tiles takes seconds to read,
+	// and a tile dropped for it only asks for the whole screen again.
+	pc.timeout = 4*o.TileEvery + 4*time.Second
 	errc := make(chan error, 1)
 	go func() {
 		var buf bytes.Buffer
 		for {
-			conn.SetReadDeadline(time.Now().Add(readTimeout))
 			update, err := c.next()
 			if err != nil {
 				errc <- err
@@ -284,6 +288,20 @@ func (ts *tileSet) connect(ctx context.Context, t *tile) (got bool, err error) {
 			return gotAny.Load(), err
 		}
 	}
+}
+
+// progressConn is a connection whose reads, once timeout is set, fail
+// when no byte comes for that long.
+type progressConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c *progressConn) Read(p []byte) (int, error) {
+	if c.timeout > 0 {
+		c.Conn.SetReadDeadline(time.Now().Add(c.timeout))
+	}
+	return c.Conn.Read(p)
 }
 
 // handshakeTimeout bounds the RFB handshake and every write.

@@ -208,6 +208,10 @@ func (s *Server) wallEvents(w http.ResponseWriter, r *http.Request, v View) {
 			if err := rc.Flush(); err != nil {
 				return
 			}
+			// Off until the next write: over HTTP/2 a write deadline
+			// that passes resets the stream even when nothing is being
+			// written, which ended a still wall's stream after writeWait.
+			rc.SetWriteDeadline(time.Time{})
 			lastWrite = now
 		}
 		select {

@@ -27,6 +27,7 @@ type devConfig struct {
 	APIAddr, EdgeAddr, EdgeHTTPAddr, MetricsAddr, Domain string
 	Rate                                                 rateConfig
 	Driver                                               driverConfig
+	Capacity                                             int
 }
 
 func (c *devConfig) bind(f flags) {
@@ -36,6 +37,7 @@ func (c *devConfig) bind(f flags) {
 	f.str(&c.EdgeHTTPAddr, "edge-http-addr", "127.0.0.1:8081", "HTTP address of the edge (redirects, ACME)")
 	f.str(&c.Domain, "domain", "froog.localhost", "public-URL domain")
 	bindMetrics(f, &c.MetricsAddr)
+	f.num(&c.Capacity, "capacity", 16, "sandboxes the local host runs at once")
 	c.Rate.bind(f)
 	c.Driver.bind(f)
 }
@@ -49,6 +51,9 @@ func (c *devConfig) validate() error {
 	}
 	if c.Data == "" {
 		errs = append(errs, errors.New("--data must name a folder"))
+	}
+	if c.Capacity < 1 {
+		errs = append(errs, errors.New("--capacity must be at least 1"))
 	}
 	errs = append(errs, checkDomain(c.Domain), c.Rate.validate(), c.Driver.validate())
 	return errors.Join(errs...)
@@ -97,7 +102,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// Links name the edge's port as given (visitors reach it there).
 		_, edgePort, _ := net.SplitHostPort(c.EdgeAddr)
 		publicPort, _ := strconv.Atoi(edgePort)
-		hostCheck, err := startHostctl(p, hostctlConfig{HostName: "dev", Data: c.Data, Driver: c.Driver}, sh)
+		hostCheck, err := startHostctl(p, hostctlConfig{HostName: "dev", Data: c.Data, Driver: c.Driver, Capacity: c.Capacity}, sh)
 		if err != nil {
 			return err
 		}
