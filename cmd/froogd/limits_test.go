@@ -16,7 +16,7 @@ import (
 // works is tested with an injected clock in package api.)
 func TestStartLimitE2E(t *testing.T) {
 	data := t.TempDir()
-	_, m := start(t, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--rate-limit", "0")
+	_, m := start(t, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--rate-limit", "0")
 	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
 	for i := range 20 {

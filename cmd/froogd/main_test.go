@@ -334,7 +334,7 @@ func TestSandboxesRun(t *testing.T) {
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
 		data := t.TempDir()
-		_, m := start(t, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0")
+		_, m := start(t, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0")
 		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 		sandboxWalkthrough(t, client{t: t, base: m[1], key: strings.TrimSpace(string(key))})
 	})

@@ -22,7 +22,7 @@ func TestSnapshotsEndToEnd(t *testing.T) {
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
 		data, clock := t.TempDir(), clockFile(t)
-		cmd := exec.Command(froogd, "dev", "--data", data, "--api-addr", "127.0.0.1:0")
+		cmd := exec.Command(froogd, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0")
 		cmd.Env = append(os.Environ(), "FROOG_TEST_CLOCK_FILE="+clock)
 		p, m := startCmd(t, devReady, cmd, cmd.Args[1:])
 		t.Cleanup(func() {
