@@ -54,12 +54,13 @@ func (s *Server) forkSnapshot(ctx context.Context, src *store.Sandbox, ref *stri
 	return &sn, nil
 }
 
-// createCopies stores a fork's copies, one sandbox per name, each like
-// proto (with its own id and sealed env), and answers 202 with them.
+// createCopies stores the copies a create or a fork with count makes
+// (action says which), one sandbox per name, each like proto (with its
+// own id and sealed env), and answers 202 with them.
 // They are made all or none: when one cannot be (a name taken, a
 // limit), the ones made before it are deleted again and the error says
 // why. An Idempotency-Key covers the whole request, as for create.
-func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, request []byte, proto store.Sandbox, env map[string]string, names []string, detail map[string]string) error {
+func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, action string, request []byte, proto store.Sandbox, env map[string]string, names []string, detail map[string]string) error {
 	k := keyFrom(r.Context())
 	idemKey := r.Header.Get("Idempotency-Key")
 	if idemKey != "" {
@@ -83,7 +84,7 @@ func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, request []
 		sb.ID, sb.Name, sb.Labels = store.NewID("sbx"), name, maps.Clone(proto.Labels)
 		s.sealEnv(&sb, env)
 		var created store.Sandbox
-		created, err = s.store.CreateSandbox(r.Context(), sb, s.audit(r, "sandbox.fork", name, maps.Clone(detail)))
+		created, err = s.store.CreateSandbox(r.Context(), sb, s.audit(r, action, name, maps.Clone(detail)))
 		if errors.Is(err, store.ErrConflict) {
 			err = errorf(http.StatusConflict, "conflict", "a sandbox named %q exists", name)
 		}
@@ -94,7 +95,7 @@ func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, request []
 	}
 	if err != nil {
 		for _, sb := range made {
-			ev := s.audit(r, "sandbox.delete", sb.Name, map[string]string{"reason": "another copy of its fork could not be made"})
+			ev := s.audit(r, "sandbox.delete", sb.Name, map[string]string{"reason": "another of the copies asked with it could not be made"})
 			if derr := s.store.DeleteSandbox(context.WithoutCancel(r.Context()), sb.ID, s.now(), ev); derr != nil {
 				err = errors.Join(err, derr)
 			}

@@ -86,7 +86,7 @@ func viewSnapshot(sn *store.Snapshot, sb *store.Sandbox) snapshotView {
 // snapshotsOff is the docs' answer for a sandbox made with snapshots: false.
 func snapshotsOff(sb *store.Sandbox) error {
 	if sb.NoSnapshots {
-		return errorf(http.StatusConflict, "snapshots_off", "sandbox %q was made with snapshots off: no snapshots, restores or forks from one", sb.Name)
+		return errorf(http.StatusConflict, "snapshots_off", "sandbox %q was made with snapshots off: no snapshots, restores or forks of it", sb.Name)
 	}
 	return nil
 }

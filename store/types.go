@@ -46,10 +46,14 @@ type Account struct {
 	URLNamesPerDay int `json:"url_names_per_day"`
 	// StartsPerMinute, StartsPerHour and StartsPerDay are its start
 	// limits; 0 means the docs' (see StartWindows).
-	StartsPerMinute int       `json:"starts_per_minute,omitempty"`
-	StartsPerHour   int       `json:"starts_per_hour,omitempty"`
-	StartsPerDay    int       `json:"starts_per_day,omitempty"`
-	CreatedAt       time.Time `json:"created_at"`
+	StartsPerMinute int `json:"starts_per_minute,omitempty"`
+	StartsPerHour   int `json:"starts_per_hour,omitempty"`
+	StartsPerDay    int `json:"starts_per_day,omitempty"`
+	// SavedSnapshotsIncluded is how many saved snapshots its plan
+	// includes; 0 means the docs' DefaultSavedSnapshotsIncluded. Only
+	// shown (GET /v1/limits): billing lives in froog's control plane.
+	SavedSnapshotsIncluded int       `json:"saved_snapshots_included,omitempty"`
+	CreatedAt              time.Time `json:"created_at"`
 }
 
 // APIKey is an API key. Only the SHA-256 of its secret is kept.
