@@ -112,3 +112,34 @@ func TestErasingRefusesAutoStart(t *testing.T) {
 		t.Fatalf("auto-start of a sandbox being erased: started %v, %v", started, err)
 	}
 }
+
+// TestEraseFinishedAfterRestart: a hostctl that stopped between deleting
+// an erased sandbox and removing it (here: the store writes of the first
+// half, with no hostctl running) finishes the job when it comes back:
+// folder removed, record gone, stop completed.
+func TestEraseFinishedAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	drv := localIn(t, dir)
+	r := newRig(t, drv, hostctl.Options{})
+	sb := r.waitState(r.create("off", func(s *store.Sandbox) { s.NoSnapshots = true }).ID, store.StateRunning)
+	r.stopCtl()
+	now := store.Micro(time.Now())
+	st, err := r.st.StopSandbox(ctx, sb.ID, now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.DeleteSandbox(ctx, sb.ID, now, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, sb.ID)); err != nil {
+		t.Fatalf("the folder before the restart: %v", err)
+	}
+	r.runController(hostctl.Options{})
+	r.waitState(sb.ID, "gone")
+	if _, err := os.Stat(filepath.Join(dir, sb.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the folder after the restart: %v", err)
+	}
+	if got, err := r.st.Stop(ctx, r.acct.ID, st.ID); err != nil || got.Status != store.StopCompleted {
+		t.Fatalf("the stop: %+v, %v", got, err)
+	}
+}
