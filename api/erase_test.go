@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"froog.tech/froog/store"
@@ -183,6 +184,53 @@ func TestSavedSnapshotAllowance(t *testing.T) {
 		save("", store.SnapshotAvailable)    // unnamed
 		if got := get(); got != (allowance{Included: 10, Used: 12, Extra: 2, Price: 0.056}) {
 			t.Fatalf("with 12 kept: %+v", got)
+		}
+	})
+}
+
+// TestFromSavedGetsItsEnv: a sandbox from a saved snapshot gets the
+// source's own variables as they were when it was saved, unless its
+// create sends its own; the snapshot keeps them sealed, bound to it.
+func TestFromSavedGetsItsEnv(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "src", "env": map[string]string{"A": "secret-a", "B": "b"}}).want(t, 202, "")
+		e.ran("src")
+		var sn snapJSON
+		e.do("POST", "/v1/sandboxes/src/snapshots", e.admin, map[string]any{"label": "web"}).want(t, 202, "").json(t, &sn)
+		e.taken(sn.ID)
+		// Changed after the save: the template keeps what it had.
+		e.do("PATCH", "/v1/sandboxes/src", e.admin, map[string]any{"env": map[string]any{"A": nil, "C": "c"}}).want(t, 200, "")
+		got, err := e.store.Snapshot(ctx, e.account.ID, sn.ID)
+		if err != nil || len(got.EnvSealed) == 0 || strings.Contains(string(got.EnvSealed), "secret-a") {
+			t.Fatalf("the snapshot's env: %q, %v", got.EnvSealed, err)
+		}
+		var sb struct {
+			EnvNames []string `json:"env_names"`
+		}
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "t1", "from": "web"}).want(t, 202, "").json(t, &sb)
+		if fmt.Sprint(sb.EnvNames) != "[A B]" {
+			t.Fatalf("from web: %v", sb.EnvNames)
+		}
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "t2", "from": "web", "env": map[string]string{"D": "d"}}).want(t, 202, "").json(t, &sb)
+		if fmt.Sprint(sb.EnvNames) != "[D]" {
+			t.Fatalf("from web with its own env: %v", sb.EnvNames)
+		}
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "t3", "from": "web", "env": map[string]string{}}).want(t, 202, "").json(t, &sb)
+		if len(sb.EnvNames) != 0 {
+			t.Fatalf("from web with env {}: %v", sb.EnvNames)
+		}
+		// Sealed to its snapshot: moved to another, it does not open.
+		other, err := e.store.CreateSnapshot(ctx, store.Snapshot{ID: store.NewID("snap"), AccountID: e.account.ID, SandboxID: got.SandboxID, Sandbox: "src",
+			HostID: got.HostID, Saved: true, Label: "moved", Status: store.SnapshotAvailable, EnvSealed: got.EnvSealed, CreatedAt: e.now()}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "t4", "from": other.ID}).want(t, 500, "")
+		for _, l := range strings.Split(e.logs.String(), "\n") {
+			if strings.Contains(l, "secret-a") {
+				t.Fatalf("a variable's value in a log line: %s", l)
+			}
 		}
 	})
 }

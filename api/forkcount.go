@@ -123,8 +123,9 @@ func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, action str
 
 // fromSaved makes sb, a new sandbox, start from the saved snapshot
 // req.From names (a template): its disk, OS and size (unless the request
-// gives a size); the settings are the request's, not the source
-// sandbox's.
+// gives a size), and its source's own variables as they were when it was
+// saved unless the request sends env; the other settings are the
+// request's, not the source sandbox's.
 func (s *Server) fromSaved(r *http.Request, req *createRequest, sb *store.Sandbox) error {
 	if req.From == nil {
 		return nil
@@ -138,6 +139,11 @@ func (s *Server) fromSaved(r *http.Request, req *createRequest, sb *store.Sandbo
 	}
 	if err := available(&sn); err != nil {
 		return err
+	}
+	if req.Env == nil {
+		if req.Env, err = s.openSnapshotEnv(&sn); err != nil {
+			return err
+		}
 	}
 	sb.ForkOf, sb.ForkSnapshot, sb.OS = sn.SandboxID, sn.ID, sn.OS
 	if req.Size == nil && sn.Size != "" {

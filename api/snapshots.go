@@ -181,6 +181,9 @@ func (s *Server) saveSnapshot(w http.ResponseWriter, r *http.Request) error {
 	now := s.now()
 	sn := store.Snapshot{ID: store.NewID("snap"), AccountID: sb.AccountID, SandboxID: sb.ID, Sandbox: sb.Name, HostID: sb.HostID,
 		Saved: true, Label: label, OS: sb.OS, Size: sb.Size, Status: store.SnapshotCreating, CreatedAt: now}
+	if err := s.sealSnapshotEnv(&sn, sb); err != nil {
+		return err
+	}
 	detail := map[string]string{"snapshot": sn.ID}
 	if label != "" {
 		detail["label"] = label

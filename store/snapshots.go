@@ -78,6 +78,10 @@ type Snapshot struct {
 	Size   string `json:"size"`
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
+	// EnvSealed is, on a saved snapshot, its sandbox's own variables when
+	// it was saved, encrypted by the API as a sandbox's are: a sandbox
+	// made from the snapshot gets them unless its create sends its own.
+	EnvSealed []byte `json:"env_sealed,omitempty"`
 	// Bytes is how much the copy takes on the host, once available.
 	Bytes     int64      `json:"bytes,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
