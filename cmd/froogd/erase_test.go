@@ -18,7 +18,9 @@ import (
 // GET answers 404, its folder is gone, no snapshot of it exists, the audit
 // log says why, its name is free), and so does its auto-stop timer (with
 // hostctl's clock moved); it has no fork at all; a fork with snapshots:
-// false is a copy its stop erases, and its source stays.
+// false is a copy its stop erases, and its source stays. Then a saved
+// snapshot as a template: a sandbox from it has its source's variables
+// in exec, unless its create sent its own.
 func TestSnapshotsOffEndToEnd(t *testing.T) {
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
@@ -32,7 +34,9 @@ func TestSnapshotsOffEndToEnd(t *testing.T) {
 			}
 		})
 		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
-		eraseWalkthrough(t, client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, clock, filepath.Join(data, "sandboxes"))
+		c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+		eraseWalkthrough(t, c, clock, filepath.Join(data, "sandboxes"))
+		templateEnvWalkthrough(t, c)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
@@ -48,7 +52,9 @@ func TestSnapshotsOffEndToEnd(t *testing.T) {
 				t.Logf("hostctl's log:\n%s\napi's log:\n%s", tail(hc.stderr.String(), 6000), tail(api.stderr.String(), 3000))
 			}
 		})
-		eraseWalkthrough(t, client{t: t, base: m[1], key: key}, clock, filepath.Join(data, "sandboxes"))
+		c := client{t: t, base: m[1], key: key}
+		eraseWalkthrough(t, c, clock, filepath.Join(data, "sandboxes"))
+		templateEnvWalkthrough(t, c)
 	})
 }
 
@@ -161,4 +167,34 @@ func gone(t *testing.T, c client, name string) bool {
 		t.Fatalf("GET %s: %d", name, res.StatusCode)
 	}
 	return res.StatusCode == 404
+}
+
+// templateEnvWalkthrough: a sandbox from a saved snapshot gets its
+// source's own variables (as saved), unless its create sends its own.
+func templateEnvWalkthrough(t *testing.T, c client) {
+	const within = 30 * time.Second
+	c.call("POST", "/v1/sandboxes", `{"name": "envsrc", "ttl_secs": 0, "env": {"TENANT": "t-42"}}`, 202, nil)
+	runsWithin(t, c, "envsrc", within)
+	var sn snapshotJSON
+	c.call("POST", "/v1/sandboxes/envsrc/snapshots", `{"label": "tenant-base"}`, 202, &sn)
+	wait.For(t, within, "the saved snapshot is available", func() bool {
+		c.call("GET", "/v1/saved-snapshots/tenant-base", "", 200, &sn)
+		return sn.Status == "available" || sn.Status == "failed"
+	})
+	echo := func(name string) string {
+		var r struct{ Stdout string }
+		c.call("POST", "/v1/sandboxes/"+name+"/exec", `{"command": "echo \"[$TENANT]\""}`, 200, &r)
+		return strings.TrimSpace(r.Stdout)
+	}
+	for want, body := range map[string]string{
+		"[t-42]": `{"name": "tpl-env", "from": "tenant-base", "ttl_secs": 0}`,
+		"[t-7]":  `{"name": "tpl-own", "from": "tenant-base", "ttl_secs": 0, "env": {"TENANT": "t-7"}}`,
+	} {
+		var sb struct{ Name string }
+		c.call("POST", "/v1/sandboxes", body, 202, &sb)
+		runsWithin(t, c, sb.Name, within)
+		if got := echo(sb.Name); got != want {
+			t.Fatalf("%s: TENANT is %s, want %s", sb.Name, got, want)
+		}
+	}
 }
