@@ -6,7 +6,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -197,4 +199,67 @@ func templateEnvWalkthrough(t *testing.T, c client) {
 			t.Fatalf("%s: TENANT is %s, want %s", sb.Name, got, want)
 		}
 	}
+}
+
+// Snapshots off on the qemu driver (the test guest under TCG here): the
+// stop erases the VM with no warm window — no QEMU process and no folder
+// (disk, saved memory) left — and the sandbox.
+func TestQEMUSnapshotsOffThroughTheAPI(t *testing.T) {
+	tiny := tinyGuest(t)
+	data := t.TempDir()
+	// QEMU outlives froogd by design: a VM this test left is ended.
+	t.Cleanup(func() {
+		for _, pid := range qemuOf(filepath.Join(data, "vms")) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	cmd := exec.Command(froogd, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--driver", "qemu",
+		"--kernel", filepath.Join(tiny, "vmlinuz"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
+		"--vm-cpus", "1", "--vm-memory-mb", "256", "--vm-disk-gb", "1")
+	p, m := startCmd(t, devReady, cmd, cmd.Args[1:])
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("froogd dev's log:\n%s", tail(noRequests(p.stderr.String()), 8000))
+		}
+	})
+	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
+	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+	var sb struct{ ID string }
+	c.call("POST", "/v1/sandboxes", `{"name": "off", "snapshots": false, "ttl_secs": 0}`, 202, &sb)
+	runsWithin(t, c, "off", 3*time.Minute)
+	write(t, c, "off", "private")
+	folder := filepath.Join(data, "vms", "sandboxes", sb.ID)
+	if len(qemuOf(folder)) == 0 {
+		t.Fatal("no QEMU process names the sandbox's folder")
+	}
+	var stop struct{ ID, Status string }
+	c.call("POST", "/v1/sandboxes/off/stop", "", 202, &stop)
+	wait.For(t, time.Minute, "the stop completed", func() bool {
+		c.call("GET", "/v1/stops/"+stop.ID, "", 200, &stop)
+		return stop.Status != "pending"
+	})
+	c.call("GET", "/v1/sandboxes/off", "", 404, nil)
+	if _, err := os.Stat(folder); stop.Status != "completed" || !os.IsNotExist(err) {
+		t.Fatalf("the stop %+v; the VM's folder: %v", stop, err)
+	}
+	if len(qemuOf(folder)) != 0 {
+		t.Fatal("the erased sandbox's QEMU still runs")
+	}
+	files, _ := filepath.Glob(filepath.Join(data, "vms", "snapshots", "*"))
+	if len(files) != 0 {
+		t.Fatalf("snapshot files of a sandbox with snapshots off: %v", files)
+	}
+}
+
+// qemuOf lists the processes whose command line names folder.
+func qemuOf(folder string) []int {
+	var pids []int
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), folder+"/") {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
