@@ -182,6 +182,9 @@ func (r *rig) accountKey(comment string) (ssh.Signer, store.SSHKey) {
 // a start that recovers it from its disk; a sandbox with snapshots off
 // that its stop erases (no process, no files); delete.
 func Run(t *testing.T, d Driver) {
+	if d.Alive == nil || d.Files == nil {
+		t.Fatal("drivertest: Alive and Files are required")
+	}
 	st, err := embedded.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

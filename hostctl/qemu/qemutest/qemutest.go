@@ -16,11 +16,15 @@ import (
 	"froog.tech/froog/store"
 )
 
+// Files is the folder of sb's VM: its disk, seed, saved memory and
+// monitor socket.
+func Files(dir string, sb store.Sandbox) string { return filepath.Join(dir, "sandboxes", sb.ID) }
+
 // Alive reports whether sb's QEMU process runs: the one its pid file
 // names, or any process whose command line names its folder (so that a
 // VM whose folder was removed under it still counts).
 func Alive(dir string, sb store.Sandbox) bool {
-	folder := filepath.Join(dir, "sandboxes", sb.ID)
+	folder := Files(dir, sb)
 	pid, err := os.ReadFile(filepath.Join(folder, "qemu.pid"))
 	if p, _ := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil && p > 0 && syscall.Kill(p, 0) == nil {
 		return true
