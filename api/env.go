@@ -48,6 +48,37 @@ func checkEnv(env map[string]string) error {
 // open.
 func envAD(sandboxID string) string { return "env:" + sandboxID }
 
+// snapshotEnvAD binds a saved snapshot's sealed variables to it.
+func snapshotEnvAD(snapshotID string) string { return "snapshot-env:" + snapshotID }
+
+// sealSnapshotEnv keeps sb's own variables on sn, a saved snapshot of it.
+func (s *Server) sealSnapshotEnv(sn *store.Snapshot, sb *store.Sandbox) error {
+	env, err := s.openEnv(sb)
+	if err != nil || len(env) == 0 {
+		return err
+	}
+	plain, _ := json.Marshal(env)
+	sn.EnvSealed = s.sealer.seal(string(plain), snapshotEnvAD(sn.ID))
+	return nil
+}
+
+// openSnapshotEnv returns the variables kept on a saved snapshot (never
+// nil).
+func (s *Server) openSnapshotEnv(sn *store.Snapshot) (map[string]string, error) {
+	env := map[string]string{}
+	if len(sn.EnvSealed) == 0 {
+		return env, nil
+	}
+	plain, err := s.sealer.open(sn.EnvSealed, snapshotEnvAD(sn.ID))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s env: %w", sn.ID, err)
+	}
+	if err := json.Unmarshal([]byte(plain), &env); err != nil {
+		return nil, fmt.Errorf("snapshot %s env: %w", sn.ID, err)
+	}
+	return env, nil
+}
+
 // sealEnv stores env on sb, encrypted, with its names in the clear.
 func (s *Server) sealEnv(sb *store.Sandbox, env map[string]string) {
 	if len(env) == 0 {

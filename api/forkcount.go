@@ -54,12 +54,13 @@ func (s *Server) forkSnapshot(ctx context.Context, src *store.Sandbox, ref *stri
 	return &sn, nil
 }
 
-// createCopies stores a fork's copies, one sandbox per name, each like
-// proto (with its own id and sealed env), and answers 202 with them.
+// createCopies stores the copies a create or a fork with count makes
+// (action says which), one sandbox per name, each like proto (with its
+// own id and sealed env), and answers 202 with them.
 // They are made all or none: when one cannot be (a name taken, a
 // limit), the ones made before it are deleted again and the error says
 // why. An Idempotency-Key covers the whole request, as for create.
-func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, request []byte, proto store.Sandbox, env map[string]string, names []string, detail map[string]string) error {
+func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, action string, request []byte, proto store.Sandbox, env map[string]string, names []string, detail map[string]string) error {
 	k := keyFrom(r.Context())
 	idemKey := r.Header.Get("Idempotency-Key")
 	if idemKey != "" {
@@ -83,7 +84,7 @@ func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, request []
 		sb.ID, sb.Name, sb.Labels = store.NewID("sbx"), name, maps.Clone(proto.Labels)
 		s.sealEnv(&sb, env)
 		var created store.Sandbox
-		created, err = s.store.CreateSandbox(r.Context(), sb, s.audit(r, "sandbox.fork", name, maps.Clone(detail)))
+		created, err = s.store.CreateSandbox(r.Context(), sb, s.audit(r, action, name, maps.Clone(detail)))
 		if errors.Is(err, store.ErrConflict) {
 			err = errorf(http.StatusConflict, "conflict", "a sandbox named %q exists", name)
 		}
@@ -94,7 +95,7 @@ func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, request []
 	}
 	if err != nil {
 		for _, sb := range made {
-			ev := s.audit(r, "sandbox.delete", sb.Name, map[string]string{"reason": "another copy of its fork could not be made"})
+			ev := s.audit(r, "sandbox.delete", sb.Name, map[string]string{"reason": "another of the copies asked with it could not be made"})
 			if derr := s.store.DeleteSandbox(context.WithoutCancel(r.Context()), sb.ID, s.now(), ev); derr != nil {
 				err = errors.Join(err, derr)
 			}
@@ -122,8 +123,9 @@ func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, request []
 
 // fromSaved makes sb, a new sandbox, start from the saved snapshot
 // req.From names (a template): its disk, OS and size (unless the request
-// gives a size); the settings are the request's, not the source
-// sandbox's.
+// gives a size), and its source's own variables as they were when it was
+// saved unless the request sends env; the other settings are the
+// request's, not the source sandbox's.
 func (s *Server) fromSaved(r *http.Request, req *createRequest, sb *store.Sandbox) error {
 	if req.From == nil {
 		return nil
@@ -137,6 +139,11 @@ func (s *Server) fromSaved(r *http.Request, req *createRequest, sb *store.Sandbo
 	}
 	if err := available(&sn); err != nil {
 		return err
+	}
+	if req.Env == nil {
+		if req.Env, err = s.openSnapshotEnv(&sn); err != nil {
+			return err
+		}
 	}
 	sb.ForkOf, sb.ForkSnapshot, sb.OS = sn.SandboxID, sn.ID, sn.OS
 	if req.Size == nil && sn.Size != "" {

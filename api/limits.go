@@ -27,6 +27,16 @@ type limitsView struct {
 	StartsPerMinute windowView `json:"starts_per_minute"`
 	StartsPerHour   windowView `json:"starts_per_hour"`
 	StartsPerDay    windowView `json:"starts_per_day"`
+	// SavedSnapshotAllowance is the docs' saved_snapshot_allowance: how
+	// many saved snapshots the plan includes, how many the account keeps,
+	// how many of those are past the included ones, and their list price
+	// (billing itself is the control plane's).
+	SavedSnapshotAllowance struct {
+		Included            int     `json:"included"`
+		Used                int     `json:"used"`
+		Extra               int     `json:"extra"`
+		PricePerExtraDayUSD float64 `json:"price_per_extra_day_usd"`
+	} `json:"saved_snapshot_allowance"`
 }
 
 func (s *Server) getLimits(w http.ResponseWriter, r *http.Request) error {
@@ -58,6 +68,13 @@ func (s *Server) getLimits(w http.ResponseWriter, r *http.Request) error {
 			v.StartsPerDay = wv
 		}
 	}
+	saved, err := s.store.ListSnapshots(r.Context(), store.SnapshotFilter{AccountID: k.AccountID, SavedOnly: true})
+	if err != nil {
+		return err
+	}
+	a := &v.SavedSnapshotAllowance
+	a.Included, a.Used, a.PricePerExtraDayUSD = u.Account.SavedIncluded(), store.SavedKept(saved), store.PricePerExtraSavedSnapshotDayUSD
+	a.Extra = max(a.Used-a.Included, 0)
 	writeJSON(w, http.StatusOK, v)
 	return nil
 }

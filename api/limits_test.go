@@ -189,13 +189,31 @@ func TestEnvironmentAndSnapshotsFields(t *testing.T) {
 		if !sb.NoEnvironment || !sb.NoSnapshots {
 			t.Fatalf("b: not recorded: %+v", sb)
 		}
-		// A fork keeps both, and snapshots: false on a fork turns them off.
+		// A sandbox with snapshots off has no fork at all, not even of its
+		// current state (the docs: no fork or restore, 409 snapshots_off).
 		e.stopped("c")
 		e.stopped("d")
-		e.do("POST", "/v1/sandboxes/b/fork", e.admin, `{"name":"b-2"}`).want(t, 202, "")
+		e.do("POST", "/v1/sandboxes/b/fork", e.admin, `{"name":"b-2"}`).want(t, 409, "snapshots_off")
+		e.do("POST", "/v1/sandboxes/b/fork", e.admin, `{"name":"b-2","snapshots":true}`).want(t, 409, "snapshots_off")
+		e.do("POST", "/v1/sandboxes/b/fork", e.admin, `{"name":"b-2","count":2}`).want(t, 409, "snapshots_off")
+		e.do("POST", "/v1/sandboxes/b/restore", e.admin, `{"snapshot":"latest"}`).want(t, 409, "snapshots_off")
+		// A fork keeps environment: false, and its source's snapshots
+		// setting unless it says otherwise: snapshots: false makes a copy
+		// a stop erases.
+		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"e","environment":false}`).want(t, 202, "")
+		e.do("POST", "/v1/sandboxes/e/fork", e.admin, `{"name":"e-2"}`).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes/a/fork", e.admin, `{"name":"a-2","snapshots":false}`).want(t, 202, "")
-		for name, want := range map[string][2]bool{"b-2": {true, true}, "a-2": {false, true}} {
-			sb, _ := e.store.Sandbox(context.Background(), e.account.ID, name)
+		for name, want := range map[string][2]bool{"b-2": {false, false}, "e-2": {true, false}, "a-2": {false, true}} {
+			sb, err := e.store.Sandbox(context.Background(), e.account.ID, name)
+			if name == "b-2" {
+				if err == nil {
+					t.Errorf("a refused fork made %s", name)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 			if sb.NoEnvironment != want[0] || sb.NoSnapshots != want[1] {
 				t.Errorf("%s: no_environment %v, no_snapshots %v; want %v", name, sb.NoEnvironment, sb.NoSnapshots, want)
 			}

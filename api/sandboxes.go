@@ -154,7 +154,6 @@ func (s *Server) sandboxFor(r *http.Request) (*store.Sandbox, error) {
 // unsupported are create fields of the docs that this deployment does not
 // offer: asking for one is an error, never silently ignored.
 type unsupported struct {
-	Count      json.RawMessage `json:"count"`
 	Setup      json.RawMessage `json:"setup"`
 	Monitoring json.RawMessage `json:"monitoring"`
 	Files      json.RawMessage `json:"files"`
@@ -162,7 +161,7 @@ type unsupported struct {
 }
 
 func (u *unsupported) check() error {
-	for name, v := range map[string]json.RawMessage{"count": u.Count, "setup": u.Setup,
+	for name, v := range map[string]json.RawMessage{"setup": u.Setup,
 		"monitoring": u.Monitoring, "files": u.Files, "repo": u.Repo} {
 		if v != nil {
 			return badRequest("unsupported_field", "%s is not supported by this froog deployment", name)
@@ -185,6 +184,9 @@ type createRequest struct {
 	Snapshots       json.RawMessage   `json:"snapshots"`
 	// From is a saved snapshot (its name or id) the sandbox starts from.
 	From *string `json:"from"`
+	// Count N makes N sandboxes, NAME-1 … NAME-N (at most 100), all or
+	// none.
+	Count *int `json:"count"`
 	unsupported
 }
 
@@ -278,10 +280,13 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	copies, err := forkNames(sb.Name, req.Count)
+	if err != nil {
+		return err
+	}
 	if err := s.fromSaved(r, &req, &sb); err != nil {
 		return err
 	}
-	s.sealEnv(&sb, req.Env)
 	detail := map[string]string{"size": sb.Size, "os": sb.OS}
 	if sb.ForkSnapshot != "" {
 		detail["from"] = *req.From
@@ -289,8 +294,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if len(sb.Labels) > 0 {
 		detail["labels"] = labelString(sb.Labels)
 	}
-	if len(sb.EnvNames) > 0 {
-		detail["env"] = strings.Join(sb.EnvNames, ",")
+	if len(req.Env) > 0 {
+		detail["env"] = strings.Join(slices.Sorted(maps.Keys(req.Env)), ",")
 	}
 	if sb.NoEnvironment {
 		detail["environment"] = "false"
@@ -298,6 +303,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if sb.NoSnapshots {
 		detail["snapshots"] = "false"
 	}
+	if req.Count != nil {
+		return s.createCopies(w, r, "sandbox.create", body, sb, req.Env, copies, detail)
+	}
+	s.sealEnv(&sb, req.Env)
 	return s.create(w, r, body, sb, s.audit(r, "sandbox.create", sb.Name, detail))
 }
 
@@ -406,6 +415,10 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Any fork copies the disk, from its current state too.
+	if err := snapshotsOff(src); err != nil {
+		return err
+	}
 	snap, err := s.forkSnapshot(r.Context(), src, req.Snapshot)
 	if err != nil {
 		return err
@@ -450,7 +463,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 		s.sealEnv(&sb, env)
 		return s.create(w, r, request, sb, s.audit(r, "sandbox.fork", sb.Name, detail))
 	}
-	return s.createCopies(w, r, request, sb, env, copies, detail)
+	return s.createCopies(w, r, "sandbox.fork", request, sb, env, copies, detail)
 }
 
 func labelString(l map[string]string) string {
@@ -727,6 +740,9 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := s.now()
 	up, err := s.store.UpdateSandbox(r.Context(), sb.ID, func(sb *store.Sandbox, ev *store.AuditEvent) error {
+		if store.Erasing(sb) {
+			return errorf(http.StatusConflict, "conflict", "sandbox %q is being erased: it was made with snapshots off, and a stop erases it", sb.Name)
+		}
 		if req.Size != nil && *req.Size != sb.Size {
 			if sb.State != store.StateStopped || sb.DesiredState != store.StateStopped {
 				return errorf(http.StatusConflict, "conflict", "the size changes only while the sandbox is stopped")
@@ -803,6 +819,11 @@ func (s *Server) getStop(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	sb, err := s.store.SandboxByID(r.Context(), st.SandboxID)
+	if errors.Is(err, store.ErrNotFound) {
+		// Gone (a stop with snapshots off erases the sandbox): the stop
+		// still says how it ended, to the keys that reached the sandbox.
+		sb, err = store.Sandbox{Name: st.Sandbox, Labels: st.Labels, CreatedByKey: st.CreatedByKey}, nil
+	}
 	if err != nil {
 		return err
 	}

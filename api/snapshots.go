@@ -86,7 +86,7 @@ func viewSnapshot(sn *store.Snapshot, sb *store.Sandbox) snapshotView {
 // snapshotsOff is the docs' answer for a sandbox made with snapshots: false.
 func snapshotsOff(sb *store.Sandbox) error {
 	if sb.NoSnapshots {
-		return errorf(http.StatusConflict, "snapshots_off", "sandbox %q was made with snapshots off: no snapshots, restores or forks from one", sb.Name)
+		return errorf(http.StatusConflict, "snapshots_off", "sandbox %q was made with snapshots off: no snapshots, restores or forks of it", sb.Name)
 	}
 	return nil
 }
@@ -181,6 +181,9 @@ func (s *Server) saveSnapshot(w http.ResponseWriter, r *http.Request) error {
 	now := s.now()
 	sn := store.Snapshot{ID: store.NewID("snap"), AccountID: sb.AccountID, SandboxID: sb.ID, Sandbox: sb.Name, HostID: sb.HostID,
 		Saved: true, Label: label, OS: sb.OS, Size: sb.Size, Status: store.SnapshotCreating, CreatedAt: now}
+	if err := s.sealSnapshotEnv(&sn, sb); err != nil {
+		return err
+	}
 	detail := map[string]string{"snapshot": sn.ID}
 	if label != "" {
 		detail["label"] = label

@@ -388,15 +388,7 @@ func (c *Controller) reconcile(ctx context.Context, id string, w *worker) (next 
 		return time.Time{}, false, err
 	}
 	if sb.DeletedAt != nil {
-		if sb.HostID == c.hostID {
-			if err := c.o.Driver.Delete(ctx, &sb); err != nil {
-				return time.Time{}, false, fmt.Errorf("delete: %w", err)
-			}
-			if err := c.forgetSandbox(ctx, &sb); err != nil {
-				return time.Time{}, false, err
-			}
-		}
-		if err := c.o.Store.PurgeSandbox(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := c.remove(ctx, &sb); err != nil {
 			return time.Time{}, false, err
 		}
 		return time.Time{}, true, nil
@@ -426,6 +418,54 @@ func (c *Controller) reconcile(ctx context.Context, id string, w *worker) (next 
 		return c.run(ctx, &sb, w, now)
 	}
 	return c.rest(ctx, &sb, now, release != nil)
+}
+
+// remove ends a deleted sandbox: its VM and everything it has on this
+// host go, then its automatic snapshots, a stop still pending (completed:
+// the sandbox is stopped for good), and its record.
+func (c *Controller) remove(ctx context.Context, sb *store.Sandbox) error {
+	if sb.HostID == c.hostID {
+		if err := c.o.Driver.Delete(ctx, sb); err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+		if err := c.forgetSandbox(ctx, sb); err != nil {
+			return err
+		}
+	}
+	if sb.HostID == c.hostID || sb.HostID == "" {
+		if err := c.finishStop(ctx, sb, store.StopCompleted, "", c.now()); err != nil {
+			return err
+		}
+	}
+	if err := c.o.Store.PurgeSandbox(ctx, sb.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// erase ends a sandbox made with snapshots off that is asked to stop: a
+// stop erases it, as the docs say. It is deleted first (gone from the API,
+// its name free, an audit event saying why), then its VM and disk are
+// removed: never paused for a warm window, since nothing of it may be
+// kept; then its stop completes. A restart halfway finishes the job: the
+// deleted sandbox is removed like any other.
+func (c *Controller) erase(ctx context.Context, sb *store.Sandbox) (time.Time, bool, error) {
+	now := c.now()
+	detail := map[string]string{"reason": "stopped with snapshots off: a stop erases the sandbox"}
+	if sb.PendingStopID != "" {
+		detail["stop_id"] = sb.PendingStopID
+	}
+	err := c.o.Store.DeleteSandbox(ctx, sb.ID, now, &store.AuditEvent{AccountID: sb.AccountID, At: now, Action: "sandbox.delete",
+		Target: sb.Name, Actor: "snapshots-off", Detail: detail})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return time.Time{}, false, fmt.Errorf("erase: %w", err)
+	}
+	sb.DeletedAt = &now
+	if err := c.remove(ctx, sb); err != nil {
+		return time.Time{}, false, fmt.Errorf("erase: %w", err)
+	}
+	c.o.Logger.Info("sandbox erased (stopped with snapshots off)", slog.String("sandbox", sb.ID))
+	return time.Time{}, true, nil
 }
 
 // place asks the store to place an unplaced sandbox (on the host with
@@ -632,6 +672,9 @@ func (c *Controller) nextStop(sb *store.Sandbox) time.Time {
 // rest handles a sandbox that should be stopped.
 // release says the host needs the memory of this sandbox, if it is warm.
 func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time, release bool) (time.Time, bool, error) {
+	if store.Erasing(sb) {
+		return c.erase(ctx, sb)
+	}
 	switch sb.State {
 	case store.StateRunning, store.StateStarting, store.StateStopping:
 		if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State = store.StateStopping }); err != nil {

@@ -23,6 +23,40 @@ const (
 // AutoSnapshotsKept is how many automatic snapshots a sandbox keeps.
 const AutoSnapshotsKept = 3
 
+// The docs' saved snapshot allowance: the first 10 are included, and each
+// one past that costs PricePerExtraSavedSnapshotDayUSD a day (charged by
+// froog's control plane, not here).
+const (
+	DefaultSavedSnapshotsIncluded    = 10
+	PricePerExtraSavedSnapshotDayUSD = 0.056
+)
+
+// SavedIncluded is how many saved snapshots a's plan includes.
+func (a Account) SavedIncluded() int {
+	if a.SavedSnapshotsIncluded > 0 {
+		return a.SavedSnapshotsIncluded
+	}
+	return DefaultSavedSnapshotsIncluded
+}
+
+// SavedKept counts the saved snapshots an account keeps, given its saved
+// snapshot records: one per name (a name saved again replaces the older
+// copy once the new one is ready), each unnamed one, none that failed.
+func SavedKept(list []Snapshot) int {
+	n, names := 0, map[string]bool{}
+	for _, sn := range list {
+		switch {
+		case !sn.Saved || sn.DeletedAt != nil || sn.Status == SnapshotFailed:
+		case sn.Label == "":
+			n++
+		case !names[sn.Label]:
+			names[sn.Label] = true
+			n++
+		}
+	}
+	return n
+}
+
 // Snapshot is a copy of one sandbox's disk, kept on the host that runs
 // the sandbox. The API writes a saved one as intent (status creating);
 // hostctl copies the disk and reports available or failed, and takes the
@@ -44,6 +78,10 @@ type Snapshot struct {
 	Size   string `json:"size"`
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
+	// EnvSealed is, on a saved snapshot, its sandbox's own variables when
+	// it was saved, encrypted by the API as a sandbox's are: a sandbox
+	// made from the snapshot gets them unless its create sends its own.
+	EnvSealed []byte `json:"env_sealed,omitempty"`
 	// Bytes is how much the copy takes on the host, once available.
 	Bytes     int64      `json:"bytes,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`

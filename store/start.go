@@ -42,6 +42,8 @@ func AutoStart(ctx context.Context, s SandboxUpdater, id string, ev *AuditEvent,
 			return errAlreadyRunning
 		case sb.State == StateError:
 			return &StartRefusedError{State: sb.State}
+		case Erasing(sb):
+			return &StartRefusedError{State: "being erased (it was stopped with snapshots off)"}
 		}
 		if ev.Target == "" {
 			ev.Target = sb.Name

@@ -262,8 +262,6 @@ func StartsRunning(old, sb *Sandbox) bool {
 	return sb.DesiredState == StateRunning && (old == nil || old.DesiredState != StateRunning)
 }
 
-// NewStop asks sb to stop (desired state stopped) and returns the stop
-// that tracks it: completed at once when sb is stopped already.
 // StopStillPending reports whether st, sb's pending stop, still stands:
 // a start since (desired state running again) superseded it, and then it
 // ends (failed, saying so) and a new stop replaces it.
@@ -275,10 +273,15 @@ func StopStillPending(sb *Sandbox, st *Stop, at time.Time) bool {
 	return false
 }
 
+// NewStop asks sb to stop (desired state stopped) and returns the stop
+// that tracks it: completed at once when sb is stopped already (and has
+// snapshots on: a stopped sandbox with snapshots off is still to be
+// erased, and hostctl completes the stop once it is).
 func NewStop(sb *Sandbox, at time.Time) Stop {
-	st := Stop{ID: NewID("stop"), AccountID: sb.AccountID, SandboxID: sb.ID, Sandbox: sb.Name, Status: StopPending, RequestedAt: at}
+	st := Stop{ID: NewID("stop"), AccountID: sb.AccountID, SandboxID: sb.ID, Sandbox: sb.Name, Status: StopPending, RequestedAt: at,
+		Labels: sb.Labels, CreatedByKey: sb.CreatedByKey}
 	sb.DesiredState, sb.UpdatedAt = StateStopped, at
-	if sb.State == StateStopped {
+	if sb.State == StateStopped && !sb.NoSnapshots {
 		st.Status, st.EndedAt = StopCompleted, &at
 		sb.PendingStopID = ""
 	} else {
@@ -287,8 +290,13 @@ func NewStop(sb *Sandbox, at time.Time) Stop {
 	return st
 }
 
-// HashSecret is the form in which the store keeps a secret (API key, URL
-// token, viewer token, desktop-link token): hex SHA-256.
+// Erasing reports whether sb is to be erased: made with snapshots off and
+// asked to stop. Nothing starts it again (a start is refused), and
+// hostctl removes its VM and disk and deletes it, then completes its stop.
+func Erasing(sb *Sandbox) bool {
+	return sb.NoSnapshots && sb.DesiredState == StateStopped && sb.DeletedAt == nil
+}
+
 // NewSecret returns a new random secret with prefix: 32 random bytes,
 // base64url.
 func NewSecret(prefix string) string {

@@ -46,10 +46,14 @@ type Account struct {
 	URLNamesPerDay int `json:"url_names_per_day"`
 	// StartsPerMinute, StartsPerHour and StartsPerDay are its start
 	// limits; 0 means the docs' (see StartWindows).
-	StartsPerMinute int       `json:"starts_per_minute,omitempty"`
-	StartsPerHour   int       `json:"starts_per_hour,omitempty"`
-	StartsPerDay    int       `json:"starts_per_day,omitempty"`
-	CreatedAt       time.Time `json:"created_at"`
+	StartsPerMinute int `json:"starts_per_minute,omitempty"`
+	StartsPerHour   int `json:"starts_per_hour,omitempty"`
+	StartsPerDay    int `json:"starts_per_day,omitempty"`
+	// SavedSnapshotsIncluded is how many saved snapshots its plan
+	// includes; 0 means the docs' DefaultSavedSnapshotsIncluded. Only
+	// shown (GET /v1/limits): billing lives in froog's control plane.
+	SavedSnapshotsIncluded int       `json:"saved_snapshots_included,omitempty"`
+	CreatedAt              time.Time `json:"created_at"`
 }
 
 // APIKey is an API key. Only the SHA-256 of its secret is kept.
@@ -131,8 +135,9 @@ type Sandbox struct {
 	// NoEnvironment: created with environment: false (none of the
 	// account's environment; its forks get none either).
 	NoEnvironment bool `json:"no_environment,omitempty"`
-	// NoSnapshots: created with snapshots: false, so no automatic
-	// snapshots are taken and a stop erases it.
+	// NoSnapshots: created with snapshots: false, so no snapshot is ever
+	// taken of it (nor a fork or restore made) and a stop erases it: its
+	// VM and disk are removed, and the sandbox is deleted (see Erasing).
 	NoSnapshots bool `json:"no_snapshots,omitempty"`
 
 	// ForkOf is the sandbox whose disk this one starts from: its first
@@ -167,14 +172,19 @@ type Sandbox struct {
 
 // Stop is one request to stop a sandbox and its outcome.
 type Stop struct {
-	ID          string     `json:"id"`
-	AccountID   string     `json:"account_id"`
-	SandboxID   string     `json:"sandbox_id"`
-	Sandbox     string     `json:"sandbox"` // its name when asked
-	Status      string     `json:"status"`
-	RequestedAt time.Time  `json:"requested_at"`
-	EndedAt     *time.Time `json:"ended_at,omitempty"`
-	Error       string     `json:"error,omitempty"`
+	ID        string `json:"id"`
+	AccountID string `json:"account_id"`
+	SandboxID string `json:"sandbox_id"`
+	Sandbox   string `json:"sandbox"` // its name when asked
+	// Labels and CreatedByKey are the sandbox's when the stop was asked:
+	// what decides which keys reach the stop once a stop erased its
+	// sandbox (snapshots off) and the sandbox's record is gone.
+	Labels       map[string]string `json:"labels,omitempty"`
+	CreatedByKey string            `json:"created_by_key,omitempty"`
+	Status       string            `json:"status"`
+	RequestedAt  time.Time         `json:"requested_at"`
+	EndedAt      *time.Time        `json:"ended_at,omitempty"`
+	Error        string            `json:"error,omitempty"`
 }
 
 // URL is a public address for one port of a sandbox.

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -42,6 +43,9 @@ type Driver struct {
 	AccountKeys bool
 	// Alive reports whether a sandbox has a process on the host. Required.
 	Alive func(dir string, sb store.Sandbox) bool
+	// Files is the folder that holds a sandbox's disk (and saved memory)
+	// on the host. Required.
+	Files func(dir string, sb store.Sandbox) string
 }
 
 var ctx = context.Background()
@@ -175,8 +179,12 @@ func (r *rig) accountKey(comment string) (ssh.Signer, store.SSHKey) {
 // it with its job where the driver saves memory); a stop past the warm
 // window and a cold start that keep its files; a fork of the running sandbox with its own host key
 // and the source's files; a crash that ends in error with the reason, and
-// a start that recovers it from its disk; delete.
+// a start that recovers it from its disk; a sandbox with snapshots off
+// that its stop erases (no process, no files); delete.
 func Run(t *testing.T, d Driver) {
+	if d.Alive == nil || d.Files == nil {
+		t.Fatal("drivertest: Alive and Files are required")
+	}
 	st, err := embedded.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -358,6 +366,41 @@ func Run(t *testing.T, d Driver) {
 		back := r.running(sb.ID)
 		if r.sh(back, `cat "$HOME/froog-file"`) != "kept" {
 			t.Fatal("after the recovery: the file is gone")
+		}
+	})
+
+	t.Run("erase", func(t *testing.T) {
+		// Snapshots off: the stop erases the sandbox, with no warm window.
+		r.controller(time.Hour)
+		now := store.Micro(time.Now())
+		off, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: acct.ID, Name: "off", Size: "default", OS: d.OS, NoSnapshots: true,
+			DesiredState: store.StateRunning, State: store.StateCreating, CreatedAt: now, UpdatedAt: now}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := r.running(off.ID)
+		r.sh(got, `echo secret > "$HOME/froog-file"; setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 &`)
+		files := d.Files(r.dir, got)
+		if _, err := os.Stat(files); err != nil || !d.Alive(r.dir, got) {
+			t.Fatalf("a running sandbox has no folder (%v) or no process", err)
+		}
+		stop, err := st.StopSandbox(ctx, off.ID, store.Micro(time.Now()), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wait.For(t, d.Boot, "erased", func() bool {
+			_, err := st.SandboxByID(ctx, off.ID)
+			return errors.Is(err, store.ErrNotFound)
+		})
+		// Gone at once: neither paused for a warm window nor on the disk.
+		if d.Alive(r.dir, got) {
+			t.Fatal("an erased sandbox still has a process")
+		}
+		if _, err := os.Stat(files); !os.IsNotExist(err) {
+			t.Fatalf("an erased sandbox's folder is still there: %v", err)
+		}
+		if done, err := st.Stop(ctx, acct.ID, stop.ID); err != nil || done.Status != store.StopCompleted {
+			t.Fatalf("the erasing stop: %+v, %v", done, err)
 		}
 	})
 

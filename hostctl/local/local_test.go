@@ -416,6 +416,7 @@ func TestDriverSuite(t *testing.T) {
 			}
 			return false
 		},
+		Files: func(dir string, sb store.Sandbox) string { return filepath.Join(dir, sb.ID) },
 		Open: func(t *testing.T, dir string) hostctl.Driver {
 			if d := drivers[dir]; d != nil {
 				return d

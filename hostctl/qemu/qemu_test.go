@@ -49,6 +49,7 @@ func TestDriverSuite(t *testing.T) {
 		Boot:        90 * time.Second,
 		AccountKeys: true,
 		Alive:       qemutest.Alive,
+		Files:       qemutest.Files,
 		Open: func(t *testing.T, dir string) hostctl.Driver {
 			d := newDriver(t, dir, kernel, initrd, signer)
 			t.Cleanup(func() { qemutest.StopAll(d, dir) })

@@ -35,6 +35,7 @@ func TestDriverSuiteOSImage(t *testing.T) {
 		OS:          "debian-13",
 		AccountKeys: true,
 		Alive:       qemutest.Alive,
+		Files:       qemutest.Files,
 		Open: func(t *testing.T, dir string) hostctl.Driver {
 			d, err := qemu.New(qemu.Options{Dir: dir, Images: map[string]qemu.Image{"debian-13": img}, ControlKey: signer,
 				DiskSize: 4 << 30, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 768}}})

@@ -16,11 +16,26 @@ import (
 	"froog.tech/froog/store"
 )
 
-// Alive reports whether sb's QEMU process runs.
+// Files is the folder of sb's VM: its disk, seed, saved memory and
+// monitor socket.
+func Files(dir string, sb store.Sandbox) string { return filepath.Join(dir, "sandboxes", sb.ID) }
+
+// Alive reports whether sb's QEMU process runs: the one its pid file
+// names, or any process whose command line names its folder (so that a
+// VM whose folder was removed under it still counts).
 func Alive(dir string, sb store.Sandbox) bool {
-	pid, err := os.ReadFile(filepath.Join(dir, "sandboxes", sb.ID, "qemu.pid"))
-	p, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
-	return err == nil && p > 0 && syscall.Kill(p, 0) == nil
+	folder := Files(dir, sb)
+	pid, err := os.ReadFile(filepath.Join(folder, "qemu.pid"))
+	if p, _ := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil && p > 0 && syscall.Kill(p, 0) == nil {
+		return true
+	}
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), folder+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // Kill crashes sb: kill -9 of its QEMU process.
