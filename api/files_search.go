@@ -449,4 +449,3 @@ func replaceIn(c *fileConn, p string, old, new []byte) (int, error) {
 	}
 	return n, nil
 }
-

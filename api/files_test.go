@@ -38,7 +38,7 @@ type filesEnv struct {
 // shiftClock is real time plus an offset the test moves.
 type shiftClock struct{ off atomic.Int64 }
 
-func (c *shiftClock) now() time.Time           { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *shiftClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
 func (c *shiftClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 
 func forEachFilesStore(t *testing.T, o api.Options, fn func(t *testing.T, e *filesEnv)) {
@@ -556,5 +556,3 @@ func TestFilesAutoStart(t *testing.T) {
 		e.raw("GET", "/v1/sandboxes/still/files?path=~", e.admin, nil).want(t, 409, "conflict")
 	})
 }
-
-
