@@ -144,7 +144,8 @@ type unpacker struct {
 	dirMode map[string]os.FileMode
 	dirTime map[string]time.Time
 	res     unpackResult
-	budget  int64
+	budget  int64 // bytes left
+	max     int64
 
 	// Small files are written by workers.
 	wg   sync.WaitGroup
@@ -154,9 +155,10 @@ type unpacker struct {
 }
 
 // unpack reads a .tar.gz from r into dir (an existing folder).
-func unpack(ctx context.Context, fs unpackFS, dir string, r io.Reader) (unpackResult, error) {
+// It writes at most maxBytes of files.
+func unpack(ctx context.Context, fs unpackFS, dir string, r io.Reader, maxBytes int64) (unpackResult, error) {
 	u := &unpacker{fs: fs, dir: dir, kinds: map[string]kind{}, dirMode: map[string]os.FileMode{},
-		dirTime: map[string]time.Time{}, budget: maxUnpackBytes, sem: make(chan struct{}, 8)}
+		dirTime: map[string]time.Time{}, budget: maxBytes, max: maxBytes, sem: make(chan struct{}, 8)}
 	u.res.Path = dir
 	u.stage = path.Join(dir, ".froog-unpack-"+store.NewSecret("")[:12])
 	if err := fs.Mkdir(u.stage); err != nil {
@@ -278,7 +280,7 @@ func (u *unpacker) entry(hdr *tar.Header, tr io.Reader) error {
 			return archiveError("entry %q is a file in place of the folder", hdr.Name)
 		}
 		if hdr.Size < 0 || hdr.Size > u.budget {
-			return errorf(http.StatusRequestEntityTooLarge, "archive_too_large", "the archive unpacks to over %d MiB (at %q)", maxUnpackBytes>>20, hdr.Name)
+			return errorf(http.StatusRequestEntityTooLarge, "archive_too_large", "the archive unpacks to over %d MiB (at %q)", u.max>>20, hdr.Name)
 		}
 		u.budget -= hdr.Size
 		if err := u.replaceable(name, hdr.Name); err != nil {
@@ -607,7 +609,7 @@ func (s *Server) putArchive(w http.ResponseWriter, r *http.Request) error {
 	case !fi.IsDir():
 		return errorf(http.StatusConflict, "not_a_folder", "%s is not a folder", p)
 	}
-	res, err := unpack(r.Context(), sftpFS{c.Client}, dir, &limitBody{r: r.Body, left: s.maxFile})
+	res, err := unpack(r.Context(), sftpFS{c.Client}, dir, &limitBody{r: r.Body, left: s.maxFile}, maxUnpackBytes)
 	if err != nil {
 		if made != "" {
 			c.RemoveAll(made)
