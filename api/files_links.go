@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"froog.tech/froog/store"
@@ -30,6 +31,9 @@ const (
 	linkMax     = 24 * 60 * 60
 	maxToken    = 8 << 10
 )
+
+// linkPrefix starts every link token, so that secret scanners know one.
+const linkPrefix = "ft_"
 
 // linkAD binds sealed tokens to their use.
 const linkAD = "froog file link v1"
@@ -83,7 +87,7 @@ func (s *Server) createFileLink(w http.ResponseWriter, r *http.Request, way stri
 	k := keyFrom(r.Context())
 	exp := s.now().Add(time.Duration(life) * time.Second).Truncate(time.Second)
 	plain, _ := json.Marshal(fileLink{Way: way, Sandbox: sb.ID, Path: *req.Path, KeyHash: k.SecretHash, Expires: exp.Unix()})
-	token := base64.RawURLEncoding.EncodeToString(s.sealer.seal(string(plain), linkAD))
+	token := linkPrefix + base64.RawURLEncoding.EncodeToString(s.sealer.seal(string(plain), linkAD))
 	method, route := http.MethodGet, "/v1/files/download"
 	if way == "put" {
 		method, route = http.MethodPut, "/v1/files/upload"
@@ -118,8 +122,8 @@ func (s *Server) openLink(r *http.Request, way string) (*fileLink, *store.Sandbo
 	if err := checkQuery(q, "token"); err != nil {
 		return nil, nil, nil, err
 	}
-	token := q.Get("token")
-	if token == "" || len(token) > maxToken {
+	token, ok := strings.CutPrefix(q.Get("token"), linkPrefix)
+	if !ok || len(token) > maxToken {
 		return nil, nil, nil, errBadLink
 	}
 	sealed, err := base64.RawURLEncoding.DecodeString(token)

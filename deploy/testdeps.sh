@@ -47,6 +47,7 @@ command -v qemu-img >/dev/null 2>&1 || lean+=(qemu-utils)
 static_busybox() { local l; l=$(ldd "$(command -v busybox)" 2>&1 || true); [[ $l == *"not a dynamic"* ]]; }
 command -v busybox >/dev/null 2>&1 && static_busybox || lean+=(busybox-static)
 command -v dropbearconvert >/dev/null 2>&1 || lean+=(dropbear-bin)
+[ -x /usr/lib/openssh/sftp-server ] || lean+=(openssh-sftp-server) # the test guest's sftp subsystem
 command -v nft >/dev/null 2>&1 || lean+=(nftables)
 [ -x /sbin/mke2fs ] || lean+=(e2fsprogs)
 command -v mmdebstrap >/dev/null 2>&1 || lean+=(mmdebstrap)
