@@ -77,7 +77,7 @@ func (s *Server) openFiles(ctx context.Context, sb *store.Sandbox) (*fileConn, e
 		sess.Close()
 		return nil, &Error{Status: http.StatusBadGateway, Code: "sandbox_unreachable", Message: fmt.Sprintf("sandbox %q has no SFTP server", sb.Name)}
 	}
-	c, err := sftp.NewClientPipe(out, in, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true))
+	c, err := sftp.NewClientPipe(out, in, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true), sftp.MaxPacketUnchecked(64<<10))
 	if err != nil {
 		sess.Close()
 		return nil, unreachable(sb, err)
@@ -351,9 +351,12 @@ func (s *Server) sendFile(w http.ResponseWriter, r *http.Request, c *fileConn, p
 	if r.Method == http.MethodHead {
 		return nil
 	}
-	if _, err := f.WriteTo(&exactWriter{w: w, left: fi.Size()}); err != nil {
+	ew := &exactWriter{w: w, left: fi.Size()}
+	if _, err := f.WriteTo(ew); err != nil || ew.left != 0 {
 		// The status is sent: a short body is all the client can be told,
 		// and the connection is cut so that it cannot take it for whole.
+		// (A file that shrank, or an SFTP server that read less than asked
+		// in the middle of a file, ends here too.)
 		panic(http.ErrAbortHandler)
 	}
 	return nil

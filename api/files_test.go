@@ -45,33 +45,36 @@ func forEachFilesStore(t *testing.T, o api.Options, fn func(t *testing.T, e *fil
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			st := b.open(t)
 			_, priv, _ := ed25519.GenerateKey(rand.Reader)
 			signer, _ := ssh.NewSignerFromKey(priv)
-			drv, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: "test", Rescan: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			wg.Add(2)
-			go func() { defer wg.Done(); ctl.Run(ctx) }()
-			go func() { defer wg.Done(); tun.Watch(ctx, st) }()
-			t.Cleanup(func() { cancel(); wg.Wait(); tun.Close(); drv.Close() })
-			clock := &shiftClock{}
-			o := o
-			o.Sessions, o.Now = tun, clock.now
-			fn(t, &filesEnv{liveEnv: &liveEnv{env: newEnv(t, st, o), tun: tun}, drv: drv, clock: clock})
+			fn(t, liveWith(t, b.open(t), signer, o))
 		})
 	}
+}
+
+// liveWith is a filesEnv on st whose sandboxes take signer's key.
+func liveWith(t *testing.T, st store.Store, signer ssh.Signer, o api.Options) *filesEnv {
+	drv, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: "test", Rescan: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ctl.Run(ctx) }()
+	go func() { defer wg.Done(); tun.Watch(ctx, st) }()
+	t.Cleanup(func() { cancel(); wg.Wait(); tun.Close(); drv.Close() })
+	clock := &shiftClock{}
+	o.Sessions, o.Now = tun, clock.now
+	return &filesEnv{liveEnv: &liveEnv{env: newEnv(t, st, o), tun: tun}, drv: drv, clock: clock}
 }
 
 // home is the sandbox's home folder on this machine (local driver).

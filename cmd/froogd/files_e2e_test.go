@@ -266,8 +266,8 @@ func TestQEMUFiles(t *testing.T) {
 		ExitCode int `json:"exit_code"`
 		Stdout   string
 	}
-	c.call("POST", "/v1/sandboxes/vm-files/exec", `{"command": "stat -c '%U %a %s' ~/up/data.bin"}`, 200, &res)
-	if strings.TrimSpace(res.Stdout) != fmt.Sprintf("user 640 %d", len(content)) {
+	c.call("POST", "/v1/sandboxes/vm-files/exec", `{"command": "stat -c '%u %a %s' ~/up/data.bin"}`, 200, &res)
+	if strings.TrimSpace(res.Stdout) != fmt.Sprintf("1000 640 %d", len(content)) {
 		t.Fatalf("in the guest: %q", res.Stdout)
 	}
 	if code, got := c.send("GET", "/v1/sandboxes/vm-files/files/content?path=/home/user/up/data.bin", c.key, nil); code != 200 || !bytes.Equal(got, content) {
@@ -277,8 +277,8 @@ func TestQEMUFiles(t *testing.T) {
 	if code, b := c.send("PUT", "/v1/sandboxes/vm-files/files/archive?path=proj", c.key, arch); code != 200 {
 		t.Fatalf("archive: %d %s", code, b)
 	}
-	c.call("POST", "/v1/sandboxes/vm-files/exec", `{"command": "cd proj && ./run.sh && stat -c %U src/a.txt"}`, 200, &res)
-	if res.ExitCode != 0 || res.Stdout != "a\nuser\n" {
+	c.call("POST", "/v1/sandboxes/vm-files/exec", `{"command": "cd proj && ./run.sh && stat -c %u src/a.txt"}`, 200, &res)
+	if res.ExitCode != 0 || res.Stdout != "a\n1000\n" {
 		t.Fatalf("unpacked in the guest: %+v", res)
 	}
 	if code, b := c.send("PUT", "/v1/sandboxes/vm-files/files/archive?path=proj", c.key, hostileTar(t, regular("../../etc/x", "x"))); code != 400 {

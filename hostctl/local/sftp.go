@@ -27,9 +27,9 @@ func (s *sshd) serveSFTP(ch ssh.Channel) {
 	defer root.Close()
 	fs := &homeFS{home: s.home, root: root}
 	h := sftp.Handlers{FileGet: fs, FilePut: fs, FileCmd: fs, FileList: fs}
-	srv := sftp.NewRequestServer(ch, h, sftp.WithStartDirectory(s.home))
-	srv.Serve()
-	srv.Close()
+	// Serve ends when the client closes its side; the channel stays open
+	// for the exit status (the caller's), so no srv.Close here.
+	sftp.NewRequestServer(ch, h, sftp.WithStartDirectory(s.home), sftp.WithRSMaxTxPacket(256<<10)).Serve()
 }
 
 // homeFS is the sftp request handler over one sandbox's home.
