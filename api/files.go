@@ -205,14 +205,14 @@ func fileError(p string, err error) error {
 
 // sftpMessage is what the sandbox's SFTP server said, or the code's name.
 func sftpMessage(se *sftp.StatusError) string {
-	msg := se.Error()
-	if i := strings.Index(msg, "msg: "); i >= 0 {
-		msg = msg[i+len("msg: "):]
+	msg := se.Error() // sftp: "MESSAGE" (CODE)
+	i, j := strings.Index(msg, `"`), strings.LastIndex(msg, `" (`)
+	if i >= 0 && j > i {
+		if m, err := strconv.Unquote(msg[i : j+1]); err == nil && m != "" {
+			return m
+		}
 	}
-	if i := strings.Index(msg, ","); i >= 0 {
-		msg = msg[:i]
-	}
-	return strings.TrimSpace(msg)
+	return msg
 }
 
 // fileView is what the API says of a file or folder.
@@ -434,6 +434,9 @@ func (s *Server) receiveFile(r *http.Request, c *fileConn, p string, mode *os.Fi
 		return fileView{}, badRequest("is_a_folder", "%s is a folder", p)
 	}
 	dir := path.Dir(abs)
+	if _, err := c.Stat(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fileView{}, fileError(dir, err)
+	}
 	if err := c.MkdirAll(dir); err != nil {
 		return fileView{}, fileError(dir, err)
 	}

@@ -189,6 +189,16 @@ func TestFiles(t *testing.T) {
 			t.Fatal("deleting a symlink deleted its target")
 		}
 
+		// The local driver's sandbox is its home folder: nothing outside
+		// it is reached, by an absolute path, by .. or through a symlink.
+		os.Symlink("/etc", filepath.Join(home, "etc-link"))
+		for _, p := range []string{"/etc/hostname", "../../../../../../etc/hostname", "etc-link/hostname", "~/../x"} {
+			e.raw("GET", base+"/content?path="+p, e.admin, nil).want(t, 403, "permission_denied")
+			e.raw("PUT", base+"/content?path="+p, e.admin, strings.NewReader("x")).want(t, 403, "permission_denied")
+		}
+		e.raw("GET", base+"/search?pattern=*&path=/", e.admin, nil).want(t, 403, "permission_denied")
+		os.Remove(filepath.Join(home, "etc-link"))
+
 		// Search, find, replace.
 		for p, s := range map[string]string{"proj/a.py": "import os\nprint('hello')\n", "proj/sub/b.py": "x = 'hello'\r\nhello hello\n",
 			"proj/c.txt": "hello\n", "proj/bin.py": "hello\x00binary"} {

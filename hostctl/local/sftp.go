@@ -25,11 +25,51 @@ func (s *sshd) serveSFTP(ch ssh.Channel) {
 		return
 	}
 	defer root.Close()
-	fs := &homeFS{home: s.home, root: root}
+	fs := confined{&homeFS{home: s.home, root: root}}
 	h := sftp.Handlers{FileGet: fs, FilePut: fs, FileCmd: fs, FileList: fs}
 	// Serve ends when the client closes its side; the channel stays open
 	// for the exit status (the caller's), so no srv.Close here.
 	sftp.NewRequestServer(ch, h, sftp.WithStartDirectory(s.home), sftp.WithRSMaxTxPacket(256<<10)).Serve()
+}
+
+// confined answers a path that leads out of the home (through a
+// symlink) as permission denied, as one outside it is.
+type confined struct{ *homeFS }
+
+func escaped(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent" {
+		return &os.PathError{Op: pe.Op, Path: pe.Path, Err: syscall.EACCES}
+	}
+	return err
+}
+
+func (c confined) Fileread(r *sftp.Request) (io.ReaderAt, error) {
+	f, err := c.homeFS.Fileread(r)
+	return f, escaped(err)
+}
+
+func (c confined) Filewrite(r *sftp.Request) (io.WriterAt, error) {
+	f, err := c.homeFS.Filewrite(r)
+	return f, escaped(err)
+}
+
+func (c confined) OpenFile(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
+	f, err := c.homeFS.OpenFile(r)
+	return f, escaped(err)
+}
+
+func (c confined) Filecmd(r *sftp.Request) error     { return escaped(c.homeFS.Filecmd(r)) }
+func (c confined) PosixRename(r *sftp.Request) error { return escaped(c.homeFS.PosixRename(r)) }
+
+func (c confined) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
+	l, err := c.homeFS.Filelist(r)
+	return l, escaped(err)
+}
+
+func (c confined) Lstat(r *sftp.Request) (sftp.ListerAt, error) {
+	l, err := c.homeFS.Lstat(r)
+	return l, escaped(err)
 }
 
 // homeFS is the sftp request handler over one sandbox's home.
@@ -39,15 +79,12 @@ type homeFS struct {
 }
 
 var (
-	_ sftp.OpenFileWriter       = (*homeFS)(nil)
-	_ sftp.PosixRenameFileCmder = (*homeFS)(nil)
-	_ sftp.LstatFileLister      = (*homeFS)(nil)
-	_ sftp.RealPathFileLister   = (*homeFS)(nil)
-	_ sftp.ReadlinkFileLister   = (*homeFS)(nil)
+	_ sftp.OpenFileWriter       = confined{}
+	_ sftp.PosixRenameFileCmder = confined{}
+	_ sftp.LstatFileLister      = confined{}
+	_ sftp.RealPathFileLister   = confined{}
+	_ sftp.ReadlinkFileLister   = confined{}
 )
-
-// errOutside answers a path that is not in the sandbox.
-var errOutside = errors.New("outside the sandbox's home")
 
 // rel turns an absolute, clean path into one inside the root.
 func (fs *homeFS) rel(op, p string) (string, error) {
@@ -58,7 +95,7 @@ func (fs *homeFS) rel(op, p string) (string, error) {
 	if rest, ok := strings.CutPrefix(p, fs.home+"/"); ok {
 		return rest, nil
 	}
-	return "", &os.PathError{Op: op, Path: p, Err: os.ErrPermission}
+	return "", &os.PathError{Op: op, Path: p, Err: syscall.EACCES}
 }
 
 func (fs *homeFS) Fileread(r *sftp.Request) (io.ReaderAt, error) {
@@ -164,7 +201,7 @@ func (fs *homeFS) PosixRename(r *sftp.Request) error {
 func (fs *homeFS) setstat(name string, r *sftp.Request) error {
 	flags, attrs := r.AttrFlags(), r.Attributes()
 	if flags.UidGid && (int(attrs.UID) != os.Getuid() || int(attrs.GID) != os.Getgid()) {
-		return &os.PathError{Op: "chown", Path: r.Filepath, Err: os.ErrPermission}
+		return &os.PathError{Op: "chown", Path: r.Filepath, Err: syscall.EPERM}
 	}
 	if flags.Size {
 		f, err := fs.root.OpenFile(name, os.O_WRONLY, 0)
