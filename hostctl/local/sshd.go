@@ -270,7 +270,10 @@ func (s *sshd) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 					}
 				}()
 				s.serveSFTP(ch)
+				// As a command's end: status, EOF, close (scp waits for all).
 				ch.SendRequest("exit-status", false, binary.BigEndian.AppendUint32(nil, 0))
+				ch.CloseWrite()
+				ch.Close()
 				return
 			default:
 				r.Reply(false, nil) // no pty, no shell
