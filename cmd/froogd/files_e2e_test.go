@@ -32,17 +32,26 @@ func TestFilesEndToEnd(t *testing.T) {
 		data := t.TempDir()
 		p, m := start(t, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0")
 		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
-		filesWalkthrough(t, client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, p)
+		filesWalkthrough(t, client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, p, "")
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		db, key, ctlKey, secret := selfHosted(t)
 		start(t, regexp.MustCompile(`hostctl h1 running`), "hostctl", "--database-url", db, "--host-name", "h1",
 			"--data", t.TempDir(), "--control-key-file", ctlKey)
+		// Behind a proxy, the API says where clients reach it.
 		p, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
-			"--domain", "froogusercontent.test", "--secret-key-file", secret, "--control-key-file", ctlKey)
-		filesWalkthrough(t, client{t: t, base: m[1], key: key}, p)
+			"--domain", "froogusercontent.test", "--secret-key-file", secret, "--control-key-file", ctlKey, "--api-url", "https://api.froog.test")
+		filesWalkthrough(t, client{t: t, base: m[1], key: key}, p, "https://api.froog.test")
 	})
+}
+
+func TestAPIURLFlag(t *testing.T) {
+	out, err := exec.Command(froogd, "api", "--database-url", "postgres://x", "--domain", "froog.test", "--secret-key-file", "s",
+		"--control-key-file", "c", "--api-url", "ftp://api.froog.test/v1").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--api-url") {
+		t.Fatalf("a bad --api-url: %v: %s", err, out)
+	}
 }
 
 // send is a request with a raw body; key "" sends no Authorization.
@@ -133,7 +142,21 @@ func regular(name, body string) hostileEntry {
 	return hostileEntry{hdr: tar.Header{Name: name, Typeflag: tar.TypeReg}, body: body}
 }
 
-func filesWalkthrough(t *testing.T, c client, p *proc) {
+// filesWalkthrough runs the walkthrough; linkBase is where the API's
+// links point ("" for where the client reaches it).
+func filesWalkthrough(t *testing.T, c client, p *proc, linkBase string) {
+	// reach is a link as this test reaches it.
+	reach := func(u string) string {
+		t.Helper()
+		want := linkBase
+		if want == "" {
+			want = c.base
+		}
+		if !strings.HasPrefix(u, want+"/v1/files/") {
+			t.Fatalf("link %q…, want it on %s", u[:min(len(u), 40)], want)
+		}
+		return c.base + strings.TrimPrefix(u, want)
+	}
 	c.call("POST", "/v1/sandboxes", `{"name": "builder"}`, 202, nil)
 	var sb struct{ State string }
 	if !wait.Until(30*time.Second, func() bool {
@@ -181,7 +204,7 @@ func filesWalkthrough(t *testing.T, c client, p *proc) {
 	// And through a download-url, with no key.
 	var link struct{ URL, Method string }
 	c.call("POST", "/v1/sandboxes/builder/files/download-url", `{"path": "proj/out/result.gz", "expires_in": 120}`, 200, &link)
-	code, linked := c.send("GET", link.URL, "", nil)
+	code, linked := c.send("GET", reach(link.URL), "", nil)
 	if code != 200 || link.Method != "GET" {
 		t.Fatalf("download through the link: %d %s", code, linked)
 	}
@@ -191,7 +214,7 @@ func filesWalkthrough(t *testing.T, c client, p *proc) {
 	}
 	// An upload-url, with no key.
 	c.call("POST", "/v1/sandboxes/builder/files/upload-url", `{"path": "inbox/from-ci.txt"}`, 200, &link)
-	if code, b := c.send("PUT", link.URL, "", []byte("from a CI step\n")); code != 200 {
+	if code, b := c.send("PUT", reach(link.URL), "", []byte("from a CI step\n")); code != 200 {
 		t.Fatalf("upload through the link: %d %s", code, b)
 	}
 	if got := exec1("cat ~/inbox/from-ci.txt"); got != "from a CI step\n" {
