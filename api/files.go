@@ -11,6 +11,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -47,18 +48,74 @@ const (
 // fileConn is one SFTP session in a sandbox.
 type fileConn struct {
 	*sftp.Client
-	home string
-	stop func() bool
-	sb   *store.Sandbox
+	home    string
+	stop    func() bool
+	sb      *store.Sandbox
+	release func()
 }
 
 func (c *fileConn) Close() {
 	c.stop()
 	c.Client.Close()
+	c.release()
+}
+
+// fileSessionsAtOnce bounds the SFTP sessions open at once in a sandbox;
+// more calls wait for one to end. With the 8 command slots it stays
+// under what the sandbox's SSH server allows on one connection (the OS
+// images raise OpenSSH's 10 to 64; dropbear allows more).
+const fileSessionsAtOnce = 8
+
+// waitSlots bounds something per sandbox; take waits for a slot.
+type waitSlots struct {
+	mu  sync.Mutex
+	sem map[string]*slot
+}
+
+type slot struct {
+	ch    chan struct{}
+	users int
+}
+
+func (w *waitSlots) take(ctx context.Context, id string, n int) (func(), error) {
+	w.mu.Lock()
+	if w.sem == nil {
+		w.sem = map[string]*slot{}
+	}
+	sl := w.sem[id]
+	if sl == nil {
+		sl = &slot{ch: make(chan struct{}, n)}
+		w.sem[id] = sl
+	}
+	sl.users++
+	w.mu.Unlock()
+	done := func() {
+		w.mu.Lock()
+		if sl.users--; sl.users == 0 {
+			delete(w.sem, id)
+		}
+		w.mu.Unlock()
+	}
+	select {
+	case sl.ch <- struct{}{}:
+		return func() { <-sl.ch; done() }, nil
+	case <-ctx.Done():
+		done()
+		return nil, ctx.Err()
+	}
 }
 
 // openFiles opens an SFTP session in sb; it ends with ctx or Close.
-func (s *Server) openFiles(ctx context.Context, sb *store.Sandbox) (*fileConn, error) {
+func (s *Server) openFiles(ctx context.Context, sb *store.Sandbox) (_ *fileConn, err error) {
+	release, err := s.fileSlots.take(ctx, sb.ID, fileSessionsAtOnce)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
 	sess, err := s.sessions.Session(ctx, sb.ID)
 	if err != nil {
 		return nil, unreachable(sb, err)
@@ -90,7 +147,7 @@ func (s *Server) openFiles(ctx context.Context, sb *store.Sandbox) (*fileConn, e
 		sess.Close()
 		return nil, unreachable(sb, err)
 	}
-	return &fileConn{Client: c, home: home, sb: sb, stop: func() bool { stop(); sess.Close(); return true }}, nil
+	return &fileConn{Client: c, home: home, sb: sb, stop: func() bool { stop(); sess.Close(); return true }, release: release}, nil
 }
 
 // files finds the path's sandbox, running (auto-start as for exec), and

@@ -55,10 +55,11 @@ type Server struct {
 	clock   func() time.Time
 	mux     *http.ServeMux
 
-	sessions Sessions
-	slots    slots
-	apiURL   string
-	maxFile  int64
+	sessions  Sessions
+	slots     slots
+	fileSlots waitSlots
+	apiURL    string
+	maxFile   int64
 }
 
 // New checks the options and builds the handler; it starts nothing.
