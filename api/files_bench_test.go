@@ -104,7 +104,13 @@ func TestFilesBench(t *testing.T) {
 			return err
 		}
 		defer res.Body.Close()
-		n, err := io.Copy(io.Discard, res.Body)
+		// Into a file, as sftp and scp write theirs.
+		out, err := os.Create(filepath.Join(dir, "got.bin"))
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		n, err := io.Copy(out, res.Body)
 		if err == nil && n != size {
 			err = fmt.Errorf("%d bytes", n)
 		}
