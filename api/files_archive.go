@@ -275,7 +275,7 @@ func (u *unpacker) entry(hdr *tar.Header, tr io.Reader) error {
 		u.dirMode[name] = os.FileMode(hdr.Mode).Perm()
 		u.dirTime[name] = hdr.ModTime
 		return nil
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg: // the reader reports the old TypeRegA as TypeReg
 		if name == "" {
 			return archiveError("entry %q is a file in place of the folder", hdr.Name)
 		}
