@@ -54,6 +54,8 @@ type fileConn struct {
 	release func()
 }
 
+// Close ends the session, then the client (a write blocked on the
+// session ends with it).
 func (c *fileConn) Close() {
 	c.stop()
 	c.Client.Close()
@@ -134,17 +136,20 @@ func (s *Server) openFiles(ctx context.Context, sb *store.Sandbox) (_ *fileConn,
 		sess.Close()
 		return nil, &Error{Status: http.StatusBadGateway, Code: "sandbox_unreachable", Message: fmt.Sprintf("sandbox %q has no SFTP server", sb.Name)}
 	}
-	c, err := sftp.NewClientPipe(out, in, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true), sftp.MaxPacketUnchecked(64<<10))
+	wr := newCoalescer(in)
+	c, err := sftp.NewClientPipe(out, wr, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true), sftp.MaxPacketUnchecked(64<<10))
 	if err != nil {
 		sess.Close()
+		wr.Close()
 		return nil, unreachable(sb, err)
 	}
-	stop := context.AfterFunc(ctx, func() { c.Close(); sess.Close() })
+	// The session first: a write blocked on it ends, then the client.
+	stop := context.AfterFunc(ctx, func() { sess.Close(); c.Close() })
 	home, err := c.Getwd()
 	if err != nil {
 		stop()
-		c.Close()
 		sess.Close()
+		c.Close()
 		return nil, unreachable(sb, err)
 	}
 	return &fileConn{Client: c, home: home, sb: sb, stop: func() bool { stop(); sess.Close(); return true }, release: release}, nil
