@@ -275,9 +275,11 @@ func TestCoalescer(t *testing.T) {
 	}
 	t.Logf("%d writes for 10,000", rec.writes)
 
+	// Past 1 MiB queued, Write waits for the writer, which fails: the
+	// error comes back by then at the latest.
 	broken := newCoalescer(&recordWC{failAt: 10})
 	var err error
-	for i := 0; i < 1000 && err == nil; i++ {
+	for i := 0; i < 300000 && err == nil; i++ {
 		_, err = broken.Write([]byte("0123456789"))
 	}
 	if err == nil {
