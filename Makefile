@@ -46,6 +46,8 @@ bench: ## run the benchmarks; the edge against nginx and Caddy, the desktop brid
 	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestEdgeBench$$' -v -timeout 30m .
 	FROOG_LOAD=full $(GO) test -count=1 -run '^TestLoad$$' -v -timeout 10m ./cmd/froogd
 	FROOG_BENCH=1 $(GO) test -count=1 -run '^(TestDesktopBench|TestWallBench)$$' -v -timeout 10m ./cmd/froogd
+	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestFilesBench$$' -v -timeout 10m ./api
+	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestFilesBenchQEMU$$' -v -timeout 20m ./cmd/froogd
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 fuzz: ## run every fuzz target for FUZZTIME each (20s), one at a time; failing inputs land in testdata/fuzz

@@ -44,8 +44,12 @@ func TestAuthBeforeBody(t *testing.T) {
 				}
 				w := httptest.NewRecorder()
 				e.handler.ServeHTTP(w, req)
-				if w.Code != 401 {
-					t.Fatalf("got %d, want 401: %s", w.Code, w.Body)
+				want := 401
+				if strings.HasPrefix(path, "/v1/files/") {
+					want = 403 // signed file links: the token in the query is the key
+				}
+				if w.Code != want {
+					t.Fatalf("got %d, want %d: %s", w.Code, want, w.Body)
 				}
 				if body.read.Load() {
 					t.Fatal("the body was read before the key was checked")

@@ -4,6 +4,7 @@
 // OpenAPI document that describes every route.
 //
 // It writes intent to the store and reads it back; it never dials a VM
-// itself (commands and waits go through package tunnel), and it must not
-// import edge, hostctl or certs.
+// itself (commands, waits and files go through package tunnel: files over
+// an sftp subsystem session on the sandbox's connection, files*.go), and
+// it must not import edge, hostctl or certs.
 package api

@@ -55,6 +55,23 @@ var routes = []route{
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/jobs/{id}", Action: "sandbox.read", handle: (*Server).getJob},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/jobs/{id}/stop", Action: "exec", handle: (*Server).stopJob},
 
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/files", Action: "file.read", handle: (*Server).getFiles},
+	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/files", Action: "file.write", handle: (*Server).deleteFiles},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/files/content", Action: "file.read", handle: (*Server).getFileContent},
+	{Method: "PUT", Pattern: "/v1/sandboxes/{name}/files/content", Action: "file.write", handle: (*Server).putFileContent},
+	{Method: "PUT", Pattern: "/v1/sandboxes/{name}/files/archive", Action: "file.write", handle: (*Server).putArchive},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/files/move", Action: "file.write", handle: (*Server).moveFiles},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/files/mkdir", Action: "file.write", handle: (*Server).mkdirFiles},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/files/permissions", Action: "file.write", handle: (*Server).chmodFiles},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/files/download-url", Action: "file.read", handle: (*Server).createDownloadURL},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/files/upload-url", Action: "file.write", handle: (*Server).createUploadURL},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/files/search", Action: "file.read", handle: (*Server).searchFiles},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/files/find", Action: "file.read", handle: (*Server).findFiles},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/files/replace", Action: "file.write", handle: (*Server).replaceFiles},
+	// Signed links: the token in the query is the authority (files_links.go).
+	{Method: "GET", Pattern: "/v1/files/download", Public: true, handle: (*Server).linkDownload},
+	{Method: "PUT", Pattern: "/v1/files/upload", Public: true, handle: (*Server).linkUpload},
+
 	{Method: "POST", Pattern: "/v1/wall", Action: "desktop", handle: (*Server).createWallLink},
 
 	{Method: "GET", Pattern: "/v1/ssh-keys", Action: "account.read", handle: (*Server).listSSHKeys},

@@ -36,6 +36,12 @@ type Options struct {
 	RateWindow time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// APIURL is this API's address as clients reach it, for signed file
+	// links (https://api.example.com); empty takes the request's host.
+	APIURL string
+	// MaxFileBytes bounds a file sent or received whole (files/content,
+	// archives, links); 0 means the docs' 100 MiB.
+	MaxFileBytes int64
 }
 
 // Server serves /v1.
@@ -49,8 +55,11 @@ type Server struct {
 	clock   func() time.Time
 	mux     *http.ServeMux
 
-	sessions Sessions
-	slots    slots
+	sessions  Sessions
+	slots     slots
+	fileSlots waitSlots
+	apiURL    string
+	maxFile   int64
 }
 
 // New checks the options and builds the handler; it starts nothing.
@@ -81,6 +90,9 @@ func New(o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.MaxFileBytes == 0 {
+		o.MaxFileBytes = maxFileBytes
+	}
 	s := &Server{
 		store:   o.Store,
 		domain:  strings.ToLower(strings.TrimSuffix(o.Domain, ".")),
@@ -92,6 +104,8 @@ func New(o Options) (*Server, error) {
 		mux:     http.NewServeMux(),
 
 		sessions: o.Sessions,
+		apiURL:   strings.TrimSuffix(o.APIURL, "/"),
+		maxFile:  o.MaxFileBytes,
 	}
 	paths := map[string]bool{}
 	for _, rt := range routes {

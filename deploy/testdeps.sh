@@ -53,6 +53,7 @@ command -v qemu-img >/dev/null 2>&1 || lean+=(qemu-utils)
 static_busybox() { local l; l=$(ldd "$(command -v busybox)" 2>&1 || true); [[ $l == *"not a dynamic"* ]]; }
 command -v busybox >/dev/null 2>&1 && static_busybox || lean+=(busybox-static)
 command -v dropbearconvert >/dev/null 2>&1 || lean+=(dropbear-bin)
+[ -x /usr/lib/openssh/sftp-server ] || lean+=(openssh-sftp-server) # the test guest's sftp subsystem
 command -v nft >/dev/null 2>&1 || lean+=(nftables)
 command -v ip >/dev/null 2>&1 || lean+=(iproute2) # the cluster test's network namespaces
 [ -x /sbin/mke2fs ] || lean+=(e2fsprogs)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 
 	"froog.tech/froog/api"
 	"froog.tech/froog/internal/keyfile"
@@ -16,7 +17,8 @@ type apiConfig struct {
 	DatabaseURL, ControlKeyFile, SecretKeyFile string
 	Addr, MetricsAddr                          string
 	Domain                                     string
-	PublicPort                                 int // the edge's HTTPS port as visitors reach it
+	PublicPort                                 int    // the edge's HTTPS port as visitors reach it
+	APIURL                                     string // where clients reach the API, for signed file links
 }
 
 func (c *apiConfig) bind(f flags) {
@@ -27,11 +29,17 @@ func (c *apiConfig) bind(f flags) {
 	f.num(&c.PublicPort, "public-port", 443, "the edge's HTTPS port as visitors reach it")
 	f.str(&c.SecretKeyFile, "secret-key-file", "", "file with the 32-byte key that seals URL tokens; every API process shares it (required)")
 	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key, to run commands in sandboxes (required)")
+	f.str(&c.APIURL, "api-url", "", "the API's address as clients reach it, e.g. https://api.example.com (signed file links); empty: the request's host")
 }
 
 func (c *apiConfig) validate() error {
 	errs := required(map[string]string{"--database-url": c.DatabaseURL, "--secret-key-file": c.SecretKeyFile, "--control-key-file": c.ControlKeyFile})
 	errs = append(errs, checkDomain(c.Domain), checkPort("--public-port", c.PublicPort))
+	if c.APIURL != "" {
+		if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			errs = append(errs, fmt.Errorf("--api-url %q: want the API's scheme and host, e.g. https://api.example.com", c.APIURL))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -41,7 +49,7 @@ const secretKeySize = 32
 // startAPI serves the /v1 API on ln, with secret sealing URL tokens and
 // sh's store, tunnel and logger, its goroutine in p.
 func startAPI(p *proc, c apiConfig, secret []byte, sh parts, ln net.Listener) error {
-	srv, err := api.New(api.Options{Store: sh.store, Domain: c.Domain, PublicPort: c.PublicPort, SecretKey: secret, Sessions: sh.tun, Logger: sh.log})
+	srv, err := api.New(api.Options{Store: sh.store, Domain: c.Domain, PublicPort: c.PublicPort, SecretKey: secret, Sessions: sh.tun, Logger: sh.log, APIURL: c.APIURL})
 	if err != nil {
 		return err
 	}

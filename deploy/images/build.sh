@@ -91,6 +91,9 @@ else
 	PasswordAuthentication no
 	KbdInteractiveAuthentication no
 	PermitRootLogin no
+	# The control plane shares one connection per sandbox between commands
+	# and file sessions (sftp): more than the default 10 at once.
+	MaxSessions 64
 	CFG
 	# Cleaned: no host keys, machine id or logs travel with the image.
 	rm -f "$root"/etc/ssh/ssh_host_* "$root/var/lib/dbus/machine-id"

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds the test guest from Debian packages only: Debian's kernel
 # (linux-image-amd64, extracted, not installed), busybox-static, dropbear,
-# e2fsprogs' mke2fs and the kernel modules it needs, into OUT/vmlinuz and OUT/initramfs.gz.
+# e2fsprogs' mke2fs and the kernel modules it needs, OpenSSH's sftp-server (where
+# dropbear runs it for the sftp subsystem: the files API), into OUT/vmlinuz and OUT/initramfs.gz.
 # The init (deploy/tinyvm/init) reads the same NoCloud seed as cloud-init.
 #
 #   deploy/tinyvm/build.sh [OUT]      (default: ~/.cache/froog/tinyvm)
@@ -14,7 +15,7 @@ stamp=$(cat "$here/build.sh" "$here/init" | sha256sum | cut -c1-16)
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ] && [ -f "$out/vmlinuz" ] && [ -f "$out/initramfs.gz" ]; then
 	exit 0
 fi
-for bin in busybox dropbear dropbearconvert /sbin/mke2fs apt-get dpkg-deb; do
+for bin in busybox dropbear dropbearconvert /sbin/mke2fs /usr/lib/openssh/sftp-server apt-get dpkg-deb; do
 	command -v "$bin" >/dev/null || { echo "tinyvm: $bin is missing (deploy/testdeps.sh installs it)" >&2; exit 1; }
 done
 case "$(ldd "$(command -v busybox)" 2>&1 || true)" in
@@ -43,8 +44,10 @@ done
 cp "$(command -v dropbear)" "$root/usr/sbin/dropbear"
 cp "$(command -v dropbearconvert)" "$root/usr/bin/dropbearconvert"
 cp /sbin/mke2fs "$root/usr/sbin/mke2fs"
+mkdir -p "$root/usr/lib"
+cp /usr/lib/openssh/sftp-server "$root/usr/lib/sftp-server"
 [ ! -f /etc/mke2fs.conf ] || cp /etc/mke2fs.conf "$root/etc/mke2fs.conf"
-for lib in $(ldd "$(command -v dropbear)" "$(command -v dropbearconvert)" /sbin/mke2fs | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }' | sort -u); do
+for lib in $(ldd "$(command -v dropbear)" "$(command -v dropbearconvert)" /sbin/mke2fs /usr/lib/openssh/sftp-server | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }' | sort -u); do
 	mkdir -p "$root$(dirname "$lib")"
 	cp -L "$lib" "$root$lib"
 done

@@ -254,8 +254,29 @@ func (s *sshd) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 					syscall.Kill(-cmd.Process.Pid, sig)
 				}
 				r.Reply(false, nil)
+			case "subsystem":
+				// sftp only (sftp.go), and only on a session with no command.
+				var p struct{ Name string }
+				if cmd != nil || ssh.Unmarshal(r.Payload, &p) != nil || p.Name != "sftp" {
+					r.Reply(false, nil)
+					continue
+				}
+				r.Reply(true, nil)
+				go func() {
+					for r := range reqs { // until the channel closes
+						if r.WantReply {
+							r.Reply(false, nil)
+						}
+					}
+				}()
+				s.serveSFTP(ch)
+				// As a command's end: status, EOF, close (scp waits for all).
+				ch.SendRequest("exit-status", false, binary.BigEndian.AppendUint32(nil, 0))
+				ch.CloseWrite()
+				ch.Close()
+				return
 			default:
-				r.Reply(false, nil) // no pty, no shell, no subsystems
+				r.Reply(false, nil) // no pty, no shell
 			}
 		case <-exited:
 			exited = nil // the command ended; wait for the channel to close

@@ -1,0 +1,778 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pkg/sftp"
+
+	"froog.tech/froog/store"
+)
+
+// The files routes (the docs' files rows of the HTTP API table) work over
+// SFTP on the sandbox's SSH connection (the tunnel's Session, subsystem
+// sftp): the SFTP server runs inside the sandbox as the sandbox user, so
+// what a call can reach is what that user can, and everything it makes
+// is the user's. Paths are the sandbox's: relative ones (and "~", "~/…")
+// from the user's home, absolute ones as they are. Contents stream both
+// ways; no file is ever held whole in memory (replace, documented at
+// 5 MiB a file, is the exception).
+
+// Limits of the files routes (the docs' HTTP API table).
+const (
+	maxFileBytes     = 100 << 20 // files/content, archives, links
+	maxPathBytes     = 4096
+	maxSearchResults = 10000
+	maxFindMatches   = 1000
+	maxFindLine      = 500 // characters
+	maxReplaceFiles  = 100
+	maxReplaceBytes  = 5 << 20
+	maxListEntries   = 10000
+	// maxWalk bounds the entries a search or find visits.
+	maxWalk = 1000000
+	// maxFindFile: find skips larger files.
+	maxFindFile = 50 << 20
+)
+
+// fileConn is one SFTP session in a sandbox.
+type fileConn struct {
+	*sftp.Client
+	home    string
+	stop    func() bool
+	sb      *store.Sandbox
+	release func()
+}
+
+// Close ends the session, then the client (a write blocked on the
+// session ends with it).
+func (c *fileConn) Close() {
+	c.stop()
+	c.Client.Close()
+	c.release()
+}
+
+// fileSessionsAtOnce bounds the SFTP sessions open at once in a sandbox;
+// more calls wait for one to end. With the 8 command slots it stays
+// under what the sandbox's SSH server allows on one connection (the OS
+// images raise OpenSSH's 10 to 64; dropbear allows more).
+const fileSessionsAtOnce = 8
+
+// waitSlots bounds something per sandbox; take waits for a slot.
+type waitSlots struct {
+	mu  sync.Mutex
+	sem map[string]*slot
+}
+
+type slot struct {
+	ch    chan struct{}
+	users int
+}
+
+func (w *waitSlots) take(ctx context.Context, id string, n int) (func(), error) {
+	w.mu.Lock()
+	if w.sem == nil {
+		w.sem = map[string]*slot{}
+	}
+	sl := w.sem[id]
+	if sl == nil {
+		sl = &slot{ch: make(chan struct{}, n)}
+		w.sem[id] = sl
+	}
+	sl.users++
+	w.mu.Unlock()
+	done := func() {
+		w.mu.Lock()
+		if sl.users--; sl.users == 0 {
+			delete(w.sem, id)
+		}
+		w.mu.Unlock()
+	}
+	select {
+	case sl.ch <- struct{}{}:
+		return func() { <-sl.ch; done() }, nil
+	case <-ctx.Done():
+		done()
+		return nil, ctx.Err()
+	}
+}
+
+// openFiles opens an SFTP session in sb; it ends with ctx or Close.
+func (s *Server) openFiles(ctx context.Context, sb *store.Sandbox) (_ *fileConn, err error) {
+	release, err := s.fileSlots.take(ctx, sb.ID, fileSessionsAtOnce)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
+	sess, err := s.sessions.Session(ctx, sb.ID)
+	if err != nil {
+		return nil, unreachable(sb, err)
+	}
+	in, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return nil, unreachable(sb, err)
+	}
+	out, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return nil, unreachable(sb, err)
+	}
+	if err := sess.RequestSubsystem("sftp"); err != nil {
+		sess.Close()
+		return nil, &Error{Status: http.StatusBadGateway, Code: "sandbox_unreachable", Message: fmt.Sprintf("sandbox %q has no SFTP server", sb.Name)}
+	}
+	wr := newCoalescer(in)
+	c, err := sftp.NewClientPipe(out, wr, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true), sftp.MaxPacketUnchecked(64<<10))
+	if err != nil {
+		sess.Close()
+		wr.Close()
+		return nil, unreachable(sb, err)
+	}
+	// The session first: a write blocked on it ends, then the client.
+	stop := context.AfterFunc(ctx, func() { sess.Close(); c.Close() })
+	home, err := c.Getwd()
+	if err != nil {
+		stop()
+		sess.Close()
+		c.Close()
+		return nil, unreachable(sb, err)
+	}
+	return &fileConn{Client: c, home: home, sb: sb, stop: func() bool { stop(); sess.Close(); return true }, release: release}, nil
+}
+
+// files finds the path's sandbox, running (auto-start as for exec), and
+// opens an SFTP session in it.
+func (s *Server) files(r *http.Request) (*fileConn, error) {
+	sb, err := s.runningSandbox(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.openFiles(r.Context(), sb)
+}
+
+// checkPath checks a path from a request: given, up to 4096 bytes, no NUL.
+func checkPath(field, p string) error {
+	switch {
+	case p == "":
+		return invalid("%s is required", field)
+	case len(p) > maxPathBytes:
+		return invalid("%s is up to %d bytes", field, maxPathBytes)
+	case strings.ContainsRune(p, 0):
+		return invalid("%s holds a NUL byte", field)
+	}
+	return nil
+}
+
+// resolvePath makes p absolute and clean: "~" and relative paths are
+// from home.
+func resolvePath(home, p string) string {
+	switch {
+	case p == "~":
+		p = home
+	case strings.HasPrefix(p, "~/"):
+		p = path.Join(home, p[2:])
+	case !path.IsAbs(p):
+		p = path.Join(home, p)
+	}
+	return path.Clean(p)
+}
+
+func (c *fileConn) abs(p string) string { return resolvePath(c.home, p) }
+
+// parseMode reads an octal mode such as "755" or "0700".
+func parseMode(field, v string) (os.FileMode, error) {
+	if len(v) == 0 || len(v) > 4 {
+		return 0, invalid("%s is an octal mode such as \"755\"", field)
+	}
+	n, err := strconv.ParseUint(v, 8, 32)
+	if err != nil || n > 0o7777 {
+		return 0, invalid("%s is an octal mode such as \"755\"", field)
+	}
+	return fileMode(uint32(n)), nil
+}
+
+// fileMode turns Unix permission bits into an os.FileMode.
+func fileMode(n uint32) os.FileMode {
+	m := os.FileMode(n & 0o777)
+	if n&0o4000 != 0 {
+		m |= os.ModeSetuid
+	}
+	if n&0o2000 != 0 {
+		m |= os.ModeSetgid
+	}
+	if n&0o1000 != 0 {
+		m |= os.ModeSticky
+	}
+	return m
+}
+
+// unixMode is m's permission bits as a Unix mode.
+func unixMode(m os.FileMode) uint32 {
+	n := uint32(m.Perm())
+	if m&os.ModeSetuid != 0 {
+		n |= 0o4000
+	}
+	if m&os.ModeSetgid != 0 {
+		n |= 0o2000
+	}
+	if m&os.ModeSticky != 0 {
+		n |= 0o1000
+	}
+	return n
+}
+
+// fileError is the API's answer to an SFTP error about p.
+func fileError(p string, err error) error {
+	var se *sftp.StatusError
+	var ae *Error
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, os.ErrNotExist):
+		return errorf(http.StatusNotFound, "not_found", "no such file or folder: %s", p)
+	case errors.Is(err, os.ErrPermission):
+		return errorf(http.StatusForbidden, "permission_denied", "permission denied: %s", p)
+	case errors.Is(err, syscall.ENOTDIR):
+		return errorf(http.StatusConflict, "not_a_folder", "a part of the path is not a folder: %s", p)
+	case errors.Is(err, context.Canceled):
+		return err
+	case errors.As(err, &se):
+		switch se.FxCode() {
+		case sftp.ErrSSHFxNoSuchFile:
+			return errorf(http.StatusNotFound, "not_found", "no such file or folder: %s", p)
+		case sftp.ErrSSHFxPermissionDenied:
+			return errorf(http.StatusForbidden, "permission_denied", "permission denied: %s", p)
+		case sftp.ErrSSHFxConnectionLost, sftp.ErrSSHFxNoConnection:
+			return errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost")
+		}
+		return errorf(http.StatusConflict, "file_error", "%s: %s", p, sftpMessage(se))
+	}
+	return errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost")
+}
+
+// sftpMessage is what the sandbox's SFTP server said, or the code's name.
+func sftpMessage(se *sftp.StatusError) string {
+	msg := se.Error() // sftp: "MESSAGE" (CODE)
+	i, j := strings.Index(msg, `"`), strings.LastIndex(msg, `" (`)
+	if i >= 0 && j > i {
+		if m, err := strconv.Unquote(msg[i : j+1]); err == nil && m != "" {
+			return m
+		}
+	}
+	return msg
+}
+
+// fileView is what the API says of a file or folder.
+type fileView struct {
+	Path       string     `json:"path"`
+	Name       string     `json:"name"`
+	Type       string     `json:"type"` // file, dir, symlink, other
+	Size       int64      `json:"size"`
+	Mode       string     `json:"mode"` // octal, "644"
+	ModifiedAt time.Time  `json:"modified_at"`
+	LinkTarget string     `json:"link_target,omitempty"`
+	Entries    []fileView `json:"entries,omitempty"`
+	Truncated  *bool      `json:"truncated,omitempty"`
+}
+
+func fileType(m os.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "file"
+	case m.IsDir():
+		return "dir"
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	}
+	return "other"
+}
+
+func viewFile(p string, fi os.FileInfo) fileView {
+	return fileView{Path: p, Name: path.Base(p), Type: fileType(fi.Mode()), Size: fi.Size(),
+		Mode: strconv.FormatUint(uint64(unixMode(fi.Mode())), 8), ModifiedAt: fi.ModTime().UTC()}
+}
+
+// GET files?path=P: a file's details, or a folder and its entries.
+func (s *Server) getFiles(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "path"); err != nil {
+		return err
+	}
+	p := q.Get("path")
+	if p == "" {
+		p = "~"
+	}
+	if err := checkPath("path", p); err != nil {
+		return err
+	}
+	c, err := s.files(r)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	abs := c.abs(p)
+	fi, err := c.Lstat(abs)
+	if err != nil {
+		return fileError(p, err)
+	}
+	v := viewFile(abs, fi)
+	if fi.Mode()&os.ModeSymlink != 0 {
+		v.LinkTarget, _ = c.ReadLink(abs)
+		if t, err := c.Stat(abs); err == nil && t.IsDir() {
+			fi = t // a link to a folder lists the folder
+		}
+	}
+	if fi.IsDir() {
+		list, err := c.ReadDirContext(r.Context(), abs)
+		if err != nil {
+			return fileError(p, err)
+		}
+		truncated := len(list) > maxListEntries
+		v.Truncated = &truncated
+		v.Entries = make([]fileView, 0, min(len(list), maxListEntries))
+		for _, e := range list[:min(len(list), maxListEntries)] {
+			ev := viewFile(path.Join(abs, e.Name()), e)
+			if ev.Type == "symlink" {
+				ev.LinkTarget, _ = c.ReadLink(ev.Path)
+			}
+			v.Entries = append(v.Entries, ev)
+		}
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// contentHeaders make a download safe to serve from the API's own host:
+// never rendered, never sniffed, never cached.
+func contentHeaders(h http.Header, name string, size int64, mod time.Time) {
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
+	h.Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(name))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	h.Set("Cache-Control", "private, no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Last-Modified", mod.UTC().Format(http.TimeFormat))
+}
+
+// GET files/content?path=P: the file's bytes.
+func (s *Server) getFileContent(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "path"); err != nil {
+		return err
+	}
+	p := q.Get("path")
+	if err := checkPath("path", p); err != nil {
+		return err
+	}
+	c, err := s.files(r)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return s.sendFile(w, r, c, p)
+}
+
+// sendFile streams the file at p.
+func (s *Server) sendFile(w http.ResponseWriter, r *http.Request, c *fileConn, p string) error {
+	abs := c.abs(p)
+	f, err := c.Open(abs)
+	if err != nil {
+		return fileError(p, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fileError(p, err)
+	}
+	switch {
+	case fi.IsDir():
+		return badRequest("is_a_folder", "%s is a folder; download files one by one, or pack it with exec", p)
+	case !fi.Mode().IsRegular():
+		return badRequest("not_a_file", "%s is not a regular file", p)
+	case fi.Size() > s.maxFile:
+		return errorf(http.StatusRequestEntityTooLarge, "file_too_large", "%s is over %d MiB; copy it with scp or split it", p, s.maxFile>>20)
+	}
+	contentHeaders(w.Header(), path.Base(abs), fi.Size(), fi.ModTime())
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil
+	}
+	ew := &exactWriter{w: w, left: fi.Size()}
+	if _, err := f.WriteTo(ew); err != nil || ew.left != 0 {
+		// The status is sent: a short body is all the client can be told,
+		// and the connection is cut so that it cannot take it for whole.
+		// (A file that shrank, or an SFTP server that read less than asked
+		// in the middle of a file, ends here too.)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+// exactWriter takes exactly left bytes: a file that grows while it is
+// sent is cut at the size announced.
+type exactWriter struct {
+	w    io.Writer
+	left int64
+}
+
+var errGrew = errors.New("the file grew while it was sent")
+
+func (e *exactWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > e.left {
+		n, _ := e.w.Write(p[:e.left])
+		e.left -= int64(n)
+		return n, errGrew
+	}
+	n, err := e.w.Write(p)
+	e.left -= int64(n)
+	return n, err
+}
+
+// PUT files/content?path=P&mode=755: the body becomes the file.
+func (s *Server) putFileContent(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "path", "mode"); err != nil {
+		return err
+	}
+	p := q.Get("path")
+	if err := checkPath("path", p); err != nil {
+		return err
+	}
+	var mode *os.FileMode
+	if v := q.Get("mode"); v != "" || q.Has("mode") {
+		m, err := parseMode("mode", v)
+		if err != nil {
+			return err
+		}
+		mode = &m
+	}
+	if err := s.checkLength(r); err != nil {
+		return err
+	}
+	c, err := s.files(r)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := s.receiveFile(r, c, p, mode)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// checkLength refuses a body announced over the file limit before any of
+// it is read.
+func (s *Server) checkLength(r *http.Request) error {
+	if r.ContentLength > s.maxFile {
+		return errorf(http.StatusRequestEntityTooLarge, "file_too_large", "the body is over %d MiB", s.maxFile>>20)
+	}
+	return nil
+}
+
+// receiveFile writes the request body to p: into a new file beside it,
+// renamed over p once complete, so that p is never half-written. Parent
+// folders are made. A symlink at p is written through (in place).
+func (s *Server) receiveFile(r *http.Request, c *fileConn, p string, mode *os.FileMode) (fileView, error) {
+	abs := c.abs(p)
+	if abs == "/" {
+		return fileView{}, badRequest("is_a_folder", "%s is a folder", p)
+	}
+	dir := path.Dir(abs)
+	if _, err := c.Stat(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fileView{}, fileError(dir, err)
+	}
+	if err := c.MkdirAll(dir); err != nil {
+		return fileView{}, fileError(dir, err)
+	}
+	cur, err := c.Lstat(abs)
+	switch {
+	case err == nil && cur.IsDir():
+		return fileView{}, badRequest("is_a_folder", "%s is a folder", p)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return fileView{}, fileError(p, err)
+	}
+	target, flags := abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL
+	inPlace := err == nil && cur.Mode()&os.ModeSymlink != 0
+	if inPlace {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	} else {
+		target = path.Join(dir, "."+path.Base(abs)+".froog-"+store.NewSecret("")[:12])
+	}
+	f, err := c.OpenFile(target, flags)
+	if err != nil {
+		return fileView{}, fileError(p, err)
+	}
+	body := &io.LimitedReader{R: r.Body, N: s.maxFile + 1}
+	n, err := f.ReadFrom(body)
+	fail := func(e error) (fileView, error) {
+		f.Close()
+		if !inPlace {
+			c.Remove(target)
+		}
+		return fileView{}, e
+	}
+	switch {
+	case n > s.maxFile:
+		return fail(errorf(http.StatusRequestEntityTooLarge, "file_too_large", "the body is over %d MiB", s.maxFile>>20))
+	case err != nil && r.Context().Err() != nil:
+		return fail(r.Context().Err())
+	case err != nil:
+		var se *sftp.StatusError
+		if errors.As(err, &se) {
+			return fail(fileError(p, err))
+		}
+		return fail(badRequest("invalid_body", "reading the request body failed"))
+	}
+	switch {
+	case mode != nil:
+		err = f.Chmod(*mode)
+	case !inPlace && cur != nil:
+		err = f.Chmod(cur.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSetuid | os.ModeSticky))
+	}
+	if err != nil {
+		return fail(fileError(p, err))
+	}
+	if err := f.Close(); err != nil {
+		return fail(fileError(p, err))
+	}
+	if !inPlace {
+		if err := c.PosixRename(target, abs); err != nil {
+			c.Remove(target)
+			return fileView{}, fileError(p, err)
+		}
+	}
+	fi, err := c.Stat(abs)
+	if err != nil {
+		return fileView{}, fileError(p, err)
+	}
+	return viewFile(abs, fi), nil
+}
+
+// DELETE files?path=P&recursive=true
+func (s *Server) deleteFiles(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "path", "recursive"); err != nil {
+		return err
+	}
+	p := q.Get("path")
+	if err := checkPath("path", p); err != nil {
+		return err
+	}
+	recursive, err := queryBool(q, "recursive")
+	if err != nil {
+		return err
+	}
+	c, err := s.files(r)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	abs := c.abs(p)
+	if abs == "/" || abs == c.home {
+		return badRequest("invalid_value", "%s is the home or root folder, which stays", p)
+	}
+	fi, err := c.Lstat(abs)
+	if err != nil {
+		return fileError(p, err)
+	}
+	switch {
+	case fi.IsDir() && recursive:
+		err = c.RemoveAll(abs)
+	case fi.IsDir():
+		list, lerr := c.ReadDir(abs)
+		if lerr == nil && len(list) > 0 {
+			return errorf(http.StatusConflict, "folder_not_empty", "%s is a folder that is not empty; pass recursive=true to delete it and its contents", p)
+		}
+		err = c.RemoveDirectory(abs)
+	default:
+		err = c.Remove(abs)
+	}
+	if err != nil {
+		return fileError(p, err)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": abs, "deleted": true})
+	return nil
+}
+
+func queryBool(q url.Values, name string) (bool, error) {
+	switch q.Get(name) {
+	case "", "false", "0":
+		return false, nil
+	case "true", "1":
+		return true, nil
+	}
+	return false, badRequest("invalid_query", "%s is true or false", name)
+}
+
+type moveRequest struct {
+	From *string `json:"from"`
+	To   *string `json:"to"`
+}
+
+// POST files/move {from, to}: a rename; the destination's parents are
+// made, a file there is replaced, a folder there is not.
+func (s *Server) moveFiles(w http.ResponseWriter, r *http.Request) error {
+	var req moveRequest
+	if err := readJSON(r, maxBody, &req, false); err != nil {
+		return err
+	}
+	if req.From == nil || req.To == nil {
+		return invalid("from and to are required")
+	}
+	if err := errors.Join(checkPath("from", *req.From), checkPath("to", *req.To)); err != nil {
+		return err
+	}
+	c, err := s.files(r)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	from, to := c.abs(*req.From), c.abs(*req.To)
+	if from == "/" || from == c.home {
+		return invalid("%s is the home or root folder, which stays", *req.From)
+	}
+	if to == from || strings.HasPrefix(to, from+"/") {
+		return invalid("cannot move %s into itself", *req.From)
+	}
+	if _, err := c.Lstat(from); err != nil {
+		return fileError(*req.From, err)
+	}
+	if fi, err := c.Lstat(to); err == nil && fi.IsDir() {
+		return errorf(http.StatusConflict, "already_exists", "%s is a folder already", *req.To)
+	}
+	if err := c.MkdirAll(path.Dir(to)); err != nil {
+		return fileError(path.Dir(to), err)
+	}
+	if err := c.PosixRename(from, to); err != nil {
+		return fileError(*req.From, err)
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"from": from, "to": to})
+	return nil
+}
+
+type mkdirRequest struct {
+	Path *string `json:"path"`
+	Mode *string `json:"mode"`
+}
+
+// POST files/mkdir {path, mode?}: parents are made; mode is the folder's.
+func (s *Server) mkdirFiles(w http.ResponseWriter, r *http.Request) error {
+	var req mkdirRequest
+	if err := readJSON(r, maxBody, &req, false); err != nil {
+		return err
+	}
+	if req.Path == nil {
+		return invalid("path is required")
+	}
+	if err := checkPath("path", *req.Path); err != nil {
+		return err
+	}
+	var mode os.FileMode
+	if req.Mode != nil {
+		m, err := parseMode("mode", *req.Mode)
+		if err != nil {
+			return err
+		}
+		mode = m
+	}
+	c, err := s.files(r)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	abs := c.abs(*req.Path)
+	if err := c.MkdirAll(abs); err != nil {
+		if errors.Is(err, syscall.ENOTDIR) {
+			return errorf(http.StatusConflict, "already_exists", "%s is a file already", *req.Path)
+		}
+		return fileError(*req.Path, err)
+	}
+	if req.Mode != nil {
+		if err := c.Chmod(abs, mode); err != nil {
+			return fileError(*req.Path, err)
+		}
+	}
+	fi, err := c.Stat(abs)
+	if err != nil {
+		return fileError(*req.Path, err)
+	}
+	writeJSON(w, http.StatusOK, viewFile(abs, fi))
+	return nil
+}
+
+type permissionsRequest struct {
+	Path      *string `json:"path"`
+	Mode      *string `json:"mode"`
+	Recursive *bool   `json:"recursive"`
+}
+
+// POST files/permissions {path, mode, recursive?}: chmod. The owner
+// stays. Recursively, symlinks are left alone (a chmod through one would
+// change what it points to).
+func (s *Server) chmodFiles(w http.ResponseWriter, r *http.Request) error {
+	var req permissionsRequest
+	if err := readJSON(r, maxBody, &req, false); err != nil {
+		return err
+	}
+	if req.Path == nil || req.Mode == nil {
+		return invalid("path and mode are required")
+	}
+	if err := checkPath("path", *req.Path); err != nil {
+		return err
+	}
+	mode, err := parseMode("mode", *req.Mode)
+	if err != nil {
+		return err
+	}
+	c, err := s.files(r)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	abs := c.abs(*req.Path)
+	fi, err := c.Stat(abs)
+	if err != nil {
+		return fileError(*req.Path, err)
+	}
+	if err := c.Chmod(abs, mode); err != nil {
+		return fileError(*req.Path, err)
+	}
+	changed := 1
+	if req.Recursive != nil && *req.Recursive && fi.IsDir() {
+		var errs []string
+		walkFiles(r.Context(), c, abs, func(p string, fi os.FileInfo) bool {
+			if fi.Mode()&os.ModeSymlink != 0 {
+				return true
+			}
+			if err := c.Chmod(p, mode); err != nil {
+				errs = append(errs, p)
+				return len(errs) < 100
+			}
+			changed++
+			return true
+		}, nil)
+		if len(errs) > 0 {
+			return errorf(http.StatusConflict, "file_error", "%d changed; the mode of %d could not be set, the first: %s", changed, len(errs), errs[0])
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": abs, "mode": strconv.FormatUint(uint64(unixMode(mode)), 8), "changed": changed})
+	return nil
+}

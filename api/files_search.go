@@ -1,0 +1,451 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// walkFiles visits everything under root (not root itself), folders
+// before their contents, without following symlinks, until fn returns
+// false, maxWalk entries were seen or ctx ends. Folders are read several
+// at once. onErr (may be nil) hears of folders that could not be read.
+// It reports whether it stopped early.
+func walkFiles(ctx context.Context, c *fileConn, root string, fn func(p string, fi os.FileInfo) bool, onErr func(p string, err error)) bool {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type listing struct {
+		dir  string
+		list []os.FileInfo
+		err  error
+	}
+	const readers = 8
+	var (
+		pending = []string{root}
+		results = make(chan listing)
+		running = 0
+		seen    = 0
+		stopped = false
+	)
+	read := func(dir string) {
+		list, err := c.ReadDirContext(ctx, dir)
+		sort.Slice(list, func(i, j int) bool { return list[i].Name() < list[j].Name() })
+		select {
+		case results <- listing{dir, list, err}:
+		case <-ctx.Done():
+		}
+	}
+	for len(pending) > 0 || running > 0 {
+		for !stopped && running < readers && len(pending) > 0 {
+			dir := pending[0]
+			pending = pending[1:]
+			running++
+			go read(dir)
+		}
+		if running == 0 {
+			break
+		}
+		var l listing
+		select {
+		case l = <-results:
+		case <-ctx.Done():
+			return true
+		}
+		running--
+		if stopped {
+			continue
+		}
+		if l.err != nil {
+			if onErr != nil {
+				onErr(l.dir, l.err)
+			}
+			continue
+		}
+		for _, fi := range l.list {
+			p := path.Join(l.dir, fi.Name())
+			if seen++; seen > maxWalk || !fn(p, fi) {
+				stopped = true
+				cancel()
+				break
+			}
+			if fi.IsDir() {
+				pending = append(pending, p)
+			}
+		}
+	}
+	return stopped
+}
+
+// GET files/search?pattern=*.py&path=~: paths whose name matches a glob.
+func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "pattern", "path"); err != nil {
+		return err
+	}
+	pattern := q.Get("pattern")
+	if err := checkPath("pattern", pattern); err != nil {
+		return err
+	}
+	if _, err := path.Match(pattern, ""); err != nil || strings.Contains(pattern, "/") {
+		return invalid("pattern is a glob of a name, such as *.py (no /)")
+	}
+	p := q.Get("path")
+	if p == "" {
+		p = "~"
+	}
+	if err := checkPath("path", p); err != nil {
+		return err
+	}
+	c, err := s.files(r)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	root := c.abs(p)
+	fi, err := c.Stat(root)
+	if err != nil {
+		return fileError(p, err)
+	}
+	files, errs := []string{}, []string{}
+	truncated := false
+	if !fi.IsDir() {
+		if ok, _ := path.Match(pattern, path.Base(root)); ok {
+			files = append(files, root)
+		}
+	} else {
+		truncated = walkFiles(r.Context(), c, root, func(p string, fi os.FileInfo) bool {
+			if ok, _ := path.Match(pattern, fi.Name()); ok {
+				if len(files) == maxSearchResults {
+					return false
+				}
+				files = append(files, p)
+			}
+			return true
+		}, func(p string, err error) {
+			if len(errs) < 100 {
+				errs = append(errs, p+": "+errorText(err))
+			}
+		})
+	}
+	if err := r.Context().Err(); err != nil {
+		return err
+	}
+	sort.Strings(files)
+	out := map[string]any{"files": files, "truncated": truncated}
+	if len(errs) > 0 {
+		out["errors"] = errs
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// errorText is a short reason for a failed file operation.
+func errorText(err error) string {
+	var e *Error
+	if errors.As(fileError("", err), &e) {
+		switch e.Code {
+		case "not_found":
+			return "no such file or folder"
+		case "permission_denied":
+			return "permission denied"
+		}
+	}
+	return "cannot be read"
+}
+
+type findMatch struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Content string `json:"content"`
+}
+
+// GET files/find?pattern=TEXT&path=~&regex=false: the lines that hold a
+// text (or match a POSIX extended regex). At most 1,000 matches, lines cut
+// at 500 characters, binary files (a NUL in the first 8 KiB) and files
+// over 50 MiB skipped, symlinks not followed; a line is matched on its
+// first 1 MiB.
+func (s *Server) findFiles(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "pattern", "path", "regex"); err != nil {
+		return err
+	}
+	pattern := q.Get("pattern")
+	if pattern == "" || len(pattern) > 4096 {
+		return invalid("pattern is a text of 1 to 4096 bytes")
+	}
+	isRegex, err := queryBool(q, "regex")
+	if err != nil {
+		return err
+	}
+	match := func(line []byte) bool { return bytes.Contains(line, []byte(pattern)) }
+	if isRegex {
+		re, err := regexp.CompilePOSIX(pattern)
+		if err != nil {
+			return invalid("pattern is not an extended regular expression: %v", err)
+		}
+		match = re.Match
+	}
+	p := q.Get("path")
+	if p == "" {
+		p = "~"
+	}
+	if err := checkPath("path", p); err != nil {
+		return err
+	}
+	c, err := s.files(r)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	root := c.abs(p)
+	fi, err := c.Lstat(root)
+	if err != nil {
+		return fileError(p, err)
+	}
+	var files []string
+	truncated := false
+	switch {
+	case fi.Mode().IsRegular():
+		files = []string{root}
+	case fi.IsDir():
+		truncated = walkFiles(r.Context(), c, root, func(p string, fi os.FileInfo) bool {
+			if fi.Mode().IsRegular() && fi.Size() > 0 && fi.Size() <= maxFindFile {
+				files = append(files, p)
+			}
+			return true
+		}, nil)
+		sort.Strings(files)
+	}
+	matches, more := findIn(r.Context(), c, files, match)
+	if err := r.Context().Err(); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"matches": matches, "truncated": truncated || more})
+	return nil
+}
+
+// findIn reads files several at once and gives their matches in order,
+// up to maxFindMatches; more reports that there were more.
+func findIn(ctx context.Context, c *fileConn, files []string, match func([]byte) bool) (matches []findMatch, more bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	const readers = 8
+	slots := make([]chan []findMatch, len(files))
+	for i := range slots {
+		slots[i] = make(chan []findMatch, 1)
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(readers, len(files)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				slots[i] <- findInFile(ctx, c, files[i], match)
+			}
+		}()
+	}
+	go func() {
+		defer close(next)
+		for i := range files {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	matches = []findMatch{}
+	for i := range files {
+		var m []findMatch
+		select {
+		case m = <-slots[i]:
+		case <-ctx.Done():
+			return matches, false
+		}
+		if len(matches)+len(m) > maxFindMatches {
+			matches = append(matches, m[:maxFindMatches-len(matches)]...)
+			more = true
+			break
+		}
+		matches = append(matches, m...)
+	}
+	cancel()
+	wg.Wait()
+	return matches, more
+}
+
+// findInFile returns up to maxFindMatches+1 matching lines of one file;
+// nil for a binary file or one that cannot be read.
+func findInFile(ctx context.Context, c *fileConn, p string, match func([]byte) bool) []findMatch {
+	if ctx.Err() != nil {
+		return nil
+	}
+	f, err := c.Open(p)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	head, _ := br.Peek(8 << 10)
+	if bytes.IndexByte(head, 0) >= 0 {
+		return nil
+	}
+	var out []findMatch
+	var long []byte
+	for n := 1; ; n++ {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A long line: keep its first 1 MiB, skip the rest.
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				if len(long) < 1<<20 {
+					long = append(long, line[:min(len(line), 1<<20-len(long))]...)
+				}
+			}
+			line = long
+		}
+		if len(line) > 0 {
+			text := bytes.TrimSuffix(line, []byte("\n"))
+			if match(text) {
+				out = append(out, findMatch{File: p, Line: n, Content: cutLine(text)})
+				if len(out) > maxFindMatches {
+					return out
+				}
+			}
+		}
+		if err != nil || ctx.Err() != nil {
+			return out
+		}
+	}
+}
+
+// cutLine is a line as valid UTF-8 of at most maxFindLine characters.
+func cutLine(b []byte) string {
+	s := strings.ToValidUTF8(string(b[:min(len(b), maxFindLine*utf8.UTFMax)]), "\uFFFD")
+	if utf8.RuneCountInString(s) <= maxFindLine {
+		return s
+	}
+	i, n := 0, 0
+	for i = range s {
+		if n == maxFindLine {
+			break
+		}
+		n++
+	}
+	return s[:i]
+}
+
+type replaceRequest struct {
+	Paths    []string `json:"paths"`
+	Pattern  *string  `json:"pattern"`
+	NewValue *string  `json:"new_value"`
+}
+
+type replaceResult struct {
+	File         string `json:"file"`
+	Success      bool   `json:"success"`
+	Replacements *int   `json:"replacements,omitempty"`
+	Error        string `json:"error,omitempty"`
+}
+
+// POST files/replace {paths, pattern, new_value}: every occurrence of a
+// plain text, byte for byte, in up to 100 files of up to 5 MiB each. A
+// file is rewritten in place (it keeps its owner, mode and links) only
+// when something was replaced.
+func (s *Server) replaceFiles(w http.ResponseWriter, r *http.Request) error {
+	var req replaceRequest
+	if err := readJSON(r, maxBody, &req, false); err != nil {
+		return err
+	}
+	switch {
+	case len(req.Paths) == 0 || len(req.Paths) > maxReplaceFiles:
+		return invalid("paths holds 1 to %d paths", maxReplaceFiles)
+	case req.Pattern == nil || *req.Pattern == "":
+		return invalid("pattern is a text that is not empty")
+	case req.NewValue == nil:
+		return invalid("new_value is required (it may be empty)")
+	}
+	for _, p := range req.Paths {
+		if err := checkPath("each path", p); err != nil {
+			return err
+		}
+	}
+	c, err := s.files(r)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	out := make([]replaceResult, 0, len(req.Paths))
+	for _, p := range req.Paths {
+		if err := r.Context().Err(); err != nil {
+			return err
+		}
+		abs := c.abs(p)
+		n, err := replaceIn(c, abs, []byte(*req.Pattern), []byte(*req.NewValue))
+		res := replaceResult{File: abs, Success: err == nil}
+		if err != nil {
+			res.Error = err.Error()
+			var e *Error
+			if errors.As(err, &e) {
+				res.Error = e.Message
+			}
+		} else {
+			res.Replacements = &n
+		}
+		out = append(out, res)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": out})
+	return nil
+}
+
+func replaceIn(c *fileConn, p string, old, new []byte) (int, error) {
+	fi, err := c.Stat(p)
+	switch {
+	case err != nil:
+		return 0, fileError(p, err)
+	case !fi.Mode().IsRegular():
+		return 0, errors.New("not a regular file")
+	case fi.Size() > maxReplaceBytes:
+		return 0, errors.New("over 5 MiB")
+	}
+	f, err := c.Open(p)
+	if err != nil {
+		return 0, fileError(p, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxReplaceBytes+1))
+	f.Close()
+	if err != nil {
+		return 0, fileError(p, err)
+	}
+	if len(b) > maxReplaceBytes {
+		return 0, errors.New("over 5 MiB")
+	}
+	n := bytes.Count(b, old)
+	if n == 0 {
+		return 0, nil
+	}
+	f, err = c.OpenFile(p, os.O_WRONLY|os.O_TRUNC)
+	if err != nil {
+		return 0, fileError(p, err)
+	}
+	if _, err := f.Write(bytes.ReplaceAll(b, old, new)); err != nil {
+		f.Close()
+		return 0, fileError(p, err)
+	}
+	if err := f.Close(); err != nil {
+		return 0, fileError(p, err)
+	}
+	return n, nil
+}
