@@ -425,8 +425,25 @@ func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route.Rout
 	s.finish(x)
 	// From here on the connection carries the websocket, not HTTP: the
 	// framing guard lets it through.
+	// When fasthttp's reader (64 KiB, for the largest head) holds nothing,
+	// the websocket reads the connection itself and the reader goes, as
+	// does the upstream's when it holds nothing: an idle websocket then
+	// keeps no read buffer at all.
+	direct := false
 	if fc, ok := ctx.Conn().(*framingConn); ok {
+		direct = fc.drained(int(ctx.ConnRequestNum()))
 		fc.passThrough()
 	}
-	ctx.Hijack(func(c net.Conn) { s.pipe(c, up, br) })
+	var fromSandbox io.Reader = br
+	if br.Buffered() == 0 {
+		fromSandbox = up
+	}
+	ctx.Hijack(func(c net.Conn) {
+		if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok && direct {
+			c = u.UnsafeConn()
+		}
+		// In a goroutine of its own, so that fasthttp's, which holds its
+		// reader, ends.
+		go s.pipe(c, up, fromSandbox)
+	})
 }
