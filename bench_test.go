@@ -68,6 +68,11 @@ func TestEdgeBench(t *testing.T) {
 	raiseNoFile()
 	rate := envInt("FROOG_BENCH_RATE", 1000)
 	rounds := envInt("FROOG_BENCH_ROUNDS", 3)
+	// FROOG_BENCH_PARTS=scale (or paths) runs a part alone, when working on it.
+	parts := envStr("FROOG_BENCH_PARTS", "paths,scale")
+	if !strings.Contains(parts, "paths") {
+		rounds = 0
+	}
 	dur, err := time.ParseDuration(envStr("FROOG_BENCH_DURATION", "8s"))
 	if err != nil {
 		t.Fatal(err)
@@ -230,18 +235,23 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 
 	// The edge's profiles: one more pass with the profiler on (the
 	// measured rounds above ran without it).
-	edge.do("cpu " + filepath.Join(out, "edge-cpu.pprof"))
-	client := benchClient(ca.Pool(), edgeAddr)
-	runFixedRate(client, edgeURL("box", "/"), cookie, rate, 0, dur, nil)
-	client.CloseIdleConnections()
-	bulk(t, caFile, edgeURL("box", "/big"), cookie, "", nil)
-	bulk(t, caFile, edgeURL("up", "/upload"), cookie, bigFile, nil)
-	edge.do("cpu")
-	edge.do("allocs " + filepath.Join(out, "edge-allocs.pprof"))
+	if rounds > 0 {
+		edgeProfiles(t, edge, out, func() {
+			client := benchClient(ca.Pool(), edgeAddr)
+			runFixedRate(client, edgeURL("box", "/"), cookie, rate, 0, dur, nil)
+			client.CloseIdleConnections()
+		}, func() {
+			bulk(t, caFile, edgeURL("box", "/big"), cookie, "", nil)
+			bulk(t, caFile, edgeURL("up", "/upload"), cookie, bigFile, nil)
+		})
+	}
 
 	var paths []pathResult
 	for _, s := range stacks {
 		ss := samples[s.name]
+		if len(ss) == 0 {
+			continue
+		}
 		pick := func(f func(sample) float64) (float64, [2]float64) {
 			v := make([]float64, len(ss))
 			for i := range ss {
@@ -268,7 +278,10 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 		paths = append(paths, p)
 	}
 
-	scale := benchScale(t, edge, edgeAddr, nginxAddr, withChildren(nginxPid), ca.Pool())
+	var scale map[string]float64
+	if strings.Contains(parts, "scale") {
+		scale = benchScale(t, edge, edgeAddr, nginxAddr, withChildren(nginxPid), ca.Pool())
+	}
 	res := results{Rounds: rounds, Paths: paths, Scale: scale}
 	js, _ := json.MarshalIndent(res, "", "  ")
 	os.WriteFile(filepath.Join(out, "results.json"), append(js, '\n'), 0o644)
@@ -276,6 +289,18 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 	os.WriteFile(filepath.Join(out, "results.md"), []byte(md), 0o644)
 	fmt.Println(md)
 	edge.do("quit")
+}
+
+// edgeProfiles writes the edge's CPU profiles of small requests and of
+// bulk transfers, and its allocations, to out.
+func edgeProfiles(t *testing.T, edge *child, out string, small, bulk func()) {
+	edge.do("cpu " + filepath.Join(out, "edge-cpu-small.pprof"))
+	small()
+	edge.do("cpu")
+	edge.do("cpu " + filepath.Join(out, "edge-cpu-bulk.pprof"))
+	bulk()
+	edge.do("cpu")
+	edge.do("allocs " + filepath.Join(out, "edge-allocs.pprof"))
 }
 
 // pathResult is one stack's figures, medians over the rounds; the ranges
@@ -318,6 +343,9 @@ func (r results) markdown() string {
 		return fmt.Sprintf("%.2f×", v/b)
 	}
 	ng, cd := byName["nginx-ssh"], byName["caddy-ssh"]
+	if len(r.Paths) == 0 {
+		r.Paths = []pathResult{{}}
+	}
 	fmt.Fprintf(&md, "Small GETs at a fixed %d req/s (HTTPS keep-alive; latency from the intended send time), medians of %d rounds [min–max]:\n\n", r.Paths[0].Rate, r.Rounds)
 	fmt.Fprintf(&md, "| path | CPU µs/req | × nginx-ssh | × caddy-ssh | p50 ms | p99 ms | × nginx-ssh | p99.9 ms | × nginx-ssh |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range r.Paths {
