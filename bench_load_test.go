@@ -41,8 +41,8 @@ func benchClient(roots *x509.CertPool, addr string) *http.Client {
 		// A bounded pool, so that a stall queues requests (counted from
 		// when they were due) instead of opening connections whose TLS
 		// handshakes would land in the stack's CPU per request.
-		MaxConnsPerHost: 64,
-		DisableCompression:  true,
+		MaxConnsPerHost:    64,
+		DisableCompression: true,
 	}
 	return &http.Client{Transport: tr}
 }
