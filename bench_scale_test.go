@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -26,7 +27,7 @@ import (
 // websockets and idle tunnels open through it, a 100,000-URL route table,
 // and full TLS handshakes a second against nginx with the same kind of
 // certificate (ECDSA P-256 from the same CA).
-func benchScale(t *testing.T, edge *child, edgeAddr, nginxAddr string, nginxPids []int, roots *x509.CertPool) map[string]float64 {
+func benchScale(t *testing.T, edge *child, out, edgeAddr, nginxAddr string, nginxPids []int, roots *x509.CertPool) map[string]float64 {
 	sc := map[string]float64{}
 	gc := func() (rss int, heap float64) {
 		f := edge.do("gc")
@@ -63,6 +64,10 @@ func benchScale(t *testing.T, edge *child, edgeAddr, nginxAddr string, nginxPids
 		r, c = hs(edgeAddr, "box.froog.test", []int{edge.Pid}, nil)
 		mlkemHS, mlkemCPU = append(mlkemHS, r), append(mlkemCPU, c)
 	}
+	// The edge's profile of handshakes, apart from the measured ones.
+	edge.do("cpu " + filepath.Join(out, "edge-cpu-tls.pprof"))
+	hs(edgeAddr, "box.froog.test", []int{edge.Pid}, x25519)
+	edge.do("cpu")
 	sc["tls_handshakes_s"], sc["tls_handshakes_s_nginx"] = medianF(edgeHS), medianF(nginxHS)
 	sc["tls_handshake_cpu_us"], sc["tls_handshake_cpu_us_nginx"] = medianF(edgeHSCPU), medianF(nginxHSCPU)
 	sc["tls_handshakes_s_mlkem"], sc["tls_handshake_cpu_us_mlkem"] = medianF(mlkemHS), medianF(mlkemCPU)

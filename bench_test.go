@@ -280,7 +280,7 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 
 	var scale map[string]float64
 	if strings.Contains(parts, "scale") {
-		scale = benchScale(t, edge, edgeAddr, nginxAddr, withChildren(nginxPid), ca.Pool())
+		scale = benchScale(t, edge, out, edgeAddr, nginxAddr, withChildren(nginxPid), ca.Pool())
 	}
 	res := results{Rounds: rounds, Paths: paths, Scale: scale}
 	js, _ := json.MarshalIndent(res, "", "  ")
