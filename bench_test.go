@@ -11,84 +11,111 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"log/slog"
+	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/certs"
-	"froog.tech/froog/edge"
-	"froog.tech/froog/edge/route"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
-	"froog.tech/froog/tunnel"
 	"froog.tech/froog/tunnel/sshdtest"
 )
 
-// TestEdgeBench is `make bench`'s whole-system measure: small keep-alive
-// requests (wrk) and a 256 MiB download through each path to one upstream
-// (nginx serving static files), in one run, reported as ratios to the
-// upstream reached directly:
+// TestEdgeBench is `make bench`'s whole-system measure of what the proxy
+// itself costs. Every stack reaches the same upstream (nginx serving
+// static files; a Go sink for uploads) through the same OpenSSH sshd:
 //
-//	direct     the upstream itself, plain HTTP
-//	edge       froog's edge over HTTPS with a private URL's cookie, through
-//	           its tunnel to OpenSSH's sshd
-//	nginx-ssh  nginx over HTTPS in front of `ssh -L` through the same sshd
+//	direct     the upstream itself, plain HTTP (the floor)
+//	edge       froog's edge (a process of its own) over HTTPS with a
+//	           private URL's cookie, through its tunnel
+//	nginx-ssh  nginx over HTTPS in front of `ssh -L`
 //	caddy-ssh  Caddy over HTTPS in front of the same `ssh -L`
 //	ssh-l      the bare `ssh -L` (bulk only)
 //
-// It writes .bench/results.json and .bench/results.md. It is not a test of
-// speed: nothing here fails on a number.
+// For each stack, in rounds that rotate the order: small GETs at one fixed
+// offered rate for all (open loop, latency from the intended send time),
+// with the CPU time of the proxying processes only (the edge process; the
+// nginx master and workers plus the ssh client; Caddy plus the ssh
+// client) read from /proc over the run, ÷ requests; then a 256 MiB
+// download and upload with their CPU per MB. Then the edge's scale
+// figures: idle websockets, idle tunnels, a 100,000-URL route table, TLS
+// handshakes against nginx. The figures are medians over the rounds, with
+// their range. It writes .bench/results.json, .bench/results.md and the
+// edge's CPU and allocation profiles (.bench/edge-*.pprof). Nothing here
+// fails on a number.
 func TestEdgeBench(t *testing.T) {
 	if os.Getenv("FROOG_BENCH") == "" {
 		t.Skip("make bench runs this (FROOG_BENCH=1); it takes a few minutes")
 	}
-	for _, bin := range []string{"wrk", "nginx", "caddy", "curl", "unshare"} {
+	for _, bin := range []string{"nginx", "caddy", "curl"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Fatalf("%s is not installed: make bench installs it", bin)
 		}
 	}
-	dur := os.Getenv("FROOG_BENCH_DURATION")
-	if dur == "" {
-		dur = "10s"
+	raiseNoFile()
+	rate := envInt("FROOG_BENCH_RATE", 1000)
+	rounds := envInt("FROOG_BENCH_ROUNDS", 3)
+	// FROOG_BENCH_PARTS=scale (or paths) runs a part alone, when working on it.
+	parts := envStr("FROOG_BENCH_PARTS", "paths,scale")
+	if !strings.Contains(parts, "paths") {
+		rounds = 0
 	}
+	dur, err := time.ParseDuration(envStr("FROOG_BENCH_DURATION", "8s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := filepath.Abs(".bench")
+	os.MkdirAll(out, 0o755)
 	dir := t.TempDir()
 	ca, err := certs.OpenLocalCA(filepath.Join(dir, "ca"), "froog.test")
 	if err != nil {
 		t.Fatal(err)
 	}
+	caFile := filepath.Join(dir, "ca", "ca.pem")
 
-	// The upstream: nginx serving a small page and a 256 MiB file.
+	// The upstream: nginx serving a small page and a 256 MiB file; a Go
+	// sink that reads uploads.
 	www := filepath.Join(dir, "www")
 	os.MkdirAll(www, 0o755)
 	os.WriteFile(filepath.Join(www, "index.html"), []byte("hello, world\n"), 0o644)
-	big, _ := os.Create(filepath.Join(www, "big"))
+	bigFile := filepath.Join(www, "big")
+	big, _ := os.Create(bigFile)
 	big.Truncate(256 << 20)
 	big.Close()
 	upstream := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 	runNginx(t, dir, "upstream", fmt.Sprintf(`server { listen %s; root %s; access_log off; }`, upstream, www))
+	sinkLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	sink := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "%d\n", n)
+	})}
+	go sink.Serve(sinkLn)
+	t.Cleanup(func() { sink.Close() })
+	sinkAddr := sinkLn.Addr().String()
 
-	// OpenSSH's sshd, and `ssh -L` through it to the upstream.
+	// OpenSSH's sshd, and `ssh -L` through it to the upstream and the sink.
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	signer, _ := ssh.NewSignerFromKey(priv)
 	block, _ := ssh.MarshalPrivateKey(priv, "")
+	keyPEM := pem.EncodeToMemory(block)
 	sshd := sshdtest.Start(t, signer.PublicKey())
-	forward := sshd.Forward(t, pem.EncodeToMemory(block), upstream)
+	forward, forwardPid := sshd.ForwardProcess(t, keyPEM, upstream)
+	forwardUp, forwardUpPid := sshd.ForwardProcess(t, keyPEM, sinkAddr)
 
-	// The peers: nginx and Caddy over HTTPS in front of the forward.
+	// The peers: nginx and Caddy over HTTPS in front of the forwards.
 	writeCert := func(name string) (string, string) {
 		c, err := ca.GetCertificate(&tls.ClientHelloInfo{ServerName: name})
 		if err != nil {
@@ -109,10 +136,12 @@ func TestEdgeBench(t *testing.T) {
 	}
 	nginxAddr := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 	crt, key := writeCert("nginx.froog.test")
-	runNginx(t, dir, "front", fmt.Sprintf(`upstream tunnel { server %s; keepalive 64; }
+	nginxPid := runNginx(t, dir, "front", fmt.Sprintf(`upstream tunnel { server %s; keepalive 64; }
+upstream sink { server %s; keepalive 8; }
 server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access_log off;
-  location / { proxy_pass http://tunnel; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off; } }`,
-		forward, nginxAddr, crt, key))
+  location / { proxy_pass http://tunnel; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off; }
+  location /upload { proxy_pass http://sink; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_request_buffering off; client_max_body_size 0; } }`,
+		forward, forwardUp, nginxAddr, crt, key))
 	caddyAddr := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 	crt, key = writeCert("caddy.froog.test")
 	caddyfile := filepath.Join(dir, "Caddyfile")
@@ -125,60 +154,294 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 	}
 	t.Cleanup(func() { caddy.Process.Kill(); caddy.Wait() })
 
-	// froog's edge, its tunnel reaching the same sshd.
-	edgeAddr, cookie, wsEcho := runEdge(t, ca, sshd, signer, upstream)
+	// froog's edge in a process of its own, its tunnel reaching the same
+	// sshd; and, for the scale figures, sandboxes behind an SSH server in
+	// this process.
+	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
+	hostKey, _ := ssh.NewSignerFromKey(hostPriv)
+	goSSH, err := startGoSSH(signer.PublicKey(), hostKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(goSSH.Close)
+	idleTunnels := envInt("FROOG_BENCH_TUNNELS", 1000)
+	storeDir := filepath.Join(dir, "store")
+	benchStore(t, storeDir, sshd, upstream, sinkAddr, goSSH, idleTunnels)
+	keyFile := filepath.Join(dir, "client_key")
+	os.WriteFile(keyFile, keyPEM, 0o600)
+	edge := startChild(t, "edge", "FROOG_BENCH_STORE="+storeDir, "FROOG_BENCH_CA="+filepath.Join(dir, "ca"), "FROOG_BENCH_KEY="+keyFile)
+	edgeAddr := strings.Fields(edge.next())[1]
+	const cookie = "__Host-froog_url=pt_bench"
 
-	hosts := filepath.Join(dir, "hosts")
-	os.WriteFile(hosts, []byte("127.0.0.1 localhost\n127.0.0.1 box.froog.test nginx.froog.test caddy.froog.test\n"), 0o644)
-	paths := []struct {
-		name, url, cookie string
-		bulk              string
-	}{
-		{"direct", "http://" + upstream + "/", "", "http://" + upstream + "/big"},
-		{"edge", "https://box.froog.test:" + port(edgeAddr) + "/", cookie, "https://box.froog.test:" + port(edgeAddr) + "/big"},
-		{"nginx-ssh", "https://nginx.froog.test:" + port(nginxAddr) + "/", "", "https://nginx.froog.test:" + port(nginxAddr) + "/big"},
-		{"caddy-ssh", "https://caddy.froog.test:" + port(caddyAddr) + "/", "", "https://caddy.froog.test:" + port(caddyAddr) + "/big"},
-		{"ssh-l", "", "", "http://" + forward + "/big"},
+	type stack struct {
+		name, addr, url, cookie string
+		down, up                string // bulk URLs; "" for none
+		pids                    func() []int
 	}
-	type result struct {
-		Path  string  `json:"path"`
-		RPS   float64 `json:"rps"`
-		P50   float64 `json:"p50_ms"`
-		P99   float64 `json:"p99_ms"`
-		MBps  float64 `json:"mb_s"`
-		Extra string  `json:"-"`
+	edgeURL := func(label, path string) string { return "https://" + label + ".froog.test:" + port(edgeAddr) + path }
+	nginxURL := "https://nginx.froog.test:" + port(nginxAddr)
+	stacks := []stack{
+		{"direct", upstream, "http://" + upstream + "/", "", "http://" + upstream + "/big", "http://" + sinkAddr + "/upload",
+			func() []int { return nil }},
+		{"edge", edgeAddr, edgeURL("box", "/"), cookie, edgeURL("box", "/big"), edgeURL("up", "/upload"),
+			func() []int { return []int{edge.Pid} }},
+		{"nginx-ssh", nginxAddr, nginxURL + "/", "", nginxURL + "/big", nginxURL + "/upload",
+			func() []int { return append(withChildren(nginxPid), forwardPid, forwardUpPid) }},
+		{"caddy-ssh", caddyAddr, "https://caddy.froog.test:" + port(caddyAddr) + "/", "", "", "",
+			func() []int { return []int{caddy.Process.Pid, forwardPid} }},
+		{"ssh-l", "", "", "", "http://" + forward + "/big", "http://" + forwardUp + "/upload",
+			func() []int { return []int{forwardPid, forwardUpPid} }},
 	}
-	var results []result
-	for _, p := range paths {
-		r := result{Path: p.name}
-		if p.url != "" {
-			r.RPS, r.P50, r.P99 = wrk(t, hosts, dir, p.url, p.cookie, dur)
+
+	type sample struct {
+		rps, p50, p99, p999, cpuReq float64
+		failed                      int
+		down, downCPU, up, upCPU    float64
+	}
+	samples := map[string][]sample{}
+	warm := 2 * time.Second
+	for r := range rounds {
+		for i := range stacks {
+			s := stacks[(i+r)%len(stacks)]
+			var sm sample
+			if s.url != "" {
+				var c0 time.Duration
+				client := benchClient(ca.Pool(), s.addr)
+				fr := runFixedRate(client, s.url, s.cookie, rate, warm, dur, func(begin bool) {
+					if begin {
+						c0 = cpuTime(s.pids()...)
+					} else {
+						c0 = cpuTime(s.pids()...) - c0
+					}
+				})
+				client.CloseIdleConnections()
+				sm.rps = float64(fr.sent-fr.failed) / fr.elapsed.Seconds()
+				sm.p50, sm.p99, sm.p999 = ms(fr.p50), ms(fr.p99), ms(fr.p999)
+				sm.cpuReq = float64(c0.Microseconds()) / float64(fr.sent)
+				sm.failed = fr.failed
+				if fr.failed > 0 {
+					t.Errorf("%s: %d of %d requests failed", s.name, fr.failed, fr.sent)
+				}
+			}
+			if s.down != "" {
+				sm.down, sm.downCPU = bulk(t, caFile, s.down, s.cookie, "", s.pids)
+				sm.up, sm.upCPU = bulk(t, caFile, s.up, s.cookie, bigFile, s.pids)
+			}
+			t.Logf("round %d %s: %.0f req/s at %d/s, p50 %.2f p99 %.2f p99.9 %.2f ms, %.1f µs CPU/req; down %.0f MB/s %.2f ms CPU/MB, up %.0f MB/s %.2f ms CPU/MB",
+				r+1, s.name, sm.rps, rate, sm.p50, sm.p99, sm.p999, sm.cpuReq, sm.down, sm.downCPU, sm.up, sm.upCPU)
+			samples[s.name] = append(samples[s.name], sm)
 		}
-		r.MBps = curlMBps(t, hosts, filepath.Join(dir, "ca", "ca.pem"), p.bulk, p.cookie)
-		t.Logf("%s: %.0f req/s, p50 %.2f ms, p99 %.2f ms, %.0f MB/s", r.Path, r.RPS, r.P50, r.P99, r.MBps)
-		results = append(results, r)
 	}
-	rtt := wsEcho(5 * time.Second)
 
+	// The edge's profiles: one more pass with the profiler on (the
+	// measured rounds above ran without it).
+	if rounds > 0 {
+		edgeProfiles(t, edge, out, func() {
+			client := benchClient(ca.Pool(), edgeAddr)
+			runFixedRate(client, edgeURL("box", "/"), cookie, rate, 0, dur, nil)
+			client.CloseIdleConnections()
+		}, func() {
+			bulk(t, caFile, edgeURL("box", "/big"), cookie, "", nil)
+			bulk(t, caFile, edgeURL("up", "/upload"), cookie, bigFile, nil)
+		})
+	}
+
+	var paths []pathResult
+	for _, s := range stacks {
+		ss := samples[s.name]
+		if len(ss) == 0 {
+			continue
+		}
+		pick := func(f func(sample) float64) (float64, [2]float64) {
+			v := make([]float64, len(ss))
+			for i := range ss {
+				v[i] = f(ss[i])
+			}
+			slices.Sort(v)
+			return v[len(v)/2], [2]float64{v[0], v[len(v)-1]}
+		}
+		p := pathResult{Path: s.name}
+		if s.url != "" {
+			p.Rate = rate
+			p.RPS, _ = pick(func(x sample) float64 { return x.rps })
+			p.P50, _ = pick(func(x sample) float64 { return x.p50 })
+			p.P99, p.P99Range = pick(func(x sample) float64 { return x.p99 })
+			p.P999, p.P999Range = pick(func(x sample) float64 { return x.p999 })
+			p.CPUPerReq, p.CPUPerReqRange = pick(func(x sample) float64 { return x.cpuReq })
+		}
+		if s.down != "" {
+			p.MBps, p.MBpsRange = pick(func(x sample) float64 { return x.down })
+			p.CPUPerMB, _ = pick(func(x sample) float64 { return x.downCPU })
+			p.UpMBps, p.UpMBpsRange = pick(func(x sample) float64 { return x.up })
+			p.UpCPUPerMB, _ = pick(func(x sample) float64 { return x.upCPU })
+		}
+		paths = append(paths, p)
+	}
+
+	var scale map[string]float64
+	if strings.Contains(parts, "scale") {
+		scale = benchScale(t, edge, out, edgeAddr, nginxAddr, withChildren(nginxPid), ca.Pool())
+	}
+	res := results{Rounds: rounds, Paths: paths, Scale: scale}
+	js, _ := json.MarshalIndent(res, "", "  ")
+	os.WriteFile(filepath.Join(out, "results.json"), append(js, '\n'), 0o644)
+	md := res.markdown()
+	os.WriteFile(filepath.Join(out, "results.md"), []byte(md), 0o644)
+	fmt.Println(md)
+	edge.do("quit")
+}
+
+// edgeProfiles writes the edge's CPU profiles of small requests and of
+// bulk transfers, and its allocations, to out.
+func edgeProfiles(t *testing.T, edge *child, out string, small, bulk func()) {
+	edge.do("cpu " + filepath.Join(out, "edge-cpu-small.pprof"))
+	small()
+	edge.do("cpu")
+	edge.do("cpu " + filepath.Join(out, "edge-cpu-bulk.pprof"))
+	bulk()
+	edge.do("cpu")
+	edge.do("allocs " + filepath.Join(out, "edge-allocs.pprof"))
+}
+
+// pathResult is one stack's figures, medians over the rounds; the ranges
+// are [min, max] over the rounds.
+type pathResult struct {
+	Path           string     `json:"path"`
+	Rate           int        `json:"rate,omitempty"` // offered requests a second
+	RPS            float64    `json:"rps"`            // answered a second at that rate
+	P50            float64    `json:"p50_ms"`
+	P99            float64    `json:"p99_ms"`
+	P99Range       [2]float64 `json:"p99_ms_range"`
+	P999           float64    `json:"p999_ms"`
+	P999Range      [2]float64 `json:"p999_ms_range"`
+	CPUPerReq      float64    `json:"cpu_us_per_req"`
+	CPUPerReqRange [2]float64 `json:"cpu_us_per_req_range"`
+	MBps           float64    `json:"mb_s"` // 256 MiB download
+	MBpsRange      [2]float64 `json:"mb_s_range"`
+	CPUPerMB       float64    `json:"cpu_ms_per_mb"`
+	UpMBps         float64    `json:"upload_mb_s"`
+	UpMBpsRange    [2]float64 `json:"upload_mb_s_range"`
+	UpCPUPerMB     float64    `json:"upload_cpu_ms_per_mb"`
+}
+
+type results struct {
+	Rounds int                `json:"rounds"`
+	Paths  []pathResult       `json:"paths"`
+	Scale  map[string]float64 `json:"scale"`
+}
+
+func (r results) markdown() string {
 	var md strings.Builder
-	base := results[0]
-	ratio := func(v, b float64) string {
+	byName := map[string]pathResult{}
+	for _, p := range r.Paths {
+		byName[p.Path] = p
+	}
+	x := func(v, b float64) string {
 		if v == 0 || b == 0 {
 			return "–"
 		}
 		return fmt.Sprintf("%.2f×", v/b)
 	}
-	fmt.Fprintf(&md, "| path | req/s | × direct | p50 ms | p99 ms | MB/s (256 MiB) | × direct |\n|---|---|---|---|---|---|---|\n")
-	for _, r := range results {
-		fmt.Fprintf(&md, "| %s | %.0f | %s | %.2f | %.2f | %.0f | %s |\n", r.Path, r.RPS, ratio(r.RPS, base.RPS), r.P50, r.P99, r.MBps, ratio(r.MBps, base.MBps))
+	ng, cd := byName["nginx-ssh"], byName["caddy-ssh"]
+	if len(r.Paths) == 0 {
+		r.Paths = []pathResult{{}}
 	}
-	fmt.Fprintf(&md, "\nwebsocket echo through the edge: %.0f round trips/s (64-byte messages, one connection)\n", rtt)
-	out := filepath.Join(".bench")
-	os.MkdirAll(out, 0o755)
-	js, _ := json.MarshalIndent(results, "", "  ")
-	os.WriteFile(filepath.Join(out, "results.json"), js, 0o644)
-	os.WriteFile(filepath.Join(out, "results.md"), []byte(md.String()), 0o644)
-	fmt.Println(md.String())
+	fmt.Fprintf(&md, "Small GETs at a fixed %d req/s (HTTPS keep-alive; latency from the intended send time), medians of %d rounds [min–max]:\n\n", r.Paths[0].Rate, r.Rounds)
+	fmt.Fprintf(&md, "| path | CPU µs/req | × nginx-ssh | × caddy-ssh | p50 ms | p99 ms | × nginx-ssh | p99.9 ms | × nginx-ssh |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, p := range r.Paths {
+		if p.Rate == 0 {
+			continue
+		}
+		fmt.Fprintf(&md, "| %s | %.1f [%.1f–%.1f] | %s | %s | %.2f | %.2f [%.2f–%.2f] | %s | %.2f [%.2f–%.2f] | %s |\n", p.Path,
+			p.CPUPerReq, p.CPUPerReqRange[0], p.CPUPerReqRange[1], x(p.CPUPerReq, ng.CPUPerReq), x(p.CPUPerReq, cd.CPUPerReq),
+			p.P50, p.P99, p.P99Range[0], p.P99Range[1], x(p.P99, ng.P99), p.P999, p.P999Range[0], p.P999Range[1], x(p.P999, ng.P999))
+	}
+	fmt.Fprintf(&md, "\nBulk, 256 MiB (CPU of the proxying processes per MB):\n\n")
+	fmt.Fprintf(&md, "| path | down MB/s | × nginx-ssh | down CPU ms/MB | × nginx-ssh | up MB/s | × nginx-ssh | up CPU ms/MB | × nginx-ssh |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, p := range r.Paths {
+		if p.MBps == 0 {
+			continue
+		}
+		fmt.Fprintf(&md, "| %s | %.0f [%.0f–%.0f] | %s | %.2f | %s | %.0f [%.0f–%.0f] | %s | %.2f | %s |\n", p.Path,
+			p.MBps, p.MBpsRange[0], p.MBpsRange[1], x(p.MBps, ng.MBps), p.CPUPerMB, x(p.CPUPerMB, ng.CPUPerMB),
+			p.UpMBps, p.UpMBpsRange[0], p.UpMBpsRange[1], x(p.UpMBps, ng.UpMBps), p.UpCPUPerMB, x(p.UpCPUPerMB, ng.UpCPUPerMB))
+	}
+	fmt.Fprintf(&md, "\nScale (the edge):\n\n| figure | value |\n|---|---|\n")
+	keys := make([]string, 0, len(r.Scale))
+	for k := range r.Scale {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&md, "| %s | %.2f |\n", k, r.Scale[k])
+	}
+	return md.String()
+}
+
+// benchStore fills the edge's store: the sandbox "box" behind OpenSSH's
+// sshd with URLs box (the upstream) and up (the sink); "scale" and n idle
+// sandboxes behind goSSH, scale with the URL ws.
+func benchStore(t *testing.T, dir string, sshd *sshdtest.Server, upstream, sink string, goSSH *goSSHServer, n int) {
+	ctx := context.Background()
+	st, err := embedded.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	a, _ := st.CreateAccount(ctx, store.Account{MaxSandboxes: n + 10, URLNamesPerDay: 10, StartsPerMinute: n + 10, StartsPerHour: n + 10, StartsPerDay: n + 10})
+	sandbox := func(name, addr, hostKey string) string {
+		host, sp, _ := net.SplitHostPort(addr)
+		spn, _ := strconv.Atoi(sp)
+		sb, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: a.ID, Name: name, State: store.StateRunning, DesiredState: store.StateRunning,
+			SSHHost: host, SSHPort: spn, SSHHostKey: hostKey, CreatedAt: time.Now()}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.ID
+	}
+	url := func(sb, label string, p int) {
+		if _, err := st.PutURL(ctx, sb, p, func(*store.URL, *store.AuditEvent) (store.URL, error) {
+			return store.URL{Hostname: label, TokenHash: store.HashSecret("pt_bench"), CreatedAt: time.Now(), UpdatedAt: time.Now()}, nil
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	box := sandbox("box", sshd.Addr, sshd.HostKey)
+	url(box, "box", must(strconv.Atoi(port(upstream))))
+	url(box, "up", must(strconv.Atoi(port(sink))))
+	url(sandbox("scale", goSSH.Addr, goSSH.HostKey), "ws", 1)
+	for i := range n {
+		sandbox(fmt.Sprintf("idle%05d", i), goSSH.Addr, goSSH.HostKey)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func envStr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
+		return v
+	}
+	return def
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func median(d []time.Duration) time.Duration {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[len(d)/2]
 }
 
 func port(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
@@ -203,8 +466,9 @@ func startAndWait(cmd *exec.Cmd, addr string) (string, error) {
 	}
 }
 
-// runNginx runs nginx with one server block, in its own prefix.
-func runNginx(t *testing.T, dir, name, server string) {
+// runNginx runs nginx with one server block, in its own prefix, and
+// returns its master's process id.
+func runNginx(t *testing.T, dir, name, server string) int {
 	prefix := filepath.Join(dir, "nginx-"+name)
 	os.MkdirAll(filepath.Join(prefix, "logs"), 0o755)
 	user := ""
@@ -212,7 +476,7 @@ func runNginx(t *testing.T, dir, name, server string) {
 		user = "user root;" // the files are in the test's private folder
 	}
 	conf := fmt.Sprintf(user+`worker_processes 1; pid %s/nginx.pid; error_log %s/logs/error.log;
-events { worker_connections 4096; }
+events { worker_connections 16384; }
 http { sendfile on; tcp_nopush on; keepalive_requests 100000;
 client_body_temp_path %s; proxy_temp_path %s; fastcgi_temp_path %s; uwsgi_temp_path %s; scgi_temp_path %s;
 %s }`, prefix, prefix, prefix, prefix, prefix, prefix, prefix, server)
@@ -226,75 +490,34 @@ client_body_temp_path %s; proxy_temp_path %s; fastcgi_temp_path %s; uwsgi_temp_p
 	}
 	// TERM lets the master stop its worker, which holds the output pipe.
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	return cmd.Process.Pid
 }
 
-// wrk measures small keep-alive requests; it resolves the test's names
-// through a private /etc/hosts (a mount namespace of its own).
-func wrk(t *testing.T, hosts, dir, url, cookie, dur string) (rps, p50, p99 float64) {
-	args := fmt.Sprintf("exec wrk -t2 -c64 -d%s --latency", dur)
-	if cookie != "" {
-		args += " -H 'Cookie: " + cookie + "'"
-	}
-	args += " " + url
-	cmd := exec.Command("unshare", "--mount", "sh", "-c", "mount --bind "+hosts+" /etc/hosts && "+args)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("wrk %s: %v %s", url, err, out)
-	}
-	s := string(out)
-	if !strings.Contains(s, "Non-2xx") {
-		fmt.Sscan(field(s, "Requests/sec:"), &rps)
+// bulk moves 256 MiB with curl, down from url or, with upload set, that
+// file up to it, and returns MB/s and the CPU milliseconds per MB of the
+// processes pids gives (0 when it is nil).
+func bulk(t *testing.T, caFile, url, cookie, upload string, pids func() []int) (mbs, cpuPerMB float64) {
+	args := []string{"-s", "-o", "/dev/null", "--cacert", caFile}
+	if upload != "" {
+		args = append(args, "-w", "%{speed_upload} %{http_code} %{size_upload}", "-T", upload)
 	} else {
-		t.Fatalf("wrk %s saw errors:\n%s", url, s)
+		args = append(args, "-w", "%{speed_download} %{http_code} %{size_download}")
 	}
-	return rps, millis(percentile(s, "50")), millis(percentile(s, "99"))
-}
-
-// percentile finds a line of wrk's latency distribution ("     99%    3.19ms").
-func percentile(s, p string) string {
-	m := regexp.MustCompile(`(?m)^\s+` + p + `%\s+(\S+)`).FindStringSubmatch(s)
-	if m == nil {
-		return ""
-	}
-	return m[1]
-}
-
-func field(s, key string) string {
-	i := strings.Index(s, key)
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+len(key):])
-	if len(f) == 0 {
-		return ""
-	}
-	return f[0]
-}
-
-// millis reads wrk's durations: 812.00us, 1.23ms, 1.02s.
-func millis(v string) float64 {
-	for _, u := range []struct {
-		suffix string
-		ms     float64
-	}{{"us", 0.001}, {"ms", 1}, {"s", 1000}} {
-		if n, ok := strings.CutSuffix(v, u.suffix); ok {
-			f, _ := strconv.ParseFloat(n, 64)
-			return f * u.ms
-		}
-	}
-	return 0
-}
-
-// curlMBps downloads url once and returns MB/s.
-func curlMBps(t *testing.T, hosts, caFile, url, cookie string) float64 {
-	args := []string{"-s", "-o", "/dev/null", "-w", "%{speed_download} %{http_code} %{size_download}", "--cacert", caFile}
 	if cookie != "" {
 		args = append(args, "-H", "Cookie: "+cookie)
 	}
 	args = append(args, "--resolve", resolveFor(url), url)
+	var c0 time.Duration
+	if pids != nil {
+		c0 = cpuTime(pids()...)
+	}
 	out, err := exec.Command("curl", args...).Output()
 	if err != nil {
 		t.Fatalf("curl %s: %v", url, err)
+	}
+	var cpu time.Duration
+	if pids != nil {
+		cpu = cpuTime(pids()...) - c0
 	}
 	var speed float64
 	var code, size int64
@@ -302,94 +525,10 @@ func curlMBps(t *testing.T, hosts, caFile, url, cookie string) float64 {
 	if code != 200 || size != 256<<20 {
 		t.Fatalf("curl %s: %d, %d bytes", url, code, size)
 	}
-	return speed / 1e6
+	return speed / 1e6, float64(cpu.Microseconds()) / 1000 / (256 << 20 / 1e6)
 }
 
 func resolveFor(url string) string {
 	hostport := strings.SplitN(strings.SplitN(url, "://", 2)[1], "/", 2)[0]
 	return hostport + ":127.0.0.1"
-}
-
-// runEdge runs froog's edge in this process with a private URL to
-// upstream through sshd, and returns its address, the cookie, and a
-// websocket echo measurer.
-func runEdge(t *testing.T, ca *certs.LocalCA, sshd *sshdtest.Server, signer ssh.Signer, upstream string) (string, string, func(time.Duration) float64) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := embedded.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a, _ := st.CreateAccount(ctx, store.Account{MaxSandboxes: 1, URLNamesPerDay: 10})
-	host, sp, _ := net.SplitHostPort(sshd.Addr)
-	spn, _ := strconv.Atoi(sp)
-	sb, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: a.ID, Name: "box", State: store.StateRunning, SSHHost: host, SSHPort: spn, SSHHostKey: sshd.HostKey, CreatedAt: time.Now()}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	up, _ := strconv.Atoi(port(upstream))
-	mk := func(label string, p int) {
-		if _, err := st.PutURL(ctx, sb.ID, p, func(*store.URL, *store.AuditEvent) (store.URL, error) {
-			return store.URL{Hostname: label, TokenHash: store.HashSecret("pt_bench"), CreatedAt: time.Now(), UpdatedAt: time.Now()}, nil
-		}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mk("box", up)
-	wsUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		for {
-			mt, m, err := c.ReadMessage()
-			if err != nil {
-				return
-			}
-			c.WriteMessage(mt, m)
-		}
-	}))
-	t.Cleanup(wsUp.Close)
-	wsPort, _ := strconv.Atoi(port(wsUp.Listener.Addr().String()))
-	mk("ws", wsPort)
-	tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer, User: "root"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tun.Close() })
-	routes, err := route.New(route.Options{Store: st, Domain: "froog.test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := edge.New(edge.Options{Routes: routes, Sandboxes: st, Dialer: tun, GetCertificate: ca.GetCertificate, Logger: slog.New(slog.DiscardHandler),
-		RateLimit: -1}) // wrk is one address: no per-address limit
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go routes.Run(ctx)
-	go srv.ServeTLS(ctx, ln)
-	<-routes.Ready()
-	addr := ln.Addr().String()
-	echo := func(d time.Duration) float64 {
-		dialer := websocket.Dialer{NetDial: func(n, _ string) (net.Conn, error) { return net.Dial(n, addr) },
-			TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}}
-		c, _, err := dialer.Dial("wss://ws.froog.test/?_token=pt_bench", nil)
-		if err != nil {
-			t.Fatalf("websocket through the edge: %v", err)
-		}
-		defer c.Close()
-		msg := make([]byte, 64)
-		n, end := 0, time.Now().Add(d)
-		for ; time.Now().Before(end); n++ {
-			c.WriteMessage(websocket.BinaryMessage, msg)
-			if _, _, err := c.ReadMessage(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return float64(n) / d.Seconds()
-	}
-	return addr, "__Host-froog_url=pt_bench", echo
 }

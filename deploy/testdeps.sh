@@ -20,8 +20,8 @@
 # ~/.cache/froog/built by their recipe's hash (deploy/images/ensure.sh), so
 # that `go test` finds them. On Debian or Ubuntu as root it uses apt-get;
 # elsewhere it says what to install and exits non-zero.
-# With --bench it also installs what `make bench` compares against: wrk,
-# nginx and Caddy.
+# With --bench it also installs what `make bench` compares against: nginx
+# and Caddy (and curl, its bulk client).
 # Safe to run again: it does nothing when everything is there.
 set -euo pipefail
 
@@ -70,7 +70,6 @@ command -v lintian >/dev/null 2>&1 || lean+=(lintian)
 command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || lean+=(systemd)
 command -v ffmpeg >/dev/null 2>&1 || lean+=(ffmpeg)
 if [ "${1:-}" = --bench ]; then
-  command -v wrk >/dev/null 2>&1 || missing+=(wrk)
   command -v nginx >/dev/null 2>&1 || missing+=(nginx)
   command -v caddy >/dev/null 2>&1 || missing+=(caddy)
   command -v curl >/dev/null 2>&1 || missing+=(curl)

@@ -44,6 +44,7 @@ type framingConn struct {
 	line     []byte
 	refuse   *framingError
 	answered bool // the refusal went out: nothing more is written
+	heads    int  // request heads handed to the reader
 }
 
 const (
@@ -91,6 +92,9 @@ func (c *framingConn) Write(p []byte) (int, error) {
 }
 
 func (c *framingConn) Read(p []byte) (int, error) {
+	if c.state == stOpaque && len(c.out) == 0 {
+		return c.Conn.Read(p) // passed through: nothing to look at
+	}
 	if len(c.out) == 0 && len(c.head) == 0 && c.left > 0 && (c.state == stBody || c.state == stChunk) {
 		// Body bytes need no look: read them straight into p.
 		if int64(len(p)) > c.left {
@@ -150,7 +154,14 @@ func (c *framingConn) alive(wait time.Duration) bool {
 // start of a next head are released.
 func (c *framingConn) passThrough() {
 	c.out = append(c.out, c.head...)
-	c.head, c.state = nil, stOpaque
+	c.head, c.state, c.buf = nil, stOpaque, nil
+}
+
+// drained reports whether the reader has been handed exactly the heads of
+// the requests it has read (n) and no byte after them: nothing of the
+// connection waits in its buffer.
+func (c *framingConn) drained(n int) bool {
+	return c.state == stHead && c.heads == n
 }
 
 // feed runs the framing state machine over b, moving checked bytes to out.
@@ -186,6 +197,7 @@ func (c *framingConn) feed(b []byte) {
 				return
 			}
 			c.out = append(c.out, head...)
+			c.heads++
 			b = rest
 		case stBody, stChunk:
 			k := min(int64(len(b)), c.left)

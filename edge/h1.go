@@ -377,6 +377,9 @@ func (s *Server) h1Problem(ctx *fasthttp.RequestCtx, x *exchange, p *problem, ht
 // the sandbox on a connection of its own, and once the sandbox agrees
 // (101) the two connections are joined, with no websocket library in
 // between and no idle timeout.
+// errUpgradeTimeout: the sandbox did not answer an upgrade in time.
+var errUpgradeTimeout = errors.New("the sandbox did not answer the upgrade in 30 s")
+
 func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route.Route) {
 	const html = false // a websocket client reads no page
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -387,7 +390,11 @@ func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route.Rout
 		s.h1Problem(ctx, x, &p, html)
 		return
 	}
-	up.SetDeadline(time.Now().Add(30 * time.Second))
+	// The sandbox has 30 s to answer the upgrade. A timer that closes the
+	// channel bounds it rather than a deadline: a tunnel channel given a
+	// deadline reads through a goroutine of its own from then on, which a
+	// websocket would keep for its whole life.
+	timer := time.AfterFunc(30*time.Second, func() { up.Close() })
 	br := bufio.NewReaderSize(up, 4096)
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
@@ -396,13 +403,15 @@ func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route.Rout
 	if err == nil {
 		err = resp.ReadLimitBody(br, 1<<20)
 	}
+	if !timer.Stop() && err == nil {
+		err = errUpgradeTimeout // it fired as the answer came: the channel is closed
+	}
 	if err != nil {
 		up.Close()
 		p := s.proxyProblem(rt, x.id, err, nil)
 		s.h1Problem(ctx, x, &p, html)
 		return
 	}
-	up.SetDeadline(time.Time{})
 	resp.Header.CopyTo(&ctx.Response.Header)
 	ctx.Response.Header.SetNoDefaultContentType(true)
 	ctx.Response.Header.Set("X-Request-Id", x.id)
@@ -425,8 +434,25 @@ func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route.Rout
 	s.finish(x)
 	// From here on the connection carries the websocket, not HTTP: the
 	// framing guard lets it through.
+	// When fasthttp's reader (64 KiB, for the largest head) holds nothing,
+	// the websocket reads the connection itself and the reader goes, as
+	// does the upstream's when it holds nothing: an idle websocket then
+	// keeps no read buffer at all.
+	direct := false
 	if fc, ok := ctx.Conn().(*framingConn); ok {
+		direct = fc.drained(int(ctx.ConnRequestNum()))
 		fc.passThrough()
 	}
-	ctx.Hijack(func(c net.Conn) { s.pipe(c, up, br) })
+	var fromSandbox io.Reader = br
+	if br.Buffered() == 0 {
+		fromSandbox = up
+	}
+	ctx.Hijack(func(c net.Conn) {
+		if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok && direct {
+			c = u.UnsafeConn()
+		}
+		// In a goroutine of its own, so that fasthttp's, which holds its
+		// reader, ends.
+		go s.pipe(c, up, fromSandbox)
+	})
 }

@@ -201,12 +201,71 @@ func (s *Server) pipe(client, sandbox net.Conn, fromSandbox io.Reader) {
 	defer s.untrack(p)
 	s.m.websockets.Inc()
 	defer s.m.websockets.Dec()
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(sandbox, client); done <- struct{}{} }()
-	go func() { p.down(fromSandbox); done <- struct{}{} }()
-	<-done
+	done := make(chan struct{})
+	go func() { copyTrickle(sandbox, client); p.end(); close(done) }()
+	p.down(fromSandbox)
 	p.end()
 	<-done
+}
+
+// A websocket's bytes are read into a small buffer while they trickle
+// (an idle one waits holding only that) and into a large pooled one
+// while reads fill the small one.
+const (
+	trickleBuf = 2 << 10
+	streamBuf  = 32 << 10
+)
+
+var streamBufs = sync.Pool{New: func() any { b := make([]byte, streamBuf); return &b }}
+
+// trickle is the buffer of one direction of a websocket.
+type trickle struct {
+	small []byte
+	large *[]byte
+}
+
+// next is the buffer for the next read, given what the last one brought
+// (n of a buffer of size).
+func (t *trickle) next(n, size int) []byte {
+	switch {
+	case t.large == nil && n == size && size > 0:
+		t.large = streamBufs.Get().(*[]byte)
+	case t.large != nil && n < size:
+		t.release()
+	}
+	if t.large != nil {
+		return *t.large
+	}
+	if t.small == nil {
+		t.small = make([]byte, trickleBuf)
+	}
+	return t.small
+}
+
+func (t *trickle) release() {
+	if t.large != nil {
+		streamBufs.Put(t.large)
+		t.large = nil
+	}
+}
+
+// copyTrickle copies src to dst until either ends.
+func copyTrickle(dst io.Writer, src io.Reader) {
+	var t trickle
+	defer t.release()
+	buf := t.next(0, 0)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+		buf = t.next(n, len(buf))
+	}
 }
 
 // wsPipe is a websocket passed through. The edge follows the frames the
@@ -227,9 +286,12 @@ var closeGoingAway = []byte{0x88, 0x02, 0x03, 0xe9}
 
 // down copies the sandbox's frames to the client.
 func (p *wsPipe) down(r io.Reader) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(buf)
+	var t trickle
+	defer t.release()
+	buf := t.next(0, 0)
+	for n := 0; ; buf = t.next(n, len(buf)) {
+		var err error
+		n, err = r.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
 			if p.said {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // batchConn lets the SSH packets of many channels share a write. The SSH
@@ -22,6 +23,10 @@ type batchConn struct {
 	queued []byte
 	spare  []byte
 	err    error
+	// writing: a write is under way (inline or the writer's); lastWrite
+	// is when the last one ended.
+	writing   bool
+	lastWrite time.Time
 
 	raw syscall.RawConn // for quick ACKs; nil where the conn is not TCP
 
@@ -53,16 +58,41 @@ func (b *batchConn) Write(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
+	if !b.writing && len(b.queued) == 0 && time.Since(b.lastWrite) > idleWrite {
+		// An idle connection: write at once rather than wake the writer
+		// (a goroutine handoff, a futex wake, on every request at a
+		// modest rate). Under load writes come closer than idleWrite and
+		// batch.
+		b.writing = true
+		b.mu.Unlock()
+		_, err := b.Conn.Write(p)
+		b.mu.Lock()
+		b.writing, b.lastWrite = false, time.Now()
+		if err != nil {
+			b.fail(err)
+			return 0, err
+		}
+		if len(b.queued) > 0 {
+			b.more.Signal()
+		}
+		return len(p), nil
+	}
 	b.queued = append(b.queued, p...)
-	b.more.Signal()
+	if !b.writing {
+		b.more.Signal()
+	}
 	return len(p), nil
 }
+
+// idleWrite is how long a connection goes without a write to count as
+// idle, when a write goes out inline.
+const idleWrite = 200 * time.Microsecond
 
 func (b *batchConn) writer() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for {
-		for len(b.queued) == 0 && b.err == nil {
+		for (len(b.queued) == 0 || b.writing) && b.err == nil {
 			b.more.Wait()
 		}
 		if b.err != nil {
@@ -71,9 +101,11 @@ func (b *batchConn) writer() {
 		out := b.queued
 		b.queued, b.spare = b.spare[:0], nil
 		b.room.Broadcast()
+		b.writing = true
 		b.mu.Unlock()
 		_, err := b.Conn.Write(out)
 		b.mu.Lock()
+		b.writing, b.lastWrite = false, time.Now()
 		if cap(out) <= 4*maxQueued {
 			b.spare = out[:0]
 		}

@@ -84,8 +84,9 @@ type deadlineConn struct {
 	// reader goroutine from now on. Until then they happen in place.
 	viaReader atomic.Bool
 	readOnce  sync.Once
-	chunks    chan []byte
-	readErr   error // set before chunks is closed
+	chunks    chan chunk
+	readErr   error   // set before chunks is closed
+	cur       *[]byte // the chunk left is in, back to its pool once read
 	left      []byte
 	rd, wd    *deadline
 
@@ -95,20 +96,58 @@ type deadlineConn struct {
 }
 
 func newDeadlineConn(c net.Conn, onClose func(), ended func() bool) *deadlineConn {
-	return &deadlineConn{Conn: c, onClose: onClose, ended: ended, chunks: make(chan []byte, 4), rd: newDeadline(), wd: newDeadline(), closed: make(chan struct{})}
+	return &deadlineConn{Conn: c, onClose: onClose, ended: ended, chunks: make(chan chunk, 4), rd: newDeadline(), wd: newDeadline(), closed: make(chan struct{})}
+}
+
+// Chunk buffers come from two pools: a small one while the channel
+// trickles (an idle websocket's reader waits holding only that) and a
+// large one once a read fills the small one (a download); the reader
+// moves between them by what the last read brought. A chunk goes back to
+// its pool once Read has copied all of it out.
+const (
+	smallChunk = 2 << 10
+	largeChunk = 32 << 10
+)
+
+var (
+	smallChunks = sync.Pool{New: func() any { b := make([]byte, smallChunk); return &b }}
+	largeChunks = sync.Pool{New: func() any { b := make([]byte, largeChunk); return &b }}
+)
+
+func putChunk(b *[]byte) {
+	if cap(*b) == largeChunk {
+		largeChunks.Put(b)
+	} else {
+		smallChunks.Put(b)
+	}
+}
+
+type chunk struct {
+	buf *[]byte // the pooled buffer
+	n   int
 }
 
 func (c *deadlineConn) reader() {
 	defer close(c.chunks)
+	large := false
 	for {
-		buf := make([]byte, 32<<10)
-		n, err := c.readChannel(buf)
+		var buf *[]byte
+		if large {
+			buf = largeChunks.Get().(*[]byte)
+		} else {
+			buf = smallChunks.Get().(*[]byte)
+		}
+		n, err := c.readChannel((*buf)[:cap(*buf)])
+		large = n == cap(*buf)
 		if n > 0 {
 			select {
-			case c.chunks <- buf[:n]:
+			case c.chunks <- chunk{buf, n}:
 			case <-c.closed:
+				putChunk(buf)
 				return
 			}
+		} else {
+			putChunk(buf)
 		}
 		if err != nil {
 			c.readErr = err
@@ -129,11 +168,11 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 			return 0, os.ErrDeadlineExceeded
 		}
 		select {
-		case b, ok := <-c.chunks:
+		case ch, ok := <-c.chunks:
 			if !ok {
 				return 0, c.readErr
 			}
-			c.left = b
+			c.cur, c.left = ch.buf, (*ch.buf)[:ch.n]
 		case <-c.rd.wait():
 			return 0, os.ErrDeadlineExceeded
 		case <-c.closed:
@@ -142,6 +181,10 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 	}
 	n := copy(p, c.left)
 	c.left = c.left[n:]
+	if len(c.left) == 0 {
+		putChunk(c.cur)
+		c.cur, c.left = nil, nil
+	}
 	return n, nil
 }
 

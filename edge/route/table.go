@@ -75,15 +75,15 @@ type Sandbox struct {
 
 // table is one version of the route table.
 type table struct {
-	byHost map[string]*Route
-	byURL  map[string]*Route
+	byHost layer[string, *Route]
+	byURL  layer[string, *Route]
 	// tokenURL maps a viewer token's id to its URL, for deletions, which
 	// carry only the id.
-	tokenURL  map[string]string
-	sandboxes map[string]*Sandbox
+	tokenURL  layer[string, string]
+	sandboxes layer[string, *Sandbox]
 	// ports holds the sandbox ports some URL points at (a URL is one
 	// sandbox's port, so one each).
-	ports map[Port]string
+	ports layer[Port, string]
 }
 
 // Port is a port inside a sandbox.
@@ -93,50 +93,64 @@ type Port struct {
 }
 
 func newTable() *table {
-	return &table{byHost: map[string]*Route{}, byURL: map[string]*Route{}, tokenURL: map[string]string{}, sandboxes: map[string]*Sandbox{}, ports: map[Port]string{}}
+	return &table{byHost: newLayer[string, *Route](), byURL: newLayer[string, *Route](), tokenURL: newLayer[string, string](),
+		sandboxes: newLayer[string, *Sandbox](), ports: newLayer[Port, string]()}
 }
 
-// clone copies the maps (not the routes, which are immutable).
+// clone is a new version of the table (the routes, immutable, are
+// shared; so are the maps' bases, see layer).
 func (t *table) clone() *table {
-	return &table{byHost: maps.Clone(t.byHost), byURL: maps.Clone(t.byURL), tokenURL: maps.Clone(t.tokenURL), sandboxes: maps.Clone(t.sandboxes), ports: maps.Clone(t.ports)}
+	return &table{byHost: t.byHost.clone(), byURL: t.byURL.clone(), tokenURL: t.tokenURL.clone(), sandboxes: t.sandboxes.clone(), ports: t.ports.clone()}
+}
+
+// heavy reports whether some map's changes have grown enough to flatten.
+func (t *table) heavy() bool {
+	return t.byHost.heavy() || t.byURL.heavy() || t.tokenURL.heavy() || t.sandboxes.heavy() || t.ports.heavy()
+}
+
+// flat is the same table with every map flattened.
+func (t *table) flat() *table {
+	return &table{byHost: t.byHost.flat(), byURL: t.byURL.flat(), tokenURL: t.tokenURL.flat(), sandboxes: t.sandboxes.flat(), ports: t.ports.flat()}
 }
 
 func (t *table) putURL(u *store.URL) {
-	old := t.byURL[u.ID]
+	old := t.byURL.at(u.ID)
 	r := NewRoute(u, nil, time.Time{})
 	if old != nil {
-		delete(t.byHost, old.Host) // a renamed URL's old address stops at once
-		delete(t.ports, Port{old.SandboxID, old.Port})
+		t.byHost.del(old.Host) // a renamed URL's old address stops at once
+		t.ports.del(Port{old.SandboxID, old.Port})
 		if !u.Public {
 			r.viewers = old.viewers
 		}
 	}
-	t.byURL[u.ID], t.byHost[u.Hostname] = r, r
-	t.ports[Port{u.SandboxID, u.Port}] = u.ID
+	t.byURL.set(u.ID, r)
+	t.byHost.set(u.Hostname, r)
+	t.ports.set(Port{u.SandboxID, u.Port}, u.ID)
 }
 
 func (t *table) deleteURL(id string) {
-	if old := t.byURL[id]; old != nil {
-		delete(t.byHost, old.Host)
-		delete(t.byURL, id)
-		delete(t.ports, Port{old.SandboxID, old.Port})
+	if old := t.byURL.at(id); old != nil {
+		t.byHost.del(old.Host)
+		t.byURL.del(id)
+		t.ports.del(Port{old.SandboxID, old.Port})
 	}
 }
 
 // withViewers replaces a route by a copy whose viewers edit changed.
 func (t *table) withViewers(urlID string, edit func(map[string]time.Time)) {
-	old := t.byURL[urlID]
+	old := t.byURL.at(urlID)
 	if old == nil {
 		return
 	}
 	r := *old
 	r.viewers = maps.Clone(old.viewers)
 	edit(r.viewers)
-	t.byURL[urlID], t.byHost[r.Host] = &r, &r
+	t.byURL.set(urlID, &r)
+	t.byHost.set(r.Host, &r)
 }
 
 func (t *table) putToken(tok *store.URLToken, now time.Time) {
-	t.tokenURL[tok.ID] = tok.URLID
+	t.tokenURL.set(tok.ID, tok.URLID)
 	t.withViewers(tok.URLID, func(v map[string]time.Time) {
 		if tok.Live(now) {
 			v[tok.Hash] = tok.ExpiresAt
@@ -147,11 +161,11 @@ func (t *table) putToken(tok *store.URLToken, now time.Time) {
 }
 
 func (t *table) deleteToken(id string, hash string) {
-	urlID, ok := t.tokenURL[id]
+	urlID, ok := t.tokenURL.get(id)
 	if !ok {
 		return
 	}
-	delete(t.tokenURL, id)
+	t.tokenURL.del(id)
 	t.withViewers(urlID, func(v map[string]time.Time) {
 		if hash != "" {
 			delete(v, hash)
@@ -161,14 +175,14 @@ func (t *table) deleteToken(id string, hash string) {
 
 func (t *table) putSandbox(sb *store.Sandbox) {
 	if sb.DeletedAt != nil {
-		delete(t.sandboxes, sb.ID)
+		t.sandboxes.del(sb.ID)
 		return
 	}
 	s := &Sandbox{ID: sb.ID, AccountID: sb.AccountID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart}
 	if sb.StartedAt != nil {
 		s.StartedAt = *sb.StartedAt
 	}
-	t.sandboxes[sb.ID] = s
+	t.sandboxes.set(sb.ID, s)
 }
 
 // Options configure a Table.
@@ -240,11 +254,15 @@ func (t *Table) Lookup(host string) *Route {
 	if label == "" {
 		return nil
 	}
-	return t.cur.Load().byHost[label]
+	tb := t.cur.Load()
+	return tb.byHost.at(label)
 }
 
 // Sandbox gives what the table knows of a sandbox, or nil.
-func (t *Table) Sandbox(id string) *Sandbox { return t.cur.Load().sandboxes[id] }
+func (t *Table) Sandbox(id string) *Sandbox {
+	tb := t.cur.Load()
+	return tb.sandboxes.at(id)
+}
 
 // Running reports whether a sandbox runs, and since when (its current
 // run: a session made before it belongs to an earlier run).
@@ -259,7 +277,8 @@ func (t *Table) Running(id string) (since time.Time, ok bool) {
 // RunningIn lists an account's running sandboxes (for its wall).
 func (t *Table) RunningIn(accountID string) []Sandbox {
 	var out []Sandbox
-	for _, sb := range t.cur.Load().sandboxes {
+	tb := t.cur.Load()
+	for _, sb := range tb.sandboxes.all() {
 		if sb.AccountID == accountID && sb.State == store.StateRunning {
 			out = append(out, *sb)
 		}
@@ -269,7 +288,8 @@ func (t *Table) RunningIn(accountID string) []Sandbox {
 
 // Serves reports whether some route still points at a sandbox's port.
 func (t *Table) Serves(p Port) bool {
-	_, ok := t.cur.Load().ports[p]
+	tb := t.cur.Load()
+	_, ok := tb.ports.get(p)
 	return ok
 }
 
@@ -290,7 +310,8 @@ func (t *Table) Owner(name string) (string, error) {
 		if v.Kind == ViewWall {
 			// An account the table knows: it has a sandbox. (Walls are
 			// rare next to requests; the scan is for certificates only.)
-			for _, sb := range t.cur.Load().sandboxes {
+			tb := t.cur.Load()
+			for _, sb := range tb.sandboxes.all() {
 				if sb.AccountID == v.ID {
 					return v.ID, nil
 				}
@@ -311,7 +332,7 @@ func (t *Table) Owner(name string) (string, error) {
 
 func (t *Table) publish(tb *table) {
 	t.cur.Store(tb)
-	t.routes.Set(float64(len(tb.byURL)))
+	t.routes.Set(float64(tb.byURL.len()))
 }
 
 // load reads every URL, token and sandbox and publishes a fresh table;
@@ -346,7 +367,7 @@ func (t *Table) load(ctx context.Context) (int64, error) {
 	for i := range sbs {
 		tb.putSandbox(&sbs[i])
 	}
-	t.publish(tb)
+	t.publish(tb.flat())
 	return head, nil
 }
 
@@ -399,6 +420,10 @@ func (t *Table) follow(ctx context.Context) error {
 			t.apply(tb, more)
 		}
 		t.publish(tb)
+		if tb.heavy() {
+			// After the change is out: the next one waits for this.
+			t.publish(tb.flat())
+		}
 	}
 }
 
@@ -420,7 +445,7 @@ func (t *Table) apply(tb *table, c store.Change) {
 		}
 	case store.KindSandbox:
 		if c.Deleted {
-			delete(tb.sandboxes, c.ID)
+			tb.sandboxes.del(c.ID)
 		} else {
 			tb.putSandbox(c.Sandbox)
 		}

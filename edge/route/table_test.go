@@ -14,7 +14,7 @@ func tableWith(n int) *Table {
 		t.putURL(&store.URL{ID: fmt.Sprint("url_", i), Hostname: fmt.Sprintf("box-%d-abcdef", i), SandboxID: "sbx_1", Port: 3000 + i%1000})
 	}
 	rs := &Table{o: Options{Domain: "froog.test", Now: time.Now}}
-	rs.cur.Store(t)
+	rs.cur.Store(t.flat())
 	return rs
 }
 
@@ -33,15 +33,15 @@ func TestTableRename(t *testing.T) {
 	tb.putURL(&store.URL{ID: "u1", Hostname: "old", TokenHash: "h"})
 	tb.putToken(&store.URLToken{ID: "t1", URLID: "u1", Hash: "v", ExpiresAt: time.Now().Add(time.Hour)}, time.Now())
 	tb.putURL(&store.URL{ID: "u1", Hostname: "new", TokenHash: "h2"})
-	if tb.byHost["old"] != nil || tb.byHost["new"] == nil || tb.byHost["new"].viewers["v"].IsZero() {
+	if tb.byHost.at("old") != nil || tb.byHost.at("new") == nil || tb.byHost.at("new").viewers["v"].IsZero() {
 		t.Fatalf("after a rename: %+v", tb.byHost)
 	}
 	tb.putURL(&store.URL{ID: "u1", Hostname: "new", Public: true})
-	if len(tb.byHost["new"].viewers) != 0 {
+	if len(tb.byHost.at("new").viewers) != 0 {
 		t.Fatal("a public URL kept its viewer tokens")
 	}
 	tb.deleteURL("u1")
-	if len(tb.byHost) != 0 || len(tb.byURL) != 0 {
+	if tb.byHost.len() != 0 || tb.byURL.len() != 0 {
 		t.Fatal("a deleted URL stayed")
 	}
 }

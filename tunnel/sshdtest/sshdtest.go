@@ -89,6 +89,14 @@ LogLevel ERROR
 // root with the private key pemKey, and returns the local address.
 func (s *Server) Forward(tb testing.TB, pemKey []byte, target string) string {
 	tb.Helper()
+	addr, _ := s.ForwardProcess(tb, pemKey, target)
+	return addr
+}
+
+// ForwardProcess is Forward that also gives the ssh client's process id,
+// for a benchmark that accounts its CPU time.
+func (s *Server) ForwardProcess(tb testing.TB, pemKey []byte, target string) (string, int) {
+	tb.Helper()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		tb.Skip("OpenSSH's ssh is not installed (deploy/testdeps.sh installs openssh-client)")
 	}
@@ -107,7 +115,7 @@ func (s *Server) Forward(tb testing.TB, pemKey []byte, target string) string {
 	}
 	tb.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	wait.For(tb, 10*time.Second, "ssh -L listens", func() bool { return listens(local) })
-	return local
+	return local, cmd.Process.Pid
 }
 
 func listens(addr string) bool {
