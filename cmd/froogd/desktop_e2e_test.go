@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -218,7 +219,9 @@ func rfbPixel(t *testing.T, r io.Reader, ws *websocket.Conn) (uint8, uint8, uint
 // The wall through the real binary: a wall link is exchanged on the
 // account's wall host; its event stream lists the running sandboxes and
 // tiles come with pictures of their desktops (started by the wall); a
-// sandbox that starts appears.
+// sandbox that starts appears, one that is stopped goes, and one on the
+// wall still stops at its own auto-stop deadline (the wall never
+// extends it).
 func TestWallThroughTheEdge(t *testing.T) {
 	if _, err := exec.LookPath("Xvnc"); err != nil {
 		t.Skip("Xvnc is not installed (deploy/testdeps.sh installs it)")
@@ -229,8 +232,14 @@ func TestWallThroughTheEdge(t *testing.T) {
 	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
 	t.Cleanup(func() {
+		// The test stops both; one it did not reach may still run its
+		// desktop, which a stop ends (whatever the answer).
 		for _, n := range []string{"w1", "w2"} {
-			c.call("POST", "/v1/sandboxes/"+n+"/exec", `{"command": "froog-desktop stop"}`, 200, nil)
+			req, _ := http.NewRequest("POST", c.base+"/v1/sandboxes/"+n+"/stop", nil)
+			req.Header.Set("Authorization", "Bearer "+c.key)
+			if res, err := http.DefaultClient.Do(req); err == nil {
+				res.Body.Close()
+			}
 		}
 	})
 	c.call("POST", "/v1/sandboxes", `{"name": "w1"}`, 202, nil)
@@ -316,7 +325,60 @@ func TestWallThroughTheEdge(t *testing.T) {
 	if pic.StatusCode != 200 || len(jpg) < 100 || !bytes.HasPrefix(jpg, []byte{0xff, 0xd8}) {
 		t.Fatalf("w1's tile: %d, %d bytes", pic.StatusCode, len(jpg))
 	}
-	// A sandbox that starts appears on the open wall.
-	c.call("POST", "/v1/sandboxes", `{"name": "w2"}`, 202, nil)
+	// A sandbox that starts appears on the open wall: w2, with a 25 s
+	// auto-stop timer, which the wall showing it must not extend.
+	c.call("POST", "/v1/sandboxes", `{"name": "w2", "ttl_secs": 25}`, 202, nil)
+	runs(t, c, "w2")
+	ran := time.Now()
+	var w2 struct {
+		ID         string
+		AutoStopAt time.Time `json:"auto_stop_at"`
+	}
+	c.call("GET", "/v1/sandboxes/w2", "", 200, &w2)
 	until(`"name":"w2"`)
+	t.Logf("w2 on the wall %v after it was seen running", time.Since(ran).Round(time.Millisecond))
+	until(`"id":"` + w2.ID + `","v":`) // its tile has a picture: the wall holds its desktop
+	// sandboxesEvent waits for a list of the running sandboxes and says
+	// whether it names name.
+	sandboxesEvent := func() string {
+		t.Helper()
+		for {
+			ev := until("event: sandboxes")
+			if i := strings.Index(ev, "data: "); i >= 0 {
+				return ev[i:]
+			}
+		}
+	}
+	// A stopped sandbox disappears.
+	c.call("POST", "/v1/sandboxes/w1/stop", "", 202, nil)
+	for ev := sandboxesEvent(); strings.Contains(ev, `"name":"w1"`); ev = sandboxesEvent() {
+	}
+	// w2 stops at its own deadline while the wall shows it, and goes.
+	for ev := sandboxesEvent(); strings.Contains(ev, `"name":"w2"`); ev = sandboxesEvent() {
+	}
+	var got struct {
+		DesiredState string    `json:"desired_state"`
+		AutoStopAt   time.Time `json:"auto_stop_at"`
+	}
+	c.call("GET", "/v1/sandboxes/w2", "", 200, &got)
+	if got.DesiredState != "stopped" {
+		t.Errorf("w2 left the wall but wants %q", got.DesiredState)
+	}
+	if !got.AutoStopAt.IsZero() && !got.AutoStopAt.Equal(w2.AutoStopAt) {
+		t.Errorf("w2's auto-stop moved from %v to %v while on the wall", w2.AutoStopAt, got.AutoStopAt)
+	}
+	var audit struct {
+		Events []struct{ Action, Actor, Target string }
+	}
+	c.call("GET", "/v1/audit", "", 200, &audit)
+	var stops []string
+	for _, e := range audit.Events {
+		if e.Target == "w2" && e.Action == "sandbox.stop" {
+			stops = append(stops, e.Actor)
+		}
+	}
+	if !slices.Equal(stops, []string{"auto-stop"}) {
+		t.Errorf("w2's stops: %q, want one by its auto-stop timer", stops)
+	}
+	t.Logf("w2 left the wall %v after it was seen running (its timer: 25 s)", time.Since(ran).Round(time.Millisecond))
 }
