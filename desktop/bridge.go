@@ -54,7 +54,10 @@ type bridge struct {
 	startedAt time.Time
 }
 
-func (s *Server) websocket(w http.ResponseWriter, r *http.Request, v View) {
+// websocket serves a viewer's websocket with serve: the VNC bridge
+// (upgrader) or the fast stream (streamUpgrader, serveSelkies). Both check
+// the session the same way and take their bridge's settings from it.
+func (s *Server) websocket(w http.ResponseWriter, r *http.Request, v View, up *websocket.Upgrader, serve func(*bridge, context.Context)) {
 	if !websocket.IsWebSocketUpgrade(r) {
 		http.Error(w, "websocket only", http.StatusBadRequest)
 		return
@@ -68,7 +71,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, v View) {
 		s.writeRefusal(w, r, v, err)
 		return
 	}
-	ws, err := upgrader.Upgrade(w, r, nil)
+	ws, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader answered
 	}
@@ -80,7 +83,7 @@ func (s *Server) websocket(w http.ResponseWriter, r *http.Request, v View) {
 		return
 	}
 	defer s.untrack(b)
-	b.serve(ctx)
+	serve(b, ctx)
 }
 
 // serve starts the desktop, dials it and copies both ways until one side

@@ -234,9 +234,9 @@ func (s *Server) ServeView(w http.ResponseWriter, r *http.Request, v View) {
 		s.session(w, r, v)
 	case v.Kind == KindWall && s.serveWall(w, r, v):
 	case p == PathWebsocket && v.Kind != KindWall:
-		s.websocket(w, r, v)
+		s.websocket(w, r, v, &upgrader, (*bridge).serve)
 	case p == PathStream && v.Kind != KindWall:
-		s.selkiesWebsocket(w, r, v)
+		s.websocket(w, r, v, &streamUpgrader, (*bridge).serveSelkies)
 	case len(p) > len(PathAssets) && p[:len(PathAssets)] == PathAssets:
 		s.asset(w, r)
 	case len(p) > len(PathError) && p[:len(PathError)] == PathError:

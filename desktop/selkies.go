@@ -137,40 +137,6 @@ func selkiesTokenTable(master string) []byte {
 	return b
 }
 
-// selkiesWebsocket serves PathStream: the session is checked as for VNC,
-// the desktop started with Selkies, and the viewer's websocket joined to
-// Selkies' /api/websockets with the token of the session's role. Where
-// there is no Selkies the websocket closes with closeNoStream, and the
-// page uses VNC.
-func (s *Server) selkiesWebsocket(w http.ResponseWriter, r *http.Request, v View) {
-	if !websocket.IsWebSocketUpgrade(r) {
-		http.Error(w, "websocket only", http.StatusBadRequest)
-		return
-	}
-	if !sameOrigin(r) {
-		s.writeRefusal(w, r, v, refuse(CodeNoSession, errors.New("websocket from another origin")))
-		return
-	}
-	sess, err := s.cookieSession(r, v)
-	if err != nil {
-		s.writeRefusal(w, r, v, err)
-		return
-	}
-	ws, err := streamUpgrader.Upgrade(w, r, nil)
-	if err != nil {
-		return // the upgrader answered
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	b := &bridge{s: s, view: v, viewOnly: sess.ViewOnly || r.URL.Query().Get("viewonly") == "1",
-		run: sess.Run, ws: ws, cancel: cancel, startedAt: time.Now()}
-	if !s.track(b) {
-		b.stop(websocketGoingAway, "edge shutting down")
-		return
-	}
-	defer s.untrack(b)
-	b.serveSelkies(ctx)
-}
-
 // streamUpgrader is the viewer side of the stream: no permessage-deflate
 // (H.264 and JPEG do not shrink, and deflate costs CPU per viewer), no
 // subprotocol.

@@ -306,10 +306,11 @@ type fakeStreamStarter struct {
 	masters     []string
 }
 
-func (f *fakeStreamStarter) StartStream(_ context.Context, sandboxID, kind, _, master string) (Stream, error) {
+func (f *fakeStreamStarter) StartStream(_ context.Context, sandboxID, kind, profile, master string) (Stream, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
+	f.profiles = append(f.profiles, profile)
 	f.masters = append(f.masters, master)
 	return Stream{VNCPort: f.port, SelkiesPort: f.selkiesPort}, f.err
 }

@@ -369,3 +369,24 @@ func TestStreamWrongMaster(t *testing.T) {
 		t.Errorf("provisioned %d, refused %d, websockets %d; want 0, 1, 0", p, bad, conns)
 	}
 }
+
+// The stream starts a browser view with its link's profile, as VNC does.
+func TestStreamBrowserProfile(t *testing.T) {
+	v := View{Kind: KindBrowser, SandboxID: sbxA}
+	fake := newFakeSelkies(t, SelkiesMaster(testKey, v.SandboxID, v.Kind), fakeGreen)
+	h, ss := newStreamHarness(t, v, 1, fake.port())
+	tok := "dt_" + strings.Repeat("s", 21)
+	h.links.add(tok, Link{SandboxID: sbxA, Kind: KindBrowser, Profile: "/home/u/work", ExpiresAt: h.clock().Add(time.Minute)})
+	_, cookie := h.exchange(tok, false)
+	ws, _, err := h.dialStream(cookie, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	wait.Until(10*time.Second, func() bool { ss.mu.Lock(); defer ss.mu.Unlock(); return len(ss.profiles) > 0 })
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if !slices.Equal(ss.profiles, []string{"/home/u/work"}) {
+		t.Errorf("the stream's starter was asked for profiles %q, want the link's", ss.profiles)
+	}
+}
