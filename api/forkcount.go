@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,64 +59,38 @@ func (s *Server) forkSnapshot(ctx context.Context, src *store.Sandbox, ref *stri
 // limit), the ones made before it are deleted again and the error says
 // why. An Idempotency-Key covers the whole request, as for create.
 func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, action string, request []byte, proto store.Sandbox, env map[string]string, names []string, detail map[string]string) error {
-	k := keyFrom(r.Context())
-	idemKey := r.Header.Get("Idempotency-Key")
-	if idemKey != "" {
-		sum := sha256.Sum256(request)
-		prev, err := s.store.BeginIdempotent(r.Context(), store.Idempotency{AccountID: k.AccountID, Key: idemKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: proto.CreatedAt})
-		if err != nil {
-			return err
-		}
-		if prev != nil {
-			w.Header().Set("Idempotent-Replayed", "true")
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(prev.Status)
-			w.Write(prev.Body)
-			return nil
-		}
-	}
-	var made []store.Sandbox
-	var err error
-	for _, name := range names {
-		sb := proto
-		sb.ID, sb.Name, sb.Labels = store.NewID("sbx"), name, maps.Clone(proto.Labels)
-		s.sealEnv(&sb, env)
-		var created store.Sandbox
-		created, err = s.store.CreateSandbox(r.Context(), sb, s.audit(r, action, name, maps.Clone(detail)))
-		if errors.Is(err, store.ErrConflict) {
-			err = errorf(http.StatusConflict, "conflict", "a sandbox named %q exists", name)
-		}
-		if err != nil {
-			break
-		}
-		made = append(made, created)
-	}
-	if err != nil {
-		for _, sb := range made {
-			ev := s.audit(r, "sandbox.delete", sb.Name, map[string]string{"reason": "another of the copies asked with it could not be made"})
-			if derr := s.store.DeleteSandbox(context.WithoutCancel(r.Context()), sb.ID, s.now(), ev); derr != nil {
-				err = errors.Join(err, derr)
+	return s.idempotent(w, r, request, proto.CreatedAt, func() ([]byte, error) {
+		var made []store.Sandbox
+		var err error
+		for _, name := range names {
+			sb := proto
+			sb.ID, sb.Name, sb.Labels = store.NewID("sbx"), name, maps.Clone(proto.Labels)
+			s.sealEnv(&sb, env)
+			var created store.Sandbox
+			created, err = s.store.CreateSandbox(r.Context(), sb, s.audit(r, action, name, maps.Clone(detail)))
+			if errors.Is(err, store.ErrConflict) {
+				err = errorf(http.StatusConflict, "conflict", "a sandbox named %q exists", name)
 			}
+			if err != nil {
+				break
+			}
+			made = append(made, created)
 		}
-		if idemKey != "" {
-			s.store.AbandonIdempotent(r.Context(), k.AccountID, idemKey)
+		if err != nil {
+			for _, sb := range made {
+				ev := s.audit(r, "sandbox.delete", sb.Name, map[string]string{"reason": "another of the copies asked with it could not be made"})
+				if derr := s.store.DeleteSandbox(context.WithoutCancel(r.Context()), sb.ID, s.now(), ev); derr != nil {
+					err = errors.Join(err, derr)
+				}
+			}
+			return nil, err
 		}
-		return err
-	}
-	views := make([]sandboxView, len(made))
-	for i := range made {
-		views[i] = viewSandbox(&made[i])
-	}
-	out, _ := json.Marshal(views)
-	if idemKey != "" {
-		if err := s.store.FinishIdempotent(r.Context(), k.AccountID, idemKey, http.StatusAccepted, out); err != nil {
-			return err
+		views := make([]sandboxView, len(made))
+		for i := range made {
+			views[i] = viewSandbox(&made[i])
 		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusAccepted)
-	w.Write(out)
-	return nil
+		return json.Marshal(views)
+	})
 }
 
 // fromSaved makes sb, a new sandbox, start from the saved snapshot

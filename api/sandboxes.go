@@ -324,14 +324,30 @@ func readCreate(r *http.Request, v any, emptyOK bool) ([]byte, error) {
 }
 
 // create stores a new sandbox (a create or a fork) and answers 202 with
-// it; with an Idempotency-Key, a retry of the same request (request says
-// what makes it the same) gets the same answer and creates nothing.
+// it.
 func (s *Server) create(w http.ResponseWriter, r *http.Request, request []byte, sb store.Sandbox, ev *store.AuditEvent) error {
+	return s.idempotent(w, r, request, sb.CreatedAt, func() ([]byte, error) {
+		created, err := s.store.CreateSandbox(r.Context(), sb, ev)
+		if errors.Is(err, store.ErrConflict) {
+			err = errorf(http.StatusConflict, "conflict", "a sandbox named %q exists", sb.Name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(viewSandbox(&created))
+	})
+}
+
+// idempotent answers 202 with what do makes. With an Idempotency-Key, a
+// retry of the same request (request says what makes it the same) gets
+// the same answer and do does not run again; an error is not kept (a
+// retry runs again).
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, request []byte, at time.Time, do func() ([]byte, error)) error {
 	k := keyFrom(r.Context())
 	idemKey := r.Header.Get("Idempotency-Key")
 	if idemKey != "" {
 		sum := sha256.Sum256(request)
-		prev, err := s.store.BeginIdempotent(r.Context(), store.Idempotency{AccountID: k.AccountID, Key: idemKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: sb.CreatedAt})
+		prev, err := s.store.BeginIdempotent(r.Context(), store.Idempotency{AccountID: k.AccountID, Key: idemKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: at})
 		if err != nil {
 			return err
 		}
@@ -343,18 +359,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, request []byte, 
 			return nil
 		}
 	}
-	created, err := s.store.CreateSandbox(r.Context(), sb, ev)
-	if errors.Is(err, store.ErrConflict) {
-		err = errorf(http.StatusConflict, "conflict", "a sandbox named %q exists", sb.Name)
-	}
+	out, err := do()
 	if err != nil {
 		if idemKey != "" {
-			// Errors aren't kept: a retry runs again.
 			s.store.AbandonIdempotent(r.Context(), k.AccountID, idemKey)
 		}
 		return err
 	}
-	out, _ := json.Marshal(viewSandbox(&created))
 	if idemKey != "" {
 		if err := s.store.FinishIdempotent(r.Context(), k.AccountID, idemKey, http.StatusAccepted, out); err != nil {
 			return err
