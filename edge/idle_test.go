@@ -28,9 +28,21 @@ func TestIdleConnClosedQuietly(t *testing.T) {
 	r := newRig(t, embeddedStore(t))
 	r.host("idle-1-kkkkkk", echo(t), true, "")
 	host := "idle-1-kkkkkk." + domain
-	addr, _, _ := r.startEdge(r.st, func(o *edge.Options) { o.ReadHeaderTimeout, o.IdleTimeout = time.Second, time.Second })
-	dial := func(t *testing.T, proto string) *tls.Conn {
-		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: host, NextProtos: []string{proto}})
+	views := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "view") })
+	addr, plain, _ := r.startEdge(r.st, func(o *edge.Options) {
+		o.ReadHeaderTimeout, o.IdleTimeout, o.Views = time.Second, time.Second, views
+	})
+	view := "desktop--0123456789abcdef." + domain
+	// dial connects to the HTTPS listener for sni, or to the plain-HTTP
+	// one when sni is "".
+	dial := func(t *testing.T, sni, proto string) net.Conn {
+		var c net.Conn
+		var err error
+		if sni == "" {
+			c, err = net.Dial("tcp", plain)
+		} else {
+			c, err = tls.Dial("tcp", addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: sni, NextProtos: []string{proto}})
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,28 +64,36 @@ func TestIdleConnClosedQuietly(t *testing.T) {
 		}
 	}
 
-	t.Run("h1 never used", func(t *testing.T) {
-		rest(t, "a connection that sent no request", dial(t, "http/1.1"))
-	})
-	t.Run("h1 keep-alive", func(t *testing.T) {
-		c := dial(t, "http/1.1")
-		br := bufio.NewReader(c)
-		for i := range 2 {
-			fmt.Fprintf(c, "GET /%d HTTP/1.1\r\nHost: %s\r\n\r\n", i, host)
-			res, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatal(err)
+	// Over HTTP/1.1: a URL (fasthttp behind the guard), a view (net/http),
+	// and the plain-HTTP listener's redirects (net/http).
+	for _, tt := range []struct{ name, sni, host string }{
+		{"url", host, host},
+		{"view", view, view},
+		{"redirect", "", host},
+	} {
+		t.Run("h1 "+tt.name+" never used", func(t *testing.T) {
+			rest(t, "a connection that sent no request", dial(t, tt.sni, "http/1.1"))
+		})
+		t.Run("h1 "+tt.name+" keep-alive", func(t *testing.T) {
+			c := dial(t, tt.sni, "http/1.1")
+			br := bufio.NewReader(c)
+			for i := range 2 {
+				fmt.Fprintf(c, "GET /%d HTTP/1.1\r\nHost: %s\r\n\r\n", i, tt.host)
+				res, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode >= 400 || res.Close {
+					t.Fatalf("request %d: %d, close=%v", i, res.StatusCode, res.Close)
+				}
 			}
-			io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			if res.StatusCode != 200 || res.Close {
-				t.Fatalf("request %d: %d, close=%v", i, res.StatusCode, res.Close)
-			}
-		}
-		rest(t, "a keep-alive connection after two requests", br)
-	})
+			rest(t, "a keep-alive connection after two requests", br)
+		})
+	}
 	t.Run("h2", func(t *testing.T) {
-		c := dial(t, "h2")
+		c := dial(t, host, "h2")
 		io.WriteString(c, http2.ClientPreface)
 		fr := http2.NewFramer(c, c)
 		if err := fr.WriteSettings(); err != nil {

@@ -173,6 +173,7 @@ func (s *Server) ServeRedirect(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	srv := &http.Server{
 		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
+		IdleTimeout:       s.o.IdleTimeout, // without it, a keep-alive connection is kept for ever
 		ErrorLog:          discardLog,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if s.o.HTTPChallenge != nil && s.o.HTTPChallenge(w, r) {
