@@ -79,6 +79,10 @@ type Options struct {
 	// ReadHeaderTimeout bounds how long a client may take to send a
 	// request's headers; 0 means 10 s.
 	ReadHeaderTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request (an HTTP/2 connection, with no stream open) before the
+	// edge closes it, quietly (HTTP/2: GOAWAY); 0 means 2 min.
+	IdleTimeout time.Duration
 	// RateLimit is how many requests a second one client address may
 	// send on average, and RateBurst how many at once; 0 means 200 and
 	// 2000, a negative RateLimit turns the limit off.
@@ -153,6 +157,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.ReadHeaderTimeout == 0 {
 		o.ReadHeaderTimeout = 10 * time.Second
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 2 * time.Minute
 	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 30 * time.Second

@@ -3,6 +3,7 @@ package edge
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -45,6 +46,13 @@ type framingConn struct {
 	refuse   *framingError
 	answered bool // the refusal went out: nothing more is written
 	heads    int  // request heads handed to the reader
+
+	// headTimeout bounds a head from its first byte (ReadHeaderTimeout):
+	// the server, handed nothing until the head is whole, cannot. 0: no
+	// bound of the guard's own.
+	headTimeout time.Duration
+	deadline    time.Time // the read deadline the server last set
+	headSince   time.Time // when the first byte of the head being read came
 }
 
 const (
@@ -69,8 +77,9 @@ type framingError struct {
 func (e *framingError) Error() string { return "request refused: " + e.reason }
 
 var (
-	errAmbiguous = &framingError{400, "ambiguous framing"}
-	errHeadLarge = &framingError{431, "request head too large"}
+	errAmbiguous   = &framingError{400, "ambiguous framing"}
+	errHeadLarge   = &framingError{431, "request head too large"}
+	errHeadTimeout = &framingError{408, "request head not sent in time"}
 )
 
 // answer writes the refusal's response, once.
@@ -89,6 +98,24 @@ func (c *framingConn) Write(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	return c.Conn.Write(p)
+}
+
+// SetReadDeadline notes the server's deadline: the guard's own bound on
+// a head (headTimeout) never extends it.
+func (c *framingConn) SetReadDeadline(t time.Time) error {
+	c.deadline = t
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *framingConn) SetDeadline(t time.Time) error {
+	c.deadline = t
+	return c.Conn.SetDeadline(t)
+}
+
+// isTimeout reports whether err is a read deadline's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (c *framingConn) Read(p []byte) (int, error) {
@@ -111,6 +138,16 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		if c.buf == nil {
 			c.buf = make([]byte, 32<<10)
 		}
+		if c.headTimeout > 0 && c.state == stHead && len(c.head) > 0 {
+			// A head began: it has headTimeout to end, however long the
+			// server would wait for it (IdleTimeout), and never longer
+			// than the server would.
+			d := c.headSince.Add(c.headTimeout)
+			if !c.deadline.IsZero() && c.deadline.Before(d) {
+				d = c.deadline
+			}
+			c.Conn.SetReadDeadline(d)
+		}
 		n, err := c.Conn.Read(c.buf)
 		if n > 0 {
 			c.feed(c.buf[:n])
@@ -119,6 +156,18 @@ func (c *framingConn) Read(p []byte) (int, error) {
 			return 0, c.answer()
 		}
 		if len(c.out) == 0 && err != nil {
+			if c.state == stHead && isTimeout(err) {
+				if len(c.head) == 0 {
+					// Between requests, nothing of the next one came:
+					// the connection ends without a byte, which a client
+					// that reused it takes as the cue to retry on a new
+					// one. An answer would be read as the answer to the
+					// request it is sending.
+					return 0, io.EOF
+				}
+				c.refuse = errHeadTimeout // part of a head: its answer
+				return 0, c.answer()
+			}
 			return 0, err
 		}
 	}
@@ -173,6 +222,9 @@ func (c *framingConn) feed(b []byte) {
 			return
 		case stHead:
 			old := len(c.head)
+			if old == 0 {
+				c.headSince = time.Now()
+			}
 			c.head = append(c.head, b...)
 			b = nil
 			from := max(old-3, 0)

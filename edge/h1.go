@@ -35,7 +35,7 @@ func (s *Server) newH1Server() *fasthttp.Server {
 		ErrorHandler:                  s.h1Error,
 		ReadBufferSize:                maxHeader,
 		ReadTimeout:                   s.o.ReadHeaderTimeout, // the body's read deadline is lifted in serveH1
-		IdleTimeout:                   2 * time.Minute,
+		IdleTimeout:                   s.o.IdleTimeout,
 		MaxRequestBodySize:            64 << 10, // larger bodies stream
 		StreamRequestBody:             true,
 		DisableHeaderNamesNormalizing: true,
@@ -52,12 +52,18 @@ type discardLogger struct{}
 
 func (discardLogger) Printf(string, ...any) {}
 
-// h1Error answers a request fasthttp could not read.
+// h1Error answers a request fasthttp could not read. A connection on
+// which nothing of a request came never gets here: the guard ends it
+// quietly (framingConn.Read). A request cut by a read deadline, the
+// start of its body read before the handler runs, is answered 408.
 func (s *Server) h1Error(ctx *fasthttp.RequestCtx, err error) {
 	status := fasthttp.StatusBadRequest
 	var tooBig *fasthttp.ErrSmallBuffer
-	if errors.As(err, &tooBig) {
+	switch {
+	case errors.As(err, &tooBig):
 		status = fasthttp.StatusRequestHeaderFieldsTooLarge
+	case isTimeout(err):
+		status = fasthttp.StatusRequestTimeout
 	}
 	ctx.Response.Reset()
 	ctx.SetStatusCode(status)

@@ -53,7 +53,7 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 	h2srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       s.o.IdleTimeout,
 		MaxHeaderBytes:    maxHeader,
 		ErrorLog:          discardLog,
 	}
@@ -121,7 +121,7 @@ func (s *Server) handshake(ctx context.Context, c *tls.Conn, h1, h2 *connListene
 			h2.put(c) // views (desktops) are served by net/http over HTTP/1.1 too: websockets
 			return
 		}
-		h1.put(&framingConn{Conn: c})
+		h1.put(&framingConn{Conn: c, headTimeout: s.o.ReadHeaderTimeout})
 	}
 }
 
@@ -173,6 +173,7 @@ func (s *Server) ServeRedirect(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	srv := &http.Server{
 		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
+		IdleTimeout:       s.o.IdleTimeout, // without it, a keep-alive connection is kept for ever
 		ErrorLog:          discardLog,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if s.o.HTTPChallenge != nil && s.o.HTTPChallenge(w, r) {
