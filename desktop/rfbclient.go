@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"image/color"
 	"io"
 )
 
@@ -18,8 +19,8 @@ import (
 //
 // It does not keep the desktop's framebuffer: a tile is the desktop
 // scaled down by averaging (each tile pixel the mean of its block of
-// desktop pixels), so a 1920x1080 desktop costs 480x270x4 bytes, not
-// 8 MB. Raw rectangles are averaged as they stream, ZRLE ones a 64x64
+// desktop pixels), so a 1920x1080 desktop costs a 480x270 picture in
+// 4:2:0 YCbCr (194 KB), not 8 MB. Raw rectangles are averaged as they stream, ZRLE ones a 64x64
 // tile at a time; a tile pixel whose block a rectangle (or a ZRLE tile)
 // covers only in part becomes the mean of the part it covers. Averaging, rather than one source pixel per tile pixel, keeps
 // text a grey line instead of scattered dots: smaller pictures (a screen
@@ -56,7 +57,7 @@ type tileClient struct {
 	w io.Writer
 
 	fbW, fbH int             // the desktop's size
-	pic      *image.RGBA     // the tile: fbW, fbH sampled down
+	pic      *image.YCbCr    // the tile: fbW, fbH averaged down, 4:2:0 as its JPEG is
 	colOf    []int32         // desktop column → the tile column whose block holds it
 	colEnd   []int32         // tile column → the desktop column after its block
 	rowOf    []int32         // desktop row → the tile row whose block holds it
@@ -161,9 +162,9 @@ func (c *tileClient) size(w, h, width int) {
 		th, tw = width, max(1, w*width/h)
 	}
 	c.fbW, c.fbH = w, h
-	c.pic = image.NewRGBA(image.Rect(0, 0, tw, th))
-	for i := 3; i < len(c.pic.Pix); i += 4 {
-		c.pic.Pix[i] = 255
+	c.pic = image.NewYCbCr(image.Rect(0, 0, tw, th), image.YCbCrSubsampleRatio420)
+	for i := range c.pic.Cb { // black
+		c.pic.Cb[i], c.pic.Cr[i] = 128, 128
 	}
 	c.colOf, c.rowOf = blocks(w, tw), blocks(h, th)
 	c.colEnd = make([]int32, tw)
@@ -323,12 +324,16 @@ func (c *tileClient) average(x, y, w, h int, next func(i int) ([]byte, error)) e
 			a[3] += n
 		}
 		if j := c.rowOf[yy]; yy == y+h-1 || c.rowOf[yy+1] != j {
-			line := c.pic.Pix[int(j)*c.pic.Stride+4*int(i0):]
+			// A tile pixel sets its luma and its 2x2 block's chroma (the
+			// last pixel written of a block gives it its colour).
+			pic := c.pic
 			for k := 0; k < len(acc); k += 4 {
-				a, d := acc[k:k+4], line[k:k+3]
-				r, g, b := byte(a[0]/a[3]), byte(a[1]/a[3]), byte(a[2]/a[3])
-				if d[0] != r || d[1] != g || d[2] != b {
-					d[0], d[1], d[2] = r, g, b
+				a := acc[k : k+4 : k+4]
+				lum, cb, cr := color.RGBToYCbCr(byte(a[0]/a[3]), byte(a[1]/a[3]), byte(a[2]/a[3]))
+				i := int(i0) + k/4
+				yo, co := int(j)*pic.YStride+i, int(j)/2*pic.CStride+i/2
+				if pic.Y[yo] != lum || pic.Cb[co] != cb || pic.Cr[co] != cr {
+					pic.Y[yo], pic.Cb[co], pic.Cr[co] = lum, cb, cr
 					c.dirty = true
 				}
 			}
