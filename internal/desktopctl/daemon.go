@@ -151,7 +151,7 @@ func (s *supervisor) startX(ctx context.Context) (x *exec.Cmd, xdone chan struct
 		}
 		exited := make(chan struct{})
 		go func() { cmd.Wait(); close(exited) }()
-		if s.ready(ctx, n, exited) {
+		if s.ready(ctx, n, cmd.Process.Pid, exited) {
 			return cmd, exited, n, nil
 		}
 		terminate(cmd.Process, exited)
@@ -163,15 +163,24 @@ func (s *supervisor) startX(ctx context.Context) (x *exec.Cmd, xdone chan struct
 	return nil, nil, 0, fmt.Errorf("no display for %s: %d X servers tried from :%d", s.o.Kind, launches, FirstDisplay)
 }
 
-// ready waits until display n's VNC port speaks RFB, and says whether it
-// does before its server exits, ctx ends or half of startTimeout passes.
-func (s *supervisor) ready(ctx context.Context, n int, exited <-chan struct{}) bool {
+// ready waits until display n's VNC port speaks RFB from the socket of
+// process pid (the Xvnc just started), and says whether it does before
+// that server exits, ctx ends or half of startTimeout passes. An RFB
+// server on the port that is not pid's is another's (a supervisor that
+// won the race for the display): this one must not take it for its own,
+// or its sandbox's tiles and viewers would show another's screen.
+func (s *supervisor) ready(ctx context.Context, n, pid int, exited <-chan struct{}) bool {
 	deadline := time.NewTimer(startTimeout / 2)
 	defer deadline.Stop()
 	for {
 		if probeRFB(VNCBase+n) == nil {
+			mine, err := listensOn(pid, VNCBase+n)
+			if !mine {
+				s.log.Warn("another server has the display's VNC port", "display", n, "port", VNCBase+n, "err", fmt.Sprint(err))
+				return false
+			}
 			select {
-			case <-exited: // someone else's server on that port
+			case <-exited:
 				return false
 			default:
 				return true
