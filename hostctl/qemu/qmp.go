@@ -70,6 +70,11 @@ func (m *monitor) Connect() error {
 	if m.conn != nil {
 		return errors.New("qmp: the monitor is connected already")
 	}
+	select {
+	case <-m.closed:
+		return errors.New("qmp: the monitor was disconnected")
+	default:
+	}
 	conn, err := net.DialTimeout("unix", m.socket, m.timeout)
 	if err != nil {
 		return err
