@@ -22,13 +22,8 @@ func (d *Driver) backup(ctx context.Context, id, job, to string) error {
 		return errors.New("the monitor does not answer")
 	}
 	defer vm.close()
-	var blocks []struct {
-		Device   string `json:"device"`
-		Inserted *struct {
-			File string `json:"file"`
-		} `json:"inserted"`
-	}
-	if err := vm.run(ctx, "query-block", nil, &blocks); err != nil {
+	blocks, err := vm.api(ctx).QueryBlock()
+	if err != nil {
 		return err
 	}
 	disk, device := d.file(id, "disk.qcow2"), ""
@@ -42,7 +37,12 @@ func (d *Driver) backup(ctx context.Context, id, job, to string) error {
 	}
 	tmp := to + ".new"
 	os.Remove(tmp)
-	err := vm.run(ctx, "drive-backup", map[string]any{"job-id": job, "device": device, "target": tmp, "sync": "top",
+	// drive-backup, query-jobs, job-dismiss and job-cancel as raw JSON:
+	// go-qemu's generated DriveBackup has no auto-dismiss (the job must
+	// stay until we have read its result), and its API has no job-*
+	// commands nor query-jobs (only the older block-job ones, which lose a
+	// failed job's error once it ends).
+	err = vm.run(ctx, "drive-backup", map[string]any{"job-id": job, "device": device, "target": tmp, "sync": "top",
 		"mode": "absolute-paths", "format": "qcow2", "auto-dismiss": false}, nil)
 	if err == nil {
 		err = vm.jobDone(ctx, job)

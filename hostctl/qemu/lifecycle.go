@@ -76,7 +76,7 @@ func (d *Driver) start(ctx context.Context, sb *store.Sandbox, keys []string) (h
 			return hostctl.Endpoint{}, "", err
 		}
 		if st == "paused" {
-			if err := vm.run(ctx, "cont", nil, nil); err != nil {
+			if err := vm.api(ctx).Cont(); err != nil {
 				return hostctl.Endpoint{}, "", err
 			}
 		}
@@ -211,7 +211,7 @@ func (d *Driver) Fork(ctx context.Context, src, dst *store.Sandbox) error {
 			}
 			defer func() {
 				if vm := d.attach(src.ID); vm != nil {
-					vm.run(context.WithoutCancel(ctx), "cont", nil, nil)
+					vm.api(context.WithoutCancel(ctx)).Cont()
 					vm.close()
 				}
 			}()
@@ -242,7 +242,7 @@ func (d *Driver) pause(ctx context.Context, id string) error {
 		return err
 	}
 	d.syncGuest(ctx, id)
-	return vm.run(ctx, "stop", nil, nil)
+	return vm.api(ctx).Stop()
 }
 
 // Stop ends the VM and forgets its saved memory; its disk stays for the
@@ -259,7 +259,7 @@ func (d *Driver) Stop(ctx context.Context, sb *store.Sandbox) error {
 func (d *Driver) stopLocked(ctx context.Context, id string) error {
 	if vm := d.attach(id); vm != nil {
 		// quit ends QEMU after flushing what it holds of the disk.
-		err := vm.run(ctx, "quit", nil, nil)
+		err := vm.api(ctx).Quit()
 		vm.close()
 		for deadline := time.Now().Add(10 * time.Second); d.alive(id) && time.Now().Before(deadline); {
 			time.Sleep(50 * time.Millisecond)

@@ -66,7 +66,7 @@ func (d *Driver) Snapshot(ctx context.Context, sb *store.Sandbox, id string) (in
 			}
 			defer func() {
 				if vm := d.attach(sb.ID); vm != nil {
-					vm.run(context.WithoutCancel(ctx), "cont", nil, nil)
+					vm.api(context.WithoutCancel(ctx)).Cont()
 					vm.close()
 				}
 			}()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/digitalocean/go-qemu/qmp/raw"
+
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/store"
 )
@@ -36,10 +38,8 @@ func (d *Driver) Save(ctx context.Context, sb *store.Sandbox) error {
 		return err
 	}
 	// The accelerator the VM really runs with: the restore must use it.
-	var kvm struct {
-		Enabled bool `json:"enabled"`
-	}
-	if err := vm.run(ctx, "query-kvm", nil, &kvm); err != nil {
+	kvm, err := vm.api(ctx).QueryKVM()
+	if err != nil {
 		vm.close()
 		return err
 	}
@@ -50,7 +50,7 @@ func (d *Driver) Save(ctx context.Context, sb *store.Sandbox) error {
 	}
 	machine := machine{Accel: map[bool]string{true: "kvm", false: "tcg"}[kvm.Enabled], Size: size}
 	tmp := d.file(sb.ID, memoryFile+".new")
-	err = vm.run(ctx, "migrate", map[string]any{"uri": "exec:cat > " + shellQuote(tmp)}, nil)
+	err = vm.api(ctx).Migrate("exec:cat > "+shellQuote(tmp), nil, nil, nil)
 	if err == nil {
 		err = vm.migrated(ctx)
 	}
@@ -113,7 +113,7 @@ func (d *Driver) incoming(ctx context.Context, id string) error {
 		return errors.New("the monitor does not answer")
 	}
 	defer vm.close()
-	if err := vm.run(ctx, "migrate-incoming", map[string]any{"uri": "exec:cat " + shellQuote(d.file(id, memoryFile))}, nil); err != nil {
+	if err := vm.api(ctx).MigrateIncoming("exec:cat " + shellQuote(d.file(id, memoryFile))); err != nil {
 		return err
 	}
 	for {
@@ -124,7 +124,7 @@ func (d *Driver) incoming(ctx context.Context, id string) error {
 		switch st {
 		case "inmigrate":
 		case "paused":
-			return vm.run(ctx, "cont", nil, nil)
+			return vm.api(ctx).Cont()
 		case "running":
 			return nil
 		default:
@@ -168,18 +168,21 @@ func (d *Driver) forgetMemory(id string) {
 // migrated waits until an outgoing migration ends.
 func (m *monitor) migrated(ctx context.Context) error {
 	for {
-		var st struct {
-			Status    string `json:"status"`
-			ErrorDesc string `json:"error-desc"`
-		}
-		if err := m.run(ctx, "query-migrate", nil, &st); err != nil {
+		st, err := m.api(ctx).QueryMigrate()
+		if err != nil {
 			return err
 		}
-		switch st.Status {
-		case "completed":
-			return nil
-		case "failed", "cancelled":
-			return fmt.Errorf("migration %s: %s", st.Status, st.ErrorDesc)
+		if st.Status != nil {
+			switch *st.Status {
+			case raw.MigrationStatusCompleted:
+				return nil
+			case raw.MigrationStatusFailed, raw.MigrationStatusCancelled:
+				desc := ""
+				if st.ErrorDesc != nil {
+					desc = *st.ErrorDesc
+				}
+				return fmt.Errorf("migration %s: %s", *st.Status, desc)
+			}
 		}
 		select {
 		case <-ctx.Done():
