@@ -3,6 +3,7 @@ package desktop
 import (
 	"bytes"
 	"context"
+	"froog.tech/froog/internal/browser"
 	"image/color"
 	"image/png"
 	"os"
@@ -52,6 +53,7 @@ func TestViewerStreamChromium(t *testing.T) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(800, 500), chromedp.UserDataDir(t.TempDir()))
+	browser.Watching(t)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancel()
 	master := SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"froog.tech/froog/internal/browser"
 	"image/color"
 	"io"
 	"net"
@@ -205,6 +206,7 @@ func TestViewerStreamX264Chromium(t *testing.T) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(800, 500), chromedp.UserDataDir(t.TempDir()))
+	browser.Watching(t)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancel()
 	ctx, cancel := chromedp.NewContext(actx)
@@ -287,6 +289,7 @@ func BenchmarkStreamVsVNC(b *testing.B) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(1000, 600), chromedp.UserDataDir(b.TempDir()))
+	browser.Watching(b)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancel()
 	for _, c := range []struct{ name, query, status string }{

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"froog.tech/froog/internal/browser"
 	"image/jpeg"
 	"image/png"
 	"os"
@@ -96,6 +97,7 @@ func TestWallChromium(t *testing.T) {
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("host-resolver-rules", "MAP *.froog.test 127.0.0.1"),
 		chromedp.WindowSize(1200, 700), chromedp.UserDataDir(t.TempDir()))
+	browser.Watching(t)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancel()
 	ctx, cancel := chromedp.NewContext(actx)
@@ -258,6 +260,7 @@ func TestWallFiftyChromium(t *testing.T) {
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("host-resolver-rules", "MAP *.froog.test 127.0.0.1"),
 		chromedp.WindowSize(1600, 1000), chromedp.UserDataDir(t.TempDir()))
+	browser.Watching(t)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancel()
 	ctx, cancel := chromedp.NewContext(actx)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"froog.tech/froog/internal/browser"
 	"image/png"
 	"net"
 	"os"
@@ -133,6 +134,7 @@ func TestViewerChromium(t *testing.T) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(800, 500), chromedp.UserDataDir(t.TempDir()))
+	browser.Watching(t)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancel()
 

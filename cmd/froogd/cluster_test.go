@@ -5,6 +5,7 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
+	"froog.tech/froog/internal/browser"
 	"io"
 	"net"
 	"net/http"
@@ -78,6 +79,7 @@ func newCluster(t *testing.T, nodes ...string) *netCluster {
 		}
 		exec.Command("ip", "link", "del", br).Run()
 	})
+	browser.ChangingNetwork(t) // no Chromium test of another package loads a page meanwhile
 	ipRun(t, "ip", "link", "add", br, "type", "bridge")
 	ipRun(t, "ip", "addr", "add", c.gw+"/24", "dev", br)
 	ipRun(t, "ip", "link", "set", br, "up")

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"froog.tech/froog/internal/browser"
 	"image"
 	"image/png"
 	"io"
@@ -159,6 +160,7 @@ func (e *deskEnv) browser(t *testing.T, w, h int, rules ...string) context.Conte
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("host-resolver-rules", strings.Join(append([]string{"MAP *.froog.test 127.0.0.1:" + port}, rules...), ", ")),
 		chromedp.WindowSize(w, h), chromedp.UserDataDir(t.TempDir()))
+	browser.Watching(t)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
 	ctx, cancel := chromedp.NewContext(actx)

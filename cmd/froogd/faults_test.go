@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"froog.tech/froog/internal/browser"
 	"io"
 	"net/http"
 	"os"
@@ -564,6 +565,7 @@ func TestPartitionEdgeFromSandbox(t *testing.T) {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
+	browser.ChangingNetwork(t) // its veth pair changes the host's network: no Chromium test loads a page meanwhile
 	if err := exec.Command("ip", "netns", "add", ns).Run(); err != nil {
 		t.Skipf("cannot make a network namespace here: %v", err)
 	}

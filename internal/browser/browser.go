@@ -21,6 +21,7 @@ func Chromium(t testing.TB, rules string, args ...string) string {
 	if err != nil {
 		t.Skip("chromium is not installed (deploy/testdeps.sh installs it)")
 	}
+	Watching(t)
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
 		"--user-data-dir=" + t.TempDir(), "--ignore-certificate-errors", "--host-resolver-rules=" + rules}
