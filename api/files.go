@@ -178,6 +178,21 @@ func checkPath(field, p string) error {
 	return nil
 }
 
+// pathQuery checks the request's query, which may hold path and the
+// names in more, and returns it with its path, checked; an absent path is
+// the home folder where it is optional.
+func pathQuery(r *http.Request, optional bool, more ...string) (url.Values, string, error) {
+	q := r.URL.Query()
+	if err := checkQuery(q, append(more, "path")...); err != nil {
+		return nil, "", err
+	}
+	p := q.Get("path")
+	if p == "" && optional {
+		p = "~"
+	}
+	return q, p, checkPath("path", p)
+}
+
 // resolvePath makes p absolute and clean: "~" and relative paths are
 // from home.
 func resolvePath(home, p string) string {
@@ -309,15 +324,8 @@ func viewFile(p string, fi os.FileInfo) fileView {
 
 // GET files?path=P: a file's details, or a folder and its entries.
 func (s *Server) getFiles(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	if err := checkQuery(q, "path"); err != nil {
-		return err
-	}
-	p := q.Get("path")
-	if p == "" {
-		p = "~"
-	}
-	if err := checkPath("path", p); err != nil {
+	_, p, err := pathQuery(r, true)
+	if err != nil {
 		return err
 	}
 	c, err := s.files(r)
@@ -372,12 +380,8 @@ func contentHeaders(h http.Header, name string, size int64, mod time.Time) {
 
 // GET files/content?path=P: the file's bytes.
 func (s *Server) getFileContent(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	if err := checkQuery(q, "path"); err != nil {
-		return err
-	}
-	p := q.Get("path")
-	if err := checkPath("path", p); err != nil {
+	_, p, err := pathQuery(r, false)
+	if err != nil {
 		return err
 	}
 	c, err := s.files(r)
@@ -446,12 +450,8 @@ func (e *exactWriter) Write(p []byte) (int, error) {
 
 // PUT files/content?path=P&mode=755: the body becomes the file.
 func (s *Server) putFileContent(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	if err := checkQuery(q, "path", "mode"); err != nil {
-		return err
-	}
-	p := q.Get("path")
-	if err := checkPath("path", p); err != nil {
+	q, p, err := pathQuery(r, false, "mode")
+	if err != nil {
 		return err
 	}
 	var mode *os.FileMode
@@ -568,12 +568,8 @@ func (s *Server) receiveFile(r *http.Request, c *fileConn, p string, mode *os.Fi
 
 // DELETE files?path=P&recursive=true
 func (s *Server) deleteFiles(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	if err := checkQuery(q, "path", "recursive"); err != nil {
-		return err
-	}
-	p := q.Get("path")
-	if err := checkPath("path", p); err != nil {
+	q, p, err := pathQuery(r, false, "recursive")
+	if err != nil {
 		return err
 	}
 	recursive, err := queryBool(q, "recursive")

@@ -569,15 +569,8 @@ func (l *limitBody) Read(p []byte) (int, error) {
 
 // PUT files/archive?path=DIR: unpack a .tar.gz into DIR, made if missing.
 func (s *Server) putArchive(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	if err := checkQuery(q, "path"); err != nil {
-		return err
-	}
-	p := q.Get("path")
-	if p == "" {
-		p = "~"
-	}
-	if err := checkPath("path", p); err != nil {
+	_, p, err := pathQuery(r, true)
+	if err != nil {
 		return err
 	}
 	if err := s.checkLength(r); err != nil {

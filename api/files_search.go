@@ -88,8 +88,8 @@ func walkFiles(ctx context.Context, c *fileConn, root string, fn func(p string, 
 
 // GET files/search?pattern=*.py&path=~: paths whose name matches a glob.
 func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	if err := checkQuery(q, "pattern", "path"); err != nil {
+	q, p, err := pathQuery(r, true, "pattern")
+	if err != nil {
 		return err
 	}
 	pattern := q.Get("pattern")
@@ -98,13 +98,6 @@ func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) error {
 	}
 	if _, err := path.Match(pattern, ""); err != nil || strings.Contains(pattern, "/") {
 		return invalid("pattern is a glob of a name, such as *.py (no /)")
-	}
-	p := q.Get("path")
-	if p == "" {
-		p = "~"
-	}
-	if err := checkPath("path", p); err != nil {
-		return err
 	}
 	c, err := s.files(r)
 	if err != nil {
@@ -175,8 +168,8 @@ type findMatch struct {
 // over 50 MiB skipped, symlinks not followed; a line is matched on its
 // first 1 MiB.
 func (s *Server) findFiles(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	if err := checkQuery(q, "pattern", "path", "regex"); err != nil {
+	q, p, err := pathQuery(r, true, "pattern", "regex")
+	if err != nil {
 		return err
 	}
 	pattern := q.Get("pattern")
@@ -194,13 +187,6 @@ func (s *Server) findFiles(w http.ResponseWriter, r *http.Request) error {
 			return invalid("pattern is not an extended regular expression: %v", err)
 		}
 		match = re.Match
-	}
-	p := q.Get("path")
-	if p == "" {
-		p = "~"
-	}
-	if err := checkPath("path", p); err != nil {
-		return err
 	}
 	c, err := s.files(r)
 	if err != nil {

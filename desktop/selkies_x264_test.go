@@ -1,15 +1,12 @@
 package desktop
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
-	"froog.tech/froog/internal/browser"
 	"image/color"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,55 +17,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/internal/wait"
 )
-
-// xvncDisplay runs TigerVNC's Xvnc (X server and VNC server in one, as
-// froog-desktop does) with a w×h screen of the given root colour, and
-// returns its X display and VNC port. It skips where Xvnc or xsetroot is
-// missing.
-func xvncDisplay(t testing.TB, w, h int, colour string) (display string, port int) {
-	t.Helper()
-	for _, bin := range []string{"Xvnc", "xsetroot"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s is not installed (deploy/testdeps.sh installs it)", bin)
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	r, wr, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := exec.Command("Xvnc", "-displayfd", "3", "-geometry", fmt.Sprintf("%dx%d", w, h), "-depth", "24",
-		"-rfbport", fmt.Sprint(port), "-interface", "127.0.0.1", "-SecurityTypes", "None", "-AlwaysShared",
-		"-nolisten", "tcp", "-noreset")
-	x.ExtraFiles = []*os.File{wr}
-	if err := x.Start(); err != nil {
-		t.Fatal(err)
-	}
-	wr.Close()
-	t.Cleanup(func() { x.Process.Kill(); x.Wait() })
-	line, err := bufio.NewReader(r).ReadString('\n')
-	r.Close()
-	if err != nil {
-		t.Fatalf("Xvnc did not say its display: %v", err)
-	}
-	display = ":" + strings.TrimSpace(line)
-	paint(t, display, colour)
-	wait.For(t, 20*time.Second, "Xvnc to listen", func() bool {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return display, port
-}
 
 func paint(t testing.TB, display, colour string) {
 	t.Helper()
@@ -195,7 +146,7 @@ func TestViewerStreamX264Chromium(t *testing.T) {
 		t.Skip("chromium is not installed")
 	}
 	orange, cyan := color.RGBA{255, 128, 0, 255}, color.RGBA{0, 200, 200, 255}
-	display, vncPort := xvncDisplay(t, 320, 240, "#ff8000")
+	vncPort, display := xDesktop(t, 320, 240, "#ff8000")
 	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind), orange)
 	fake.w, fake.h = 320, 240
 	x264Source(t, display, 320, 240, 30, fake)
@@ -270,7 +221,7 @@ func BenchmarkStreamVsVNC(b *testing.B) {
 		b.Skip("chromium is not installed")
 	}
 	const w, h, fps = 640, 360, 30
-	display, vncPort := xvncDisplay(b, w, h, "#000000")
+	vncPort, display := xDesktop(b, w, h, "#000000")
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
 		b.Skip("ffmpeg is not installed")
 	}

@@ -36,7 +36,7 @@ func realDesktop(t *testing.T, w, h int) int {
 
 // xDesktop is realDesktop with a root window of the given colour; it
 // also returns the X display, for xsetroot.
-func xDesktop(t *testing.T, w, h int, colour string) (port int, display string) {
+func xDesktop(t testing.TB, w, h int, colour string) (port int, display string) {
 	t.Helper()
 	for _, bin := range []string{"Xvnc", "xsetroot"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -68,9 +68,7 @@ func xDesktop(t *testing.T, w, h int, colour string) (port int, display string) 
 		t.Fatalf("Xvnc did not say its display: %v", err)
 	}
 	display = ":" + strings.TrimSpace(line)
-	if out, err := exec.Command("xsetroot", "-display", display, "-solid", colour).CombinedOutput(); err != nil {
-		t.Fatalf("xsetroot: %v: %s", err, out)
-	}
+	paint(t, display, colour)
 	wait.For(t, 20*time.Second, "Xvnc to listen", func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
