@@ -41,13 +41,12 @@ test: ## install what the tests need, then run every test with the race detector
 	./deploy/testdeps.sh
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...
 
-bench: ## run the benchmarks; the edge against nginx and Caddy, the desktop bridge and the wall land in .bench/
+bench: ## run the benchmarks; the edge against nginx and Caddy, auto-start, desktops, the wall and files land in .bench/
 	./deploy/testdeps.sh --bench
 	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestEdgeBench$$' -v -timeout 30m .
 	FROOG_LOAD=full $(GO) test -count=1 -run '^TestLoad$$' -v -timeout 10m ./cmd/froogd
-	FROOG_BENCH=1 $(GO) test -count=1 -run '^(TestDesktopBench|TestWallBench)$$' -v -timeout 10m ./cmd/froogd
+	FROOG_BENCH=1 $(GO) test -count=1 -run '^(TestDesktopBench|TestWallBench|TestAutoStartBench|TestFilesBenchQEMU)$$' -v -timeout 30m ./cmd/froogd
 	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestFilesBench$$' -v -timeout 10m ./api
-	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestFilesBenchQEMU$$' -v -timeout 20m ./cmd/froogd
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 fuzz: ## run every fuzz target for FUZZTIME each (20s), one at a time; failing inputs land in testdata/fuzz

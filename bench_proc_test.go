@@ -227,9 +227,9 @@ func benchEdgeProcess(t *testing.T) {
 				pprof.StartCPUProfile(prof)
 			}
 			say("ok")
-		case "allocs":
+		case "allocs", "heap": // allocs FILE, heap FILE: a profile of either
 			w, _ := os.Create(f[1])
-			pprof.Lookup("allocs").WriteTo(w, 0)
+			pprof.Lookup(f[0]).WriteTo(w, 0)
 			w.Close()
 			say("ok")
 		case "gc":
@@ -237,7 +237,7 @@ func benchEdgeProcess(t *testing.T) {
 			debug.FreeOSMemory()
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
-			say("ok %d %d", m.HeapInuse, runtime.NumGoroutine())
+			say("ok %d %d %d", m.HeapInuse, runtime.NumGoroutine(), m.StackInuse)
 		case "tunnels": // tunnels PREFIX PORT opens the tunnel of every sandbox named PREFIX*
 			sbs, _ := st.AllSandboxes(ctx)
 			port, _ := strconv.Atoi(f[2])

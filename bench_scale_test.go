@@ -29,9 +29,12 @@ import (
 // certificate (ECDSA P-256 from the same CA).
 func benchScale(t *testing.T, edge *child, out, edgeAddr, nginxAddr string, nginxPids []int, roots *x509.CertPool) map[string]float64 {
 	sc := map[string]float64{}
+	var stack float64 // KiB of goroutine stacks at the last gc
 	gc := func() (rss int, heap float64) {
 		f := edge.do("gc")
 		h, _ := strconv.ParseFloat(f[0], 64)
+		stack, _ = strconv.ParseFloat(f[2], 64)
+		stack /= 1024
 		return rssKiB(edge.Pid), h / 1024
 	}
 	idleCPU := func(d time.Duration) float64 { // ms of CPU a second
@@ -92,6 +95,7 @@ func benchScale(t *testing.T, edge *child, out, edgeAddr, nginxAddr string, ngin
 	// Idle websockets, spread over loopback source addresses.
 	nws := envInt("FROOG_BENCH_WEBSOCKETS", 10000)
 	rss0, heap0 = gc()
+	stack0 := stack
 	conns := make([]*websocket.Conn, nws)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -143,8 +147,10 @@ func benchScale(t *testing.T, edge *child, out, edgeAddr, nginxAddr string, ngin
 	sc["websockets_idle"] = float64(nws)
 	sc["websocket_idle_kib"] = float64(rss1-rss0) / float64(nws)
 	sc["websocket_idle_heap_kib"] = (heap1 - heap0) / float64(nws)
+	sc["websocket_idle_stack_kib"] = (stack - stack0) / float64(nws)
+	edge.do("heap " + filepath.Join(out, "edge-heap-websockets.pprof"))
 	sc["websockets_idle_cpu_ms_s"] = idleCPU(5 * time.Second)
-	t.Logf("%d idle websockets: RSS %d → %d KiB, heap %.0f → %.0f KiB, opened in %s", nws, rss0, rss1, heap0, heap1, opened)
+	t.Logf("%d idle websockets: RSS %d → %d KiB, heap %.0f → %.0f KiB, stacks %.0f → %.0f KiB, opened in %s", nws, rss0, rss1, heap0, heap1, stack0, stack, opened)
 
 	// A 100,000-URL route table, from Postgres (the store a fleet runs).
 	nroutes := envInt("FROOG_BENCH_ROUTES", 100000)
