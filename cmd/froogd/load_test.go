@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -39,35 +40,51 @@ func TestLoad(t *testing.T) {
 		clients, urls, dur = 1000, 100, 60*time.Second
 	}
 	data := t.TempDir()
+	// An account of its own, made as an operator would, with a name for
+	// every URL a day (the dev account has 20).
+	admin := func(args ...string) string {
+		out, err := exec.Command(froogd, append(append([]string{"admin"}, args...), "--data", data)...).Output()
+		if err != nil {
+			t.Fatalf("froogd admin %v: %v", args[:1], err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	acct := admin("create-account", "--name", "load", "--url-names-per-day", fmt.Sprint(urls))
+	key := admin("api-key", "create", "--account", acct, "--preset", "admin")
 	metrics := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 	p, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
 		"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test",
 		"--metrics-addr", metrics, "--rate-limit", "0")
-	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
-	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
-	c.call("POST", "/v1/sandboxes", `{"name": "load"}`, 202, nil)
-	wait.For(t, 30*time.Second, "load runs", func() bool {
-		var sb struct{ State string }
-		c.call("GET", "/v1/sandboxes/load", "", 200, &sb)
-		return sb.State == "running"
-	})
-	// One app (the header echo) and one websocket echo, each on many URLs:
-	// a URL is a port, so each app listens on several.
+	c := client{t: t, base: m[1], key: key}
+	// A sandbox has up to 50 URLs: the URLs are spread over as many as
+	// they need.
+	const perSandbox = 50
 	script, _ := json.Marshal(headerEcho)
-	c.call("POST", "/v1/sandboxes/load/exec", `{"command": "cat > echo.py", "stdin": `+string(script)+`}`, 200, nil)
-	script, _ = json.Marshal(wsEcho)
-	c.call("POST", "/v1/sandboxes/load/exec", `{"command": "cat > ws.py", "stdin": `+string(script)+`}`, 200, nil)
+	ws, _ := json.Marshal(wsEcho)
 	var hosts []string
 	for i := range urls {
+		sb := fmt.Sprintf("/v1/sandboxes/load%d", i/perSandbox)
+		if i%perSandbox == 0 {
+			c.call("POST", "/v1/sandboxes", fmt.Sprintf(`{"name": "load%d"}`, i/perSandbox), 202, nil)
+			wait.For(t, 30*time.Second, "the sandbox runs", func() bool {
+				var st struct{ State string }
+				c.call("GET", sb, "", 200, &st)
+				return st.State == "running"
+			})
+			// One app (the header echo) and one websocket echo, each on
+			// many URLs: a URL is a port, so each app listens on several.
+			c.call("POST", sb+"/exec", `{"command": "cat > echo.py", "stdin": `+string(script)+`}`, 200, nil)
+			c.call("POST", sb+"/exec", `{"command": "cat > ws.py", "stdin": `+string(ws)+`}`, 200, nil)
+		}
 		port := loopback.FreePort(t)
 		app := "echo.py"
 		if i%5 == 4 {
 			app = "ws.py"
 		}
-		c.call("POST", "/v1/sandboxes/load/jobs", fmt.Sprintf(`{"command": "python3 %s %d"}`, app, port), 201, nil)
-		c.call("POST", "/v1/sandboxes/load/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, nil)
+		c.call("POST", sb+"/jobs", fmt.Sprintf(`{"command": "python3 %s %d"}`, app, port), 201, nil)
+		c.call("POST", sb+"/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, nil)
 		var u struct{ Host string }
-		c.call("POST", "/v1/sandboxes/load/urls", fmt.Sprintf(`{"port": %d, "public": true}`, port), 201, &u)
+		c.call("POST", sb+"/urls", fmt.Sprintf(`{"port": %d, "public": true}`, port), 201, &u)
 		hosts = append(hosts, u.Host)
 	}
 	pool := x509.NewCertPool()
@@ -156,6 +173,7 @@ func TestLoad(t *testing.T) {
 					pw.Close()
 				}()
 				req, _ := http.NewRequestWithContext(ctx, "POST", "https://"+host+"/slow", pr)
+				req.ContentLength = 1 << 20 // the echo reads a body it knows the length of
 				if res, err := hc.Do(req); err == nil {
 					if res.StatusCode == 408 {
 						slowCut.Add(1)
