@@ -49,7 +49,7 @@ func TestAutoStartBench(t *testing.T) {
 		data := t.TempDir()
 		t.Cleanup(func() { exec.Command("pkill", "-9", "-f", filepath.Join(data, "vms")).Run() })
 		args := append([]string{"dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0",
-			"--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test"}, run.args...)
+			"--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test", "--rate-limit", "0"}, run.args...)
 		p, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), args...)
 		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 		c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
