@@ -110,7 +110,7 @@ func (t *Tunnel) DialContext(ctx context.Context, sandboxID string, port int) (n
 	if err != nil {
 		return nil, err
 	}
-	nc, err := c.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	nc, err := openDirect(ctx, c.Client, port)
 	var oe *ssh.OpenChannelError
 	if errors.As(err, &oe) && oe.Reason == ssh.ConnectionFailed {
 		return nil, fmt.Errorf("dial sandbox %s port %d: %w: %w", sandboxID, port, ErrPortClosed, err)
