@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,9 +62,10 @@ func TestLoad(t *testing.T) {
 	const perSandbox = 50
 	script, _ := json.Marshal(headerEcho)
 	ws, _ := json.Marshal(wsEcho)
-	var hosts []string
+	sandbox := func(i int) string { return fmt.Sprintf("/v1/sandboxes/load%d", i/perSandbox) }
+	ports := make([]int, urls)
 	for i := range urls {
-		sb := fmt.Sprintf("/v1/sandboxes/load%d", i/perSandbox)
+		sb := sandbox(i)
 		if i%perSandbox == 0 {
 			c.call("POST", "/v1/sandboxes", fmt.Sprintf(`{"name": "load%d"}`, i/perSandbox), 202, nil)
 			wait.For(t, 30*time.Second, "the sandbox runs", func() bool {
@@ -76,15 +78,22 @@ func TestLoad(t *testing.T) {
 			c.call("POST", sb+"/exec", `{"command": "cat > echo.py", "stdin": `+string(script)+`}`, 200, nil)
 			c.call("POST", sb+"/exec", `{"command": "cat > ws.py", "stdin": `+string(ws)+`}`, 200, nil)
 		}
-		port := loopback.FreePort(t)
+		// Ports picked before the apps take them: none twice.
+		for ports[i] == 0 || slices.Contains(ports[:i], ports[i]) {
+			ports[i] = loopback.FreePort(t)
+		}
 		app := "echo.py"
 		if i%5 == 4 {
 			app = "ws.py"
 		}
-		c.call("POST", sb+"/jobs", fmt.Sprintf(`{"command": "python3 %s %d"}`, app, port), 201, nil)
-		c.call("POST", sb+"/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, nil)
+		c.call("POST", sb+"/jobs", fmt.Sprintf(`{"command": "python3 %s %d"}`, app, ports[i]), 201, nil)
+	}
+	// The apps start meanwhile; then a URL for each.
+	var hosts []string
+	for i, port := range ports {
+		c.call("POST", sandbox(i)+"/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, nil)
 		var u struct{ Host string }
-		c.call("POST", sb+"/urls", fmt.Sprintf(`{"port": %d, "public": true}`, port), 201, &u)
+		c.call("POST", sandbox(i)+"/urls", fmt.Sprintf(`{"port": %d, "public": true}`, port), 201, &u)
 		hosts = append(hosts, u.Host)
 	}
 	pool := x509.NewCertPool()
