@@ -116,6 +116,27 @@ func runDaemon(ctx context.Context, o Options, ready *os.File, log *slog.Logger)
 	}
 }
 
+// xLockDir is where X servers write their lock files (.X10-lock).
+const xLockDir = "/tmp"
+
+// lockDisplays takes the machine-wide lock on choosing a display, in dir;
+// unlock releases it. The local driver runs a supervisor a sandbox, all
+// sharing /tmp: without the lock, desktops started at once (a wall opened
+// on 20 sandboxes) all tried the same first displays, and the last ones
+// used up their launches against each other and failed. Without the lock
+// file (a read-only /tmp) starts race as before.
+func lockDisplays(dir string) (unlock func()) {
+	f, err := os.OpenFile(filepath.Join(dir, ".froog-desktop-displays.lock"), os.O_RDONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return func() {}
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { f.Close() } // closing it releases the lock
+}
+
 // startX starts Xvnc on the first free display that it can have; xdone
 // closes when it ends.
 func (s *supervisor) startX(ctx context.Context) (x *exec.Cmd, xdone chan struct{}, n int, err error) {
@@ -125,7 +146,9 @@ func (s *supervisor) startX(ctx context.Context) (x *exec.Cmd, xdone chan struct
 	}
 	launches := 0
 	for n = FirstDisplay; n <= LastDisplay && launches < maxLaunches; n++ {
-		if !displayFree("/tmp", n, VNCBase+n) {
+		unlock := lockDisplays(xLockDir)
+		if !displayFree(xLockDir, n, VNCBase+n) {
+			unlock()
 			continue
 		}
 		launches++
@@ -147,10 +170,22 @@ func (s *supervisor) startX(ctx context.Context) (x *exec.Cmd, xdone chan struct
 		cmd := exec.Command(bin, args...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
+			unlock()
 			return nil, nil, 0, fmt.Errorf("start %s: %w", bin, err)
 		}
 		exited := make(chan struct{})
 		go func() { cmd.Wait(); close(exited) }()
+		// The display is taken for the next to look once its lock file
+		// is there.
+		waitUntil(5*time.Second, func() bool {
+			select {
+			case <-exited:
+				return true
+			default:
+				return !displayFree(xLockDir, n, VNCBase+n)
+			}
+		})
+		unlock()
 		if s.ready(ctx, n, cmd.Process.Pid, exited) {
 			return cmd, exited, n, nil
 		}

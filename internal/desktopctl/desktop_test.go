@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -314,5 +315,47 @@ func TestXServerDies(t *testing.T) {
 	}
 	if st2 := start(t, home); st2.PID == st.PID || probeRFB(st2.VNCPort) != nil {
 		t.Fatalf("start again: %+v after %+v, want a new screen that speaks RFB", st2, st)
+	}
+}
+
+// Desktops started at once (a wall opened on many sandboxes of the local
+// driver, which share /tmp) each get a display of their own: without the
+// lock on choosing one, they all tried the same first displays and the
+// last used up their launches against each other.
+func TestConcurrentStarts(t *testing.T) {
+	needXvnc(t)
+	const n = 2 * maxLaunches
+	homes := make([]string, n)
+	states := make([]State, n)
+	errs := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		homes[i] = t.TempDir()
+		t.Cleanup(func() { cli(t, homes[i], "stop") })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, errb, code := cli(t, homes[i], "start")
+			if code != 0 {
+				errs[i] = fmt.Sprintf("exit %d: %s", code, errb)
+				return
+			}
+			json.Unmarshal([]byte(out), &states[i])
+		}()
+	}
+	wg.Wait()
+	seen := map[int]bool{}
+	for i, st := range states {
+		if errs[i] != "" || !st.Running {
+			t.Errorf("start %d: %s %+v", i, errs[i], st)
+			continue
+		}
+		if seen[st.VNCPort] {
+			t.Errorf("start %d: port %d given twice", i, st.VNCPort)
+		}
+		seen[st.VNCPort] = true
+		if probeRFB(st.VNCPort) != nil {
+			t.Errorf("start %d: port %d does not speak RFB", i, st.VNCPort)
+		}
 	}
 }
