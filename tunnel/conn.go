@@ -295,9 +295,8 @@ func openDirect(ctx context.Context, c *ssh.Client, port int) (net.Conn, error) 
 		OriginPort uint32
 	}{"127.0.0.1", uint32(port), "0.0.0.0", 0})
 	type opened struct {
-		ch   ssh.Channel
-		reqs <-chan *ssh.Request
-		err  error
+		ch  ssh.Channel
+		err error
 	}
 	done := make(chan opened, 1)
 	go func() {
@@ -305,7 +304,7 @@ func openDirect(ctx context.Context, c *ssh.Client, port int) (net.Conn, error) 
 		if err == nil {
 			go ssh.DiscardRequests(reqs)
 		}
-		done <- opened{ch, reqs, err}
+		done <- opened{ch, err}
 	}()
 	select {
 	case o := <-done:
