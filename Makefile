@@ -47,8 +47,7 @@ test: ## install what the tests need, then run every test with the race detector
 bench: ## run the benchmarks; the edge against nginx and Caddy, auto-start, desktops, the wall and files land in .bench/
 	./deploy/testdeps.sh --bench
 	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestEdgeBench$$' -v -timeout 30m .
-	FROOG_LOAD=full $(GO) test -count=1 -run '^TestLoad$$' -v -timeout 10m ./cmd/froogd
-	FROOG_BENCH=1 $(GO) test -count=1 -run '^(TestDesktopBench|TestWallBench|TestAutoStartBench|TestFilesBenchQEMU)$$' -v -timeout 30m ./cmd/froogd
+	FROOG_BENCH=1 FROOG_LOAD=full $(GO) test -count=1 -run '^(TestLoad|TestDesktopBench|TestWallBench|TestAutoStartBench|TestFilesBenchQEMU)$$' -v -timeout 40m ./cmd/froogd
 	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestFilesBench$$' -v -timeout 10m ./api
 	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_PKGS)
 

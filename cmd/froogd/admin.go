@@ -65,12 +65,19 @@ type createAccountConfig struct {
 	Store                        adminStoreConfig
 	Name                         string
 	MaxSandboxes, URLNamesPerDay int
+	// Starts a minute, an hour and a day (the docs' limits by default):
+	// an operator raises them for an account that wakes its sandboxes
+	// often, e.g. a benchmark's.
+	StartsPerMinute, StartsPerHour, StartsPerDay int
 }
 
 func (c *createAccountConfig) bind(f flags) {
 	f.str(&c.Name, "name", "", "account name (required)")
 	f.num(&c.MaxSandboxes, "max-sandboxes", 5, "sandboxes running at once")
 	f.num(&c.URLNamesPerDay, "url-names-per-day", 20, "new public-URL names a day")
+	f.num(&c.StartsPerMinute, "starts-per-minute", store.DefaultStartsPerMinute, "sandbox starts a minute")
+	f.num(&c.StartsPerHour, "starts-per-hour", store.DefaultStartsPerHour, "sandbox starts an hour")
+	f.num(&c.StartsPerDay, "starts-per-day", store.DefaultStartsPerDay, "sandbox starts a day")
 	c.Store.bind(f)
 }
 
@@ -79,8 +86,14 @@ func (c *createAccountConfig) validate() error {
 	if c.Name == "" {
 		errs = append(errs, errors.New("--name is required"))
 	}
-	if c.MaxSandboxes < 1 || c.URLNamesPerDay < 1 {
-		errs = append(errs, errors.New("--max-sandboxes and --url-names-per-day must be at least 1"))
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{{"max-sandboxes", c.MaxSandboxes}, {"url-names-per-day", c.URLNamesPerDay},
+		{"starts-per-minute", c.StartsPerMinute}, {"starts-per-hour", c.StartsPerHour}, {"starts-per-day", c.StartsPerDay}} {
+		if n.v < 1 {
+			errs = append(errs, fmt.Errorf("--%s must be at least 1", n.flag))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -95,7 +108,8 @@ func runCreateAccount(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	defer st.Close()
-	a, err := st.CreateAccount(ctx, store.Account{Name: c.Name, MaxSandboxes: c.MaxSandboxes, URLNamesPerDay: c.URLNamesPerDay, CreatedAt: time.Now().UTC()})
+	a, err := st.CreateAccount(ctx, store.Account{Name: c.Name, MaxSandboxes: c.MaxSandboxes, URLNamesPerDay: c.URLNamesPerDay,
+		StartsPerMinute: c.StartsPerMinute, StartsPerHour: c.StartsPerHour, StartsPerDay: c.StartsPerDay, CreatedAt: time.Now().UTC()})
 	if err != nil {
 		return err
 	}

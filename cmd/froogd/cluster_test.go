@@ -191,16 +191,7 @@ func TestCluster(t *testing.T) {
 		}
 	}
 	rootDB, _, ctlKey, secret := selfHosted(t)
-	adminRun := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(froogd, append(args, "--database-url", rootDB)...).Output()
-		if err != nil {
-			t.Fatalf("froogd %v: %v", args, err)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	acct := adminRun("admin", "create-account", "--name", "cluster", "--max-sandboxes", "10")
-	key := adminRun("admin", "api-key", "create", "--account", acct, "--preset", "admin")
+	key := adminAccount(t, []string{"--database-url", rootDB}, "--name", "cluster", "--max-sandboxes", "10")
 	cl := newCluster(t, "e1", "e2", "api", "h1", "h2")
 	u, err := url.Parse(rootDB)
 	if err != nil {

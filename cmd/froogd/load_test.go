@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -43,15 +42,7 @@ func TestLoad(t *testing.T) {
 	data := t.TempDir()
 	// An account of its own, made as an operator would, with a name for
 	// every URL a day (the dev account has 20).
-	admin := func(args ...string) string {
-		out, err := exec.Command(froogd, append(append([]string{"admin"}, args...), "--data", data)...).Output()
-		if err != nil {
-			t.Fatalf("froogd admin %v: %v", args[:1], err)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	acct := admin("create-account", "--name", "load", "--url-names-per-day", fmt.Sprint(urls))
-	key := admin("api-key", "create", "--account", acct, "--preset", "admin")
+	key := adminAccount(t, []string{"--data", data}, "--name", "load", "--url-names-per-day", fmt.Sprint(urls))
 	metrics := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 	p, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
 		"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test",

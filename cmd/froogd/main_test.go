@@ -282,18 +282,10 @@ func TestDataFolderInUse(t *testing.T) {
 // Self-hosting on Postgres: migrate, an account, a key, the API.
 func TestPostgresRoles(t *testing.T) {
 	db := pgtest.URLWithSchema(pgtest.Schema(t))
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(froogd, args...).Output()
-		if err != nil {
-			t.Fatalf("froogd %v: %v", args[:2], err)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	run("migrate", "--database-url", db)
-	run("migrate", "--database-url", db)
-	acct := run("admin", "create-account", "--database-url", db, "--name", "acme")
-	key := run("admin", "api-key", "create", "--database-url", db, "--account", acct, "--preset", "ci", "--ttl", "30d")
+	froogdRun(t, "migrate", "--database-url", db)
+	froogdRun(t, "migrate", "--database-url", db)
+	acct := froogdRun(t, "admin", "create-account", "--database-url", db, "--name", "acme")
+	key := froogdRun(t, "admin", "api-key", "create", "--database-url", db, "--account", acct, "--preset", "ci", "--ttl", "30d")
 	keyFile := filepath.Join(t.TempDir(), "secret.key")
 	os.WriteFile(keyFile, bytes.Repeat([]byte{7}, 32), 0o600)
 	ctlKey := writeControlKey(t)
@@ -317,6 +309,26 @@ func TestPostgresRoles(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "--account") || !strings.Contains(string(out), "root") || !strings.Contains(string(out), "400d") {
 		t.Fatalf("bad api-key create: %v: %s", err, out)
 	}
+}
+
+// froogdRun runs froogd with args to its end and returns what it printed,
+// trimmed; the test fails if froogd does.
+func froogdRun(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(froogd, args...).Output()
+	if err != nil {
+		t.Fatalf("froogd %v: %v", args[:min(2, len(args))], err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// adminAccount makes an account with froogd admin create-account (flags
+// are that command's) and an admin key for it, as an operator would, and
+// returns the key; where names the store: --data DIR or --database-url URL.
+func adminAccount(t testing.TB, where []string, flags ...string) (key string) {
+	t.Helper()
+	acct := froogdRun(t, append(append([]string{"admin", "create-account"}, flags...), where...)...)
+	return froogdRun(t, append([]string{"admin", "api-key", "create", "--account", acct, "--preset", "admin"}, where...)...)
 }
 
 // writeControlKey writes a new control-plane SSH key and returns its path.
@@ -715,16 +727,8 @@ func selfHosted(t *testing.T) (db, key, ctlKey, secret string) {
 // selfHostedOn is selfHosted on the empty database at db.
 func selfHostedOn(t *testing.T, db string) (_, key, ctlKey, secret string) {
 	t.Helper()
-	run := func(args ...string) string {
-		out, err := exec.Command(froogd, args...).Output()
-		if err != nil {
-			t.Fatalf("froogd %v: %v", args[:2], err)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	run("migrate", "--database-url", db)
-	acct := run("admin", "create-account", "--database-url", db, "--name", "acme")
-	key = run("admin", "api-key", "create", "--database-url", db, "--account", acct, "--preset", "admin")
+	froogdRun(t, "migrate", "--database-url", db)
+	key = adminAccount(t, []string{"--database-url", db}, "--name", "acme")
 	ctlKey = writeControlKey(t)
 	secret = filepath.Join(t.TempDir(), "secret.key")
 	if err := os.WriteFile(secret, bytes.Repeat([]byte{9}, 32), 0o600); err != nil {
