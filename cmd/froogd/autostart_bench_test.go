@@ -30,7 +30,7 @@ func TestAutoStartBench(t *testing.T) {
 	}
 	const wakes = 20
 	tiny := tinyGuest(t)
-	qemu := []string{"--driver", "qemu", "--kernel", filepath.Join(tiny, "vmlinuz"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
+	qemu := []string{"--driver", "qemu", "--kernel", filepath.Join(tiny, "vmlinux"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
 		"--vm-cpus", "1", "--vm-memory-mb", "256", "--vm-disk-gb", "1"}
 	type result struct {
 		Path                    string

@@ -214,7 +214,7 @@ func TestQEMUSnapshotsOffThroughTheAPI(t *testing.T) {
 		}
 	})
 	cmd := exec.Command(froogd, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--driver", "qemu",
-		"--kernel", filepath.Join(tiny, "vmlinuz"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
+		"--kernel", filepath.Join(tiny, "vmlinux"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
 		"--vm-cpus", "1", "--vm-memory-mb", "256", "--vm-disk-gb", "1")
 	p, m := startCmd(t, devReady, cmd, cmd.Args[1:])
 	t.Cleanup(func() {

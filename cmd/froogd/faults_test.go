@@ -508,7 +508,7 @@ func TestPostgresOutage(t *testing.T) {
 func TestHostctlRestartKeepsSandboxes(t *testing.T) {
 	tiny := tinyGuest(t)
 	db, key, ctlKey, secret := selfHosted(t)
-	cl := startCluster(t, db, key, ctlKey, secret, 1, "--driver", "qemu", "--kernel", filepath.Join(tiny, "vmlinuz"),
+	cl := startCluster(t, db, key, ctlKey, secret, 1, "--driver", "qemu", "--kernel", filepath.Join(tiny, "vmlinux"),
 		"--initrd", filepath.Join(tiny, "initramfs.gz"), "--vm-cpus", "1", "--vm-memory-mb", "256", "--vm-disk-gb", "1")
 	data := cl.hostctlArgs[slices.Index(cl.hostctlArgs, "--data")+1]
 	t.Cleanup(func() { exec.Command("pkill", "-9", "-f", data).Run() }) // VMs outlive froogd by design

@@ -71,7 +71,7 @@ func (d *driverConfig) bind(f flags) {
 	cache, _ := os.UserCacheDir()
 	tiny := filepath.Join(cache, "froog", "tinyvm")
 	f.str(&d.Driver, "driver", "local", "local (development; not an isolation boundary) or qemu (a VM per sandbox)")
-	f.str(&d.Kernel, "kernel", filepath.Join(tiny, "vmlinuz"), "qemu: the guest kernel (deploy/tinyvm/build.sh makes the test guest)")
+	f.str(&d.Kernel, "kernel", filepath.Join(tiny, "vmlinux"), "qemu: the guest kernel (deploy/tinyvm/build.sh makes the test guest)")
 	f.str(&d.Initrd, "initrd", filepath.Join(tiny, "initramfs.gz"), "qemu: the guest's initramfs")
 	f.str(&d.Images, "images", "", "qemu: OS images by os, OS=DIR[,OS=DIR…], each made by deploy/images/build.sh; a sandbox whose os has none boots --kernel and --initrd")
 	f.str(&d.Accel, "accel", "auto", "qemu: auto (KVM where it works, else TCG), kvm or tcg")

@@ -31,7 +31,7 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 	t.Cleanup(func() { exec.Command("pkill", "-9", "-f", filepath.Join(data, "vms")).Run() })
 	_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--domain", "froog.test",
 		"--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--driver", "qemu",
-		"--kernel", filepath.Join(tiny, "vmlinuz"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
+		"--kernel", filepath.Join(tiny, "vmlinux"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
 		"--vm-cpus", "1", "--vm-memory-mb", "256", "--vm-disk-gb", "1")
 	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}

@@ -21,7 +21,7 @@ func TestQEMUSnapshotsThroughTheAPI(t *testing.T) {
 	data, clock := t.TempDir(), clockFile(t)
 	t.Cleanup(func() { exec.Command("pkill", "-9", "-f", filepath.Join(data, "vms")).Run() })
 	cmd := exec.Command(froogd, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--driver", "qemu",
-		"--kernel", filepath.Join(tiny, "vmlinuz"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
+		"--kernel", filepath.Join(tiny, "vmlinux"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
 		"--vm-cpus", "1", "--vm-memory-mb", "256", "--vm-disk-gb", "1")
 	cmd.Env = append(os.Environ(), "FROOG_TEST_CLOCK_FILE="+clock)
 	p, m := startCmd(t, devReady, cmd, cmd.Args[1:])

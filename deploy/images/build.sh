@@ -2,7 +2,7 @@
 # Builds an OS image for the qemu driver from Debian's packages: a root
 # file system with systemd, cloud-init and OpenSSH (mmdebstrap), cleaned of
 # keys, machine id and logs, as OUT/disk.qcow2, with its kernel and initrd
-# beside it (OUT/vmlinuz, OUT/initrd.img) and their command line
+# beside it (OUT/vmlinux, uncompressed: see vmlinux.sh; OUT/initrd.img) and their command line
 # (OUT/cmdline). froogd takes it with --image OS=OUT. Every sandbox's disk
 # is an overlay on disk.qcow2; cloud-init reads froog's NoCloud seed at
 # boot (host key, user, keys, network), as the test guest's init does.
@@ -54,7 +54,7 @@ else
 	(cd "$here/../.." && CGO_ENABLED=0 go build -trimpath -o "$work/froogd" ./cmd/froogd)
 fi
 base_stamp=$(cat "$here/build.sh" | sha256sum | cut -c1-16)
-stamp=$(cat "$here/build.sh" "$work/froogd" | sha256sum | cut -c1-16)
+stamp=$(cat "$here/build.sh" "$here/vmlinux.sh" "$work/froogd" | sha256sum | cut -c1-16)
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then
 	exit 0
 fi
@@ -149,7 +149,7 @@ ln -sf froogd "$root/usr/local/bin/froog-desktop"
 
 kver=$(ls "$root/lib/modules")
 rm -f "$out/stamp"
-cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"
+sh "$here/vmlinux.sh" "$root/boot/vmlinuz-$kver" "$out/vmlinux"
 cp "$root/boot/initrd.img-$kver" "$out/initrd.img"
 printf 'root=/dev/vda rw console=ttyS0 panic=-1 net.ifnames=0\n' >"$out/cmdline"
 settle_root

@@ -75,8 +75,8 @@ kill "$heartbeat" 2>/dev/null || true
 heartbeat=
 [ "$status" = 0 ] || { say "the recipe failed (exit $status)"; exit 1; }
 case "$name" in
-tinyvm) want=(vmlinuz initramfs.gz) ;;
-*) want=(disk.qcow2 vmlinuz initrd.img cmdline) ;;
+tinyvm) want=(vmlinux initramfs.gz) ;;
+*) want=(disk.qcow2 vmlinux initrd.img cmdline) ;;
 esac
 for f in "${want[@]}"; do
 	[ -s "$tmp/out/$f" ] || { say "the recipe made no $f"; exit 1; }

@@ -6,7 +6,7 @@
 # ${XDG_CACHE_HOME:-~/.cache}/froog/built/NAME-HASH, HASH being a content
 # hash of the recipe: every file under the recipe's folder (deploy/tinyvm
 # for the test guest, deploy/images for the OS images; this script and
-# ensure.sh aside) by name and content, NAME, and for the test guest the
+# ensure.sh aside; the test guest's also images/vmlinux.sh) by name and content, NAME, and for the test guest the
 # versions of what it takes from this machine (busybox-static, dropbear-bin,
 # e2fsprogs) and of the kernel apt would download. A changed recipe is a
 # new folder; an unchanged one is the same folder. It only prints: the
@@ -30,6 +30,7 @@ inputs() {
 	echo "froog image cache 1: $name from deploy/$recipe"
 	(cd "$deploy" && find "$recipe" -type f ! -name path.sh ! -name ensure.sh -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
 	if [ "$recipe" = tinyvm ]; then
+		(cd "$deploy" && sha256sum images/vmlinux.sh) # it uncompresses the kernel
 		dpkg-query -W -f '${Package} ${Version}\n' busybox-static dropbear-bin e2fsprogs 2>/dev/null || true
 		echo "linux-image-amd64 $(apt-cache policy linux-image-amd64 2>/dev/null | awk '/Candidate:/ { print $2 }')"
 	fi

@@ -2,7 +2,9 @@
 # Builds the test guest from Debian packages only: Debian's kernel
 # (linux-image-amd64, extracted, not installed), busybox-static, dropbear,
 # e2fsprogs' mke2fs and the kernel modules it needs, OpenSSH's sftp-server (where
-# dropbear runs it for the sftp subsystem: the files API), into OUT/vmlinuz and OUT/initramfs.gz.
+# dropbear runs it for the sftp subsystem: the files API), into OUT/vmlinux and OUT/initramfs.gz.
+# OUT/vmlinux is the kernel uncompressed (deploy/images/vmlinux.sh), which
+# QEMU starts directly.
 # The init (deploy/tinyvm/init) reads the same NoCloud seed as cloud-init.
 #
 #   deploy/tinyvm/build.sh [OUT]      (default: ~/.cache/froog/tinyvm)
@@ -11,8 +13,8 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/froog/tinyvm}
-stamp=$(cat "$here/build.sh" "$here/init" | sha256sum | cut -c1-16)
-if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ] && [ -f "$out/vmlinuz" ] && [ -f "$out/initramfs.gz" ]; then
+stamp=$(cat "$here/build.sh" "$here/init" "$here/../images/vmlinux.sh" | sha256sum | cut -c1-16)
+if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ] && [ -f "$out/vmlinux" ] && [ -f "$out/initramfs.gz" ]; then
 	exit 0
 fi
 for bin in busybox dropbear dropbearconvert /sbin/mke2fs /usr/lib/openssh/sftp-server apt-get dpkg-deb; do
@@ -75,7 +77,7 @@ printf '/bin/sh\n' >"$root/etc/shells"
 
 mkdir -p "$out"
 (cd "$root" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) >"$out/initramfs.gz.new"
-cp kernel/boot/vmlinuz-"$kver" "$out/vmlinuz"
+sh "$here/../images/vmlinux.sh" kernel/boot/vmlinuz-"$kver" "$out/vmlinux"
 mv "$out/initramfs.gz.new" "$out/initramfs.gz"
 echo "$stamp" >"$out/stamp"
 echo "tinyvm: $out (kernel $kver)"

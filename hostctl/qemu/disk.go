@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,13 +23,17 @@ type Image struct {
 }
 
 // LoadImage reads the image in dir, as deploy/images/build.sh makes it:
-// disk.qcow2, vmlinuz, initrd.img and cmdline.
+// disk.qcow2, vmlinux, initrd.img and cmdline. An image made before its
+// kernel came uncompressed has vmlinuz in place of vmlinux.
 func LoadImage(dir string) (Image, error) {
 	dir, err := filepath.Abs(dir) // overlays name their base disk by path
 	if err != nil {
 		return Image{}, err
 	}
-	img := Image{Disk: filepath.Join(dir, "disk.qcow2"), Kernel: filepath.Join(dir, "vmlinuz"), Initrd: filepath.Join(dir, "initrd.img")}
+	img := Image{Disk: filepath.Join(dir, "disk.qcow2"), Kernel: filepath.Join(dir, "vmlinux"), Initrd: filepath.Join(dir, "initrd.img")}
+	if _, err := os.Stat(img.Kernel); errors.Is(err, fs.ErrNotExist) {
+		img.Kernel = filepath.Join(dir, "vmlinuz")
+	}
 	for _, f := range []string{img.Disk, img.Kernel, img.Initrd} {
 		if _, err := os.Stat(f); err != nil {
 			return Image{}, fmt.Errorf("qemu: image %s: %w", dir, err)

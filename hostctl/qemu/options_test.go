@@ -39,10 +39,12 @@ func TestSizes(t *testing.T) {
 }
 
 // fakeImageDir is a folder laid out as deploy/images/build.sh makes one,
-// with empty files: enough for LoadImage, not for a boot.
-func fakeImageDir(t *testing.T) string {
+// its kernel named kernel (vmlinux; vmlinuz in images made before it
+// was uncompressed), with empty files: enough for LoadImage, not for a
+// boot.
+func fakeImageDir(t *testing.T, kernel string) string {
 	dir := t.TempDir()
-	for name, body := range map[string]string{"disk.qcow2": "", "vmlinuz": "", "initrd.img": "", "cmdline": "root=/dev/vda console=ttyS0\n"} {
+	for name, body := range map[string]string{"disk.qcow2": "", kernel: "", "initrd.img": "", "cmdline": "root=/dev/vda console=ttyS0\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -53,14 +55,17 @@ func fakeImageDir(t *testing.T) string {
 func TestNewImageDirs(t *testing.T) {
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	signer, _ := ssh.NewSignerFromKey(priv)
-	img := fakeImageDir(t)
-	d, err := New(Options{Dir: t.TempDir(), ImageDirs: map[string]string{"debian-13": img}, ControlKey: signer})
+	img, old := fakeImageDir(t, "vmlinux"), fakeImageDir(t, "vmlinuz")
+	d, err := New(Options{Dir: t.TempDir(), ImageDirs: map[string]string{"debian-13": img, "debian-12": old}, ControlKey: signer})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := d.o.Images["debian-13"]
-	if want := (Image{Disk: filepath.Join(img, "disk.qcow2"), Kernel: filepath.Join(img, "vmlinuz"), Initrd: filepath.Join(img, "initrd.img"), Cmdline: "root=/dev/vda console=ttyS0"}); got != want {
+	if want := (Image{Disk: filepath.Join(img, "disk.qcow2"), Kernel: filepath.Join(img, "vmlinux"), Initrd: filepath.Join(img, "initrd.img"), Cmdline: "root=/dev/vda console=ttyS0"}); got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if k := d.o.Images["debian-12"].Kernel; k != filepath.Join(old, "vmlinuz") {
+		t.Fatalf("an image with vmlinuz, not vmlinux: kernel %s", k)
 	}
 	for _, tc := range []struct {
 		name string

@@ -35,7 +35,7 @@ func tinyvm(t testing.TB) (kernel, initrd string) {
 		}
 	}
 	out := testimage.Dir(t, "tinyvm")
-	return filepath.Join(out, "vmlinuz"), filepath.Join(out, "initramfs.gz")
+	return filepath.Join(out, "vmlinux"), filepath.Join(out, "initramfs.gz")
 }
 
 // The driver suite under TCG (KVM where it works): a real guest through
