@@ -73,7 +73,7 @@ func TestEdgeBench(t *testing.T) {
 	if !strings.Contains(parts, "paths") {
 		rounds = 0
 	}
-	dur, err := time.ParseDuration(envStr("FROOG_BENCH_DURATION", "8s"))
+	dur, err := time.ParseDuration(envStr("FROOG_BENCH_DURATION", "6s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 		down, downCPU, up, upCPU    float64
 	}
 	samples := map[string][]sample{}
-	warm := 2 * time.Second
+	warm := time.Second
 	for r := range rounds {
 		for i := range stacks {
 			s := stacks[(i+r)%len(stacks)]

@@ -105,8 +105,8 @@ func TestDesktopBench(t *testing.T) {
 	if err := paint.pixmaps([][]byte{textScreen(paint.width, paint.height, 1), textScreen(paint.width, paint.height, 2)}, paint.width, paint.height); err != nil {
 		t.Fatal(err)
 	}
-	raw := e.bridgeBench(t, paint, u.Host, cookie, status.VNCPort, "raw", 8*time.Second)
-	zrle := e.bridgeBench(t, paint, u.Host, cookie, status.VNCPort, "zrle", 6*time.Second)
+	raw := e.bridgeBench(t, paint, u.Host, cookie, status.VNCPort, "raw", 4*time.Second)
+	zrle := e.bridgeBench(t, paint, u.Host, cookie, status.VNCPort, "zrle", 3*time.Second)
 	res := map[string]any{
 		"machine":     machine(),
 		"bridge":      raw,

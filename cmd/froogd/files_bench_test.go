@@ -18,8 +18,8 @@ import (
 
 // TestFilesBenchQEMU measures the files API against OpenSSH on the qemu
 // driver (make bench; FROOG_BENCH=1; internal/filesbench): froogd dev with
-// the test guest under TCG, a 16 MiB file (small: TCG moves 5-15 MB/s and
-// make bench has 15 minutes), OpenSSH straight to the guest's dropbear and
+// the test guest under TCG, an 8 MiB file (small: TCG moves 3-15 MB/s,
+// each transfer runs three times, and make bench has 15 minutes), OpenSSH straight to the guest's dropbear and
 // sftp-server, logged in with the account's SSH key. Results in .bench/files-qemu.json.
 func TestFilesBenchQEMU(t *testing.T) {
 	if os.Getenv("FROOG_BENCH") == "" {
@@ -50,6 +50,6 @@ func TestFilesBenchQEMU(t *testing.T) {
 	}
 	c.call("GET", "/v1/sandboxes/bench/ssh", "", 200, &at)
 	filesbench.Run(t, filesbench.Target{API: c.base, Key: c.key, Sandbox: "bench",
-		Host: at.Host, User: at.User, Port: at.Port, KeyFile: keyFile, Home: "/home/" + at.User, Size: 16 << 20},
+		Host: at.Host, User: at.User, Port: at.Port, KeyFile: keyFile, Home: "/home/" + at.User, Size: 8 << 20},
 		"../../.bench/files-qemu.json")
 }

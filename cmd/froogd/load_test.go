@@ -222,6 +222,8 @@ func TestLoad(t *testing.T) {
 		return procFDs(t, pid) <= fds0+16 && metric(t, metrics, "go_goroutines") <= gor0+20 &&
 			metric(t, metrics, "go_memstats_heap_inuse_bytes") <= heap0*2+64<<20
 	}
+	restBegan := time.Now()
+	defer func() { t.Logf("the edge came back to rest in %v", time.Since(restBegan).Round(time.Second)) }()
 	if !wait.Until(50*time.Second, rest) {
 		t.Errorf("the edge never came back to rest: %d file descriptors (%d before), %d goroutines (%d before), %d MiB of heap in use (%d before)",
 			procFDs(t, pid), fds0, metric(t, metrics, "go_goroutines"), gor0, metric(t, metrics, "go_memstats_heap_inuse_bytes")>>20, heap0>>20)

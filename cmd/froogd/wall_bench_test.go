@@ -71,7 +71,7 @@ func TestWallBench(t *testing.T) {
 		return (procCPU(t, e.pid()) - c0).Seconds() / d.Seconds()
 	}
 	time.Sleep(2 * time.Second)
-	background := cpuRate(10 * time.Second)
+	background := cpuRate(5 * time.Second)
 	base := memoryOf(t, e.pid(), e.metrics)
 	t.Logf("20 sandboxes, no wall: froogd %.3f cores, RSS %.1f MiB, heap %.1f MiB", background, base.RSS/(1<<20), base.Heap/(1<<20))
 
@@ -156,10 +156,10 @@ func TestWallBench(t *testing.T) {
 			name, 100*p.CPUPerTile, p.RSSPerTile/1024, p.HeapPerTile/1024, p.PageBytesPerS/1000, p.PicturesPerS, p.TileBytesP50, p.TileBytesMax, p.TilesLost)
 		return p
 	}
-	still := measure("still", 20*time.Second, nil)
+	still := measure("still", 10*time.Second, nil)
 	e.profile(t, "heap", "wall-still.heap")()
-	profiled := e.profile(t, "profile?seconds=20", "wall-changing.cpu")
-	changing := measure("changing", 30*time.Second, func(stop <-chan struct{}) {
+	profiled := e.profile(t, "profile?seconds=15", "wall-changing.cpu")
+	changing := measure("changing", 20*time.Second, func(stop <-chan struct{}) {
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		for i := 1; ; i++ {

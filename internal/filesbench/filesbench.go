@@ -91,6 +91,10 @@ func Run(t *testing.T, tg Target, out string) map[string]float64 {
 				return err
 			}
 			defer res.Body.Close()
+			if res.StatusCode != 200 {
+				msg, _ := io.ReadAll(io.LimitReader(res.Body, 1<<10)) // the API's error, which names what failed
+				return fmt.Errorf("%s: %d %s", method, res.StatusCode, msg)
+			}
 			var sink io.Writer = io.Discard
 			if method == "GET" {
 				out, err := os.Create(got)
@@ -101,8 +105,8 @@ func Run(t *testing.T, tg Target, out string) map[string]float64 {
 				sink = out
 			}
 			n, err := io.Copy(sink, res.Body)
-			if res.StatusCode != 200 || (method == "GET" && n != tg.Size) {
-				return fmt.Errorf("%s: %d, %d bytes, %v", method, res.StatusCode, n, err)
+			if method == "GET" && n != tg.Size {
+				return fmt.Errorf("GET: %d of %d bytes, %v", n, tg.Size, err)
 			}
 			return err
 		}
