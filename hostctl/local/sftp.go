@@ -7,6 +7,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/pkg/sftp"
@@ -28,8 +29,35 @@ func (s *sshd) serveSFTP(ch ssh.Channel) {
 	fs := confined{&homeFS{home: s.home, root: root}}
 	h := sftp.Handlers{FileGet: fs, FilePut: fs, FileCmd: fs, FileList: fs}
 	// Serve ends when the client closes its side; the channel stays open
-	// for the exit status (the caller's), so no srv.Close here.
-	sftp.NewRequestServer(ch, h, sftp.WithStartDirectory(s.home), sftp.WithRSMaxTxPacket(256<<10)).Serve()
+	// for the exit status (the caller's), so no srv.Close here. Serve
+	// returning does not mean its last replies are written: pkg/sftp's
+	// packet manager may still be writing them when the caller sends
+	// EOF, so writes are sealed first, and late ones dropped.
+	w := &sealed{Channel: ch}
+	sftp.NewRequestServer(w, h, sftp.WithStartDirectory(s.home), sftp.WithRSMaxTxPacket(256<<10)).Serve()
+	w.seal()
+}
+
+// sealed is a channel whose writes stop at seal.
+type sealed struct {
+	ssh.Channel
+	mu     sync.Mutex
+	closed bool
+}
+
+func (w *sealed) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return 0, io.ErrClosedPipe
+	}
+	return w.Channel.Write(p)
+}
+
+func (w *sealed) seal() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
 }
 
 // confined answers a path that leads out of the home (through a
