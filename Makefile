@@ -3,15 +3,15 @@ GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # FUZZTIME is how long `make fuzz` runs each fuzz target.
 FUZZTIME ?= 20s
-# SLOW_FIRST: the packages `make test` starts first, the longest (the qemu
-# driver's VM suites under TCG: the OS image's, ~8 min, and the test
-# guest's) and the Debian package's (it builds the package and boots the OS
-# image to run its units) beside the rest rather than after them: go test
-# runs packages in the order given, GOMAXPROCS at a time, and ./... names
-# each package once.
+# SLOW_FIRST: the packages `make test` starts first, the longest (froogd's
+# end-to-end tests, ~16 min; the qemu driver's VM suites under TCG: the OS
+# image's, ~10 min, and the test guest's) and the Debian package's (it
+# builds the package and boots the OS image to run its units) beside the
+# rest rather than after them: go test runs packages in the order given,
+# GOMAXPROCS at a time, and ./... names each package once.
 # TEST_TIMEOUT bounds one package's run: VM boots under TCG on a busy
 # 2-core machine take minutes, and go test's default of 10 is too tight.
-SLOW_FIRST := ./hostctl/qemu/ostest/ ./hostctl/qemu/ ./deploy/
+SLOW_FIRST := ./cmd/froogd/ ./hostctl/qemu/ostest/ ./hostctl/qemu/ ./deploy/
 TEST_TIMEOUT ?= 30m
 # BENCH_PKGS: the packages with Go benchmarks (building every package's
 # test binary for -bench took a minute of make bench's fifteen).

@@ -65,7 +65,7 @@ func (c *fileConn) Close() {
 // fileSessionsAtOnce bounds the SFTP sessions open at once in a sandbox;
 // more calls wait for one to end. With the 8 command slots it stays
 // under what the sandbox's SSH server allows on one connection (the OS
-// images raise OpenSSH's 10 to 64; dropbear allows more).
+// images and the test guest raise OpenSSH's 10 to 64).
 const fileSessionsAtOnce = 8
 
 // waitSlots bounds something per sandbox; take waits for a slot.
@@ -134,6 +134,9 @@ func (s *Server) openFiles(ctx context.Context, sb *store.Sandbox) (_ *fileConn,
 	}
 	if err := sess.RequestSubsystem("sftp"); err != nil {
 		sess.Close()
+		if errors.Is(err, io.EOF) { // the channel or the connection ended: no answer
+			return nil, unreachable(sb, err)
+		}
 		return nil, &Error{Status: http.StatusBadGateway, Code: "sandbox_unreachable", Message: fmt.Sprintf("sandbox %q has no SFTP server", sb.Name)}
 	}
 	wr := newCoalescer(in)

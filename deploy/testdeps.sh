@@ -4,8 +4,8 @@
 # user (the default FROOG_TEST_DATABASE_URL); OpenSSH's client and server
 # (the tunnel's tests and benchmarks run against them); python3 (the
 # sandboxes' test server); Chromium (every page a person sees is checked
-# in it); QEMU, qemu-img, busybox-static and dropbear (the qemu driver's
-# tests boot deploy/tinyvm's guest, built from them and Debian's kernel,
+# in it); QEMU, qemu-img and busybox-static (the qemu driver's tests boot
+# deploy/tinyvm's guest, built from them, OpenSSH's server and Debian's kernel,
 # under TCG), e2fsprogs (the guest's journaled disk), mmdebstrap (the OS
 # image the driver suite also boots, deploy/images) and nftables (its --net
 # tap isolation); TigerVNC's Xvnc, xsetroot, xwallpaper and openbox (the
@@ -52,7 +52,6 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || lean+=(qemu-system-x86)
 command -v qemu-img >/dev/null 2>&1 || lean+=(qemu-utils)
 static_busybox() { local l; l=$(ldd "$(command -v busybox)" 2>&1 || true); [[ $l == *"not a dynamic"* ]]; }
 command -v busybox >/dev/null 2>&1 && static_busybox || lean+=(busybox-static)
-command -v dropbearconvert >/dev/null 2>&1 || lean+=(dropbear-bin)
 [ -x /usr/lib/openssh/sftp-server ] || lean+=(openssh-sftp-server) # the test guest's sftp subsystem
 command -v nft >/dev/null 2>&1 || lean+=(nftables)
 command -v ip >/dev/null 2>&1 || lean+=(iproute2) # the cluster test's network namespaces

@@ -19,7 +19,7 @@ import (
 // TestFilesBenchQEMU measures the files API against OpenSSH on the qemu
 // driver (make bench; FROOG_BENCH=1; internal/filesbench): froogd dev with
 // the test guest under TCG, an 8 MiB file (small: TCG moves 3-15 MB/s,
-// each transfer runs three times, and make bench has 15 minutes), OpenSSH straight to the guest's dropbear and
+// each transfer runs three times, and make bench has 15 minutes), OpenSSH straight to the guest's sshd and
 // sftp-server, logged in with the account's SSH key. Results in .bench/files-qemu.json.
 func TestFilesBenchQEMU(t *testing.T) {
 	if os.Getenv("FROOG_BENCH") == "" {

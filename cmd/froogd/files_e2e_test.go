@@ -265,8 +265,8 @@ func filesWalkthrough(t *testing.T, c client, p *proc, linkBase string) {
 	}
 }
 
-// The files routes on the qemu driver: the test guest's dropbear runs
-// OpenSSH's sftp-server as the sandbox user.
+// The files routes on the qemu driver: the test guest's sshd runs its
+// sftp-server as the sandbox user.
 func TestQEMUFiles(t *testing.T) {
 	tiny := tinyGuest(t)
 	data := t.TempDir()

@@ -7,8 +7,8 @@
 # hash of the recipe: every file under the recipe's folder (deploy/tinyvm
 # for the test guest, deploy/images for the OS images; this script and
 # ensure.sh aside; the test guest's also images/vmlinux.sh) by name and content, NAME, and for the test guest the
-# versions of what it takes from this machine (busybox-static, dropbear-bin,
-# e2fsprogs) and of the kernel apt would download. A changed recipe is a
+# versions of what it takes from this machine (busybox-static,
+# openssh-server, openssh-sftp-server, e2fsprogs) and of the kernel apt would download. A changed recipe is a
 # new folder; an unchanged one is the same folder. It only prints: the
 # folder exists once deploy/images/ensure.sh has built it (it is renamed
 # into place whole), which `make test` runs through deploy/testdeps.sh and
@@ -31,7 +31,7 @@ inputs() {
 	(cd "$deploy" && find "$recipe" -type f ! -name path.sh ! -name ensure.sh -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
 	if [ "$recipe" = tinyvm ]; then
 		(cd "$deploy" && sha256sum images/vmlinux.sh) # it uncompresses the kernel
-		dpkg-query -W -f '${Package} ${Version}\n' busybox-static dropbear-bin e2fsprogs 2>/dev/null || true
+		dpkg-query -W -f '${Package} ${Version}\n' busybox-static openssh-server openssh-sftp-server e2fsprogs 2>/dev/null || true
 		echo "linux-image-amd64 $(apt-cache policy linux-image-amd64 2>/dev/null | awk '/Candidate:/ { print $2 }')"
 	fi
 }

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Builds the test guest from Debian packages only: Debian's kernel
-# (linux-image-amd64, extracted, not installed), busybox-static, dropbear,
-# e2fsprogs' mke2fs and the kernel modules it needs, OpenSSH's sftp-server (where
-# dropbear runs it for the sftp subsystem: the files API), into OUT/vmlinux and OUT/initramfs.gz.
+# (linux-image-amd64, extracted, not installed), busybox-static, OpenSSH's
+# sshd and sftp-server (the SSH server froog's images run, and its sftp
+# subsystem: the files API), e2fsprogs' mke2fs and the kernel modules it
+# needs, into OUT/vmlinux and OUT/initramfs.gz.
 # OUT/vmlinux is the kernel uncompressed (deploy/images/vmlinux.sh), which
 # QEMU starts directly.
 # The init (deploy/tinyvm/init) reads the same NoCloud seed as cloud-init.
@@ -17,7 +18,7 @@ stamp=$(cat "$here/build.sh" "$here/init" "$here/../images/vmlinux.sh" | sha256s
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ] && [ -f "$out/vmlinux" ] && [ -f "$out/initramfs.gz" ]; then
 	exit 0
 fi
-for bin in busybox dropbear dropbearconvert /sbin/mke2fs /usr/lib/openssh/sftp-server apt-get dpkg-deb; do
+for bin in busybox /usr/sbin/sshd /sbin/mke2fs /usr/lib/openssh/sftp-server apt-get dpkg-deb; do
 	command -v "$bin" >/dev/null || { echo "tinyvm: $bin is missing (deploy/testdeps.sh installs it)" >&2; exit 1; }
 done
 case "$(ldd "$(command -v busybox)" 2>&1 || true)" in
@@ -34,22 +35,28 @@ dpkg-deb -x ./"$kpkg"_*.deb kernel
 kver=$(ls kernel/lib/modules)
 
 root=$work/root
-mkdir -p "$root/bin" "$root/sbin" "$root/usr/bin" "$root/usr/sbin" "$root/etc/dropbear" "$root/proc" "$root/sys" \
+mkdir -p "$root/bin" "$root/sbin" "$root/usr/bin" "$root/usr/sbin" "$root/etc/ssh" "$root/proc" "$root/sys" \
 	"$root/dev" "$root/tmp" "$root/run" "$root/root" "$root/home" "$root/seed" "$root/lib/modules/$kver" "$root/var/log"
 cp "$(command -v busybox)" "$root/bin/busybox"
 for b in $(busybox --list); do
 	[ -e "$root/bin/$b" ] || ln -s busybox "$root/bin/$b"
 done
-# dropbear, dropbearconvert and mke2fs (busybox's makes no journal, and a
-# disk without one does not survive QEMU ending the VM) with the libraries
-# they load.
-cp "$(command -v dropbear)" "$root/usr/sbin/dropbear"
-cp "$(command -v dropbearconvert)" "$root/usr/bin/dropbearconvert"
-cp /sbin/mke2fs "$root/usr/sbin/mke2fs"
-mkdir -p "$root/usr/lib"
-cp /usr/lib/openssh/sftp-server "$root/usr/lib/sftp-server"
+# sshd (with the helpers OpenSSH 9.8 and later split off, where this
+# machine's has them), sftp-server and mke2fs (busybox's makes no journal,
+# and a disk without one does not survive QEMU ending the VM), with the
+# libraries they load.
+bins="/usr/sbin/sshd /usr/lib/openssh/sftp-server"
+for b in /usr/lib/openssh/sshd-session /usr/lib/openssh/sshd-auth; do
+	[ ! -x "$b" ] || bins="$bins $b"
+done
+for b in $bins; do
+	mkdir -p "$root$(dirname "$b")"
+	cp "$b" "$root$b"
+done
+cp /sbin/mke2fs "$root/usr/sbin/mke2fs" # ahead of busybox's on init's PATH
+bins="$bins /sbin/mke2fs"
 [ ! -f /etc/mke2fs.conf ] || cp /etc/mke2fs.conf "$root/etc/mke2fs.conf"
-for lib in $(ldd "$(command -v dropbear)" "$(command -v dropbearconvert)" /sbin/mke2fs /usr/lib/openssh/sftp-server | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }' | sort -u); do
+for lib in $(ldd $bins | awk '/=> \// { print $3 } /^\t\/lib/ { print $1 }' | sort -u); do
 	mkdir -p "$root$(dirname "$lib")"
 	cp -L "$lib" "$root$lib"
 done
@@ -71,8 +78,20 @@ cp kernel/lib/modules/"$kver"/modules.builtin kernel/lib/modules/"$kver"/modules
 busybox depmod -b "$root" "$kver"
 cp "$here/init" "$root/init"
 chmod 755 "$root/init"
-printf 'root::0:0:root:/root:/bin/sh\nuser::1000:1000:user:/home/user:/bin/sh\n' >"$root/etc/passwd"
-printf 'root:x:0:\nuser:x:1000:\n' >"$root/etc/group"
+# sshd's privilege separation runs as sshd, in /run/sshd.
+printf 'root::0:0:root:/root:/bin/sh\nuser::1000:1000:user:/home/user:/bin/sh\nsshd:x:100:65534::/run/sshd:/bin/false\n' >"$root/etc/passwd"
+printf 'root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n' >"$root/etc/group"
+# As froog's images: keys only, as user; one connection per sandbox carries
+# its commands and file sessions (MaxSessions); errors to the console.
+cat >"$root/etc/ssh/sshd_config" <<'CFG'
+HostKey /etc/ssh/ssh_host_ed25519_key
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin no
+MaxSessions 64
+Subsystem sftp /usr/lib/openssh/sftp-server
+LogLevel ERROR
+CFG
 printf '/bin/sh\n' >"$root/etc/shells"
 
 mkdir -p "$out"

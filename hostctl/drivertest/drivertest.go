@@ -134,16 +134,30 @@ func (r *rig) sh(sb store.Sandbox, cmd string) string {
 
 // shAs runs cmd as user, logged in with signer, against the pinned key.
 func (r *rig) shAs(signer ssh.Signer, sb store.Sandbox, cmd string) (string, error) {
+	c, err := dial(signer, sb)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return run(c, cmd)
+}
+
+// dial logs in as user with signer, against the pinned key.
+func dial(signer ssh.Signer, sb store.Sandbox) (*ssh.Client, error) {
 	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(sb.SSHHostKey))
 	if err != nil {
-		return "", fmt.Errorf("pinned host key: %v", err)
+		return nil, fmt.Errorf("pinned host key: %v", err)
 	}
 	c, err := ssh.Dial("tcp", sb.SSHHost+":"+strconv.Itoa(sb.SSHPort), &ssh.ClientConfig{User: "user", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback: ssh.FixedHostKey(key), HostKeyAlgorithms: []string{key.Type()}, Timeout: 10 * time.Second})
 	if err != nil {
-		return "", fmt.Errorf("ssh with the pinned key: %w", err)
+		return nil, fmt.Errorf("ssh with the pinned key: %w", err)
 	}
-	defer c.Close()
+	return c, nil
+}
+
+// run runs cmd in a session of its own on c.
+func run(c *ssh.Client, cmd string) (string, error) {
 	s, err := c.NewSession()
 	if err != nil {
 		return "", err
@@ -235,6 +249,35 @@ func Run(t *testing.T, d Driver) {
 	if loggedIn(laptop, first) != d.AccountKeys {
 		t.Fatalf("the account's key logs in: %v, want %v", !d.AccountKeys, d.AccountKeys)
 	}
+	// One connection carries the control plane's commands and file
+	// sessions, up to 16 at once (api: 8 command and 8 file slots), their
+	// processes ending all the while: every session gets its command
+	// run. (Debian 12's dropbear closed a new session when an earlier
+	// one's process ended before its exec request arrived.)
+	t.Run("sessions", func(t *testing.T) {
+		c, err := dial(d.Signer, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		errs := make(chan error, 16)
+		for w := range 16 {
+			go func() {
+				for i := range 10 {
+					if out, err := run(c, fmt.Sprintf("echo %d.%d", w, i)); err != nil || out != fmt.Sprintf("%d.%d", w, i) {
+						errs <- fmt.Errorf("session %d.%d: %q, %v", w, i, out, err)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range 16 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
 	r.sh(first, `echo kept > "$HOME/froog-file"`)
 	job := r.sh(first, `setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & echo $!`)
 	// Alive and not a zombie (a killed job's parent may be slow to reap).

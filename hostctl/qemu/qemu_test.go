@@ -29,7 +29,7 @@ var ctx = context.Background()
 // it is missing).
 func tinyvm(t testing.TB) (kernel, initrd string) {
 	t.Helper()
-	for _, bin := range []string{"qemu-system-x86_64", "qemu-img", "busybox", "dropbear"} {
+	for _, bin := range []string{"qemu-system-x86_64", "qemu-img", "busybox", "/usr/sbin/sshd"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Fatalf("%s is not installed: deploy/testdeps.sh installs it", bin)
 		}

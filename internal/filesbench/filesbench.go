@@ -53,32 +53,6 @@ func Run(t *testing.T, tg Target, out string) map[string]float64 {
 		t.Fatal(err)
 	}
 
-	// Right after a cold boot of the test guest, the first files call
-	// was refused with 502 "has no SFTP server" in two of four make bench
-	// runs (never alone): not explained yet. The bench waits until the
-	// files API answers, and says when it had to.
-	began, refused := time.Now(), 0
-	for {
-		req, _ := http.NewRequest("GET", tg.API+"/v1/sandboxes/"+tg.Sandbox+"/files?path=.", nil)
-		req.Header.Set("Authorization", "Bearer "+tg.Key)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg, _ := io.ReadAll(io.LimitReader(res.Body, 1<<10))
-		res.Body.Close()
-		if res.StatusCode == 200 {
-			break
-		}
-		if refused++; res.StatusCode != 502 || time.Since(began) > time.Minute {
-			t.Fatalf("files?path=.: %d %s", res.StatusCode, msg)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if refused > 0 {
-		t.Logf("the files API refused %d times (502) over %v before it answered", refused, time.Since(began).Round(time.Millisecond))
-	}
-
 	best := func(name string, run func() error) float64 {
 		var top float64
 		for range 3 {
