@@ -211,7 +211,7 @@ func TestViewerStreamX264Chromium(t *testing.T) {
 // an Xvnc display (SDL), which the stand-in's encoder (x11grab → libx264,
 // 30 fps) and Xvnc's own VNC server both send; headless Chromium shows it
 // through the edge's handler, once over the stream and once over VNC
-// (noVNC, Tight, quality 6). Over an 8 s window it reports the frames a
+// (noVNC, Tight, quality 6). Over a 5 s window it reports the frames a
 // second the page drew, the data rate it received, and this process's
 // CPU (the edge; for the stream also the stand-in's relay and its
 // reading of ffmpeg's output) as a share of one core.
@@ -270,14 +270,14 @@ func BenchmarkStreamVsVNC(b *testing.B) {
 				_, _, l := stat()
 				b.Fatalf("no %s frames: %q", c.status, l)
 			}
-			time.Sleep(4 * time.Second) // past the first frames and any backlog
+			time.Sleep(3 * time.Second) // past the first frames and any backlog
 			b.ResetTimer()
 			frames0, bytes0, _ := stat()
 			fake.mu.Lock()
 			sent0 := fake.framesSent
 			fake.mu.Unlock()
 			cpu0, t0 := cpuTime(), time.Now()
-			time.Sleep(8 * time.Second)
+			time.Sleep(5 * time.Second)
 			frames1, bytes1, _ := stat()
 			elapsed := time.Since(t0)
 			cpu := cpuTime() - cpu0
