@@ -50,7 +50,7 @@ func benchScale(t *testing.T, edge *child, out, edgeAddr, nginxAddr string, ngin
 	// current browsers offer first.
 	hs := func(addr, name string, pids []int, curves []tls.CurveID) (rate, cpu float64) {
 		c0 := cpuTime(pids...)
-		d := 3 * time.Second
+		d := 2 * time.Second
 		n, err := handshakes(addr, name, curves, 8, d)
 		if err != nil {
 			t.Fatalf("handshakes with %s: %v", name, err)
