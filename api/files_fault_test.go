@@ -1,0 +1,102 @@
+package api_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"net"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/api"
+	"froog.tech/froog/store/embedded"
+)
+
+// sessionsTo is api.Sessions on one SSH connection, whatever the sandbox.
+type sessionsTo struct{ c *ssh.Client }
+
+func (s sessionsTo) Session(context.Context, string) (*ssh.Session, error) { return s.c.NewSession() }
+
+// sshServerFake is an SSH server on loopback that takes any client and
+// answers a session's subsystem request with subsystem (other requests
+// are refused); it returns a client logged in to it.
+func sshServerFake(t *testing.T, subsystem func(ch ssh.Channel, req *ssh.Request)) *ssh.Client {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	hostKey, _ := ssh.NewSignerFromKey(priv)
+	cfg := &ssh.ServerConfig{NoClientAuth: true}
+	cfg.AddHostKey(hostKey)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_, chans, reqs, err := ssh.NewServerConn(nc, cfg)
+				if err != nil {
+					nc.Close()
+					return
+				}
+				go ssh.DiscardRequests(reqs)
+				for nch := range chans {
+					ch, chReqs, err := nch.Accept()
+					if err != nil {
+						continue
+					}
+					go func() {
+						for req := range chReqs {
+							if req.Type == "subsystem" {
+								subsystem(ch, req)
+								continue
+							}
+							req.Reply(false, nil)
+						}
+					}()
+				}
+			}()
+		}
+	}()
+	c, err := ssh.Dial("tcp", ln.Addr().String(), &ssh.ClientConfig{User: "user", HostKeyCallback: ssh.FixedHostKey(hostKey.PublicKey())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// A sandbox whose SSH server refuses the sftp subsystem has no SFTP
+// server; one whose server ends the session without an answer (as
+// Debian 12's dropbear did when an earlier session's process ended) is
+// unreachable for the moment. Both are 502 sandbox_unreachable.
+func TestFilesSFTPFaults(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		answer func(ssh.Channel, *ssh.Request)
+		want   string
+	}{
+		{"refused", func(_ ssh.Channel, req *ssh.Request) { req.Reply(false, nil) }, `sandbox \"box\" has no SFTP server`},
+		{"closed without an answer", func(ch ssh.Channel, _ *ssh.Request) { ch.Close() }, `cannot reach sandbox \"box\": EOF`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, err := embedded.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newEnv(t, st, api.Options{Sessions: sessionsTo{sshServerFake(t, c.answer)}})
+			e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
+			e.ran("box")
+			r := e.do("GET", "/v1/sandboxes/box/files?path=.", e.admin, nil).want(t, 502, "sandbox_unreachable")
+			if !strings.Contains(string(r.body), c.want) {
+				t.Fatalf("got %s, want a message with %s", r.body, c.want)
+			}
+		})
+	}
+}
