@@ -5,12 +5,14 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/api"
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/store/embedded"
 )
 
@@ -28,43 +30,30 @@ func sshServerFake(t *testing.T, subsystem func(ch ssh.Channel, req *ssh.Request
 	hostKey, _ := ssh.NewSignerFromKey(priv)
 	cfg := &ssh.ServerConfig{NoClientAuth: true}
 	cfg.AddHostKey(hostKey)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
+	port := loopback.Serve(t, func(nc net.Conn) {
+		_, chans, reqs, err := ssh.NewServerConn(nc, cfg)
+		if err != nil {
+			nc.Close()
+			return
+		}
+		go ssh.DiscardRequests(reqs)
+		for nch := range chans {
+			ch, chReqs, err := nch.Accept()
 			if err != nil {
-				return
+				continue
 			}
 			go func() {
-				_, chans, reqs, err := ssh.NewServerConn(nc, cfg)
-				if err != nil {
-					nc.Close()
-					return
-				}
-				go ssh.DiscardRequests(reqs)
-				for nch := range chans {
-					ch, chReqs, err := nch.Accept()
-					if err != nil {
+				for req := range chReqs {
+					if req.Type == "subsystem" {
+						subsystem(ch, req)
 						continue
 					}
-					go func() {
-						for req := range chReqs {
-							if req.Type == "subsystem" {
-								subsystem(ch, req)
-								continue
-							}
-							req.Reply(false, nil)
-						}
-					}()
+					req.Reply(false, nil)
 				}
 			}()
 		}
-	}()
-	c, err := ssh.Dial("tcp", ln.Addr().String(), &ssh.ClientConfig{User: "user", HostKeyCallback: ssh.FixedHostKey(hostKey.PublicKey())})
+	})
+	c, err := ssh.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), &ssh.ClientConfig{User: "user", HostKeyCallback: ssh.FixedHostKey(hostKey.PublicKey())})
 	if err != nil {
 		t.Fatal(err)
 	}
