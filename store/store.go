@@ -126,6 +126,10 @@ type Store interface {
 	CreateDesktopLink(ctx context.Context, l DesktopLink, ev *AuditEvent) (DesktopLink, error)
 	// DesktopLink finds a link by its token's hash; ErrNotFound when none.
 	DesktopLink(ctx context.Context, hash string) (DesktopLink, error)
+	// LockDesktopLinkViewOnly makes the link with that hash view-only
+	// for the rest of its life (a view-only exchange chose it) and
+	// returns it; ErrNotFound when none.
+	LockDesktopLinkViewOnly(ctx context.Context, hash string) (DesktopLink, error)
 
 	// PutURL creates or changes the URL for (sandboxID, port): fn gets the
 	// current one (nil when new) and returns what to store. A new host

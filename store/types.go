@@ -231,7 +231,14 @@ type DesktopLink struct {
 	ViewOnly  bool   `json:"view_only"`
 	// Profile is the browser view's Chromium profile folder ("" for the
 	// default; desktop links have none).
-	Profile   string    `json:"profile,omitempty"`
+	Profile string `json:"profile,omitempty"`
+	// Run is the run of the sandbox the link was made in (its StartedAt
+	// then): the link opens nothing once the sandbox has stopped, even
+	// if it was started again. Zero for a wall's.
+	Run time.Time `json:"run,omitzero"`
+	// KeyID is the API key that made the link (for a wall's Use and
+	// Open, the key that made the wall's link); its sessions carry it.
+	KeyID     string    `json:"key_id,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 }

@@ -429,3 +429,23 @@ func (s *Store) DesktopLink(ctx context.Context, hash string) (store.DesktopLink
 	}
 	return store.DesktopLink{}, fmt.Errorf("desktop link: %w", store.ErrNotFound)
 }
+
+func (s *Store) LockDesktopLinkViewOnly(ctx context.Context, hash string) (store.DesktopLink, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.links {
+		if l.Hash != hash {
+			continue
+		}
+		if l.ViewOnly {
+			return *clone(l), nil
+		}
+		locked := clone(l)
+		locked.ViewOnly = true
+		if err := s.commit([]record{put(tLink, l.ID, clone(locked))}, nil); err != nil {
+			return store.DesktopLink{}, fmt.Errorf("lock desktop link view-only: %w", err)
+		}
+		return *locked, nil
+	}
+	return store.DesktopLink{}, fmt.Errorf("lock desktop link view-only: %w", store.ErrNotFound)
+}

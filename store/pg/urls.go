@@ -400,3 +400,25 @@ func (s *Store) DesktopLink(ctx context.Context, hash string) (store.DesktopLink
 	err := getDoc(ctx, s.pool, &l, "desktop link", `SELECT doc FROM desktop_links WHERE hash = $1`, hash)
 	return l, err
 }
+
+func (s *Store) LockDesktopLinkViewOnly(ctx context.Context, hash string) (store.DesktopLink, error) {
+	var l store.DesktopLink
+	err := s.inTx(ctx, nil, func(t *txn) error {
+		if err := getDoc(ctx, t, &l, "desktop link", `SELECT doc FROM desktop_links WHERE hash = $1 FOR UPDATE`, hash); err != nil {
+			return err
+		}
+		if l.ViewOnly {
+			return nil
+		}
+		l.ViewOnly = true
+		if _, err := t.Exec(ctx, `UPDATE desktop_links SET doc = $2 WHERE hash = $1`, hash, mustJSON(l)); err != nil {
+			return err
+		}
+		t.changed(store.KindDesktopLink, l.ID, &l)
+		return nil
+	})
+	if err != nil {
+		return store.DesktopLink{}, fmt.Errorf("lock desktop link view-only: %w", err)
+	}
+	return l, nil
+}

@@ -22,6 +22,7 @@ func testDesktopLinks(t *testing.T, o func() Backend) {
 		t.Fatalf("DesktopLink: %+v, %v", got, err)
 	}
 	wantErr(t, "an unknown hash", func() error { _, err := s.DesktopLink(ctx, store.HashSecret("dt_none")); return err }(), store.ErrNotFound)
+	testDesktopLinkRun(t, s, sb)
 	later := now.Add(11 * time.Minute)
 	if _, err := s.CreateDesktopLink(ctx, store.DesktopLink{SandboxID: sb.ID, Hash: store.HashSecret("dt_new"), Kind: "browser", ViewOnly: true, CreatedAt: later, ExpiresAt: later.Add(10 * time.Minute)}, nil); err != nil {
 		t.Fatal(err)
@@ -50,4 +51,30 @@ func testDesktopLinks(t *testing.T, o func() Backend) {
 		_, err := s.CreateDesktopLink(ctx, store.DesktopLink{SandboxID: sb.ID, Hash: store.HashSecret("dt_x"), CreatedAt: later, ExpiresAt: later}, nil)
 		return err
 	}(), store.ErrNotFound)
+}
+
+// testDesktopLinkRun: a link keeps its run and key; locking it view-only
+// sticks and leaves the rest as it was.
+func testDesktopLinkRun(t *testing.T, s store.Store, sb store.Sandbox) {
+	t.Helper()
+	run := now.Add(-time.Hour).Add(123456 * time.Microsecond)
+	l, err := s.CreateDesktopLink(ctx, store.DesktopLink{SandboxID: sb.ID, Hash: store.HashSecret("dt_run"), Kind: "desktop", Run: run, KeyID: "key_1",
+		CreatedAt: now, ExpiresAt: now.Add(10 * time.Minute)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.DesktopLink(ctx, l.Hash)
+	if err != nil || !got.Run.Equal(run) || got.KeyID != "key_1" || got.ViewOnly {
+		t.Fatalf("the link with a run: %+v, %v; want run %v, key_1, with input", got, err, run)
+	}
+	for range 2 { // a second lock changes nothing
+		locked, err := s.LockDesktopLinkViewOnly(ctx, l.Hash)
+		if err != nil || !locked.ViewOnly || locked.ID != l.ID || !locked.Run.Equal(run) || locked.KeyID != "key_1" || !locked.ExpiresAt.Equal(l.ExpiresAt) {
+			t.Fatalf("LockDesktopLinkViewOnly: %+v, %v", locked, err)
+		}
+	}
+	if got, err := s.DesktopLink(ctx, l.Hash); err != nil || !got.ViewOnly {
+		t.Fatalf("the link after its lock: %+v, %v; want view-only", got, err)
+	}
+	wantErr(t, "locking an unknown hash", func() error { _, err := s.LockDesktopLinkViewOnly(ctx, store.HashSecret("dt_none")); return err }(), store.ErrNotFound)
 }
