@@ -28,6 +28,8 @@ var (
 	// ErrFeedGap: the subscription fell behind what the change log keeps;
 	// the subscriber must reload everything and subscribe again.
 	ErrFeedGap = errors.New("change feed gap: reload and resubscribe")
+	// ErrKeyExpired: an expired API key cannot be rotated.
+	ErrKeyExpired = errors.New("api key expired")
 )
 
 // LimitError says which limit a write would have passed. It matches
@@ -55,8 +57,29 @@ type Store interface {
 	CreateAccount(ctx context.Context, a Account) (Account, error)
 	Account(ctx context.Context, id string) (Account, error)
 
+	// CreateAPIKey adds a key: ErrNotFound without its account,
+	// ErrConflict when its id or secret hash is taken.
 	CreateAPIKey(ctx context.Context, k APIKey, ev *AuditEvent) (APIKey, error)
+	// APIKeyByHash and APIKeyByID find a key, revoked and expired ones
+	// included (the caller decides: APIKey.Live, APIKey.Vouches);
+	// ErrNotFound when none.
 	APIKeyByHash(ctx context.Context, secretHash string) (APIKey, error)
+	APIKeyByID(ctx context.Context, id string) (APIKey, error)
+	// ListAPIKeys lists an account's keys, revoked ones included, oldest
+	// first.
+	ListAPIKeys(ctx context.Context, accountID string) ([]APIKey, error)
+	// RevokeAPIKey revokes the account's key id at at (APIKey.Revoke):
+	// ErrNotFound when the account has no such key, or it is revoked.
+	RevokeAPIKey(ctx context.Context, accountID, id string, at time.Time, ev *AuditEvent) (APIKey, error)
+	// RotateAPIKey gives the account's key id the secret whose hash is
+	// secretHash at at (APIKey.Rotate): ErrNotFound as for RevokeAPIKey,
+	// ErrKeyExpired when it has expired, ErrConflict when the hash is
+	// taken. The old secret finds nothing from then on.
+	RotateAPIKey(ctx context.Context, accountID, id, secretHash string, at time.Time, ev *AuditEvent) (APIKey, error)
+	// RecordAPIKeyUse adds n requests made by key id up to at
+	// (APIKey.AddUses); ErrNotFound when there is no such key. Callers
+	// batch: it is not meant to run at every request.
+	RecordAPIKeyUse(ctx context.Context, id string, at time.Time, n int) error
 
 	// CreateSSHKey adds an account's SSH key: ErrConflict when the account
 	// has that key already (same fingerprint), a LimitError past

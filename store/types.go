@@ -67,7 +67,14 @@ type APIKey struct {
 	Labels     map[string]string `json:"labels,omitempty"`    // required labels
 	ExpiresAt  *time.Time        `json:"expires_at,omitempty"`
 	RevokedAt  *time.Time        `json:"revoked_at,omitempty"`
-	CreatedAt  time.Time         `json:"created_at"`
+	// RotatedAt is when the key last got a new secret: what it minted
+	// before (signed links, desktop sessions) no longer stands (Vouches).
+	RotatedAt *time.Time `json:"rotated_at,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	// LastUsedAt and Uses (requests per UTC day, the last UsesKept days)
+	// are written in batches by RecordAPIKeyUse, not at every request.
+	LastUsedAt *time.Time     `json:"last_used_at,omitempty"`
+	Uses       map[string]int `json:"uses,omitempty"`
 }
 
 // SSHKey is a public key that may log in as user to every sandbox of its

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"froog.tech/froog/store"
 )
@@ -326,4 +329,69 @@ func (s *Store) APIKeyByHash(ctx context.Context, hash string) (store.APIKey, er
 		}
 	}
 	return store.APIKey{}, fmt.Errorf("api key: %w", store.ErrNotFound)
+}
+
+func (s *Store) APIKeyByID(ctx context.Context, id string) (store.APIKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.keys[id]
+	if !ok {
+		return store.APIKey{}, fmt.Errorf("api key %s: %w", id, store.ErrNotFound)
+	}
+	return *clone(k), nil
+}
+
+func (s *Store) ListAPIKeys(ctx context.Context, accountID string) ([]store.APIKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.APIKey
+	for _, k := range s.keys {
+		if k.AccountID == accountID {
+			out = append(out, *clone(k))
+		}
+	}
+	slices.SortFunc(out, func(a, b store.APIKey) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+// updateAPIKey applies fn to a copy of the key id (of accountID, when
+// not empty) and commits it.
+func (s *Store) updateAPIKey(what, accountID, id string, fn func(*store.APIKey) error, ev *store.AuditEvent) (store.APIKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.keys[id]
+	if !ok || (accountID != "" && old.AccountID != accountID) {
+		return store.APIKey{}, fmt.Errorf("%s: api key %s: %w", what, id, store.ErrNotFound)
+	}
+	k := clone(old)
+	if err := fn(k); err != nil {
+		return store.APIKey{}, fmt.Errorf("%s: %w", what, err)
+	}
+	for _, o := range s.keys {
+		if o.ID != k.ID && o.SecretHash == k.SecretHash {
+			return store.APIKey{}, fmt.Errorf("%s: %w", what, store.ErrConflict)
+		}
+	}
+	if err := s.commit([]record{put(tAPIKey, k.ID, k)}, ev); err != nil {
+		return store.APIKey{}, err
+	}
+	return *clone(k), nil
+}
+
+func (s *Store) RevokeAPIKey(ctx context.Context, accountID, id string, at time.Time, ev *store.AuditEvent) (store.APIKey, error) {
+	return s.updateAPIKey("revoke api key", accountID, id, func(k *store.APIKey) error { return k.Revoke(at) }, ev)
+}
+
+func (s *Store) RotateAPIKey(ctx context.Context, accountID, id, hash string, at time.Time, ev *store.AuditEvent) (store.APIKey, error) {
+	return s.updateAPIKey("rotate api key", accountID, id, func(k *store.APIKey) error { return k.Rotate(hash, at) }, ev)
+}
+
+func (s *Store) RecordAPIKeyUse(ctx context.Context, id string, at time.Time, n int) error {
+	_, err := s.updateAPIKey("record api key use", "", id, func(k *store.APIKey) error { k.AddUses(at, n); return nil }, nil)
+	return err
 }

@@ -60,6 +60,62 @@ func (s *Store) APIKeyByHash(ctx context.Context, hash string) (store.APIKey, er
 	return k, err
 }
 
+func (s *Store) APIKeyByID(ctx context.Context, id string) (store.APIKey, error) {
+	var k store.APIKey
+	err := getDoc(ctx, s.pool, &k, "api key "+id, `SELECT doc FROM api_keys WHERE id = $1`, id)
+	return k, err
+}
+
+func (s *Store) ListAPIKeys(ctx context.Context, accountID string) ([]store.APIKey, error) {
+	keys, err := docs[store.APIKey](ctx, s.pool, "api keys", `SELECT doc FROM api_keys WHERE account_id = $1`, accountID)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(keys, func(a, b store.APIKey) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return keys, nil
+}
+
+// updateAPIKey reads the key id (of accountID, when not empty) for
+// update, applies fn and writes it back with its secret hash.
+func (s *Store) updateAPIKey(ctx context.Context, what, accountID, id string, fn func(*store.APIKey) error, ev *store.AuditEvent) (store.APIKey, error) {
+	var k store.APIKey
+	err := s.inTx(ctx, ev, func(t *txn) error {
+		if err := getDoc(ctx, t, &k, "api key "+id, `SELECT doc FROM api_keys WHERE id = $1 AND ($2 = '' OR account_id = $2) FOR UPDATE`, id, accountID); err != nil {
+			return err
+		}
+		if err := fn(&k); err != nil {
+			return err
+		}
+		_, err := t.Exec(ctx, `UPDATE api_keys SET secret_hash = $2, doc = $3 WHERE id = $1`, k.ID, k.SecretHash, mustJSON(k))
+		if isUnique(err) {
+			return store.ErrConflict
+		}
+		return err
+	})
+	if err != nil {
+		return store.APIKey{}, fmt.Errorf("%s: %w", what, err)
+	}
+	return k, nil
+}
+
+func (s *Store) RevokeAPIKey(ctx context.Context, accountID, id string, at time.Time, ev *store.AuditEvent) (store.APIKey, error) {
+	return s.updateAPIKey(ctx, "revoke api key", accountID, id, func(k *store.APIKey) error { return k.Revoke(at) }, ev)
+}
+
+func (s *Store) RotateAPIKey(ctx context.Context, accountID, id, hash string, at time.Time, ev *store.AuditEvent) (store.APIKey, error) {
+	return s.updateAPIKey(ctx, "rotate api key", accountID, id, func(k *store.APIKey) error { return k.Rotate(hash, at) }, ev)
+}
+
+func (s *Store) RecordAPIKeyUse(ctx context.Context, id string, at time.Time, n int) error {
+	_, err := s.updateAPIKey(ctx, "record api key use", "", id, func(k *store.APIKey) error { k.AddUses(at, n); return nil }, nil)
+	return err
+}
+
 // checkSandbox applies the rules every sandbox write shares (the name is
 // left to the unique index): room in the account for one more running
 // sandbox, and a start its start limits allow, which it records. It locks

@@ -32,6 +32,7 @@ func Run(t *testing.T, f Factory) {
 		fn   func(*testing.T, func() Backend)
 	}{
 		{"Accounts", testAccounts},
+		{"APIKeys", testAPIKeys},
 		{"SSHKeys", testSSHKeys},
 		{"SandboxCRUD", testSandboxCRUD},
 		{"SandboxList", testSandboxList},
