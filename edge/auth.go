@@ -26,8 +26,9 @@ const (
 	invalid
 )
 
-// authorize decides a request to a private URL. It returns, for a
-// redirect, the token and how long its cookie lasts (0: a session cookie).
+// authorize decides a request to a private URL. It returns the token
+// that passed (for a redirect, also how long its cookie lasts; 0: a
+// session cookie): the edge makes sure it reaches the sandbox nowhere.
 func authorize(rt *route.Route, c *call, now time.Time) (verdict, string, time.Duration) {
 	if tok, ok := queryToken(c.query); ok {
 		life, valid := rt.Check(tok, now)
@@ -37,17 +38,17 @@ func authorize(rt *route.Route, c *call, now time.Time) (verdict, string, time.D
 		case (c.method == http.MethodGet || c.method == http.MethodHead) && !c.upgrade:
 			return redirect, tok, life
 		}
-		return allow, "", 0 // inline: a websocket upgrade or a non-GET request
+		return allow, tok, 0 // inline: a websocket upgrade or a non-GET request
 	}
 	if c.tokenHeader != "" {
 		if _, ok := rt.Check(c.tokenHeader, now); ok {
-			return allow, "", 0
+			return allow, c.tokenHeader, 0
 		}
 		return invalid, "", 0
 	}
 	for _, tok := range c.tokenCookies {
 		if _, ok := rt.Check(tok, now); ok {
-			return allow, "", 0
+			return allow, tok, 0
 		}
 	}
 	if len(c.tokenCookies) > 0 {

@@ -72,9 +72,61 @@ func TestTokenCookie(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(tt.tokens) {
 			t.Errorf("tokenCookies(%q) = %q, want %q", tt.header, got, tt.tokens)
 		}
-		if rest, _ := stripTokenCookie(tt.header); rest != tt.rest {
+		if rest, _ := stripTokenCookie(tt.header, ""); rest != tt.rest {
 			t.Errorf("stripTokenCookie(%q) = %q, want %q", tt.header, rest, tt.rest)
 		}
+	}
+}
+
+// What goes on to the sandbox of the headers the hop rules keep: a
+// Referer without the token (in its query, any spelling, or after #),
+// and nothing that still holds the token the request was let in with.
+func TestForwardValue(t *testing.T) {
+	t.Parallel()
+	const tok = "pt_secret"
+	tests := []struct {
+		name, value string
+		want        string
+		keep        bool
+	}{
+		{"Referer", "https://a.test/p?x=1&_token=pt_other&y=2", "https://a.test/p?x=1&y=2", true},
+		{"referer", "https://a.test/p?%5Ftoken=pt_other", "https://a.test/p", true},
+		{"REFERER", "https://a.test/p?x=1#_token=pt_other", "https://a.test/p?x=1", true},
+		{"Referer", "https://a.test/p#?_token=" + tok, "https://a.test/p", true},
+		{"Referer", "https://a.test/p?_token=" + tok, "https://a.test/p", true},
+		{"Referer", "https://a.test/" + tok, "", false},
+		{"Referer", "https://a.test/p?x=1", "https://a.test/p?x=1", true},
+		{"Origin", "https://a.test", "https://a.test", true},
+		{"Origin", "https://a.test?_token=" + tok, "", false},
+		{"Authorization", "Bearer " + tok, "", false},
+		{"X-App", "pt_secre", "pt_secre", true},
+	}
+	for _, tt := range tests {
+		got, keep := forwardValue(tt.name, tt.value, tok)
+		if keep != tt.keep || keep && got != tt.want {
+			t.Errorf("forwardValue(%q, %q) = %q, %v; want %q, %v", tt.name, tt.value, got, keep, tt.want, tt.keep)
+		}
+	}
+	if got, keep := forwardValue("X-App", "anything", ""); !keep || got != "anything" {
+		t.Errorf("without a token: %q, %v", got, keep)
+	}
+	for _, tt := range []struct{ header, rest string }{
+		{"a=1; copy=" + tok + "; b=2", "a=1; b=2"},
+		{"copy=\"x " + tok + "\"", ""},
+		{"a=1", "a=1"},
+	} {
+		if rest, _ := stripTokenCookie(tt.header, tok); rest != tt.rest {
+			t.Errorf("stripTokenCookie(%q, token) = %q, want %q", tt.header, rest, tt.rest)
+		}
+	}
+	var h hops
+	for _, name := range []string{"Forwarded", "x-real-ip", "X-Forwarded-Port", "x-forwarded-anything", "True-Client-IP", "X-FROOG-URL-TOKEN"} {
+		if !h.drop(name) {
+			t.Errorf("%s reaches the sandbox", name)
+		}
+	}
+	if h.drop("X-Forwarde") || h.drop("Origin") {
+		t.Error("a header of the app's is dropped")
 	}
 }
 
@@ -83,7 +135,7 @@ func FuzzTokenCookie(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		rest, changed := stripTokenCookie(v)
+		rest, changed := stripTokenCookie(v, "")
 		if got := tokenCookies(rest, nil); len(got) > 0 {
 			t.Fatalf("stripTokenCookie(%q) = %q still carries %q", v, rest, got)
 		}

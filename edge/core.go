@@ -45,6 +45,9 @@ type decision struct {
 	// wake: the request may start a stopped sandbox (the URL is public, or
 	// the request carried a valid token).
 	wake bool
+	// token is the URL token the request was let in with, if any: no
+	// header that still holds it goes on (forwardValue).
+	token string
 }
 
 // decide routes and authorizes c. Both protocol front ends call it, so
@@ -97,7 +100,7 @@ func (s *Server) decide(c *call) decision {
 		}
 		d.setCookie = tokenCookieValue(tok, life)
 	default:
-		d.wake = true
+		d.wake, d.token = true, tok
 	}
 	return d
 }

@@ -138,6 +138,45 @@ func dropHeaders(all iter.Seq2[[]byte, []byte], del func([]byte), drop func(stri
 	return true
 }
 
+// scrubH1 gives each request header (Cookie aside) the value
+// forwardValue says, or drops it; each distinct spelling that changes is
+// rewritten once. It reports false, changing nothing, when more than
+// maxDropped spellings would change.
+func scrubH1(h *fasthttp.RequestHeader, secret string) bool {
+	var scratch [256]byte
+	names, n := scratch[:0], 0
+	for k, v := range h.All() {
+		if strings.EqualFold(b2s(k), "Cookie") || hasName(names, k) {
+			continue
+		}
+		if nv, keep := forwardValue(b2s(k), b2s(v), secret); keep && nv == b2s(v) {
+			continue
+		}
+		if n++; n > maxDropped {
+			return false
+		}
+		names = append(append(names, k...), 0)
+	}
+	for len(names) > 0 {
+		i := bytes.IndexByte(names, 0)
+		name := names[:i]
+		var kept []string
+		for k, v := range h.All() {
+			if bytes.Equal(k, name) {
+				if nv, keep := forwardValue(b2s(k), b2s(v), secret); keep {
+					kept = append(kept, strings.Clone(nv)) // v is in fasthttp's buffer
+				}
+			}
+		}
+		h.DelBytes(name)
+		for _, v := range kept {
+			h.AddBytesK(name, v)
+		}
+		names = names[i+1:]
+	}
+	return true
+}
+
 // headerFold is the value of the first header named name, in any case.
 func headerFold(all iter.Seq2[[]byte, []byte], name string) string {
 	for k, v := range all {
@@ -221,17 +260,20 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	h.ResetConnectionClose()
-	if len(c.tokenCookies) > 0 {
-		for k, v := range h.All() {
-			if strings.EqualFold(b2s(k), "Cookie") {
-				rest, _ := stripTokenCookie(string(v))
+	for k, v := range h.All() {
+		if strings.EqualFold(b2s(k), "Cookie") {
+			if rest, changed := stripTokenCookie(b2s(v), d.token); changed {
 				h.DelAllCookies()
 				if rest != "" {
 					h.Set("Cookie", rest)
 				}
-				break
 			}
+			break
 		}
+	}
+	if !scrubH1(h, d.token) {
+		s.h1Problem(ctx, x, &errBadRequest, c.html)
+		return
 	}
 	if c.upgrade {
 		h.Set("Connection", "Upgrade")

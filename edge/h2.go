@@ -119,17 +119,39 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.URL.RawQuery = stripQuery(r.URL.RawQuery)
 	var hp hops
-	for name := range r.Header {
+	for name, vs := range r.Header {
 		if hp.drop(name) {
-			r.Header.Del(name)
+			delete(r.Header, name)
+			continue
+		}
+		if name == "Cookie" {
+			continue
+		}
+		kept := vs[:0]
+		for _, v := range vs {
+			if nv, keep := forwardValue(name, v, d.token); keep {
+				kept = append(kept, nv)
+			}
+		}
+		if len(kept) == 0 {
+			delete(r.Header, name)
+		} else {
+			r.Header[name] = kept
 		}
 	}
-	if len(c.tokenCookies) > 0 {
+	var kept []string
+	changed := false
+	for _, v := range cookies {
+		rest, ch := stripTokenCookie(v, d.token)
+		changed = changed || ch
+		if rest != "" {
+			kept = append(kept, rest)
+		}
+	}
+	if changed {
 		r.Header.Del("Cookie")
-		for _, v := range cookies {
-			if rest, _ := stripTokenCookie(v); rest != "" {
-				r.Header.Add("Cookie", rest)
-			}
+		for _, v := range kept {
+			r.Header.Add("Cookie", v)
 		}
 	}
 	r.Header.Set("X-Request-Id", x.id)

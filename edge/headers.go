@@ -16,9 +16,15 @@ import (
 // Connection header names.
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
-// replacedHeaders are the edge's to set: whatever a client sent is
-// dropped (the token header too, which must never reach the sandbox).
-var replacedHeaders = []string{tokenHeader, "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Request-Id"}
+// replacedHeaders are the edge's to set, or a client's claims of where
+// it is that only a proxy may make: whatever a client sent is dropped
+// (the token header too, which must never reach the sandbox). Every
+// X-Forwarded-* name is the edge's too (forwardedPrefix); the edge sets
+// X-Forwarded-For, -Proto and -Host.
+var replacedHeaders = []string{tokenHeader, "X-Request-Id", "Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip",
+	"Cf-Connecting-Ip", "X-Cluster-Client-Ip", "Fastly-Client-Ip", "X-Original-Forwarded-For"}
+
+const forwardedPrefix = "X-Forwarded-"
 
 // maxConnectionTokens bounds the names one message's Connection headers
 // may list, and maxDropped the distinct spellings of header names the
@@ -69,6 +75,9 @@ func (h *hops) drop(name string) bool {
 		if strings.EqualFold(name, hh) {
 			return !h.keepUpgrade || !(hh == "Connection" || hh == "Upgrade")
 		}
+	}
+	if len(name) >= len(forwardedPrefix) && strings.EqualFold(name[:len(forwardedPrefix)], forwardedPrefix) {
+		return true
 	}
 	for _, r := range replacedHeaders {
 		if strings.EqualFold(name, r) {
@@ -156,10 +165,12 @@ func tokenCookies(v string, into []string) []string {
 }
 
 // stripTokenCookie removes the token cookies from one Cookie header's
-// value, keeping the other parts as sent; it reports whether it changed
-// anything. A header left empty is "" (the caller drops it).
-func stripTokenCookie(v string) (string, bool) {
-	if !containsFold(v, tokenCookieLower) {
+// value, and any other cookie that holds secret (the token the request
+// was let in with; "" for none), keeping the other parts as sent; it
+// reports whether it changed anything. A header left empty is "" (the
+// caller drops it).
+func stripTokenCookie(v, secret string) (string, bool) {
+	if !containsFold(v, tokenCookieLower) && !holds(v, secret) {
 		return v, false
 	}
 	var b strings.Builder
@@ -167,7 +178,7 @@ func stripTokenCookie(v string) (string, bool) {
 	for rest := v; rest != ""; {
 		var part string
 		part, rest, _ = strings.Cut(rest, ";")
-		if name, _ := cookiePart(part); isTokenCookie(name) {
+		if name, _ := cookiePart(part); isTokenCookie(name) || holds(part, secret) {
 			changed = true
 			continue
 		}
@@ -193,4 +204,41 @@ func containsFold(s, lower string) bool {
 		}
 	}
 	return false
+}
+
+// holds reports whether v holds secret, a token ("" never is held).
+func holds(v, secret string) bool { return secret != "" && strings.Contains(v, secret) }
+
+// forwardValue says what becomes of one request header the hop rules
+// keep (Cookie aside: stripTokenCookie), on its way to the sandbox: its
+// value, or false to drop it. A Referer loses every _token parameter of
+// its query, as the request's own query does, and its fragment (a
+// Referer has none, RFC 9110 §10.1.3; a page's token may sit there);
+// then any header that still holds the token the request was let in with
+// (secret; "" for none) is dropped: Origin, Authorization, one of the
+// app's own.
+func forwardValue(name, v, secret string) (string, bool) {
+	if strings.EqualFold(name, "Referer") {
+		v = scrubReferer(v)
+	}
+	return v, !holds(v, secret)
+}
+
+// scrubReferer takes the fragment and the _token parameters out of a
+// Referer's value, leaving the rest as sent.
+func scrubReferer(v string) string {
+	if i := strings.IndexByte(v, '#'); i >= 0 {
+		v = v[:i]
+	}
+	base, query, ok := strings.Cut(v, "?")
+	if !ok {
+		return v
+	}
+	if q := stripQuery(query); q != query {
+		if q == "" {
+			return base
+		}
+		return base + "?" + q
+	}
+	return v
 }

@@ -339,6 +339,66 @@ func TestAttackCorpus(t *testing.T) {
 			t.Errorf("h2 %s: the app received %q, want it to contain %q", tt.name, saw, tt.saw)
 		}
 	}
+
+	// Issue #24 item 6a: the token riding in elsewhere than its three
+	// carriers, and a client's claims of where it is. Each case goes over
+	// both protocols with the same fields (lowercase names over HTTP/2);
+	// what the app received is compared without case.
+	tokHeader := [2]string{"x-froog-url-token", tok}
+	leaks := []struct {
+		name   string
+		host   string
+		fields [][2]string
+		saw    string   // the app's log contains it
+		absent []string // the app's log contains none of them
+	}{
+		{"Referer with the token in its query", priv, [][2]string{tokHeader, {"Referer", "https://" + priv + "/page?a=1&_token=" + tok + "&b=2"}},
+			"referer: https://" + priv + "/page?a=1&b=2\r\n", nil},
+		{"Referer with the token's name percent-encoded", priv, [][2]string{tokHeader, {"Referer", "https://" + priv + "/page?%5Ftoken=" + tok}},
+			"referer: https://" + priv + "/page\r\n", nil},
+		{"Referer with the token after #", priv, [][2]string{tokHeader, {"Referer", "https://" + priv + "/page?a=1#_token=" + tok}},
+			"referer: https://" + priv + "/page?a=1\r\n", nil},
+		{"Referer to a public URL from a private page", pub, [][2]string{{"Referer", "https://" + priv + "/?_token=" + tok}},
+			"referer: https://" + priv + "/\r\n", nil},
+		{"Origin with the token", priv, [][2]string{tokHeader, {"Origin", "https://" + priv + "?_token=" + tok}}, "get /page http/1.1\r\n", []string{"origin:"}},
+		{"the token in a header of the app's", priv, [][2]string{tokHeader, {"X-Debug", "sent " + tok}, {"Authorization", "Bearer " + tok}}, "get /page http/1.1\r\n", []string{"x-debug:", "authorization:"}},
+		{"the token in another cookie", priv, [][2]string{{"Cookie", "a=1; copy=" + tok + "; __Host-froog_url=" + tok}}, "\r\ncookie: a=1\r\n", nil},
+		{"the token header in capitals, twice", priv, [][2]string{{"X-FROOG-URL-TOKEN", tok}, {"x-froog-url-token", tok}}, "get /page http/1.1\r\n", []string{"x-froog-url-token"}},
+		{"a client's Forwarded and X-Real-IP", pub, [][2]string{{"Forwarded", "for=6.6.6.6;host=evil.example;proto=http"}, {"X-Real-IP", "6.6.6.6"},
+			{"X-Forwarded-Port", "1"}, {"X-Forwarded-Server", "evil.example"}, {"True-Client-IP", "6.6.6.6"}, {"X-Client-IP", "6.6.6.6"}},
+			"get /page http/1.1\r\n", []string{"6.6.6.6", "evil.example", "forwarded:", "x-forwarded-port", "x-forwarded-server"}},
+	}
+	for _, tt := range leaks {
+		raw := "GET /page HTTP/1.1\r\nHost: " + tt.host + "\r\n"
+		fields := req("GET", tt.host, "/page")
+		for _, f := range tt.fields {
+			raw += f[0] + ": " + f[1] + "\r\n"
+			fields = append(fields, [2]string{strings.ToLower(f[0]), f[1]})
+		}
+		for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
+			var status string
+			if proto == "HTTP/2" {
+				status, _ = r.h2(tt.host, fields, "")
+			} else {
+				status, _, _ = strings.Cut(strings.TrimPrefix(statusLine(r.h1(tt.host, raw+"\r\n")), "HTTP/1.1 "), " ")
+			}
+			saw := strings.ToLower(r.appSaw())
+			if status != "200" {
+				t.Errorf("%s, %s: status %q, want 200", tt.name, proto, status)
+			}
+			if strings.Contains(saw, strings.ToLower(tok)) {
+				t.Errorf("%s, %s: the token reached the app:\n%s", tt.name, proto, saw)
+			}
+			if !strings.Contains(saw, tt.saw) {
+				t.Errorf("%s, %s: the app received %q, want it to contain %q", tt.name, proto, saw, tt.saw)
+			}
+			for _, a := range tt.absent {
+				if strings.Contains(saw, a) {
+					t.Errorf("%s, %s: the app received %q, want no %q", tt.name, proto, saw, a)
+				}
+			}
+		}
+	}
 }
 
 // spellings gives n header lines named name in n different cases.
