@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,6 +179,10 @@ func (s *Server) saveSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if sb.HostID == "" || sb.State == store.StateCreating {
 		return errorf(http.StatusConflict, "conflict", "sandbox %q has no disk yet: it has never started", sb.Name)
 	}
+	k := keyFrom(r.Context())
+	if err := s.labelFree(r.Context(), k, label, nil); err != nil {
+		return err
+	}
 	now := s.now()
 	sn := store.Snapshot{ID: store.NewID("snap"), AccountID: sb.AccountID, SandboxID: sb.ID, Sandbox: sb.Name, HostID: sb.HostID,
 		Saved: true, Label: label, OS: sb.OS, Size: sb.Size, Status: store.SnapshotCreating, CreatedAt: now}
@@ -195,7 +200,43 @@ func (s *Server) saveSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Another sandbox's copy saved under the label at the same moment, by
+	// a key that reaches it: this one gives way rather than replace it.
+	if err := s.labelFree(r.Context(), k, label, &sn); err != nil {
+		ev := s.audit(r, "snapshot.delete", sb.Name, map[string]string{"snapshot": sn.ID, "label": label, "reason": "the name is another sandbox's"})
+		if derr := s.deleteSnapshot(context.WithoutCancel(r.Context()), &sn, ev); derr != nil {
+			return errors.Join(err, derr)
+		}
+		return err
+	}
 	writeJSON(w, http.StatusAccepted, viewSnapshot(&sn, sb))
+	return nil
+}
+
+// labelFree refuses (403) a key limited to some sandboxes the saved
+// snapshot name label when a saved snapshot of a sandbox it cannot reach
+// holds it (a deleted sandbox's included): saving it would replace that
+// copy once the new one is ready (hostctl's rule: a copy replaces the
+// ones of its name asked before it). With mine, only the copies asked
+// before mine count. A key that reaches every sandbox may replace any.
+func (s *Server) labelFree(ctx context.Context, k *store.APIKey, label string, mine *store.Snapshot) error {
+	if label == "" || !limited(k) {
+		return nil
+	}
+	list, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{AccountID: k.AccountID, SavedOnly: true, Label: label})
+	if err != nil {
+		return err
+	}
+	if mine != nil {
+		list = slices.DeleteFunc(list, func(o store.Snapshot) bool { return o.ID == mine.ID || !store.AskedBefore(&o, mine) })
+	}
+	seen, err := s.viewSnapshots(ctx, k, list)
+	if err != nil {
+		return err
+	}
+	if len(seen) < len(list) {
+		return errorf(http.StatusForbidden, "api_key_sandbox_forbidden", "this API key cannot save under the name %q: it is taken by a saved snapshot of a sandbox the key cannot reach", label)
+	}
 	return nil
 }
 
@@ -376,7 +417,7 @@ func (s *Server) savedByRef(r *http.Request, ref string) (store.Snapshot, error)
 		if err != nil {
 			return sn, err
 		}
-		return sn, errorf(http.StatusForbidden, "api_key_sandbox_forbidden", "this API key cannot reach that snapshot's sandbox")
+		return sn, notFound // to a key that cannot reach its sandbox, as if it were not there
 	}
 	return sn, nil
 }

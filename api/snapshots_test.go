@@ -2,9 +2,12 @@ package api_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"froog.tech/froog/api"
 	"froog.tech/froog/store"
 )
 
@@ -158,7 +161,7 @@ func TestSnapshotRoutes(t *testing.T) {
 		if len(list) != 0 {
 			t.Fatalf("a key for copy-1 sees %+v", list)
 		}
-		e.do("GET", "/v1/saved-snapshots/web-stack", other, nil).want(t, 403, "api_key_sandbox_forbidden")
+		e.do("GET", "/v1/saved-snapshots/web-stack", other, nil).want(t, 404, "not_found")
 
 		// Deleting: the automatic ones at once, then the saved one by name.
 		var del struct{ Deleted, Kept int }
@@ -209,4 +212,128 @@ func TestForkCountIdempotent(t *testing.T) {
 		}
 		e.do("POST", "/v1/sandboxes/src/fork", e.admin, map[string]any{"name": "try", "count": 3}, "Idempotency-Key", "k1").want(t, 422, "")
 	})
+}
+
+// TestSavedSnapshotScopes: a key limited to some sandboxes, by name or by
+// label, cannot save under a name held by a saved snapshot of a sandbox
+// it cannot reach (a deleted one's included): 403, and nothing written.
+// To it such a snapshot is missing on every saved-snapshot route (read,
+// delete, start from, by name or id): the same 404 as a name nobody
+// holds. Its own names it saves, and saves again, as before.
+func TestSavedSnapshotScopes(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		for _, n := range []string{"b1", "a1", "gone"} {
+			e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": n}).want(t, 202, "")
+			e.ran(n)
+		}
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "l1", "labels": map[string]string{"team": "a"}}).want(t, 202, "")
+		e.ran("l1")
+		var tpl, old snapJSON
+		e.do("POST", "/v1/sandboxes/b1/snapshots", e.admin, map[string]any{"label": "tpl"}).want(t, 202, "").json(t, &tpl)
+		e.taken(tpl.ID)
+		e.do("POST", "/v1/sandboxes/gone/snapshots", e.admin, map[string]any{"label": "old"}).want(t, 202, "").json(t, &old)
+		e.taken(old.ID)
+		e.do("DELETE", "/v1/sandboxes/gone", e.admin, nil).want(t, 202, "")
+		acts := []string{"snapshot.read", "snapshot.write", "sandbox.create"}
+		for _, k := range []struct {
+			name, box, key string
+		}{
+			{"by name", "a1", e.keyWith("a1", func(k *store.APIKey) { k.Sandboxes = []string{"a1"} }, acts...)},
+			{"by label", "l1", e.keyWith("team-a", func(k *store.APIKey) { k.Labels = map[string]string{"team": "a"} }, acts...)},
+		} {
+			for _, label := range []string{"tpl", "old"} {
+				var r struct{ Error struct{ Message string } }
+				e.do("POST", "/v1/sandboxes/"+k.box+"/snapshots", k.key, map[string]any{"label": label}).want(t, 403, "api_key_sandbox_forbidden").json(t, &r)
+				if strings.Contains(r.Error.Message, "b1") || strings.Contains(r.Error.Message, "gone") {
+					t.Fatalf("%s: the refusal names the other sandbox: %s", k.name, r.Error.Message)
+				}
+			}
+			list, err := e.store.ListSnapshots(context.Background(), store.SnapshotFilter{AccountID: e.account.ID, SandboxID: e.ran(k.box).ID})
+			if err != nil || len(list) != 0 {
+				t.Fatalf("%s: a refused save wrote %+v %v", k.name, list, err)
+			}
+			var missing struct{ Error struct{ Message string } }
+			e.do("GET", "/v1/saved-snapshots/nothing", k.key, nil).want(t, 404, "not_found").json(t, &missing)
+			for _, c := range []struct{ method, path, ref string }{
+				{"GET", "/v1/saved-snapshots/", "tpl"}, {"GET", "/v1/saved-snapshots/", tpl.ID},
+				{"DELETE", "/v1/saved-snapshots/", "tpl"}, {"DELETE", "/v1/saved-snapshots/", tpl.ID},
+				{"GET", "/v1/saved-snapshots/", "old"}, {"POST", "/v1/sandboxes", "tpl"}, {"POST", "/v1/sandboxes", old.ID},
+			} {
+				var r response
+				if c.method == "POST" {
+					r = e.do("POST", c.path, k.key, map[string]any{"name": k.box + "-x", "from": c.ref})
+				} else {
+					r = e.do(c.method, c.path+c.ref, k.key, nil)
+				}
+				var got struct{ Error struct{ Message string } }
+				r.want(t, 404, "not_found").json(t, &got)
+				if want := strings.ReplaceAll(missing.Error.Message, "nothing", c.ref); got.Error.Message != want {
+					t.Fatalf("%s %s %s: %q, want %q", k.name, c.method, c.ref, got.Error.Message, want)
+				}
+			}
+			own := k.box + "-own"
+			for range 2 {
+				var sn snapJSON
+				e.do("POST", "/v1/sandboxes/"+k.box+"/snapshots", k.key, map[string]any{"label": own}).want(t, 202, "").json(t, &sn)
+				e.taken(sn.ID)
+			}
+			e.do("GET", "/v1/saved-snapshots/"+own, k.key, nil).want(t, 200, "")
+		}
+		if got, err := e.store.Snapshot(context.Background(), e.account.ID, tpl.ID); err != nil || got.DeletedAt != nil {
+			t.Fatalf("b1's tpl: %+v %v", got, err)
+		}
+		// The owner's key may replace any: its save is taken.
+		e.do("POST", "/v1/sandboxes/a1/snapshots", e.admin, map[string]any{"label": "tpl"}).want(t, 202, "")
+	})
+}
+
+// rivalStoreFake is a store in which, the moment the API writes a saved
+// snapshot, another sandbox's copy under the same name asked a moment
+// earlier appears (a save by another key that raced this one).
+type rivalStoreFake struct {
+	store.Store
+	mu    sync.Mutex
+	rival *store.Snapshot
+}
+
+func (s *rivalStoreFake) CreateSnapshot(ctx context.Context, sn store.Snapshot, ev *store.AuditEvent) (store.Snapshot, error) {
+	s.mu.Lock()
+	rival := s.rival
+	s.rival = nil
+	s.mu.Unlock()
+	if rival != nil && sn.Saved {
+		rival.Label, rival.CreatedAt = sn.Label, sn.CreatedAt.Add(-time.Millisecond)
+		if _, err := s.Store.CreateSnapshot(ctx, *rival, nil); err != nil {
+			return store.Snapshot{}, err
+		}
+	}
+	return s.Store.CreateSnapshot(ctx, sn, ev)
+}
+
+// TestSavedSnapshotRace: when another sandbox's copy under the name was
+// asked just before a limited key's save (after its check), the limited
+// key's copy gives way at once (403, marked deleted, the deletion in the
+// audit log), so hostctl never lets it replace the other.
+func TestSavedSnapshotRace(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			st := &rivalStoreFake{Store: b.open(t)}
+			e := newEnv(t, st, api.Options{})
+			for _, n := range []string{"b1", "a1"} {
+				e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": n}).want(t, 202, "")
+				e.ran(n)
+			}
+			b1, _ := e.store.Sandbox(context.Background(), e.account.ID, "b1")
+			st.mu.Lock()
+			st.rival = &store.Snapshot{AccountID: e.account.ID, SandboxID: b1.ID, Sandbox: "b1", HostID: b1.HostID, Saved: true, Status: store.SnapshotCreating}
+			st.mu.Unlock()
+			a1 := e.keyWith("a1", func(k *store.APIKey) { k.Sandboxes = []string{"a1"} }, "snapshot.read", "snapshot.write")
+			e.do("POST", "/v1/sandboxes/a1/snapshots", a1, map[string]any{"label": "tpl"}).want(t, 403, "api_key_sandbox_forbidden")
+			list, err := e.store.ListSnapshots(context.Background(), store.SnapshotFilter{AccountID: e.account.ID, SavedOnly: true, Label: "tpl"})
+			if err != nil || len(list) != 1 || list[0].SandboxID != b1.ID {
+				t.Fatalf("tpl after the race: %+v %v, want only b1's", list, err)
+			}
+		})
+	}
 }

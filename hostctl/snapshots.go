@@ -48,9 +48,13 @@ func (c *Controller) autoSnapshot(ctx context.Context, sb *store.Sandbox, reason
 }
 
 // take copies sb's disk to sn (status creating) and records the outcome.
-// A saved snapshot replaces the account's older ones of its label; an
-// automatic one ends the oldest past AutoSnapshotsKept, and the failed
-// automatic ones.
+// A saved snapshot replaces the account's ones of its label that were
+// asked before it (store.AskedBefore), whichever sandbox they are of, and
+// gives way itself to one asked after it that is ready already: the API
+// decided, when each was asked, that its key could replace the ones there
+// then (a key limited to some sandboxes never replaces another's), so a
+// copy never replaces one asked later. An automatic one ends the oldest
+// past AutoSnapshotsKept, and the failed automatic ones.
 func (c *Controller) take(ctx context.Context, sb *store.Sandbox, sn *store.Snapshot) error {
 	s, ok := c.o.Driver.(Snapshotter)
 	if !ok {
@@ -88,10 +92,18 @@ func (c *Controller) take(ctx context.Context, sb *store.Sandbox, sn *store.Snap
 		if err != nil {
 			return err
 		}
+		superseded := false
 		for _, o := range list {
-			if o.ID != up.ID && o.Status != store.SnapshotCreating {
+			switch {
+			case o.ID == up.ID || o.Status == store.SnapshotCreating:
+			case store.AskedBefore(&o, &up):
 				old = append(old, o)
+			case o.Status == store.SnapshotAvailable: // a failed one holds nothing
+				superseded = true
 			}
+		}
+		if superseded {
+			old = append(old, up)
 		}
 	} else if !up.Saved {
 		list, err := c.o.Store.ListSnapshots(ctx, store.SnapshotFilter{AccountID: up.AccountID, SandboxID: sb.ID})

@@ -237,3 +237,36 @@ func TestSavedLabelReplaced(t *testing.T) {
 		t.Fatalf("web-stack has %q", got)
 	}
 }
+
+// TestSavedLabelOrder: a saved copy replaces only the copies of its name
+// asked before it. One asked later that was ready first (another
+// sandbox's, saved while this one was being copied) stays, and the older
+// copy gives way to it when it is ready: the API decides who may replace
+// whom (a key limited to some sandboxes never replaces another's), and
+// this order keeps a late copy from undoing that.
+func TestSavedLabelOrder(t *testing.T) {
+	dir := t.TempDir()
+	drv := localIn(t, dir)
+	r := newRig(t, drv, hostctl.Options{})
+	box := r.waitState(r.create("box", nil).ID, store.StateRunning)
+	other := r.waitState(r.create("other", nil).ID, store.StateRunning)
+	asked := store.Micro(time.Now())
+	later := asked.Add(time.Second)
+	newer, err := r.st.CreateSnapshot(ctx, store.Snapshot{AccountID: r.acct.ID, SandboxID: other.ID, Sandbox: other.Name, HostID: other.HostID,
+		Saved: true, Label: "tpl", Status: store.SnapshotAvailable, CreatedAt: later, ReadyAt: &later}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, err := r.st.CreateSnapshot(ctx, store.Snapshot{AccountID: r.acct.ID, SandboxID: box.ID, Sandbox: box.Name, HostID: box.HostID,
+		Saved: true, Label: "tpl", Status: store.SnapshotCreating, CreatedAt: asked}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 15*time.Second, "the older copy taken and given way", func() bool {
+		got, err := r.st.Snapshot(ctx, r.acct.ID, older.ID)
+		return err != nil || got.DeletedAt != nil
+	})
+	if list := r.snapshots(store.SnapshotFilter{SavedOnly: true, Label: "tpl"}); len(list) != 1 || list[0].ID != newer.ID {
+		t.Fatalf("tpl after the older copy was ready: %+v, want only %s (other's, asked later)", list, newer.ID)
+	}
+}

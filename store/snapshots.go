@@ -116,6 +116,16 @@ func SortSnapshots(list []Snapshot) {
 	})
 }
 
+// AskedBefore reports whether a was asked for before b: earlier, or at
+// the same moment with the smaller id (SortSnapshots' order, reversed).
+// A saved snapshot replaces only the ones of its name asked before it.
+func AskedBefore(a, b *Snapshot) bool {
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.Before(b.CreatedAt)
+	}
+	return a.ID < b.ID
+}
+
 // Snapshots are what the API and hostctl need of the store's snapshot
 // records. Every write is published on the change feed (KindSnapshot).
 type Snapshots interface {
