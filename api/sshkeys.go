@@ -81,7 +81,7 @@ func (s *Server) listSSHKeys(w http.ResponseWriter, r *http.Request) error {
 	out := struct {
 		SSHKeys []sshKeyView `json:"ssh_keys"`
 	}{SSHKeys: []sshKeyView{}}
-	if !scoped(k) { // a key limited to some sandboxes sees the account's keys no more than its API keys
+	if !limited(k) { // a key limited to some sandboxes, by name or label, sees the account's keys no more than its API keys
 		list, err := s.store.SSHKeys(r.Context(), k.AccountID)
 		if err != nil {
 			return err
@@ -97,7 +97,7 @@ func (s *Server) listSSHKeys(w http.ResponseWriter, r *http.Request) error {
 // accountWide refuses a key limited to some sandboxes or labels: an SSH
 // key of the account reaches every sandbox.
 func accountWide(k *store.APIKey) error {
-	if len(k.Sandboxes) > 0 || len(k.Labels) > 0 {
+	if limited(k) {
 		return errorf(http.StatusForbidden, "api_key_sandbox_forbidden", "this API key is limited to some sandboxes, and an SSH key reaches them all")
 	}
 	return nil

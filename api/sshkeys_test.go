@@ -92,9 +92,13 @@ func TestSSHKeys(t *testing.T) {
 		if len(list.SSHKeys) != 2 || list.SSHKeys[0]["public_key"] != ed || list.SSHKeys[1]["name"] != "ci runner" {
 			t.Fatalf("list: %v", list.SSHKeys)
 		}
-		e.do("GET", "/v1/ssh-keys", boxKey, nil).want(t, 200, "").json(t, &list)
-		if len(list.SSHKeys) != 0 {
-			t.Fatalf("a sandbox-limited key lists %v", list.SSHKeys)
+		// A key limited by name or by label sees nothing account-wide.
+		for name, key := range map[string]string{"name": boxKey, "label": team} {
+			list.SSHKeys = nil
+			e.do("GET", "/v1/ssh-keys", key, nil).want(t, 200, "").json(t, &list)
+			if list.SSHKeys == nil || len(list.SSHKeys) != 0 {
+				t.Fatalf("a key limited by %s lists %v", name, list.SSHKeys)
+			}
 		}
 
 		e.do("DELETE", "/v1/ssh-keys/"+k.ID, reader, nil).want(t, 403, "api_key_action_forbidden")
