@@ -85,7 +85,13 @@ func (s *Server) viewLink(w http.ResponseWriter, r *http.Request, kind string, v
 	if label == "" {
 		return errorf(http.StatusInternalServerError, "internal", "sandbox %q has no %s host", sb.Name, kind)
 	}
-	token, l := store.NewDesktopLink(store.DesktopLink{SandboxID: sb.ID, Kind: kind, ViewOnly: viewOnly, Profile: profile}, s.now())
+	// A link belongs to one run: it opens nothing after a stop, so one
+	// made while the sandbox is stopped (or stopping) would open nothing.
+	if sb.State != store.StateRunning || sb.DesiredState != store.StateRunning || sb.StartedAt == nil {
+		return errorf(http.StatusConflict, "conflict", "sandbox %q is not running: its %s opens only while it runs (froog start %s)", sb.Name, kind, sb.Name)
+	}
+	token, l := store.NewDesktopLink(store.DesktopLink{SandboxID: sb.ID, Kind: kind, ViewOnly: viewOnly, Profile: profile,
+		Run: *sb.StartedAt, KeyID: keyID(r)}, s.now())
 	detail := map[string]string{"view_only": strconv.FormatBool(viewOnly)}
 	if _, err := s.store.CreateDesktopLink(r.Context(), l, s.audit(r, kind+".link", sb.Name, detail)); err != nil {
 		return err
@@ -121,10 +127,18 @@ func (s *Server) createWallLink(w http.ResponseWriter, r *http.Request) error {
 	if label == "" {
 		return errorf(http.StatusInternalServerError, "internal", "the account has no wall host")
 	}
-	token, l := store.NewDesktopLink(store.DesktopLink{AccountID: k.AccountID, Kind: names.ViewWall, ViewOnly: true}, s.now())
+	token, l := store.NewDesktopLink(store.DesktopLink{AccountID: k.AccountID, Kind: names.ViewWall, ViewOnly: true, KeyID: k.ID}, s.now())
 	if _, err := s.store.CreateDesktopLink(r.Context(), l, s.audit(r, "wall.link", "", map[string]string{})); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"url": s.link(label, "") + "#" + token, "expires_at": l.ExpiresAt})
 	return nil
+}
+
+// keyID is the id of the request's API key ("" if none).
+func keyID(r *http.Request) string {
+	if k := keyFrom(r.Context()); k != nil {
+		return k.ID
+	}
+	return ""
 }

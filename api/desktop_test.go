@@ -16,6 +16,11 @@ func TestDesktopLinks(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
 		var sb struct{ ID string }
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "").json(t, &sb)
+		// Not running yet: no link (it would open nothing).
+		for _, p := range []string{"desktop", "desktop?viewonly=1", "browser"} {
+			e.do("POST", "/v1/sandboxes/box/"+p, e.admin, nil).want(t, 409, "conflict")
+		}
+		run := markRunning(t, e, sb.ID)
 		var link struct {
 			URL       string
 			ExpiresAt time.Time `json:"expires_at"`
@@ -33,6 +38,11 @@ func TestDesktopLinks(t *testing.T) {
 		l, err := e.store.DesktopLink(context.Background(), store.HashSecret(token))
 		if err != nil || l.Kind != "desktop" || l.ViewOnly || l.SandboxID != sb.ID {
 			t.Fatalf("stored link %+v, %v", l, err)
+		}
+		// It belongs to this run, made by this key.
+		admin, _ := e.store.APIKeyByHash(context.Background(), store.HashSecret(e.admin))
+		if !l.Run.Equal(run) || l.KeyID == "" || l.KeyID != admin.ID {
+			t.Fatalf("stored link's run %v and key %q, want %v and %q", l.Run, l.KeyID, run, admin.ID)
 		}
 		// A view-only link says so, in the link and in the store.
 		e.do("POST", "/v1/sandboxes/box/desktop?viewonly=1", e.admin, nil).want(t, 201, "").json(t, &link)
@@ -74,6 +84,12 @@ func TestDesktopLinks(t *testing.T) {
 			}
 		}
 		e.do("POST", "/v1/sandboxes/nobox/desktop", e.admin, nil).want(t, 404, "not_found")
+		// Stopped: no link, of either view.
+		e.do("POST", "/v1/sandboxes/box/stop", e.admin, nil).want(t, 202, "")
+		for _, p := range []string{"desktop", "browser"} {
+			e.do("POST", "/v1/sandboxes/box/"+p, e.admin, nil).want(t, 409, "conflict")
+		}
+		markRunning(t, e, sb.ID)
 		// The desktop action is needed.
 		reader := e.key("reader", "sandbox.read")
 		e.do("POST", "/v1/sandboxes/box/desktop", reader, nil).want(t, 403, "")
@@ -99,6 +115,21 @@ func TestDesktopLinks(t *testing.T) {
 	})
 }
 
+// markRunning says in the store, as a host controller would, that the
+// sandbox runs from now on; it returns the run's start.
+func markRunning(t *testing.T, e *env, id string) time.Time {
+	t.Helper()
+	at := e.now()
+	_, err := e.store.UpdateSandbox(context.Background(), id, func(sb *store.Sandbox, _ *store.AuditEvent) error {
+		sb.State, sb.DesiredState, sb.StartedAt = store.StateRunning, store.StateRunning, &at
+		return nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
 func TestWallLink(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
 		var link struct{ URL string }
@@ -108,7 +139,8 @@ func TestWallLink(t *testing.T) {
 			t.Fatalf("wall link %q for %s", link.URL, e.account.ID)
 		}
 		l, err := e.store.DesktopLink(context.Background(), store.HashSecret(m[2]))
-		if err != nil || l.Kind != "wall" || l.AccountID != e.account.ID || l.SandboxID != "" {
+		admin, _ := e.store.APIKeyByHash(context.Background(), store.HashSecret(e.admin))
+		if err != nil || l.Kind != "wall" || l.AccountID != e.account.ID || l.SandboxID != "" || l.KeyID != admin.ID || admin.ID == "" {
 			t.Fatalf("stored: %+v, %v", l, err)
 		}
 		e.do("POST", "/v1/wall?x=1", e.admin, nil).want(t, 400, "")

@@ -42,6 +42,9 @@ var ErrLinkNotFound = store.ErrNotFound
 // one.
 type Links interface {
 	DesktopLink(ctx context.Context, hash string) (Link, error)
+	// LockDesktopLinkViewOnly makes a link view-only for the rest of its
+	// life and returns it.
+	LockDesktopLinkViewOnly(ctx context.Context, hash string) (Link, error)
 }
 
 var _ Links = store.Store(nil)
@@ -93,8 +96,10 @@ type Options struct {
 	Log *slog.Logger
 	// Now is the clock for link and session expiry. Nil: time.Now.
 	Now func() time.Time
-	// SessionTTL is how long a session cookie makes new connections;
-	// an open connection lasts until the sandbox stops. Zero: 24 h.
+	// SessionTTL is how long a wall's session (view-only) makes new
+	// connections; its Use and Open, and every desktop or browser
+	// session, end with their link's expiry instead. An open connection
+	// lasts until the sandbox stops. Zero: 24 h.
 	SessionTTL time.Duration
 	// PingEvery is the websocket ping interval that keeps idle
 	// intermediaries from closing a still desktop. Zero: 20 s.

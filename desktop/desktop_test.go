@@ -33,6 +33,7 @@ func TestExchange(t *testing.T) {
 	add := func(l Link) string {
 		tok := "dt_" + strings.Repeat("k", 20) + l.SandboxID + l.Kind + time.Now().Format("150405.000000000")
 		tok = strings.NewReplacer(":", "", ".", "").Replace(tok)
+		l.Run = started
 		h.links.add(tok, l)
 		return tok
 	}
@@ -48,7 +49,8 @@ func TestExchange(t *testing.T) {
 		locked       bool
 	}{
 		{name: "ok", token: add(Link{SandboxID: sbxA, Kind: KindDesktop, ExpiresAt: soon}), status: 200},
-		{name: "page asks view-only", token: add(Link{SandboxID: sbxA, Kind: KindDesktop, ExpiresAt: soon}), pageViewOnly: true, status: 200, viewOnly: true},
+		// The first exchange decides: a link exchanged view-only is view-only for good.
+		{name: "page asks view-only", token: add(Link{SandboxID: sbxA, Kind: KindDesktop, ExpiresAt: soon}), pageViewOnly: true, status: 200, viewOnly: true, locked: true},
 		{name: "view-only link and viewonly=0 stays view-only", token: add(Link{SandboxID: sbxA, Kind: KindDesktop, ViewOnly: true, ExpiresAt: soon}), status: 200, viewOnly: true, locked: true},
 		{name: "expired", token: add(Link{SandboxID: sbxA, Kind: KindDesktop, ExpiresAt: h.clock()}), status: 410, code: CodeLinkExpired},
 		{name: "browser link on the desktop host", token: add(Link{SandboxID: sbxA, Kind: KindBrowser, ExpiresAt: soon}), status: 403, code: CodeWrongView},
@@ -161,7 +163,7 @@ func TestSessionCookie(t *testing.T) {
 		code   string
 	}{
 		{name: "good", value: good.Value},
-		{name: "good past the link's 10 minutes", value: good.Value, before: func() { h.advance(11 * time.Minute) }},
+		{name: "good within the link's 10 minutes", value: good.Value, before: func() { h.advance(9 * time.Minute) }},
 		{name: "forged with another key", value: forged, code: CodeNoSession},
 		{name: "tampered payload", value: tamper(good.Value), code: CodeNoSession},
 		{name: "MAC cut", value: good.Value[:len(good.Value)-3], code: CodeNoSession},
@@ -170,6 +172,7 @@ func TestSessionCookie(t *testing.T) {
 		{name: "the browser view's session", value: browser, code: CodeNoSession},
 		{name: "after a restart of the sandbox", value: good.Value, before: func() { h.sandboxes.set(sbxA, started.Add(time.Hour), true) }, code: CodeSandboxStopped},
 		{name: "sandbox stopped", value: good.Value, before: func() { h.sandboxes.set(sbxA, time.Time{}, false) }, code: CodeSandboxStopped},
+		{name: "past the link's 10 minutes", value: good.Value, before: func() { h.advance(time.Minute) }, code: CodeNoSession},
 		{name: "expired after 24 h", value: good.Value, before: func() { h.advance(24 * time.Hour) }, code: CodeNoSession},
 	}
 	for _, c := range cases {
@@ -277,7 +280,7 @@ func TestBridgeBrowserProfile(t *testing.T) {
 	h := newHarness(t, View{Kind: KindBrowser, SandboxID: sbxA}, fake.port())
 	for i, profile := range []string{"/home/u/work", ""} {
 		tok := "dt_" + strings.Repeat("p", 20) + fmt.Sprint(i)
-		h.links.add(tok, Link{SandboxID: sbxA, Kind: KindBrowser, Profile: profile, ExpiresAt: h.clock().Add(time.Minute)})
+		h.links.add(tok, Link{SandboxID: sbxA, Kind: KindBrowser, Profile: profile, Run: started, ExpiresAt: h.clock().Add(time.Minute)})
 		_, cookie := h.exchange(tok, false)
 		ws, _, err := h.dialWS(cookie, "")
 		if err != nil {
@@ -289,7 +292,7 @@ func TestBridgeBrowserProfile(t *testing.T) {
 	// The longest profile, of characters JSON escapes, still fits the
 	// cookie.
 	long := "/home/" + strings.Repeat("<", desktopctl.MaxProfile-6)
-	h.links.add("dt_"+strings.Repeat("q", 20), Link{SandboxID: sbxA, Kind: KindBrowser, Profile: long, ExpiresAt: h.clock().Add(time.Minute)})
+	h.links.add("dt_"+strings.Repeat("q", 20), Link{SandboxID: sbxA, Kind: KindBrowser, Profile: long, Run: started, ExpiresAt: h.clock().Add(time.Minute)})
 	_, cookie := h.exchange("dt_"+strings.Repeat("q", 20), false)
 	if cookie == nil || len(cookie.Value) > 4000 {
 		t.Fatalf("the longest profile's session cookie: %v", cookie)

@@ -54,6 +54,18 @@ func (f *fakeLinks) DesktopLink(_ context.Context, hash string) (Link, error) {
 	return l, nil
 }
 
+func (f *fakeLinks) LockDesktopLinkViewOnly(_ context.Context, hash string) (Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[hash]
+	if !ok {
+		return Link{}, ErrLinkNotFound
+	}
+	l.ViewOnly = true
+	f.links[hash] = l
+	return l, nil
+}
+
 // fakeSandboxes says which sandboxes run, since when.
 type fakeSandboxes struct {
 	mu    sync.Mutex
@@ -302,7 +314,7 @@ func (h *harness) advance(d time.Duration) {
 // link makes a link for the harness's view, expiring in 10 minutes.
 func (h *harness) link(viewOnly bool) string {
 	tok := "dt_" + strings.Repeat("x", 20) + fmt.Sprint(time.Now().UnixNano())
-	h.links.add(tok, Link{SandboxID: h.view.SandboxID, Kind: h.view.Kind, ViewOnly: viewOnly, ExpiresAt: h.clock().Add(10 * time.Minute)})
+	h.links.add(tok, Link{SandboxID: h.view.SandboxID, Kind: h.view.Kind, ViewOnly: viewOnly, Run: started, ExpiresAt: h.clock().Add(10 * time.Minute)})
 	return tok
 }
 

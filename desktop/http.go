@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"mime"
@@ -144,12 +145,18 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request, v View) {
 	json.NewEncoder(w).Encode(sessionState{Kind: sess.Kind, ViewOnly: sess.ViewOnly, Locked: sess.Locked, ExpiresAt: time.Unix(sess.Expires, 0).UTC()})
 }
 
-// exchange checks a link's token for view v and makes its session.
+// exchange checks a link's token for view v and makes its session. A
+// desktop or browser link opens only the run of the sandbox it was made
+// in, and its sessions make new connections until the link expires (an
+// open one lasts until the sandbox stops). The first view-only exchange
+// locks the link view-only for good: whoever reads an embed's address
+// cannot exchange the token again with input.
 func (s *Server) exchange(r *http.Request, v View, req exchangeRequest) (session, error) {
 	if !validToken(req.Token) {
 		return session{}, refuse(CodeLinkInvalid, errors.New("not a desktop token"))
 	}
-	l, err := s.o.Links.DesktopLink(r.Context(), HashToken(req.Token))
+	hash := HashToken(req.Token)
+	l, err := s.o.Links.DesktopLink(r.Context(), hash)
 	switch {
 	case errors.Is(err, ErrLinkNotFound):
 		return session{}, refuse(CodeLinkInvalid, errors.New("no such link"))
@@ -164,11 +171,20 @@ func (s *Server) exchange(r *http.Request, v View, req exchangeRequest) (session
 		return session{}, refuse(CodeLinkExpired, errors.New("link expired at "+l.ExpiresAt.UTC().Format(time.RFC3339)))
 	}
 	if v.Kind == KindWall { // an account's: no sandbox run to belong to
-		return session{SandboxID: v.SandboxID, Kind: v.Kind, ViewOnly: true, Locked: true, Expires: now.Add(s.o.SessionTTL).Unix()}, nil
+		return session{SandboxID: v.SandboxID, Kind: v.Kind, ViewOnly: true, Locked: true, Key: l.KeyID,
+			Expires: now.Add(s.o.SessionTTL).Unix(), Input: l.ExpiresAt.Unix()}, nil
 	}
 	since, ok := s.o.Sandboxes.Running(v.SandboxID)
-	if !ok {
+	switch {
+	case !ok:
 		return session{}, refuse(CodeSandboxStopped, errors.New("sandbox not running"))
+	case l.Run.IsZero() || l.Run.UnixMicro() != since.UnixMicro():
+		return session{}, refuse(CodeSandboxStopped, fmt.Errorf("link made in another run of sandbox %s", v.SandboxID))
+	}
+	if req.ViewOnly && !l.ViewOnly {
+		if l, err = s.o.Links.LockDesktopLinkViewOnly(r.Context(), hash); err != nil {
+			return session{}, fmt.Errorf("lock the link view-only: %w", err)
+		}
 	}
 	return session{
 		SandboxID: v.SandboxID,
@@ -177,14 +193,17 @@ func (s *Server) exchange(r *http.Request, v View, req exchangeRequest) (session
 		Locked:    l.ViewOnly,
 		Profile:   l.Profile,
 		Run:       since.UnixMicro(),
-		Expires:   now.Add(s.o.SessionTTL).Unix(),
+		Expires:   l.ExpiresAt.Unix(),
+		Key:       l.KeyID,
 	}, nil
 }
 
+// cookie is the session's cookie, kept by the browser until the session
+// makes no more connections.
 func (s *Server) cookie(sess session) *http.Cookie {
 	return &http.Cookie{
 		Name: CookieName, Value: seal(s.o.Key, sess), Path: "/",
-		MaxAge: int(s.o.SessionTTL / time.Second), Secure: true, HttpOnly: true,
+		MaxAge: max(int(sess.Expires-s.o.Now().Unix()), 1), Secure: true, HttpOnly: true,
 		SameSite: http.SameSiteNoneMode, Partitioned: true,
 	}
 }

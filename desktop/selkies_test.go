@@ -376,7 +376,7 @@ func TestStreamBrowserProfile(t *testing.T) {
 	fake := newFakeSelkies(t, SelkiesMaster(testKey, v.SandboxID, v.Kind), fakeGreen)
 	h, ss := newStreamHarness(t, v, 1, fake.port())
 	tok := "dt_" + strings.Repeat("s", 21)
-	h.links.add(tok, Link{SandboxID: sbxA, Kind: KindBrowser, Profile: "/home/u/work", ExpiresAt: h.clock().Add(time.Minute)})
+	h.links.add(tok, Link{SandboxID: sbxA, Kind: KindBrowser, Profile: "/home/u/work", Run: started, ExpiresAt: h.clock().Add(time.Minute)})
 	_, cookie := h.exchange(tok, false)
 	ws, _, err := h.dialStream(cookie, "")
 	if err != nil {

@@ -53,11 +53,15 @@ func refuse(code string, err error) *Error { return &Error{Code: code, Err: err}
 type session struct {
 	SandboxID string `json:"s"`
 	Kind      string `json:"k"`
-	ViewOnly  bool   `json:"v,omitempty"` // no input, for every connection of this session
-	Locked    bool   `json:"l,omitempty"` // the link itself is view-only: the page may not offer input
-	Profile   string `json:"p,omitempty"` // the browser view's profile folder, from the link ("" the default)
-	Run       int64  `json:"r"`           // the sandbox's run (its start, Unix µs) the session belongs to
-	Expires   int64  `json:"e"`           // Unix seconds after which no new connection is made with it
+	ViewOnly  bool   `json:"v,omitempty"`   // no input, for every connection of this session
+	Locked    bool   `json:"l,omitempty"`   // the link itself is view-only: the page may not offer input
+	Profile   string `json:"p,omitempty"`   // the browser view's profile folder, from the link ("" the default)
+	Run       int64  `json:"r"`             // the sandbox's run (its start, Unix µs) the session belongs to
+	Expires   int64  `json:"e"`             // Unix seconds after which no new connection is made with it: the link's expiry
+	Key       string `json:"kid,omitempty"` // the API key that made the link
+	// Input is, for a wall's session, the Unix second until which its
+	// Use and Open mint links with input: the wall link's expiry.
+	Input int64 `json:"i,omitempty"`
 }
 
 // cookieVersion prefixes a cookie's value so that the format can change.

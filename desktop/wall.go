@@ -44,7 +44,18 @@ type Accounts interface {
 // person clicks a tile, Use or Open, after checking that the sandbox is
 // the account's and running.
 type Linker interface {
-	DesktopLink(ctx context.Context, accountID, sandboxID string, viewOnly bool) (url string, err error)
+	DesktopLink(ctx context.Context, r LinkRequest) (url string, err error)
+}
+
+// LinkRequest is what the wall asks a Linker for: a link to one run of a
+// sandbox of the account, minted on behalf of the key that made the
+// wall's link.
+type LinkRequest struct {
+	AccountID string
+	SandboxID string
+	Run       time.Time // the sandbox's run (WallSandbox.Since): the link opens nothing after it
+	ViewOnly  bool
+	KeyID     string // the key that made the wall's link ("" if none is known)
 }
 
 // Handler paths on a wall host, besides PathPage, PathSession,
@@ -118,6 +129,16 @@ func (s *Server) running(accountID, id string) ([]WallSandbox, bool) {
 	slices.SortFunc(list, func(a, b WallSandbox) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
 	found := slices.ContainsFunc(list, func(sb WallSandbox) bool { return sb.ID == id })
 	return list, found
+}
+
+// runningOne returns the account's running sandbox with id, if it is.
+func (s *Server) runningOne(accountID, id string) (WallSandbox, bool) {
+	for _, sb := range s.o.Accounts.Running(accountID) {
+		if sb.ID == id {
+			return sb, true
+		}
+	}
+	return WallSandbox{}, false
 }
 
 // wallEvents streams the wall: a "sandboxes" event with the whole list
@@ -291,8 +312,15 @@ func (s *Server) wallLive(w http.ResponseWriter, r *http.Request, v View) {
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
 	}
-	if _, mine := s.running(sess.SandboxID, req.SandboxID); !mine {
+	sb, mine := s.runningOne(sess.SandboxID, req.SandboxID)
+	if !mine {
 		s.writeRefusal(w, r, v, refuse(CodeWrongView, errors.New("not a running sandbox of this account")))
+		return
+	}
+	// Input only while the wall's link is young: a wall session watches
+	// for a day, but must not hand out the desktops' keyboards for one.
+	if req.Mode != "view" && s.o.Now().Unix() >= sess.Input {
+		s.writeRefusal(w, r, v, refuse(CodeLinkExpired, errors.New("the wall's link is too old for input")))
 		return
 	}
 	if s.o.Linker == nil {
@@ -301,7 +329,7 @@ func (s *Server) wallLive(w http.ResponseWriter, r *http.Request, v View) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	link, err := s.o.Linker.DesktopLink(ctx, sess.SandboxID, req.SandboxID, req.Mode == "view")
+	link, err := s.o.Linker.DesktopLink(ctx, LinkRequest{AccountID: sess.SandboxID, SandboxID: sb.ID, Run: sb.Since, ViewOnly: req.Mode == "view", KeyID: sess.Key})
 	if err != nil {
 		s.writeRefusal(w, r, v, refuse(CodeDesktopFailed, err))
 		return

@@ -83,13 +83,23 @@ func (p *portStarter) StartDesktop(_ context.Context, id, kind, _ string) (int, 
 }
 
 // fakeLinker mints links by calling mint.
+// req, when set, sees every request whole.
 type fakeLinker struct {
 	mint func(account, sandbox string, viewOnly bool) (string, error)
+	req  func(LinkRequest)
 }
 
-func (f fakeLinker) DesktopLink(_ context.Context, account, sandbox string, viewOnly bool) (string, error) {
-	return f.mint(account, sandbox, viewOnly)
+func (f fakeLinker) DesktopLink(_ context.Context, r LinkRequest) (string, error) {
+	if f.req != nil {
+		f.req(r)
+	}
+	return f.mint(r.AccountID, r.SandboxID, r.ViewOnly)
 }
+
+// linkerFunc is a Linker of a function.
+type linkerFunc func(context.Context, LinkRequest) (string, error)
+
+func (f linkerFunc) DesktopLink(ctx context.Context, r LinkRequest) (string, error) { return f(ctx, r) }
 
 // wallHarness is a Server for walls (and desktops) behind an httptest
 // TLS server that reads the view from the Host, as the edge does.
@@ -109,7 +119,7 @@ func newWallHarness(t *testing.T, o Options) *wallHarness {
 	h := &wallHarness{t: t, links: &fakeLinks{}, sbs: &fakeSandboxes{}, accounts: &fakeAccounts{}, starter: &portStarter{}, logs: &syncbuf.Buffer{}}
 	o.Links, o.Starter, o.Dialer, o.Sandboxes, o.Accounts = h.links, h.starter, loopbackDialer{}, h.sbs, h.accounts
 	o.Key, o.Domain, o.Log = testKey, "froog.test", slog.New(slog.NewJSONHandler(h.logs, nil))
-	o.Linker = fakeLinker{mint: func(a, s string, v bool) (string, error) { return h.linker.mint(a, s, v) }}
+	o.Linker = linkerFunc(func(ctx context.Context, r LinkRequest) (string, error) { return h.linker.DesktopLink(ctx, r) })
 	if o.TileGrace == 0 {
 		o.TileGrace = 300 * time.Millisecond
 	}

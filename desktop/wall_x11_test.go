@@ -88,7 +88,7 @@ func TestWallChromium(t *testing.T) {
 	}
 	h.linker.mint = func(account, sandbox string, viewOnly bool) (string, error) {
 		tok := "dt_" + strings.Repeat("l", 20) + fmt.Sprint(time.Now().UnixNano())
-		h.links.add(tok, Link{SandboxID: sandbox, Kind: KindDesktop, ViewOnly: viewOnly, ExpiresAt: time.Now().Add(10 * time.Minute)})
+		h.links.add(tok, Link{SandboxID: sandbox, Kind: KindDesktop, ViewOnly: viewOnly, Run: started, ExpiresAt: time.Now().Add(10 * time.Minute)})
 		return "https://" + h.host(KindDesktop, sandbox) + "/#" + tok, nil
 	}
 

@@ -41,7 +41,11 @@ type StoreLinker struct {
 	Now    func() time.Time
 }
 
-func (l StoreLinker) DesktopLink(ctx context.Context, accountID, sandboxID string, viewOnly bool) (string, error) {
+func (l StoreLinker) DesktopLink(ctx context.Context, r LinkRequest) (string, error) {
+	accountID, sandboxID, viewOnly := r.AccountID, r.SandboxID, r.ViewOnly
+	if r.Run.IsZero() {
+		return "", &Error{Code: CodeSandboxStopped}
+	}
 	now := time.Now
 	if l.Now != nil {
 		now = l.Now
@@ -50,7 +54,7 @@ func (l StoreLinker) DesktopLink(ctx context.Context, accountID, sandboxID strin
 	if label == "" {
 		return "", &Error{Code: CodeWrongView}
 	}
-	token, link := store.NewDesktopLink(store.DesktopLink{SandboxID: sandboxID, Kind: KindDesktop, ViewOnly: viewOnly}, now())
+	token, link := store.NewDesktopLink(store.DesktopLink{SandboxID: sandboxID, Kind: KindDesktop, ViewOnly: viewOnly, Run: r.Run, KeyID: r.KeyID}, now())
 	ev := &store.AuditEvent{AccountID: accountID, At: now(), Action: "desktop.link", Actor: "wall",
 		Detail: map[string]string{"sandbox_id": sandboxID, "view_only": strconv.FormatBool(viewOnly)}}
 	if _, err := l.Store.CreateDesktopLink(ctx, link, ev); err != nil {
