@@ -37,15 +37,19 @@ import (
 
 var froogd string // the binary under test
 
-// buildFlag: tests run froogd with the race detector; benchmarks
-// (FROOG_BENCH) run a release build, since the race detector multiplies
-// the CPU they measure several times.
-func buildFlag() string {
+// buildFlags: tests run froogd with the race detector; benchmarks
+// (FROOG_BENCH) run an optimised build without it, since the race
+// detector multiplies the CPU they measure several times. Both are test
+// builds (the froogtest tag: FROOG_TEST_CLOCK_FILE is honoured).
+func buildFlags() []string {
 	if os.Getenv("FROOG_BENCH") != "" {
-		return "-trimpath"
+		return []string{"-tags", testBuildTag, "-trimpath"}
 	}
-	return "-race"
+	return []string{"-tags", testBuildTag, "-race"}
 }
+
+// testBuildTag makes a test build of froogd (testclock.go).
+const testBuildTag = "froogtest"
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "froogd-test")
@@ -55,7 +59,7 @@ func TestMain(m *testing.M) {
 	froogd = filepath.Join(dir, "froogd")
 	if bin := os.Getenv("FROOGD_BIN"); bin != "" {
 		froogd = bin // another build under test, e.g. an earlier version's
-	} else if out, err := exec.Command("go", "build", buildFlag(), "-o", froogd, ".").CombinedOutput(); err != nil {
+	} else if out, err := exec.Command("go", append(append([]string{"build"}, buildFlags()...), "-o", froogd, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build froogd: %v\n%s", err, out)
 		os.Exit(1)
 	}

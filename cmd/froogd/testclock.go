@@ -1,3 +1,5 @@
+//go:build froogtest
+
 package main
 
 import (
@@ -9,9 +11,11 @@ import (
 // testClockEnv names a file that holds how far (a Go duration, such as
 // 2h0m1s) hostctl's clock runs ahead of the real one. It exists for the
 // end-to-end tests of what happens every hour (automatic snapshots), is
-// read at every look at the clock, and is never set in production. With
-// it set, hostctl also looks at every sandbox every second, so that a
-// move of the clock is acted on at once.
+// read at every look at the clock, and is only honoured by test builds
+// (the froogtest build tag, which cmd/froogd's TestMain sets; a release
+// build has testclock_release.go instead). With it set, hostctl also
+// looks at every sandbox every second, so that a move of the clock is
+// acted on at once.
 const testClockEnv = "FROOG_TEST_CLOCK_FILE"
 
 // testClock returns hostctl's clock and rescan period under
