@@ -41,12 +41,7 @@ func (s *Server) withDone(ctx context.Context) (context.Context, context.CancelF
 func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := s.withDone(ctx)
 	defer cancel()
-	cfg := &tls.Config{
-		GetCertificate: s.o.GetCertificate,
-		MinVersion:     tls.VersionTLS12,
-		// acme-tls/1 stays offered for TLS-ALPN-01 challenges.
-		NextProtos: []string{"h2", "http/1.1", "acme-tls/1"},
-	}
+	cfg := s.tlsConfig()
 	hctx, hcancel := s.withDone(context.Background())
 	defer hcancel()
 	h1, h2 := newConnListener(ln.Addr()), newConnListener(ln.Addr())
@@ -100,6 +95,32 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	return first
+}
+
+// aeadSuites are the TLS 1.2 cipher suites the edge accepts: AEAD only,
+// as Caddy's defaults. Go's defaults add two CBC suites
+// (ECDHE-ECDSA-AES128-SHA, -AES256-SHA), whose MAC-then-encrypt
+// construction is open to padding-oracle timing (Lucky13). TLS 1.3's
+// suites are all AEAD, and Go does not let them be chosen.
+var aeadSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// tlsConfig is the TLS of the edge's HTTPS listener (froogd's only one:
+// the API and metrics listeners are plain HTTP, for a proxy or loopback).
+func (s *Server) tlsConfig() *tls.Config {
+	return &tls.Config{
+		GetCertificate: s.o.GetCertificate,
+		MinVersion:     tls.VersionTLS12,
+		CipherSuites:   aeadSuites,
+		// acme-tls/1 stays offered for TLS-ALPN-01 challenges.
+		NextProtos: []string{"h2", "http/1.1", "acme-tls/1"},
+	}
 }
 
 // handshake completes TLS and hands the connection to the server of its

@@ -399,6 +399,31 @@ func TestAttackCorpus(t *testing.T) {
 			}
 		}
 	}
+
+	// Issue #24 item 7c: TLS 1.2 with nothing but CBC suites is refused
+	// (Lucky13); an AEAD suite gets in.
+	var cbc []uint16
+	for _, cs := range append(tls.CipherSuites(), tls.InsecureCipherSuites()...) {
+		if strings.Contains(cs.Name, "_CBC_") {
+			cbc = append(cbc, cs.ID)
+		}
+	}
+	for _, tt := range []struct {
+		name   string
+		suites []uint16
+		ok     bool
+	}{
+		{"CBC suites only", cbc, false},
+		{"AES-GCM", []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}, true},
+	} {
+		conn, err := tls.Dial("tcp", r.edge, &tls.Config{RootCAs: r.pool, ServerName: pub, MaxVersion: tls.VersionTLS12, CipherSuites: tt.suites})
+		if err == nil {
+			conn.Close()
+		}
+		if (err == nil) != tt.ok {
+			t.Errorf("TLS 1.2 offering %s: handshake error %v, want success: %v", tt.name, err, tt.ok)
+		}
+	}
 }
 
 // spellings gives n header lines named name in n different cases.
