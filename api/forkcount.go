@@ -123,3 +123,43 @@ func (s *Server) fromSaved(r *http.Request, req *createRequest, sb *store.Sandbo
 	}
 	return nil
 }
+
+// errReplayRefused answers a replay to a key that does not reach what the
+// first request made: as for another request, and nothing of the answer.
+var errReplayRefused = errorf(http.StatusConflict, "idempotency_key_reused", "this Idempotency-Key was used by another API key")
+
+// mayReplay says whether prev, the answer kept for an Idempotency-Key, may
+// be replayed to k: when k sent it, reaches every sandbox, or reaches
+// every sandbox the answer made (a create's one or a count's copies, read
+// again: a limited key's scope is by the sandboxes as they are now).
+func (s *Server) mayReplay(ctx context.Context, k *store.APIKey, prev *store.Idempotency) error {
+	if prev.KeyID == k.ID || !limited(k) {
+		return nil
+	}
+	var made []struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(prev.Body, &made); err != nil {
+		made = made[:0]
+		var one struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(prev.Body, &one); err != nil {
+			return fmt.Errorf("read a kept answer: %w", err)
+		}
+		made = append(made, one)
+	}
+	for _, m := range made {
+		sb, err := s.store.SandboxByID(ctx, m.ID)
+		if errors.Is(err, store.ErrNotFound) || err == nil && (sb.AccountID != k.AccountID || sb.DeletedAt != nil || !reaches(k, &sb)) {
+			return errReplayRefused
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if len(made) == 0 {
+		return errReplayRefused
+	}
+	return nil
+}

@@ -347,11 +347,14 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, request []by
 	idemKey := r.Header.Get("Idempotency-Key")
 	if idemKey != "" {
 		sum := sha256.Sum256(request)
-		prev, err := s.store.BeginIdempotent(r.Context(), store.Idempotency{AccountID: k.AccountID, Key: idemKey, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: at})
+		prev, err := s.store.BeginIdempotent(r.Context(), store.Idempotency{AccountID: k.AccountID, Key: idemKey, KeyID: k.ID, RequestHash: hex.EncodeToString(sum[:]), CreatedAt: at})
 		if err != nil {
 			return err
 		}
 		if prev != nil {
+			if err := s.mayReplay(r.Context(), k, prev); err != nil {
+				return err
+			}
 			w.Header().Set("Idempotent-Replayed", "true")
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(prev.Status)

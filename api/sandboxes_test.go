@@ -356,6 +356,59 @@ func TestIdempotencyKey(t *testing.T) {
 	})
 }
 
+// TestIdempotencyKeyOtherKey: an Idempotency-Key's answer is replayed
+// only to a key that reaches what it made: the key that sent it, or one
+// that reaches every sandbox, or a limited one whose scope holds every
+// sandbox made (the fork's copies included). Any other key gets 409
+// idempotency_key_reused and learns nothing of the answer; nothing is
+// made again.
+func TestIdempotencyKeyOtherKey(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		acts := []string{"sandbox.create", "sandbox.fork", "sandbox.read"}
+		byName := e.keyWith("by-name", func(k *store.APIKey) { k.Sandboxes = []string{"src", "one"} }, acts...)
+		byLabel := e.keyWith("by-label", func(k *store.APIKey) { k.Labels = map[string]string{"team": "a"} }, acts...)
+		other := e.keyWith("other", func(k *store.APIKey) { k.Labels = map[string]string{"team": "b"} }, acts...)
+		owner2 := e.key("owner-2", "*")
+		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"src","labels":{"team":"a"}}`).want(t, 202, "")
+
+		// The owner's create: the other owner key gets it again, no
+		// limited key does (one is limited to its name, but did not make it).
+		first := e.do("POST", "/v1/sandboxes", e.admin, `{"name":"one"}`, "Idempotency-Key", "i-1").want(t, 202, "")
+		again := e.do("POST", "/v1/sandboxes", owner2, `{"name":"one"}`, "Idempotency-Key", "i-1").want(t, 202, "")
+		if string(again.body) != string(first.body) || again.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("the other owner key's replay: %s vs %s", again.body, first.body)
+		}
+		for name, k := range map[string]string{"label": byLabel, "other": other} {
+			r := e.do("POST", "/v1/sandboxes", k, `{"name":"one"}`, "Idempotency-Key", "i-1").want(t, 409, "idempotency_key_reused")
+			if strings.Contains(string(r.body), "sbx_") || r.header.Get("Idempotent-Replayed") != "" {
+				t.Fatalf("the %s key got the answer: %s", name, r.body)
+			}
+		}
+		// The name key reaches "one" by name: it may have the answer.
+		e.do("POST", "/v1/sandboxes", byName, `{"name":"one"}`, "Idempotency-Key", "i-1").want(t, 202, "")
+
+		// A label key's fork with count: replayed to it and to the owner,
+		// not to a key of another label nor to the name key (which reaches
+		// src but not the copies).
+		fork := e.do("POST", "/v1/sandboxes/src/fork", byLabel, `{"name":"try","count":2}`, "Idempotency-Key", "i-2").want(t, 202, "")
+		for _, k := range []string{byLabel, e.admin} {
+			r := e.do("POST", "/v1/sandboxes/src/fork", k, `{"name":"try","count":2}`, "Idempotency-Key", "i-2").want(t, 202, "")
+			if string(r.body) != string(fork.body) {
+				t.Fatalf("fork replay: %s vs %s", r.body, fork.body)
+			}
+		}
+		e.do("POST", "/v1/sandboxes/src/fork", byName, `{"name":"try","count":2}`, "Idempotency-Key", "i-2").want(t, 409, "idempotency_key_reused")
+		// A copy gone: the label key, which made it, still gets its answer.
+		e.do("DELETE", "/v1/sandboxes/try-1", e.admin, nil).want(t, 202, "")
+		e.do("POST", "/v1/sandboxes/src/fork", byLabel, `{"name":"try","count":2}`, "Idempotency-Key", "i-2").want(t, 202, "")
+		var list []sandboxJSON
+		e.do("GET", "/v1/sandboxes", e.admin, nil).want(t, 200, "").json(t, &list)
+		if len(list) != 3 { // src, one, try-2
+			t.Fatalf("%d sandboxes, want 3: %+v", len(list), list)
+		}
+	})
+}
+
 func TestRunningLimit(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
 		for i := 0; i < 5; i++ {

@@ -267,8 +267,11 @@ type AuditEvent struct {
 // Idempotency records the outcome of a request sent with an
 // Idempotency-Key. Status 0 means the first request is still running.
 type Idempotency struct {
-	AccountID   string    `json:"account_id"`
-	Key         string    `json:"key"`
+	AccountID string `json:"account_id"`
+	Key       string `json:"key"`
+	// KeyID is the API key that sent the first request: its answer is
+	// replayed to a key that reaches what it made.
+	KeyID       string    `json:"key_id,omitempty"`
 	RequestHash string    `json:"request_hash"`
 	Status      int       `json:"status"`
 	Body        []byte    `json:"body,omitempty"`

@@ -714,7 +714,7 @@ func testAudit(t *testing.T, o func() Backend) {
 func testIdempotency(t *testing.T, o func() Backend) {
 	s := open(t, o)
 	a := account(t, s, 1)
-	rec := store.Idempotency{AccountID: a.ID, Key: "k1", RequestHash: "h1", CreatedAt: now}
+	rec := store.Idempotency{AccountID: a.ID, Key: "k1", KeyID: "key_1", RequestHash: "h1", CreatedAt: now}
 	got, err := s.BeginIdempotent(ctx, rec)
 	if err != nil || got != nil {
 		t.Fatalf("first claim: got %v, %v", got, err)
@@ -725,7 +725,7 @@ func testIdempotency(t *testing.T, o func() Backend) {
 		t.Fatal(err)
 	}
 	got, err = s.BeginIdempotent(ctx, rec)
-	if err != nil || got == nil || got.Status != 202 || string(got.Body) != `{"ok":true}` {
+	if err != nil || got == nil || got.Status != 202 || string(got.Body) != `{"ok":true}` || got.KeyID != "key_1" {
 		t.Fatalf("replay: got %+v, %v", got, err)
 	}
 	other := rec
