@@ -93,12 +93,14 @@ func (s *Server) authenticate(r *http.Request) (*store.APIKey, error) {
 	if err != nil {
 		return nil, err
 	}
+	now := s.now()
 	if k.RevokedAt != nil {
 		return nil, errorf(http.StatusUnauthorized, "unauthorized", "this API key was revoked")
 	}
-	if k.ExpiresAt != nil && !s.now().Before(*k.ExpiresAt) {
+	if !k.Live(now) {
 		return nil, errorf(http.StatusUnauthorized, "api_key_expired", "this API key expired at %s", k.ExpiresAt.Format(time.RFC3339))
 	}
+	s.uses.note(r.Context(), s, &k, now)
 	return &k, nil
 }
 

@@ -19,10 +19,11 @@ import (
 // and no error repeats it). The token is sealed (AES-GCM with the API's
 // secret key, which every API process shares): it names the sandbox (by
 // id: a rename keeps the link, a new sandbox of the same name does not
-// get it), the path, the way (get or put), the expiry and the key that
-// made it, by its secret's hash. The key is looked up at each use: a
-// link stops working when its key is revoked, rotated or expires, loses
-// the action, or no longer reaches the sandbox. Nothing is stored.
+// get it), the path, the way (get or put), the expiry, the key that made
+// it (its id) and when. The key is looked up at each use: a link stops
+// working when its key no longer vouches for it (revoked, expired, or
+// rotated since: store.APIKey.Vouches), loses the action, or no longer
+// reaches the sandbox. Nothing is stored.
 
 // Link lifetimes (the docs: 15 minutes by default, 60 s to 24 h).
 const (
@@ -42,7 +43,8 @@ type fileLink struct {
 	Way     string `json:"w"` // get or put
 	Sandbox string `json:"s"`
 	Path    string `json:"p"`
-	KeyHash string `json:"k"`
+	KeyID   string `json:"i"`
+	Minted  int64  `json:"m"` // unix microseconds
 	Expires int64  `json:"e"` // unix seconds
 }
 
@@ -85,8 +87,9 @@ func (s *Server) createFileLink(w http.ResponseWriter, r *http.Request, way stri
 		return err
 	}
 	k := keyFrom(r.Context())
-	exp := s.now().Add(time.Duration(life) * time.Second).Truncate(time.Second)
-	plain, _ := json.Marshal(fileLink{Way: way, Sandbox: sb.ID, Path: *req.Path, KeyHash: k.SecretHash, Expires: exp.Unix()})
+	now := s.now()
+	exp := now.Add(time.Duration(life) * time.Second).Truncate(time.Second)
+	plain, _ := json.Marshal(fileLink{Way: way, Sandbox: sb.ID, Path: *req.Path, KeyID: k.ID, Minted: now.UnixMicro(), Expires: exp.Unix()})
 	token := linkPrefix + base64.RawURLEncoding.EncodeToString(s.sealer.seal(string(plain), linkAD))
 	method, route := http.MethodGet, "/v1/files/download"
 	if way == "put" {
@@ -135,20 +138,18 @@ func (s *Server) openLink(r *http.Request, way string) (*fileLink, *store.Sandbo
 		return nil, nil, nil, errBadLink
 	}
 	var l fileLink
-	if json.Unmarshal([]byte(plain), &l) != nil || l.Way != way {
+	if json.Unmarshal([]byte(plain), &l) != nil || l.Way != way || l.KeyID == "" {
 		return nil, nil, nil, errBadLink
 	}
 	if !s.now().Before(time.Unix(l.Expires, 0)) {
 		return nil, nil, nil, errorf(http.StatusForbidden, "link_expired", "this link expired at %s", time.Unix(l.Expires, 0).UTC().Format(time.RFC3339))
 	}
-	k, err := s.store.APIKeyByHash(r.Context(), l.KeyHash)
+	k, err := s.store.APIKeyByID(r.Context(), l.KeyID)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, nil, nil, errorf(http.StatusForbidden, "link_revoked", "the API key that made this link was revoked or rotated")
+	case errors.Is(err, store.ErrNotFound) || (err == nil && !k.Vouches(time.UnixMicro(l.Minted), s.now())):
+		return nil, nil, nil, errorf(http.StatusForbidden, "link_revoked", "the API key that made this link was revoked, rotated or expired")
 	case err != nil:
 		return nil, nil, nil, err
-	case k.RevokedAt != nil || (k.ExpiresAt != nil && !s.now().Before(*k.ExpiresAt)):
-		return nil, nil, nil, errorf(http.StatusForbidden, "link_revoked", "the API key that made this link was revoked or expired")
 	}
 	action := "file.read"
 	if way == "put" {

@@ -80,6 +80,13 @@ var routes = []route{
 
 	{Method: "GET", Pattern: "/v1/limits", Action: "account.read", handle: (*Server).getLimits},
 
+	// API keys (apikeys.go): a key limited to some sandboxes sees none,
+	// and a key makes or rotates none with more than its own scope.
+	{Method: "GET", Pattern: "/v1/api-keys", Action: "account.admin", handle: (*Server).listAPIKeys},
+	{Method: "POST", Pattern: "/v1/api-keys", Action: "account.admin", handle: (*Server).createAPIKey},
+	{Method: "DELETE", Pattern: "/v1/api-keys/{id}", Action: "account.admin", handle: (*Server).revokeAPIKey},
+	{Method: "POST", Pattern: "/v1/api-keys/{id}/rotate", Action: "account.admin", handle: (*Server).rotateAPIKey},
+
 	{Method: "GET", Pattern: "/v1/audit", Action: "account.admin", handle: (*Server).listAudit},
 }
 

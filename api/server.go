@@ -60,6 +60,7 @@ type Server struct {
 	fileSlots waitSlots
 	apiURL    string
 	maxFile   int64
+	uses      keyUses // API keys' requests, written in batches (apikeys.go)
 }
 
 // New checks the options and builds the handler; it starts nothing.
