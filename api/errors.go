@@ -21,6 +21,10 @@ type Error struct {
 	// RateLimit, when set, is sent as the RateLimit-* headers in place of
 	// the per-IP limit's: those of the limit that refused.
 	RateLimit *rateLimit
+	// cause is what went wrong inside (a dial's address, an SSH error):
+	// never sent to the client, it is in Error() and so in the server's
+	// log line of the request, with its request id.
+	cause error
 }
 
 // rateLimit is what the RateLimit-* headers say of one limit.
@@ -84,7 +88,19 @@ func windowName(d time.Duration) string {
 	return d.String()
 }
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+func (e *Error) Error() string {
+	if e.cause != nil {
+		return e.Code + ": " + e.Message + " (cause: " + e.cause.Error() + ")"
+	}
+	return e.Code + ": " + e.Message
+}
+
+// withCause is e with its inner cause, for the log alone.
+func withCause(e *Error, cause error) *Error {
+	c := *e
+	c.cause = cause
+	return &c
+}
 
 func errorf(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}

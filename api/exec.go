@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -271,7 +272,7 @@ func (s *Server) run(ctx context.Context, sb *store.Sandbox, command string, std
 		case errors.As(err, &ee):
 			return runResult{code: ee.ExitStatus()}, nil
 		}
-		return runResult{}, errLost
+		return runResult{}, fmt.Errorf("%w: %w", errLost, err)
 	case <-expired:
 		sess.Signal(ssh.SIGKILL)
 		sess.Close()
@@ -285,11 +286,19 @@ func (s *Server) run(ctx context.Context, sb *store.Sandbox, command string, std
 	}
 }
 
+// unreachable answers a call whose sandbox the tunnel could not reach.
+// The client gets a fixed message: err (a dial's address and port, SSH's
+// words) goes to the log only, with the request id.
 func unreachable(sb *store.Sandbox, err error) error {
 	if errors.Is(err, tunnel.ErrNotRunning) {
 		return errorf(http.StatusConflict, "conflict", "sandbox %q is not running", sb.Name)
 	}
-	return &Error{Status: http.StatusBadGateway, Code: "sandbox_unreachable", Message: fmt.Sprintf("cannot reach sandbox %q: %v", sb.Name, err)}
+	return withCause(errorf(http.StatusBadGateway, "sandbox_unreachable", "cannot reach sandbox %q; try again, or stop and start it", sb.Name), err)
+}
+
+// lostWhileRunning answers a command whose connection broke under it.
+func lostWhileRunning(err error) error {
+	return withCause(errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost while the command ran"), err)
 }
 
 // capped keeps the first max bytes written to it and drops the rest.
@@ -339,7 +348,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 	stdout, stderr := &capped{max: maxOutput}, &capped{max: maxOutput}
 	res, err := s.run(r.Context(), sb, command, stdin, stdout, stderr, time.Duration(timeout)*time.Second)
 	if errors.Is(err, errLost) {
-		return &Error{Status: http.StatusBadGateway, Code: "sandbox_connection_lost", Message: "the connection to the sandbox was lost while the command ran"}
+		return lostWhileRunning(err)
 	}
 	if err != nil {
 		return err
@@ -413,12 +422,15 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sb *store.Sa
 	case r.Context().Err() != nil:
 		// The client hung up: the command was killed, nobody to tell.
 	default:
-		code := "sandbox_connection_lost"
-		var e *Error
-		if errors.As(err, &e) {
-			code = e.Code
+		// The answer has begun: the error goes in the stream, with the
+		// message of its code alone, and its cause in the log.
+		e := toError(err, s.now())
+		if errors.Is(err, errLost) {
+			e = toError(lostWhileRunning(err), s.now())
 		}
-		out.send(map[string]string{"type": "error", "code": code, "message": "the connection to the sandbox was lost while the command ran"})
+		s.log.LogAttrs(r.Context(), slog.LevelError, "request failed",
+			slog.String("request_id", requestID(r)), slog.String("error", e.Error()))
+		out.send(map[string]string{"type": "error", "code": e.Code, "message": e.Message})
 	}
 	return nil
 }

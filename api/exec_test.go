@@ -8,10 +8,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/wait"
+	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/tunnel"
 )
 
@@ -348,4 +351,72 @@ func TestJobsAndWait(t *testing.T) {
 		e.do("GET", "/v1/sandboxes/box/jobs/nope", e.admin, nil).want(t, 404, "not_found")
 		e.do("GET", "/v1/sandboxes/box/jobs/"+srv.ID+"?offset=-1", e.admin, nil).want(t, 400, "invalid_query")
 	})
+}
+
+// sessionsRefusedFake is api.Sessions whose every dial fails the way the
+// tunnel's does when a sandbox's SSH server is gone: with its address.
+type sessionsRefusedFake struct{}
+
+func (sessionsRefusedFake) Session(context.Context, string) (*ssh.Session, error) {
+	return nil, fmt.Errorf("dial sandbox sbx_1 at 10.1.2.3:2222: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+}
+
+// TestUnreachableSaysLittle: a sandbox the API cannot reach is answered
+// 502 sandbox_unreachable with a fixed message on every route that goes
+// in (exec, streamed exec, jobs, files): no address, port or dial error;
+// the cause is in the log line of the request, with its request id.
+func TestUnreachableSaysLittle(t *testing.T) {
+	t.Parallel()
+	st, err := embedded.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, st, api.Options{Sessions: sessionsRefusedFake{}})
+	e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
+	e.ran("box")
+	const fixed = `cannot reach sandbox "box"; try again, or stop and start it`
+	for _, c := range []struct{ name, method, path, body string }{
+		{"exec", "POST", "/v1/sandboxes/box/exec", `{"command": "true"}`},
+		{"exec stream", "POST", "/v1/sandboxes/box/exec", `{"command": "true", "stream": true}`},
+		{"jobs", "GET", "/v1/sandboxes/box/jobs", ""},
+		{"job start", "POST", "/v1/sandboxes/box/jobs", `{"command": "sleep 1"}`},
+		{"files", "GET", "/v1/sandboxes/box/files?path=.", ""},
+		{"file content", "GET", "/v1/sandboxes/box/files/content?path=f.txt", ""},
+		{"search", "GET", "/v1/sandboxes/box/files/search?pattern=x", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.do(c.method, c.path, e.admin, c.body)
+			msg := ""
+			if r.status == 200 { // streamed: the error is a line of the stream
+				var line struct{ Type, Code, Message string }
+				for l := range strings.SplitSeq(strings.TrimSpace(string(r.body)), "\n") {
+					json.Unmarshal([]byte(l), &line)
+				}
+				if line.Type != "error" || line.Code != "sandbox_unreachable" {
+					t.Fatalf("the stream's last line: %s", r.body)
+				}
+				msg = line.Message
+			} else {
+				var b struct{ Error struct{ Message string } }
+				r.want(t, 502, "sandbox_unreachable").json(t, &b)
+				msg = b.Error.Message
+			}
+			if msg != fixed {
+				t.Errorf("message %q, want %q", msg, fixed)
+			}
+			for _, leak := range []string{"10.1.2.3", "2222", "dial", "refused", "sbx_1"} {
+				if strings.Contains(string(r.body), leak) {
+					t.Errorf("the answer holds %q: %s", leak, r.body)
+				}
+			}
+			id := r.header.Get("X-Request-Id")
+			var logged bool
+			for l := range strings.SplitSeq(e.logs.String(), "\n") {
+				logged = logged || strings.Contains(l, id) && strings.Contains(l, "10.1.2.3:2222: dial tcp: connection refused")
+			}
+			if !logged {
+				t.Errorf("no log line with %s and the cause:\n%s", id, e.logs.String())
+			}
+		})
+	}
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -137,7 +136,7 @@ func (s *Server) openFiles(ctx context.Context, sb *store.Sandbox) (_ *fileConn,
 		if errors.Is(err, io.EOF) { // the channel or the connection ended: no answer
 			return nil, unreachable(sb, err)
 		}
-		return nil, &Error{Status: http.StatusBadGateway, Code: "sandbox_unreachable", Message: fmt.Sprintf("sandbox %q has no SFTP server", sb.Name)}
+		return nil, withCause(errorf(http.StatusBadGateway, "sandbox_unreachable", "sandbox %q has no SFTP server", sb.Name), err)
 	}
 	wr := newCoalescer(in)
 	c, err := sftp.NewClientPipe(out, wr, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true), sftp.MaxPacketUnchecked(64<<10))
@@ -276,11 +275,11 @@ func fileError(p string, err error) error {
 		case sftp.ErrSSHFxPermissionDenied:
 			return errorf(http.StatusForbidden, "permission_denied", "permission denied: %s", p)
 		case sftp.ErrSSHFxConnectionLost, sftp.ErrSSHFxNoConnection:
-			return errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost")
+			return withCause(errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost"), err)
 		}
 		return errorf(http.StatusConflict, "file_error", "%s: %s", p, sftpMessage(se))
 	}
-	return errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost")
+	return withCause(errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost"), err)
 }
 
 // sftpMessage is what the sandbox's SFTP server said, or the code's name.

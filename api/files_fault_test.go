@@ -72,7 +72,7 @@ func TestFilesSFTPFaults(t *testing.T) {
 		want   string
 	}{
 		{"refused", func(_ ssh.Channel, req *ssh.Request) { req.Reply(false, nil) }, `sandbox \"box\" has no SFTP server`},
-		{"closed without an answer", func(ch ssh.Channel, _ *ssh.Request) { ch.Close() }, `cannot reach sandbox \"box\": EOF`},
+		{"closed without an answer", func(ch ssh.Channel, _ *ssh.Request) { ch.Close() }, `cannot reach sandbox \"box\"; try again`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, err := embedded.Open(t.TempDir())
@@ -85,6 +85,10 @@ func TestFilesSFTPFaults(t *testing.T) {
 			r := e.do("GET", "/v1/sandboxes/box/files?path=.", e.admin, nil).want(t, 502, "sandbox_unreachable")
 			if !strings.Contains(string(r.body), c.want) {
 				t.Fatalf("got %s, want a message with %s", r.body, c.want)
+			}
+			// What SSH said is the log's, with the request id.
+			if id := r.header.Get("X-Request-Id"); !strings.Contains(e.logs.String(), id) || c.name != "refused" && !strings.Contains(e.logs.String(), "EOF") {
+				t.Fatalf("the log has not the cause of %s: %s", id, e.logs.String())
 			}
 		})
 	}

@@ -35,7 +35,7 @@ func (s *Server) script(r *http.Request, sb *store.Sandbox, script string, stdin
 	out, errOut := &capped{max: maxJobChunk + 4096}, &capped{max: 4096}
 	res, err := s.run(r.Context(), sb, script, stdin, out, errOut, time.Minute)
 	if errors.Is(err, errLost) {
-		return nil, &Error{Status: http.StatusBadGateway, Code: "sandbox_connection_lost", Message: "the connection to the sandbox was lost"}
+		return nil, withCause(errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost"), err)
 	}
 	if err != nil {
 		return nil, err
