@@ -231,6 +231,12 @@ func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The default lifetime stops where the parent's does: a 90-day key
+	// could otherwise never make a key without choosing ttl_days.
+	if req.TTLDays == nil && k.ExpiresAt != nil && parent.ExpiresAt != nil && k.ExpiresAt.After(*parent.ExpiresAt) {
+		exp := *parent.ExpiresAt
+		k.ExpiresAt = &exp
+	}
 	if err := withinScope(parent, &k); err != nil {
 		return err
 	}

@@ -170,7 +170,7 @@ func TestAPIKeysScope(t *testing.T) {
 			{"no labels", team, map[string]any{}, 403, "api_key_label_forbidden"},
 			{"another value", team, map[string]any{"labels": map[string]string{"team": "b"}}, 403, "api_key_label_forbidden"},
 			{"sooner", short, map[string]any{"ttl_days": 5}, 201, ""},
-			{"the default 90 days", short, map[string]any{}, 403, "api_key_expiry_forbidden"},
+			{"the default 90 days, cut to its own", short, map[string]any{}, 201, ""},
 			{"later", short, map[string]any{"ttl_days": 11}, 403, "api_key_expiry_forbidden"},
 			{"never", short, map[string]any{"never_expires": true}, 403, "api_key_expiry_forbidden"},
 			{"no account.admin", reader, map[string]any{"actions": []string{"sandbox.read"}}, 403, "api_key_action_forbidden"},
@@ -181,6 +181,9 @@ func TestAPIKeysScope(t *testing.T) {
 			})
 		}
 
+		if k := e.createKey(t, short, map[string]any{}); k.ExpiresAt == nil || !k.ExpiresAt.Equal(soon) {
+			t.Fatalf("a key made by one expiring at %v without ttl_days expires at %v, want the same", soon, k.ExpiresAt)
+		}
 		full := e.createKey(t, e.admin, map[string]any{"label": "full"})
 		for _, tt := range []struct {
 			name, key, code string

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"froog.tech/froog/api"
@@ -200,9 +202,149 @@ func runCreateKey(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer st.Close()
 	secret, k := api.NewAPIKey(c.Account, c.Name, acts, life, time.Now())
+	k.ID = store.NewID("key")
 	k.Sandboxes = c.Sandboxes
 	k.Labels = lab
-	if _, err := st.CreateAPIKey(ctx, k, nil); err != nil {
+	if _, err := st.CreateAPIKey(ctx, k, operatorEvent(c.Account, "api_key.create", k.ID)); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, secret)
+	return nil
+}
+
+// operatorEvent is the audit event of an operator's change to an
+// account's keys.
+func operatorEvent(account, action, target string) *store.AuditEvent {
+	return &store.AuditEvent{AccountID: account, At: store.Micro(time.Now()), Action: action, Target: target,
+		Actor: "operator", ActorLabel: "froogd admin"}
+}
+
+// runAdminKey runs froogd admin api-key create|list|revoke|rotate.
+func runAdminKey(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
+	switch sub {
+	case "create":
+		return runCreateKey(ctx, args, stdout, stderr)
+	case "list":
+		return runListKeys(ctx, args, stdout, stderr)
+	case "revoke", "rotate":
+		return runChangeKey(ctx, sub, args, stdout, stderr)
+	}
+	return fmt.Errorf("admin api-key %q: want create, list, revoke or rotate", sub)
+}
+
+// listKeysConfig is froogd admin api-key list's configuration.
+type listKeysConfig struct {
+	Store   adminStoreConfig
+	Account string
+}
+
+func (c *listKeysConfig) bind(f flags) {
+	f.str(&c.Account, "account", "", "account id (required)")
+	c.Store.bind(f)
+}
+
+func (c *listKeysConfig) validate() error {
+	return errors.Join(required(map[string]string{"--account": c.Account})...)
+}
+
+// runListKeys prints an account's keys that are not revoked: id, label,
+// scope, expiry, last use and requests in 30 days (as each API process
+// last wrote them: at most a minute behind).
+func runListKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c listKeysConfig
+	if err := parseConfig("admin api-key list", &c, args, stderr); err != nil {
+		return err
+	}
+	st, err := c.Store.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if _, err := st.Account(ctx, c.Account); err != nil {
+		return err
+	}
+	keys, err := st.ListAPIKeys(ctx, c.Account)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tLABEL\tSCOPE\tEXPIRES\tLAST USED\tREQUESTS 30D")
+	for _, k := range keys {
+		if k.RevokedAt != nil {
+			continue
+		}
+		scope := strings.Join(k.Actions, ",")
+		if len(k.Sandboxes) > 0 {
+			scope += " sandboxes=" + strings.Join(k.Sandboxes, ",")
+		}
+		for _, lk := range slices.Sorted(maps.Keys(k.Labels)) {
+			scope += " label=" + lk + "=" + k.Labels[lk]
+		}
+		expires, used := "never", "never"
+		if k.ExpiresAt != nil {
+			expires = k.ExpiresAt.Format(time.RFC3339)
+			if !k.Live(now) {
+				expires += " (expired)"
+			}
+		}
+		if k.LastUsedAt != nil {
+			used = k.LastUsedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", k.ID, k.Name, scope, expires, used, k.Requests(now))
+	}
+	return tw.Flush()
+}
+
+// changeKeyConfig is froogd admin api-key revoke's and rotate's
+// configuration.
+type changeKeyConfig struct {
+	Store adminStoreConfig
+	ID    string
+}
+
+func (c *changeKeyConfig) bind(f flags) {
+	f.str(&c.ID, "id", "", "the key's id, key_… (required)")
+	c.Store.bind(f)
+}
+
+func (c *changeKeyConfig) validate() error {
+	return errors.Join(required(map[string]string{"--id": c.ID})...)
+}
+
+// runChangeKey revokes a key (it stops at once, on every API process) or
+// rotates it (it prints the new secret; the old one stops at once).
+func runChangeKey(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
+	var c changeKeyConfig
+	if err := parseConfig("admin api-key "+sub, &c, args, stderr); err != nil {
+		return err
+	}
+	st, err := c.Store.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	k, err := st.APIKeyByID(ctx, c.ID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && k.RevokedAt != nil) {
+		return fmt.Errorf("no API key %s (or it is revoked)", c.ID)
+	}
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if sub == "revoke" {
+		if _, err := st.RevokeAPIKey(ctx, k.AccountID, k.ID, now, operatorEvent(k.AccountID, "api_key.revoke", k.ID)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "revoked %s\n", k.ID)
+		return nil
+	}
+	secret := api.NewSecret(api.KeyPrefix)
+	_, err = st.RotateAPIKey(ctx, k.AccountID, k.ID, store.HashSecret(secret), now, operatorEvent(k.AccountID, "api_key.rotate", k.ID))
+	if errors.Is(err, store.ErrKeyExpired) {
+		return fmt.Errorf("API key %s expired at %s and can't be rotated: create a new one", k.ID, k.ExpiresAt.Format(time.RFC3339))
+	}
+	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, secret)

@@ -43,6 +43,8 @@ const usage = `froogd: froog's edge, API and host controller in one binary.
   froogd migrate                bring the Postgres schema up to date
   froogd admin create-account   make an account
   froogd admin api-key create   make an API key for an account
+  froogd admin api-key list|revoke|rotate
+                                an account's keys (--account), or revoke or rotate one (--id)
   froogd admin hosts [drain|undrain --host NAME [--stop]]
                                 list the hosts (address, state, capacity, sandboxes,
                                 last heartbeat), or drain or undrain one
@@ -78,13 +80,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if len(rest) >= 1 && rest[0] == "create-account" {
 			return runCreateAccount(ctx, rest[1:], stdout, stderr)
 		}
-		if len(rest) >= 2 && rest[0] == "api-key" && rest[1] == "create" {
-			return runCreateKey(ctx, rest[2:], stdout, stderr)
+		if len(rest) >= 2 && rest[0] == "api-key" {
+			return runAdminKey(ctx, rest[1], rest[2:], stdout, stderr)
 		}
 		if len(rest) >= 1 && rest[0] == "hosts" {
 			return runHosts(ctx, rest[1:], stdout, stderr)
 		}
-		return errors.New("admin commands: create-account, api-key create, hosts [drain|undrain]")
+		return errors.New("admin commands: create-account, api-key create|list|revoke|rotate, hosts [drain|undrain]")
 	case "version", "--version":
 		fmt.Fprintln(stdout, version.Get())
 		return nil
