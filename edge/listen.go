@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"froog.tech/froog/edge/route"
@@ -39,8 +41,8 @@ func (s *Server) withDone(ctx context.Context) (context.Context, context.CancelF
 // fasthttp's HTTP/1.1 server behind the framing guard; both call the same
 // core (decide).
 func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
-	ctx, cancel := s.withDone(ctx)
-	defer cancel()
+	ctx, stop := s.withDone(ctx)
+	defer stop()
 	cfg := s.tlsConfig()
 	hctx, hcancel := s.withDone(context.Background())
 	defer hcancel()
@@ -53,7 +55,7 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          discardLog,
 	}
 	h1srv := s.newH1Server()
-	errc := make(chan error, 3)
+	errc := make(chan error, 2)
 	go func() { errc <- s.serve(ctx, h2srv, func() error { return h2srv.Serve(h2) }) }()
 	go func() {
 		err := h1srv.Serve(h1)
@@ -62,23 +64,23 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 		}
 		errc <- err
 	}()
+	acceptc := make(chan error, 1)
 	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				errc <- nil
-				return
-			}
-			if c = s.conns.admit(c, s.o.MaxConnsPerIP); c == nil {
-				continue // one address has too many open: refused before TLS
-			}
+		acceptc <- s.accept(hctx, ln, func(c net.Conn) {
 			// Not ctx: during the drain delay the listener still
 			// accepts, and those handshakes must complete. Close (done)
 			// and the handshake's deadline bound it.
 			go s.handshake(hctx, tls.Server(c, cfg), h1, h2)
-		}
+		})
 	}()
-	<-ctx.Done()
+	var first error // what ServeTLS returns: the first failure
+	acceptDone := false
+	select {
+	case <-ctx.Done():
+	case first = <-acceptc: // the listener failed for good: the edge stops, and says why
+		acceptDone = true
+		stop()
+	}
 	s.drain()
 	ln.Close()
 	s.closeHijacked() // before the shutdown, which would wait for them
@@ -88,13 +90,62 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 	}
 	cancel()
 	s.closeHijacked()
-	var first error
-	for range 3 {
+	if !acceptDone {
+		first = <-acceptc
+	}
+	for range 2 {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
+}
+
+// accept hands each connection ln accepts to serve, until ln is closed
+// (or ctx ends while it waits). A temporary failure (EMFILE under a connection flood above all) is
+// waited out, 5 ms doubling up to 1 s, as net/http's Server does: the
+// connections waiting in the backlog are taken once descriptors are
+// free. Any other failure is returned.
+func (s *Server) accept(ctx context.Context, ln net.Listener, serve func(net.Conn)) error {
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			if !temporary(err) {
+				return fmt.Errorf("edge: accept on %s: %w", ln.Addr(), err)
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.m.acceptRetries.Inc()
+			if delay == time.Second {
+				s.o.Logger.Warn("edge accept failing: retrying", slog.String("error", err.Error()), slog.Duration("delay", delay))
+			}
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		delay = 0
+		if c = s.conns.admit(c, s.o.MaxConnsPerIP); c == nil {
+			continue // one address has too many open: refused before TLS
+		}
+		serve(c)
+	}
+}
+
+// temporary reports whether an accept error passes: out of descriptors
+// or memory, or what the system calls temporary.
+func temporary(err error) bool {
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EINTR) {
+		return true
+	}
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
 }
 
 // aeadSuites are the TLS 1.2 cipher suites the edge accepts: AEAD only,

@@ -11,6 +11,9 @@ type metrics struct {
 	autoStarts *prometheus.CounterVec
 	holdTime   prometheus.Histogram
 	held       prometheus.Gauge
+	// acceptRetries counts the HTTPS listener's temporary accept
+	// failures (EMFILE under a flood), each waited out.
+	acceptRetries prometheus.Counter
 }
 
 func newMetrics(r prometheus.Registerer) metrics {
@@ -25,9 +28,11 @@ func newMetrics(r prometheus.Registerer) metrics {
 		holdTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "froog_edge_hold_seconds", Help: "How long requests were held while their sandbox started.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "froog_edge_requests_held", Help: "Requests held now, waiting for their sandbox to start."}),
+		acceptRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "froog_edge_accept_retries_total",
+			Help: "Temporary accept failures of the HTTPS listener (out of descriptors: EMFILE), each waited out before accepting again."}),
 	}
 	if r != nil {
-		r.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.websockets, m.autoStarts, m.holdTime, m.held)
+		r.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.websockets, m.autoStarts, m.holdTime, m.held, m.acceptRetries)
 	}
 	return m
 }

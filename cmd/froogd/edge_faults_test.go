@@ -1,0 +1,130 @@
+package main_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"froog.tech/froog/internal/wait"
+)
+
+// The edge's failures (issue #33), each under the real binary.
+
+// okApp answers every request "ok N", N the number of connections it has
+// accepted so far: a test sees whether the edge reused its upstream
+// connection.
+const okApp = `import http.server, sys, threading
+n = 0
+lock = threading.Lock()
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def setup(self):
+        global n
+        with lock: n += 1
+        super().setup()
+    def answer(self):
+        b = ("ok %d" % n).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def do_GET(self): self.answer()
+    def do_PUT(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.answer()
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+`
+
+// edgeRig is froogd dev (its process too) with okApp on a public URL of
+// sandbox "e1".
+type edgeRig struct {
+	p      *proc
+	c      client
+	edge   string
+	caFile string
+	host   string // okApp's public URL's host
+	data   string
+	pid    int
+}
+
+func newEdgeRig(t *testing.T, extra ...string) *edgeRig {
+	t.Helper()
+	data := t.TempDir()
+	p, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), append([]string{"dev", "--data", data,
+		"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test"}, extra...)...)
+	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
+	r := &edgeRig{p: p, c: client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, edge: m[2], caFile: filepath.Join(data, "ca.pem"), data: data, pid: p.cmd.Process.Pid}
+	newSandbox(t, r.c, "e1", 30*time.Second)
+	r.host = publicURL(t, r.c, "e1", serveApp(t, r.c, "e1", "ok.py", okApp))
+	return r
+}
+
+// The HTTPS accept loop meets EMFILE under a connection flood: it must
+// wait and accept again, not give up while /readyz stays green. The test
+// lowers froogd's RLIMIT_NOFILE to a little above what it has open,
+// floods the edge past it, lets the flood go, and expects a normal
+// request to succeed.
+func TestEdgeAcceptsAgainAfterEMFILE(t *testing.T) {
+	t.Parallel()
+	r := newEdgeRig(t)
+	web := edgeClient(t, r.edge, r.caFile, true)
+	if code, b, err := get(web, "https://"+r.host+"/"); err != nil || code != 200 {
+		t.Fatalf("before the flood: %d %s %v", code, b, err)
+	}
+	web.CloseIdleConnections()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", r.pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The soft limit only: raising a hard limit again takes a privilege.
+	var old unix.Rlimit
+	if err := unix.Prlimit(r.pid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
+		t.Fatalf("prlimit: %v", err)
+	}
+	lim := unix.Rlimit{Cur: uint64(len(fds) + 32), Max: old.Max}
+	if err := unix.Prlimit(r.pid, unix.RLIMIT_NOFILE, &lim, nil); err != nil {
+		t.Fatalf("prlimit: %v", err)
+	}
+	var flood []net.Conn
+	for range 200 {
+		c, err := net.DialTimeout("tcp", r.edge, time.Second)
+		if err != nil {
+			break // the backlog is full: the flood is past EMFILE
+		}
+		flood = append(flood, c)
+	}
+	// The edge has met EMFILE once it stops taking connections off the
+	// backlog: its descriptors stay at the limit.
+	wait.For(t, 10*time.Second, "froogd at its descriptor limit", func() bool {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", r.pid))
+		return len(fds) >= int(lim.Cur)-2
+	})
+	for _, c := range flood {
+		c.Close()
+	}
+	web = edgeClient(t, r.edge, r.caFile, true)
+	web.Timeout = 3 * time.Second
+	var lastErr error
+	if !wait.Until(20*time.Second, func() bool {
+		code, _, err := get(web, "https://"+r.host+"/")
+		lastErr = err
+		return err == nil && code == 200
+	}) {
+		t.Fatalf("after the flood, with the limit still low: the edge never answered: %v", lastErr)
+	}
+	// And with the limit as it was.
+	if err := unix.Prlimit(r.pid, unix.RLIMIT_NOFILE, &old, nil); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, err := get(web, "https://"+r.host+"/"); err != nil || code != 200 {
+		t.Fatalf("with the limit restored: %d %v", code, err)
+	}
+}
