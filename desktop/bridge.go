@@ -114,9 +114,10 @@ func (b *bridge) serve(ctx context.Context) {
 	b.ws.SetPongHandler(func(string) error {
 		return b.ws.SetReadDeadline(time.Now().Add(readDeadlinePingPeriods * b.s.o.PingEvery))
 	})
+	f := NewFilter(b.viewOnly)
 	wg.Add(1)
-	go func() { defer wg.Done(); b.toViewer(vnc) }()
-	b.toVNC(vnc)
+	go func() { defer wg.Done(); b.toViewer(vnc, f.Server()) }()
+	b.toVNC(vnc, f)
 	wg.Wait()
 	b.s.log.Info("desktop closed", "sandbox", b.view.SandboxID, "kind", b.view.Kind, "view_only", b.viewOnly,
 		"reason", b.reason, "bytes_in", b.in.Load(), "bytes_out", b.out.Load(), "duration", time.Since(b.startedAt).Round(time.Millisecond).String())
@@ -138,8 +139,7 @@ func (b *bridge) dial(ctx context.Context) (net.Conn, error) {
 
 // toVNC reads the viewer's messages, filters them and writes what may go
 // to the VNC server.
-func (b *bridge) toVNC(vnc net.Conn) {
-	f := NewFilter(b.viewOnly)
+func (b *bridge) toVNC(vnc net.Conn, f *Filter) {
 	var out []byte
 	for {
 		mt, data, err := b.ws.ReadMessage()
@@ -168,18 +168,30 @@ func (b *bridge) toVNC(vnc net.Conn) {
 	}
 }
 
-// toViewer copies the VNC server's stream to the viewer as binary frames.
-func (b *bridge) toViewer(vnc net.Conn) {
+// toViewer copies the VNC server's stream to the viewer as binary frames;
+// sf, for a view-only viewer, takes the server's clipboard out of it.
+func (b *bridge) toViewer(vnc net.Conn, sf *ServerFilter) {
 	buf := make([]byte, vncReadBuffer)
+	var out []byte
 	for {
 		n, err := vnc.Read(buf)
-		if n > 0 {
+		msg := buf[:n]
+		if sf != nil && n > 0 {
+			var ferr error
+			if out, ferr = sf.Feed(out[:0], msg); ferr != nil {
+				b.s.log.Info("desktop server refused", "sandbox", b.view.SandboxID, "kind", b.view.Kind, "err", ferr.Error())
+				b.stop(closeDesktopFailed, CodeDesktopFailed)
+				return
+			}
+			msg = out
+		}
+		if len(msg) > 0 {
 			b.ws.SetWriteDeadline(time.Now().Add(writeWait * 6))
-			if werr := b.ws.WriteMessage(websocket.BinaryMessage, buf[:n]); werr != nil {
+			if werr := b.ws.WriteMessage(websocket.BinaryMessage, msg); werr != nil {
 				b.stop(websocket.CloseGoingAway, "viewer write failed")
 				return
 			}
-			b.out.Add(int64(n))
+			b.out.Add(int64(len(msg)))
 		}
 		if err != nil {
 			b.stop(closeDesktopFailed, CodeDesktopFailed)

@@ -74,16 +74,21 @@ const (
 type Filter struct {
 	viewOnly bool
 	stage    int
-	buf      []byte // the part of the current handshake step or message read so far
-	skip     uint64 // bytes of a dropped message still to come
-	extMouse bool   // the client asked for ExtendedMouseButtons
+	buf      []byte     // the part of the current handshake step or message read so far
+	skip     uint64     // bytes of a dropped message still to come
+	extMouse bool       // the client asked for ExtendedMouseButtons
+	sh       *rfbShared // what the server's side (Server) needs to know; view-only only
 	err      error
 }
 
 // NewFilter returns a filter for a new connection; viewOnly makes it
 // parse and filter client messages after the handshake.
 func NewFilter(viewOnly bool) *Filter {
-	return &Filter{viewOnly: viewOnly, buf: make([]byte, 0, 64)}
+	f := &Filter{viewOnly: viewOnly, buf: make([]byte, 0, 64)}
+	if viewOnly {
+		f.sh = &rfbShared{}
+	}
+	return f
 }
 
 // Feed reads src, the next bytes from the client, and appends to dst the
@@ -122,10 +127,22 @@ func (f *Filter) Feed(dst, src []byte) ([]byte, error) {
 					}
 					continue
 				case whole && len(f.buf) == n:
-					if f.buf[0] == rfbSetEncodings {
-						f.noteEncodings(f.buf[4:])
+					msg := f.buf
+					switch msg[0] {
+					case rfbSetEncodings:
+						f.noteEncodings(msg[4:])
+						msg = viewEncodings(msg)
+					case rfbSetPixelFormat:
+						if err := f.notePixelFormat(msg); err != nil {
+							f.fail(err)
+							continue
+						}
+					case rfbFramebufferUpdateRequest, rfbEnableContinuousUpdates:
+						f.sh.mu.Lock()
+						f.sh.requested = true
+						f.sh.mu.Unlock()
 					}
-					dst, f.buf = append(dst, f.buf...), f.buf[:0]
+					dst, f.buf = append(dst, msg...), f.buf[:0]
 					continue
 				}
 				want = n
@@ -166,6 +183,11 @@ func (f *Filter) handshake(dst []byte) []byte {
 		if v != "RFB 003.008\n" && v != "RFB 003.007\n" {
 			f.fail(fmt.Errorf("protocol version %q: only 3.7 and 3.8", sanitize(f.buf)))
 			return dst
+		}
+		if f.sh != nil {
+			f.sh.mu.Lock()
+			f.sh.minor = int(v[10] - '0')
+			f.sh.mu.Unlock()
 		}
 		dst = append(dst, f.buf...)
 		f.stage = stSecurity
@@ -291,6 +313,23 @@ func (f *Filter) noteEncodings(list []byte) {
 			f.extMouse = true
 		}
 	}
+}
+
+// notePixelFormat tells the server's side the pixel size a view-only
+// client asks for. Only before its first update request: an update
+// already asked for may come in the old format, and the server's side
+// could not frame it.
+func (f *Filter) notePixelFormat(m []byte) error {
+	f.sh.mu.Lock()
+	defer f.sh.mu.Unlock()
+	switch {
+	case f.sh.requested:
+		return errors.New("SetPixelFormat after an update request")
+	case m[4] != 8 && m[4] != 16 && m[4] != 32:
+		return fmt.Errorf("SetPixelFormat of %d bits a pixel", m[4])
+	}
+	f.sh.bpp = int(m[4]) / 8
+	return nil
 }
 
 func (f *Filter) fail(err error) {

@@ -60,6 +60,7 @@ var (
 	forwardHello  = []byte("RFB 003.008\n\x01\x01") // what reaches the server: shared
 	continuousOn  = []byte{rfbEnableContinuousUpdates, 1, 0, 0, 0, 0, 7, 128, 4, 56}
 	extMouseOn    = setEncodings(7, 16, 0, encExtendedMouseButtons)
+	extMouseSent  = setEncodings(16, 0, encExtendedMouseButtons) // Tight is not asked for on a view-only connection
 	manyEncodings = setEncodings(make([]int32, maxEncodings+1)...)
 )
 
@@ -75,7 +76,12 @@ func filterCases() []filterCase {
 	return []filterCase{
 		// Read-only messages go through whole.
 		{name: "SetPixelFormat", viewOnly: true, in: setPixelFormat(), want: setPixelFormat()},
-		{name: "SetEncodings", viewOnly: true, in: setEncodings(7, 1, 0, -239), want: setEncodings(7, 1, 0, -239)},
+		// ... SetEncodings with only what the server's side can frame (rfbview.go).
+		{name: "SetEncodings", viewOnly: true, in: setEncodings(7, 1, 0, -239), want: setEncodings(1, 0, -239)},
+		{name: "SetEncodings without the Extended Clipboard and other unframed encodings", viewOnly: true,
+			in:   setEncodings(50, 7, -260, 16, 21, 5, 2, 6, 1, 0, -23, -256, -223, -224, -258, -261, -308, -309, -312, -313, -307, encExtendedClipboard, -316, 0x574d5664, -239),
+			want: setEncodings(16, 2, 6, 1, 0, -23, -256, -223, -224, -258, -261, -308, -312, -313, -307, -316, -239)},
+		{name: "SetPixelFormat after an update request", viewOnly: true, in: cat(setPixelFormat(), fbur(0), setPixelFormat()), want: cat(setPixelFormat(), fbur(0)), refused: true},
 		{name: "SetEncodings empty", viewOnly: true, in: setEncodings(), want: setEncodings()},
 		{name: "FramebufferUpdateRequest", viewOnly: true, in: cat(fbur(0), fbur(1)), want: cat(fbur(0), fbur(1))},
 		{name: "EnableContinuousUpdates", viewOnly: true, in: continuousOn, want: continuousOn},
@@ -87,9 +93,9 @@ func filterCases() []filterCase {
 		{name: "PointerEvent top bit without ExtendedMouseButtons is 6 bytes", viewOnly: true,
 			in: cat(pointerEvent(0x80), fbur(1)), want: fbur(1)},
 		{name: "PointerEvent extended after ExtendedMouseButtons is 7 bytes", viewOnly: true,
-			in: cat(extMouseOn, pointerEvent(0x81, 0x02), fbur(1)), want: cat(extMouseOn, fbur(1))},
+			in: cat(extMouseOn, pointerEvent(0x81, 0x02), fbur(1)), want: cat(extMouseSent, fbur(1))},
 		{name: "PointerEvent normal after ExtendedMouseButtons is 6 bytes", viewOnly: true,
-			in: cat(extMouseOn, pointerEvent(0x01), fbur(1)), want: cat(extMouseOn, fbur(1))},
+			in: cat(extMouseOn, pointerEvent(0x01), fbur(1)), want: cat(extMouseSent, fbur(1))},
 		{name: "ClientCutText", viewOnly: true, in: cat(cutText(5, []byte("hello")), fbur(0)), want: fbur(0)},
 		{name: "ClientCutText empty", viewOnly: true, in: cat(cutText(0, nil), fbur(0)), want: fbur(0)},
 		{name: "ClientCutText extended clipboard", viewOnly: true,

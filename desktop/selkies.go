@@ -288,7 +288,8 @@ func (b *bridge) toSelkies(up *websocket.Conn) (dropped int64) {
 }
 
 // fromSelkies copies Selkies' messages to the viewer as they come, each
-// in its own message of the same type.
+// in its own message of the same type; a view-only viewer's go through
+// DropSelkiesToWatcher.
 func (b *bridge) fromSelkies(up *websocket.Conn) {
 	for {
 		mt, r, err := up.NextReader()
@@ -296,13 +297,34 @@ func (b *bridge) fromSelkies(up *websocket.Conn) {
 			b.stop(closeStreamEnded, reasonStreamEnded)
 			return
 		}
+		var head []byte
+		if b.viewOnly {
+			var hb [len(selkiesClipboardPrefix)]byte
+			k, herr := io.ReadFull(r, hb[:])
+			if herr != nil && herr != io.ErrUnexpectedEOF && herr != io.EOF {
+				b.stop(closeStreamEnded, reasonStreamEnded)
+				return
+			}
+			if head = hb[:k]; DropSelkiesToWatcher(mt, head) {
+				if _, err := io.Copy(io.Discard, r); err != nil {
+					b.stop(closeStreamEnded, reasonStreamEnded)
+					return
+				}
+				continue
+			}
+		}
 		b.ws.SetWriteDeadline(time.Now().Add(writeWait * 6))
 		w, err := b.ws.NextWriter(mt)
 		if err != nil {
 			b.stop(websocket.CloseGoingAway, "viewer write failed")
 			return
 		}
+		if _, err := w.Write(head); err != nil {
+			b.stop(websocket.CloseGoingAway, "viewer write failed")
+			return
+		}
 		n, err := io.Copy(w, r)
+		n += int64(len(head))
 		b.out.Add(n)
 		if cerr := w.Close(); err == nil {
 			err = cerr

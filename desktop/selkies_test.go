@@ -109,7 +109,7 @@ func TestStreamSelkies(t *testing.T) {
 	if !wait.Until(10*time.Second, func() bool { return rec.frameCount(0x03) >= 4 }) {
 		t.Fatalf("no JPEG stripes reached the page (got %v, closed %v)", rec.frames, rec.closed)
 	}
-	if !rec.hasText(`AUTH_SUCCESS,{"role":"controller"`) || !rec.hasText("MODE websockets") {
+	if !rec.hasText(`AUTH_SUCCESS,{"role":"controller"`) || !rec.hasText("MODE websockets") || !rec.hasText("clipboard,") {
 		t.Errorf("the page did not get Selkies' greeting as a controller: %q", rec.texts)
 	}
 	ws.WriteMessage(websocket.TextMessage, []byte("kd,65"))
@@ -209,6 +209,9 @@ func TestStreamViewOnly(t *testing.T) {
 			}
 			if !rec.hasText(`AUTH_SUCCESS,{"role":"viewer"`) {
 				t.Errorf("the watcher was not Selkies' viewer: %q", rec.texts)
+			}
+			if rec.hasText("clipboard,") {
+				t.Errorf("the watcher got the sandbox's clipboard: %q", rec.texts)
 			}
 		})
 	}

@@ -45,10 +45,10 @@ const (
 //
 //	REQUEST_KEYFRAME, START_VIDEO, STOP_VIDEO   (its own stream)
 //	CLIENT_FRAME_ACK N                          (N a decimal 0…65535)
-//	_gz,1                                       (server→client gzip)
 //	SETTINGS,…                                  (replaced by watcherSettings)
 //
-// Everything else is dropped: input (kd, ku, kr, kh, m, m2, co, js),
+// Everything else is dropped: _gz,1 (gzip'd text from the server, which
+// DropSelkiesToWatcher could not read), input (kd, ku, kr, kh, m, m2, co, js),
 // clipboard (cw, cb, cr, REQUEST_CLIPBOARD), commands (cmd), resizes and
 // settings (r, s, vb, …), anything longer than maxWatcherMessage, and
 // every binary message — microphone audio (0x02), uploads, and gzip'd
@@ -61,7 +61,7 @@ func FilterSelkies(viewOnly bool, messageType int, data []byte) (out []byte, ok 
 		return nil, false
 	}
 	switch m := string(data); {
-	case m == "REQUEST_KEYFRAME", m == "START_VIDEO", m == "STOP_VIDEO", m == "_gz,1":
+	case m == "REQUEST_KEYFRAME", m == "START_VIDEO", m == "STOP_VIDEO":
 		return data, true
 	case strings.HasPrefix(m, "SETTINGS,"):
 		return []byte(watcherSettings), true
@@ -86,4 +86,25 @@ func frameID(s string) bool {
 	}
 	n, err := strconv.Atoi(s)
 	return err == nil && n <= 65535
+}
+
+// selkiesClipboardPrefix starts every Selkies server→client text message
+// that carries the sandbox's clipboard: clipboard,BASE64 and the parts of
+// a large one (clipboard_start, clipboard_data, clipboard_finish, …).
+const selkiesClipboardPrefix = "clipboard"
+
+// DropSelkiesToWatcher decides, from a Selkies server→client message's
+// type and first bytes (up to len("clipboard")), whether a view-only
+// viewer must not get it: the sandbox's clipboard in any of its text
+// forms, and gzip'd text (0x05), which could carry one and which a
+// watcher never asks for (FilterSelkies drops its _gz,1). A view-only
+// session reads the screen and nothing else.
+func DropSelkiesToWatcher(messageType int, head []byte) bool {
+	switch messageType {
+	case selkiesMsgText:
+		return strings.HasPrefix(string(head), selkiesClipboardPrefix)
+	case selkiesMsgBinary:
+		return len(head) > 0 && head[0] == 0x05
+	}
+	return false
 }

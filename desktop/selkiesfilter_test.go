@@ -30,7 +30,7 @@ func TestFilterSelkies(t *testing.T) {
 		{"keyframe", true, text, "REQUEST_KEYFRAME", "REQUEST_KEYFRAME", true},
 		{"start video", true, text, "START_VIDEO", "START_VIDEO", true},
 		{"stop video", true, text, "STOP_VIDEO", "STOP_VIDEO", true},
-		{"gzip capability", true, text, "_gz,1", "_gz,1", true},
+		{"gzip capability", true, text, "_gz,1", "", false}, // gzip'd text from Selkies could carry the clipboard
 		{"ack", true, text, "CLIENT_FRAME_ACK 42", "CLIENT_FRAME_ACK 42", true},
 		{"ack zero", true, text, "CLIENT_FRAME_ACK 0", "CLIENT_FRAME_ACK 0", true},
 		{"ack max", true, text, "CLIENT_FRAME_ACK 65535", "CLIENT_FRAME_ACK 65535", true},
@@ -83,7 +83,7 @@ func TestFilterSelkies(t *testing.T) {
 // watcherForms are the only messages a view-only session may send on.
 func watcherMayForward(m string) bool {
 	switch {
-	case m == "REQUEST_KEYFRAME", m == "START_VIDEO", m == "STOP_VIDEO", m == "_gz,1", m == watcherSettings:
+	case m == "REQUEST_KEYFRAME", m == "START_VIDEO", m == "STOP_VIDEO", m == watcherSettings:
 		return true
 	case strings.HasPrefix(m, "CLIENT_FRAME_ACK "):
 		return frameID(m[len("CLIENT_FRAME_ACK "):])
@@ -116,4 +116,32 @@ func FuzzFilterSelkies(f *testing.F) {
 			t.Fatalf("with input: %q, %v from %q (type %d)", out, ok, data, typ)
 		}
 	})
+}
+
+// Of what Selkies sends, a watcher never gets the sandbox's clipboard, in
+// any text form, nor gzip'd text (issue #24, item 3).
+func TestDropSelkiesToWatcher(t *testing.T) {
+	t.Parallel()
+	text, binary := selkiesMsgText, selkiesMsgBinary
+	for _, c := range []struct {
+		typ  int
+		head string
+		drop bool
+	}{
+		{text, "clipboard", true}, // clipboard,BASE64 and its parts, cut to the prefix
+		{text, "clipboar", false}, // a short message that is not one
+		{text, "AUTH_SUCC", false},
+		{text, "MODE webs", false},
+		{text, `{"type":"`, false},
+		{text, "", false},
+		{binary, "\x05\x1f\x8b", true},
+		{binary, "\x03\x00\x00", false},
+		{binary, "\x04\x01", false},
+		{binary, "\x01", false},
+		{binary, "", false},
+	} {
+		if got := DropSelkiesToWatcher(c.typ, []byte(c.head)); got != c.drop {
+			t.Errorf("DropSelkiesToWatcher(%d, %q) = %v, want %v", c.typ, c.head, got, c.drop)
+		}
+	}
 }
