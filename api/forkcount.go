@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"time"
 
 	"froog.tech/froog/store"
 )
@@ -125,8 +126,11 @@ func (s *Server) fromSaved(r *http.Request, req *createRequest, sb *store.Sandbo
 }
 
 // errReplayRefused answers a replay to a key that does not reach what the
-// first request made: as for another request, and nothing of the answer.
-var errReplayRefused = errorf(http.StatusConflict, "idempotency_key_reused", "this Idempotency-Key was used by another API key")
+// first request made: word for word the docs' answer to the same key with
+// a different request (422 idempotency_key_reused, toError's for
+// store.ErrIdempotencyReused), so it learns nothing of the answer, nor
+// that it was another key's.
+var errReplayRefused = toError(store.ErrIdempotencyReused, time.Time{})
 
 // mayReplay says whether prev, the answer kept for an Idempotency-Key, may
 // be replayed to k: when k sent it, reaches every sandbox, or reaches

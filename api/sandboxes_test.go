@@ -359,8 +359,8 @@ func TestIdempotencyKey(t *testing.T) {
 // TestIdempotencyKeyOtherKey: an Idempotency-Key's answer is replayed
 // only to a key that reaches what it made: the key that sent it, or one
 // that reaches every sandbox, or a limited one whose scope holds every
-// sandbox made (the fork's copies included). Any other key gets 409
-// idempotency_key_reused and learns nothing of the answer; nothing is
+// sandbox made (the fork's copies included). Any other key gets 422
+// idempotency_key_reused (the docs' answer to a different request) and learns nothing of the answer; nothing is
 // made again.
 func TestIdempotencyKeyOtherKey(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
@@ -378,10 +378,14 @@ func TestIdempotencyKeyOtherKey(t *testing.T) {
 		if string(again.body) != string(first.body) || again.header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("the other owner key's replay: %s vs %s", again.body, first.body)
 		}
+		var differs struct{ Error struct{ Message string } }
+		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"two"}`, "Idempotency-Key", "i-1").want(t, 422, "idempotency_key_reused").json(t, &differs)
 		for name, k := range map[string]string{"label": byLabel, "other": other} {
-			r := e.do("POST", "/v1/sandboxes", k, `{"name":"one"}`, "Idempotency-Key", "i-1").want(t, 409, "idempotency_key_reused")
-			if strings.Contains(string(r.body), "sbx_") || r.header.Get("Idempotent-Replayed") != "" {
-				t.Fatalf("the %s key got the answer: %s", name, r.body)
+			r := e.do("POST", "/v1/sandboxes", k, `{"name":"one"}`, "Idempotency-Key", "i-1").want(t, 422, "idempotency_key_reused")
+			var got struct{ Error struct{ Message string } }
+			r.json(t, &got)
+			if strings.Contains(string(r.body), "sbx_") || r.header.Get("Idempotent-Replayed") != "" || got.Error.Message != differs.Error.Message {
+				t.Fatalf("the %s key got the answer, or another refusal than a different request's (%q): %s", name, differs.Error.Message, r.body)
 			}
 		}
 		// The name key reaches "one" by name: it may have the answer.
@@ -397,7 +401,7 @@ func TestIdempotencyKeyOtherKey(t *testing.T) {
 				t.Fatalf("fork replay: %s vs %s", r.body, fork.body)
 			}
 		}
-		e.do("POST", "/v1/sandboxes/src/fork", byName, `{"name":"try","count":2}`, "Idempotency-Key", "i-2").want(t, 409, "idempotency_key_reused")
+		e.do("POST", "/v1/sandboxes/src/fork", byName, `{"name":"try","count":2}`, "Idempotency-Key", "i-2").want(t, 422, "idempotency_key_reused")
 		// A copy gone: the label key, which made it, still gets its answer.
 		e.do("DELETE", "/v1/sandboxes/try-1", e.admin, nil).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes/src/fork", byLabel, `{"name":"try","count":2}`, "Idempotency-Key", "i-2").want(t, 202, "")

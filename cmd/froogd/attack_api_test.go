@@ -197,8 +197,8 @@ func TestAttackAPISavedSnapshots(t *testing.T) {
 
 // A key limited by label (as one limited by name) sees none of the
 // account's SSH keys; and an Idempotency-Key's answer is replayed only to
-// a key that reaches what it made (409 idempotency_key_reused to
-// another).
+// a key that reaches what it made (422 idempotency_key_reused to
+// another, as for a different request).
 func TestAttackAPIAccountWide(t *testing.T) {
 	t.Parallel()
 	c, keys, _ := devWithKeys(t)
@@ -219,7 +219,7 @@ func TestAttackAPIAccountWide(t *testing.T) {
 	// The owner's create with k1; the limited keys' same request, same key.
 	first := c.ask(keys.owner, "POST", "/v1/sandboxes", `{"name": "idem"}`, "Idempotency-Key", "k1").want(t, "the owner's create", 202, "")
 	for _, k := range []struct{ name, key string }{{"by name", keys.byName}, {"by label", keys.byLabel}} {
-		got := c.ask(k.key, "POST", "/v1/sandboxes", `{"name": "idem"}`, "Idempotency-Key", "k1").want(t, k.name+" replays the owner's k1", 409, "idempotency_key_reused")
+		got := c.ask(k.key, "POST", "/v1/sandboxes", `{"name": "idem"}`, "Idempotency-Key", "k1").want(t, k.name+" replays the owner's k1", 422, "idempotency_key_reused")
 		if strings.Contains(string(got.body), "sbx_") || got.header.Get("Idempotent-Replayed") != "" {
 			t.Fatalf("the %s key got the owner's answer: %s", k.name, got.body)
 		}
@@ -237,7 +237,7 @@ func TestAttackAPIAccountWide(t *testing.T) {
 			t.Fatalf("replay: %s, want %s", got.body, mine.body)
 		}
 	}
-	c.ask(keys.byName, "POST", "/v1/sandboxes", `{"name": "mine"}`, "Idempotency-Key", "k2").want(t, "the name key replays the label key's", 409, "idempotency_key_reused")
+	c.ask(keys.byName, "POST", "/v1/sandboxes", `{"name": "mine"}`, "Idempotency-Key", "k2").want(t, "the name key replays the label key's", 422, "idempotency_key_reused")
 }
 
 // A sandbox whose SSH server is gone (its host controller was killed)
