@@ -1,0 +1,168 @@
+package main_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"froog.tech/froog/internal/loopback"
+)
+
+// walkStep is one command of the README's walkthrough and the answer the
+// README shows for it (a pattern: … is anything, k7f2qx any URL's RAND).
+type walkStep struct {
+	cmd, want string
+}
+
+// readmeWalkthrough reads the commands of README.md's walkthrough: the
+// sh blocks of its section "A first public URL, with curl". A line that
+// starts with "# " is the answer the README shows for the command above.
+func readmeWalkthrough(t *testing.T) []walkStep {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(b), "\n## A first public URL, with curl\n")
+	if !ok {
+		t.Fatal(`README.md has no section "A first public URL, with curl"`)
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	var steps []walkStep
+	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(sec, -1) {
+		for _, line := range strings.Split(strings.TrimSpace(block[1]), "\n") {
+			switch {
+			case strings.HasPrefix(line, "# "):
+				if len(steps) == 0 || steps[len(steps)-1].want != "" {
+					t.Fatalf("README walkthrough: answer %q follows no command", line)
+				}
+				steps[len(steps)-1].want = strings.TrimPrefix(line, "# ")
+			case strings.TrimSpace(line) != "":
+				steps = append(steps, walkStep{cmd: line})
+			}
+		}
+	}
+	if len(steps) < 10 || steps[0].cmd != "make run" {
+		t.Fatalf("README walkthrough: %d commands, the first %q; want make run first", len(steps), steps[0].cmd)
+	}
+	return steps
+}
+
+// answerRE makes the README's shown answer a pattern for the whole output.
+func answerRE(want string) *regexp.Regexp {
+	q := regexp.QuoteMeta(want)
+	q = strings.ReplaceAll(q, "…", ".*")
+	q = strings.ReplaceAll(q, "k7f2qx", "[a-z0-9]{6}")
+	return regexp.MustCompile(`(?s)^` + q + `$`)
+}
+
+// The README's walkthrough, its commands as written (the addresses
+// aside: this froogd listens on free ports), in a fresh froogd dev started
+// as make run starts it, in a folder of its own; every answer the README
+// shows is checked, so the README cannot drift from the product.
+func TestDevWalkthrough(t *testing.T) {
+	t.Parallel()
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil || !regexp.MustCompile(`(?m)^run: .*\n\t\./bin/froogd dev$`).Match(mk) {
+		t.Fatalf("make run is no longer ./bin/froogd dev: the walkthrough starts froogd dev as it did (%v)", err)
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("the walkthrough needs curl")
+	}
+	steps := readmeWalkthrough(t)
+	dir := t.TempDir()
+	edgePort := loopback.FreePort(t)
+	args := []string{"dev", "--api-addr", "127.0.0.1:0", "--edge-addr", fmt.Sprintf("127.0.0.1:%d", edgePort), "--edge-http-addr", "127.0.0.1:0"}
+	cmd := exec.Command(froogd, args...)
+	cmd.Dir = dir // make run's data folder, ./.froog, is this one's
+	p, m := startCmd(t, devReady, cmd, args)
+	api := strings.TrimPrefix(m[1], "http://")
+	addrs := strings.NewReplacer("127.0.0.1:8080", api, ".froog.localhost:8443", fmt.Sprintf(".froog.localhost:%d", edgePort))
+
+	var (
+		prelude []string              // the lines that set the shell up: export, functions
+		seen    = map[string]string{} // the last id or token of each prefix seen, and RAND
+		idRE    = regexp.MustCompile(`\b(cmd|job|stop|utk|pt|pvt)_[A-Za-z0-9_-]+`)
+		randRE  = regexp.MustCompile(`my-box-3000-([a-z0-9]{6})\.`)
+		holeRE  = regexp.MustCompile(`\b(cmd|job|stop|utk|pt|pvt)_…`)
+	)
+	for _, s := range steps[1:] {
+		line := addrs.Replace(s.cmd)
+		if strings.HasPrefix(line, "export ") || strings.Contains(line, "() {") {
+			prelude = append(prelude, line)
+			continue
+		}
+		// The README's placeholders are the values earlier answers gave.
+		line = holeRE.ReplaceAllStringFunc(line, func(h string) string {
+			v, ok := seen[strings.TrimSuffix(h, "_…")]
+			if !ok {
+				t.Fatalf("README walkthrough: %q uses %s before any answer gave one", s.cmd, h)
+			}
+			return v
+		})
+		if strings.Contains(line, "k7f2qx") {
+			line = strings.ReplaceAll(line, "k7f2qx", seen["rand"])
+		}
+		run := func() string {
+			sh := exec.Command("bash", "-c", strings.Join(append(prelude, line), "\n"))
+			sh.Dir = dir
+			var out, errOut bytes.Buffer
+			sh.Stdout, sh.Stderr = &out, &errOut
+			if err := sh.Run(); err != nil {
+				t.Fatalf("%s: %v: %s%s", s.cmd, err, out.String(), errOut.String())
+			}
+			return strings.TrimSpace(out.String())
+		}
+		out := run()
+		if s.want != "" {
+			re := answerRE(addrs.Replace(s.want))
+			// A read (no body, no method) is asked again until it shows the
+			// README's answer, as a newcomer would: a new sandbox runs a few
+			// milliseconds after its create.
+			read := !strings.Contains(line, " -d ") && !strings.Contains(line, " -X ")
+			for deadline := time.Now().Add(10 * time.Second); !re.MatchString(out) && read && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+				out = run()
+			}
+			if !re.MatchString(out) {
+				t.Fatalf("README walkthrough: %s\n got: %s\nwant: %s", s.cmd, out, s.want)
+			}
+		}
+		for _, id := range idRE.FindAllStringSubmatch(out, -1) {
+			seen[id[1]] = id[0]
+		}
+		if r := randRE.FindStringSubmatch(out); r != nil {
+			seen["rand"] = r[1]
+		}
+	}
+
+	// Secrets stay out of the logs.
+	key, _ := os.ReadFile(filepath.Join(dir, ".froog", "api-key"))
+	p.stop(t)
+	logs := p.stderr.String()
+	for _, secret := range []string{strings.TrimSpace(string(key)), seen["pt"], seen["pvt"]} {
+		if secret == "" || strings.Contains(logs, secret) {
+			t.Fatalf("a secret (%d bytes) is missing from the walk or present in the logs", len(secret))
+		}
+	}
+	if !strings.Contains(logs, `"msg":"request"`) {
+		t.Fatalf("no access log: %s", logs)
+	}
+
+	// A restart keeps everything, and the same key.
+	cmd = exec.Command(froogd, args...)
+	cmd.Dir = dir
+	_, m = startCmd(t, devReady, cmd, args)
+	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+	var sb struct{ Name, State string }
+	c.call("GET", "/v1/sandboxes/my-box", "", 200, &sb)
+	if sb.Name != "my-box" {
+		t.Fatalf("after a restart: %+v", sb)
+	}
+}
