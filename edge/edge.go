@@ -101,11 +101,11 @@ type Server struct {
 	limit     *limiter // nil: no limit
 	proxy     *httputil.ReverseProxy
 	upstreams upstreams
-	transport *http.Transport // HTTP/2's upstream pool
+	h2up      h2Upstreams // HTTP/2's upstream pool
 	starts    starts
 	conns     connCounts
-	// seen is the sandbox (*route.Sandbox) each sandbox id was last
-	// proxied to, for forgetStale.
+	// seen is the run (runKey) each sandbox id was last proxied to, for
+	// forgetStale.
 	seen sync.Map
 	m    metrics
 

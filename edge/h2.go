@@ -10,6 +10,8 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"froog.tech/froog/edge/route"
@@ -33,27 +35,7 @@ type h2Request struct {
 var discardLog = log.New(io.Discard, "", 0)
 
 func (s *Server) newReverseProxy() *httputil.ReverseProxy {
-	transport := &http.Transport{
-		// The "host" of an upstream request is SANDBOX:PORT; the tunnel
-		// reaches 127.0.0.1:PORT inside that sandbox. Connections are
-		// pooled per sandbox and port.
-		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-			id, port, err := net.SplitHostPort(addr)
-			if err != nil {
-				return nil, err
-			}
-			p, err := strconv.Atoi(port)
-			if err != nil {
-				return nil, err
-			}
-			return s.dial(ctx, id, p)
-		},
-		MaxIdleConnsPerHost:    64,
-		IdleConnTimeout:        upstreamIdle,
-		MaxResponseHeaderBytes: 64 << 10,
-		DisableCompression:     true,
-	}
-	s.transport = transport
+	s.h2up.s = s
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			d := pr.In.Context().Value(ctxKey{}).(*h2Request).d
@@ -64,7 +46,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 			pr.Out.Header.Set("X-Forwarded-Proto", "https")
 			pr.Out.Header.Set("X-Forwarded-Host", d.host)
 		},
-		Transport:     transport,
+		Transport:     &s.h2up,
 		FlushInterval: -1, // server-sent events and streams go out as they come
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
@@ -224,3 +206,77 @@ func (w *recorder) Write(b []byte) (int, error) {
 }
 
 func (w *recorder) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
+// h2Upstreams is HTTP/2's upstream pool: one http.Transport per sandbox,
+// so that one sandbox's new run drops its own pooled connections and
+// nobody else's (net/http's pool cannot be emptied by host). The "host"
+// of an upstream request is SANDBOX:PORT; the tunnel reaches
+// 127.0.0.1:PORT inside that sandbox. Connections are pooled per sandbox
+// and port.
+type h2Upstreams struct {
+	s  *Server
+	mu sync.RWMutex
+	m  map[string]*http.Transport
+}
+
+func (p *h2Upstreams) RoundTrip(r *http.Request) (*http.Response, error) {
+	id, _, _ := strings.Cut(r.URL.Host, ":")
+	return p.transport(id).RoundTrip(r)
+}
+
+func (p *h2Upstreams) transport(sandboxID string) *http.Transport {
+	p.mu.RLock()
+	t := p.m[sandboxID]
+	p.mu.RUnlock()
+	if t != nil {
+		return t
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t = p.m[sandboxID]; t == nil {
+		t = &http.Transport{
+			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+				_, port, err := net.SplitHostPort(addr)
+				if err != nil {
+					return nil, err
+				}
+				n, err := strconv.Atoi(port)
+				if err != nil {
+					return nil, err
+				}
+				return p.s.dial(ctx, sandboxID, n)
+			},
+			MaxIdleConnsPerHost:    64,
+			IdleConnTimeout:        upstreamIdle,
+			MaxResponseHeaderBytes: 64 << 10,
+			DisableCompression:     true,
+		}
+		if p.m == nil {
+			p.m = map[string]*http.Transport{}
+		}
+		p.m[sandboxID] = t
+	}
+	return t
+}
+
+// closeIdle closes the idle connections to one sandbox.
+func (p *h2Upstreams) closeIdle(sandboxID string) {
+	p.mu.RLock()
+	t := p.m[sandboxID]
+	p.mu.RUnlock()
+	if t != nil {
+		t.CloseIdleConnections()
+	}
+}
+
+// prune forgets the pools of sandboxes keep does not keep.
+func (p *h2Upstreams) prune(keep func(sandboxID string) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, t := range p.m {
+		if !keep(id) {
+			t.CloseIdleConnections()
+			delete(p.m, id)
+		}
+	}
+}

@@ -137,24 +137,36 @@ func (u *upstreams) get(rt *route.Route) *fasthttp.HostClient {
 	return hc
 }
 
-// forgetStale drops the pooled connections to a sandbox that changed
-// since the last request to it (it stopped, started, moved): they went
-// through a tunnel connection that is gone, and a POST sent on one would
-// fail rather than be retried. Sandbox changes are rare next to requests;
-// the check is a lookup and a pointer comparison.
+// forgetStale drops the pooled connections to a sandbox whose run or
+// endpoint changed since the last request to it (it stopped and started,
+// moved): they went through a tunnel connection that is gone, and a POST
+// sent on one would fail rather than be retried. Other changes (a label,
+// a snapshot's time: the route table has a new record for each) keep
+// them, and one sandbox's change never touches another's. The check is a
+// lookup and a comparison.
 func (s *Server) forgetStale(sandboxID string) {
 	cur := s.o.Routes.Sandbox(sandboxID)
 	if cur == nil {
 		return
 	}
-	if old, ok := s.seen.Load(sandboxID); ok && old == cur {
+	k := runKey{started: cur.StartedAt, endpoint: cur.Endpoint}
+	if old, ok := s.seen.Load(sandboxID); ok && old.(runKey).same(k) {
 		return
 	}
-	if old, loaded := s.seen.Swap(sandboxID, cur); loaded && old != cur {
+	if old, loaded := s.seen.Swap(sandboxID, k); loaded && !old.(runKey).same(k) {
 		s.upstreams.closeIdle(sandboxID)
-		s.transport.CloseIdleConnections() // net/http's pool is not by sandbox
+		s.h2up.closeIdle(sandboxID)
 	}
 }
+
+// runKey is what a sandbox's pooled connections belong to: one run, at
+// one SSH endpoint.
+type runKey struct {
+	started  time.Time
+	endpoint string
+}
+
+func (k runKey) same(o runKey) bool { return k.started.Equal(o.started) && k.endpoint == o.endpoint }
 
 // closeIdle closes the idle connections to one sandbox's ports.
 func (u *upstreams) closeIdle(sandboxID string) {
@@ -188,6 +200,7 @@ func (u *upstreams) prune() {
 		}
 		return true
 	})
+	u.s.h2up.prune(func(id string) bool { return u.s.o.Routes.Sandbox(id) != nil })
 }
 
 // pipe joins a client's connection to a sandbox's once the sandbox agreed

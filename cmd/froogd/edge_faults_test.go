@@ -3,6 +3,7 @@ package main_test
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,9 +18,8 @@ import (
 
 // The edge's failures (issue #33), each under the real binary.
 
-// okApp answers every request "ok N", N the number of connections it has
-// accepted so far: a test sees whether the edge reused its upstream
-// connection.
+// okApp answers every request "ok N" where N numbers the connection it
+// came on: a test sees whether the edge reused its upstream connection.
 const okApp = `import http.server, sys, threading
 n = 0
 lock = threading.Lock()
@@ -27,10 +27,12 @@ class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def setup(self):
         global n
-        with lock: n += 1
+        with lock:
+            n += 1
+            self.conn_no = n
         super().setup()
     def answer(self):
-        b = ("ok %d" % n).encode()
+        b = ("ok %d" % self.conn_no).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(b)))
         self.end_headers()
@@ -126,5 +128,45 @@ func TestEdgeAcceptsAgainAfterEMFILE(t *testing.T) {
 	}
 	if code, _, err := get(web, "https://"+r.host+"/"); err != nil || code != 200 {
 		t.Fatalf("with the limit restored: %d %v", code, err)
+	}
+}
+
+// A change to a sandbox that is not a new run or a new SSH endpoint (a
+// label, on it or on another sandbox) keeps its upstream connections,
+// over both protocols: okApp counts the connections the edge opened.
+func TestEdgeUpstreamsSurviveOtherChanges(t *testing.T) {
+	t.Parallel()
+	r := newEdgeRig(t)
+	newSandbox(t, r.c, "e2", 30*time.Second)
+	clients := map[string]*http.Client{"HTTP/1.1": edgeClient(t, r.edge, r.caFile, false), "HTTP/2": edgeClient(t, r.edge, r.caFile, true)}
+	answer := func(proto string) string {
+		t.Helper()
+		code, b, err := get(clients[proto], "https://"+r.host+"/")
+		if err != nil || code != 200 {
+			t.Fatalf("%s: %d %s %v", proto, code, b, err)
+		}
+		return string(b)
+	}
+	before := map[string]string{}
+	for proto := range clients {
+		before[proto] = answer(proto)
+		if again := answer(proto); again != before[proto] {
+			t.Fatalf("%s: the edge does not reuse its upstream connection at all: %q, then %q", proto, before[proto], again)
+		}
+	}
+	r.c.call("PATCH", "/v1/sandboxes/e2", `{"labels": {"team": "a"}}`, 200, nil)
+	r.c.call("PATCH", "/v1/sandboxes/e1", `{"labels": {"team": "b"}}`, 200, nil)
+	// The feed is ordered: once a URL made after the changes answers, the
+	// edge has them.
+	var u struct{ Host string }
+	r.c.call("POST", "/v1/sandboxes/e2/urls", `{"port": 9, "public": true}`, 201, &u)
+	wait.For(t, 10*time.Second, "the edge has the new URL", func() bool {
+		code, _, err := get(clients["HTTP/2"], "https://"+u.Host+"/")
+		return err == nil && code != 404
+	})
+	for proto := range clients {
+		if after := answer(proto); after != before[proto] {
+			t.Errorf("%s: after label changes the edge dialled the app again: %q, then %q", proto, before[proto], after)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -69,8 +71,12 @@ type Sandbox struct {
 	ID, AccountID, Name string
 	State, DesiredState string
 	AutoStart           bool
-	// StartedAt is when it last started (zero: never).
+	// StartedAt is when it last started (zero: never): each start is a
+	// new run.
 	StartedAt time.Time
+	// Endpoint is where the tunnel reaches it: SSH host:port and host
+	// key. With StartedAt it says when pooled connections are stale.
+	Endpoint string
 }
 
 // table is one version of the route table.
@@ -178,7 +184,8 @@ func (t *table) putSandbox(sb *store.Sandbox) {
 		t.sandboxes.del(sb.ID)
 		return
 	}
-	s := &Sandbox{ID: sb.ID, AccountID: sb.AccountID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart}
+	s := &Sandbox{ID: sb.ID, AccountID: sb.AccountID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart,
+		Endpoint: net.JoinHostPort(sb.SSHHost, strconv.Itoa(sb.SSHPort)) + " " + sb.SSHHostKey}
 	if sb.StartedAt != nil {
 		s.StartedAt = *sb.StartedAt
 	}
