@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,7 +158,10 @@ func (ca *LocalCA) allowed(name string) bool {
 // (if any) gives an owner for.
 func (ca *LocalCA) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
-	if name == "" || !ca.allowed(name) {
+	ip := reachedLoopback(hello)
+	if ip != "" {
+		name = ip // no name, this machine's address: the edge's own
+	} else if name == "" || !ca.allowed(name) {
 		return nil, fmt.Errorf("no certificate for %q", hello.ServerName)
 	}
 	ca.mu.Lock()
@@ -170,7 +174,7 @@ func (ca *LocalCA) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate,
 		ca.lru.Remove(el)
 		delete(ca.leaves, name)
 	}
-	if ca.names != nil {
+	if ca.names != nil && ip == "" {
 		if _, err := ca.names.Owner(name); err != nil {
 			return nil, fmt.Errorf("no certificate for %q: %w", name, err)
 		}
@@ -187,7 +191,23 @@ func (ca *LocalCA) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate,
 	return c, nil
 }
 
-// issue makes a leaf for name, signed by the root.
+// reachedLoopback gives the loopback address a client reached when it
+// sent no name (as clients do for an address: curl https://127.0.0.1:8443),
+// else "": froogd dev prints that address, and its answer needs a
+// certificate. Loopback only: nobody else can reach it.
+func reachedLoopback(hello *tls.ClientHelloInfo) string {
+	if hello.ServerName != "" || hello.Conn == nil {
+		return ""
+	}
+	a, ok := hello.Conn.LocalAddr().(*net.TCPAddr)
+	if !ok || !a.IP.IsLoopback() {
+		return ""
+	}
+	return a.IP.String()
+}
+
+// issue makes a leaf for name (a host name or an IP address), signed by
+// the root.
 func (ca *LocalCA) issue(name string) (*tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -196,11 +216,15 @@ func (ca *LocalCA) issue(name string) (*tls.Certificate, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: name},
-		DNSNames:     []string{name},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().AddDate(0, 0, 90),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if ip := net.ParseIP(name); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	} else {
+		tmpl.DNSNames = []string{name}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

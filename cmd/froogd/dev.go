@@ -115,11 +115,23 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		serveAdmin(p, lns[3], sh.reg, append([]health.Check{storeCheck(st), hostCheck}, checks...)...)
-		fmt.Fprintf(stdout, "froog dev is running.\n  API:     http://%s/v1\n  API key: %s (also in %s)\n  Edge:    https://%s (HTTP %s), certificates from %s\n",
-			apiLn.Addr(), apiKey, filepath.Join(c.Data, "api-key"), edgeLn.Addr(), httpLn.Addr(), filepath.Join(c.Data, "ca.pem"))
+		fmt.Fprintf(stdout, "froog dev is running.\n  API:     http://%s/v1\n  API key: %s (also in %s)\n", apiLn.Addr(), apiKey, filepath.Join(c.Data, "api-key"))
+		printEdge(stdout, edgeLn.Addr(), httpLn.Addr(), c.Domain, filepath.Join(c.Data, "ca.pem"))
 		printAdmin(stdout, lns[3])
 		return nil
 	})
+}
+
+// printEdge prints where the edge is: its own address, which answers
+// over TLS with the local CA's certificate (not_found: no URL is named),
+// the form of the URLs it serves, and how tools that do not resolve
+// *.localhost names themselves (Python, Node, wget on Debian) reach one.
+func printEdge(w io.Writer, edge, plain net.Addr, domain, ca string) {
+	host := "NAME-PORT-RAND." + domain
+	ip, port, _ := net.SplitHostPort(edge.String())
+	fmt.Fprintf(w, "  Edge:    https://%s (HTTP %s), certificates from %s (curl --cacert %s)\n", edge, plain, ca, ca)
+	fmt.Fprintf(w, "  URLs:    https://%s:%s; for tools that do not resolve *.%s:\n", host, port, domain)
+	fmt.Fprintf(w, "           curl --resolve %s:%s:%s …, or the line \"%s %s\" in /etc/hosts\n", host, port, ip, ip, host)
 }
 
 // devAccount creates the dev account and its admin key on first start,

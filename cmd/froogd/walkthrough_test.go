@@ -2,7 +2,10 @@ package main_test
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,5 +167,34 @@ func TestDevWalkthrough(t *testing.T) {
 	c.call("GET", "/v1/sandboxes/my-box", "", 200, &sb)
 	if sb.Name != "my-box" {
 		t.Fatalf("after a restart: %+v", sb)
+	}
+}
+
+// The start banner's edge URL answers, over TLS checked against the local
+// CA (it was https://127.0.0.1:8443, for which no certificate was made),
+// and the banner says how tools that do not resolve *.localhost reach a
+// URL.
+func TestDevBannerEdgeAnswers(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	banner := regexp.MustCompile(`(?s)API:\s+(http://\S+)/v1.*Edge:\s+(https://\S+) .*\n(.*--resolve.*)\n`)
+	_, m := start(t, banner, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0")
+	pemBytes, err := os.ReadFile(filepath.Join(data, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemBytes)
+	web := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	res, err := web.Get(m[2] + "/")
+	if err != nil {
+		t.Fatalf("the banner's edge URL %s: %v", m[2], err)
+	}
+	res.Body.Close()
+	if res.Header.Get("X-Request-Id") == "" && res.StatusCode != http.StatusNotFound {
+		t.Fatalf("the banner's edge URL %s: %s, not the edge's answer", m[2], res.Status)
+	}
+	if !strings.Contains(m[3], "/etc/hosts") {
+		t.Fatalf("banner's resolve line %q: want --resolve and /etc/hosts", m[3])
 	}
 }
