@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"froog.tech/froog/store"
 )
 
 // A link belongs to one run of one sandbox: made before a stop, it opens
@@ -123,6 +125,7 @@ func TestWallUseEndsWithItsLink(t *testing.T) {
 	)
 	h.linker.req = func(r LinkRequest) { mu.Lock(); got = append(got, r); mu.Unlock() }
 	tok := "dt_" + strings.Repeat("w", 20) + fmt.Sprint(time.Now().UnixNano())
+	h.links.setKey(store.APIKey{ID: "key_wall"})
 	h.links.add(tok, Link{AccountID: acctA, Kind: KindWall, KeyID: "key_wall", ExpiresAt: time.Unix(0, now.Load()).Add(10 * time.Minute)})
 	_, c := h.session(acctA, tok)
 	if c == nil {
@@ -161,4 +164,69 @@ func TestWallUseEndsWithItsLink(t *testing.T) {
 			t.Errorf("%s past the wall link's 10 minutes: %d, want a refusal", mode, st)
 		}
 	}
+}
+
+// What a key made stops with it: a link whose key was revoked, rotated
+// or expired since it was made exchanges for nothing, and a session made
+// from such a link makes no new connection (issue #24: "signed file
+// links and desktop sessions made by a key stop with it").
+func TestLinksEndWithTheirKey(t *testing.T) {
+	t.Parallel()
+	ends := map[string]func(k *store.APIKey, at time.Time){
+		"revoked": func(k *store.APIKey, at time.Time) { k.RevokedAt = &at },
+		"rotated": func(k *store.APIKey, at time.Time) { k.RotatedAt = &at },
+		"expired": func(k *store.APIKey, at time.Time) { exp := at.Add(-time.Second); k.ExpiresAt = &exp },
+		"gone":    nil,
+	}
+	for _, kind := range []string{KindDesktop, KindBrowser} {
+		for name, end := range ends {
+			t.Run(kind+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				h := newHarness(t, View{Kind: kind, SandboxID: sbxA}, 0)
+				made := h.clock()
+				key := store.APIKey{ID: "key_" + name, CreatedAt: made.Add(-time.Hour)}
+				h.links.setKey(key)
+				link := func() string {
+					tok := "dt_" + strings.Repeat("k", 20) + fmt.Sprint(time.Now().UnixNano())
+					h.links.add(tok, Link{SandboxID: sbxA, Kind: kind, Run: started, KeyID: key.ID, CreatedAt: made, ExpiresAt: made.Add(10 * time.Minute)})
+					return tok
+				}
+				before, fresh := link(), link()
+				_, cookie := h.exchange(before, false)
+				if cookie == nil {
+					t.Fatal("a link of a live key exchanged for no session")
+				}
+				if got := sessionStatus(t, h, cookie); got != 200 {
+					t.Fatalf("the session of a live key: got %d, want 200", got)
+				}
+				if end == nil {
+					h.links.mu.Lock()
+					delete(h.links.keys, key.ID)
+					h.links.mu.Unlock()
+				} else {
+					end(&key, made.Add(time.Second))
+					h.links.setKey(key)
+				}
+				if res, c := h.exchange(fresh, false); res.StatusCode == 200 || c != nil {
+					t.Errorf("a link of a key %s since: got %d (cookie %v), want a refusal", name, res.StatusCode, c != nil)
+				}
+				if got := sessionStatus(t, h, cookie); got == 200 {
+					t.Errorf("the session of a key %s since: got 200, want a refusal", name)
+				}
+			})
+		}
+	}
+}
+
+// sessionStatus is what GET /session answers with cookie: the check each
+// new connection of the session passes.
+func sessionStatus(t *testing.T, h *harness, cookie *http.Cookie) int {
+	req, _ := http.NewRequest("GET", h.ts.URL+PathSession, nil)
+	req.AddCookie(cookie)
+	res, err := h.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
 }

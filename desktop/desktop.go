@@ -45,6 +45,9 @@ type Links interface {
 	// LockDesktopLinkViewOnly makes a link view-only for the rest of its
 	// life and returns it.
 	LockDesktopLinkViewOnly(ctx context.Context, hash string) (Link, error)
+	// APIKeyByID finds the API key that made a link, revoked and expired
+	// ones too: what a key made stops when it no longer vouches for it.
+	APIKeyByID(ctx context.Context, id string) (store.APIKey, error)
 }
 
 var _ Links = store.Store(nil)

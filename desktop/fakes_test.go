@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"froog.tech/froog/internal/syncbuf"
+	"froog.tech/froog/store"
 )
 
 const (
@@ -32,7 +33,28 @@ var testKey = bytes.Repeat([]byte{7}, 32)
 // fakeLinks is an in-memory Links.
 type fakeLinks struct {
 	mu    sync.Mutex
-	links map[string]Link // by hash
+	links map[string]Link         // by hash
+	keys  map[string]store.APIKey // by id
+}
+
+// setKey adds or replaces an API key that links name as theirs.
+func (f *fakeLinks) setKey(k store.APIKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.keys == nil {
+		f.keys = map[string]store.APIKey{}
+	}
+	f.keys[k.ID] = k
+}
+
+func (f *fakeLinks) APIKeyByID(_ context.Context, id string) (store.APIKey, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k, ok := f.keys[id]
+	if !ok {
+		return store.APIKey{}, store.ErrNotFound
+	}
+	return k, nil
 }
 
 func (f *fakeLinks) add(token string, l Link) {

@@ -1,6 +1,7 @@
 package desktop
 
 import (
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"froog.tech/froog/store"
 )
 
 //go:embed assets
@@ -170,8 +173,11 @@ func (s *Server) exchange(r *http.Request, v View, req exchangeRequest) (session
 	case !now.Before(l.ExpiresAt):
 		return session{}, refuse(CodeLinkExpired, errors.New("link expired at "+l.ExpiresAt.UTC().Format(time.RFC3339)))
 	}
+	if err := s.vouched(r.Context(), l.KeyID, l.CreatedAt, now); err != nil {
+		return session{}, refuse(CodeLinkInvalid, err)
+	}
 	if v.Kind == KindWall { // an account's: no sandbox run to belong to
-		return session{SandboxID: v.SandboxID, Kind: v.Kind, ViewOnly: true, Locked: true, Key: l.KeyID,
+		return session{SandboxID: v.SandboxID, Kind: v.Kind, ViewOnly: true, Locked: true, Key: l.KeyID, Minted: l.CreatedAt.UnixMicro(),
 			Expires: now.Add(s.o.SessionTTL).Unix(), Input: l.ExpiresAt.Unix()}, nil
 	}
 	since, ok := s.o.Sandboxes.Running(v.SandboxID)
@@ -195,7 +201,27 @@ func (s *Server) exchange(r *http.Request, v View, req exchangeRequest) (session
 		Run:       since.UnixMicro(),
 		Expires:   l.ExpiresAt.Unix(),
 		Key:       l.KeyID,
+		Minted:    l.CreatedAt.UnixMicro(),
 	}, nil
+}
+
+// vouched checks that the API key that made a link (at minted) still
+// vouches for it: not revoked, expired or rotated since. A link made by
+// no key (keyID "") has none to end it.
+func (s *Server) vouched(ctx context.Context, keyID string, minted, now time.Time) error {
+	if keyID == "" {
+		return nil
+	}
+	k, err := s.o.Links.APIKeyByID(ctx, keyID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("the API key %s that made the link is gone", keyID)
+	case err != nil:
+		return err
+	case !k.Vouches(minted, now):
+		return fmt.Errorf("the API key %s that made the link was revoked, rotated or expired since", keyID)
+	}
+	return nil
 }
 
 // cookie is the session's cookie, kept by the browser until the session
@@ -219,8 +245,12 @@ func (s *Server) cookieSession(r *http.Request, v View) (session, error) {
 		return session{}, refuse(CodeNoSession, err)
 	}
 	since, ok := s.o.Sandboxes.Running(v.SandboxID)
-	if err := sess.check(v, s.o.Now(), since, ok); err != nil {
+	now := s.o.Now()
+	if err := sess.check(v, now, since, ok); err != nil {
 		return session{}, err
+	}
+	if err := s.vouched(r.Context(), sess.Key, time.UnixMicro(sess.Minted), now); err != nil {
+		return session{}, refuse(CodeNoSession, err)
 	}
 	return sess, nil
 }

@@ -59,6 +59,7 @@ type session struct {
 	Run       int64  `json:"r"`             // the sandbox's run (its start, Unix µs) the session belongs to
 	Expires   int64  `json:"e"`             // Unix seconds after which no new connection is made with it: the link's expiry
 	Key       string `json:"kid,omitempty"` // the API key that made the link
+	Minted    int64  `json:"m,omitempty"`   // when it made the link, Unix µs
 	// Input is, for a wall's session, the Unix second until which its
 	// Use and Open mint links with input: the wall link's expiry.
 	Input int64 `json:"i,omitempty"`
