@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/wait"
 )
 
 // walkStep is one command of the README's walkthrough and the answer the
@@ -196,5 +197,48 @@ func TestDevBannerEdgeAnswers(t *testing.T) {
 	}
 	if !strings.Contains(m[3], "/etc/hosts") {
 		t.Fatalf("banner's resolve line %q: want --resolve and /etc/hosts", m[3])
+	}
+}
+
+// Local-driver sandboxes share the host's ports: a second sandbox's
+// server cannot listen on a port the first holds. Its wait must not say
+// ready, and its URL must not serve the first sandbox's app.
+func TestDevTwoSandboxesOnePort(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	p, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
+		"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test")
+	key, err := os.ReadFile(filepath.Join(data, "api-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+	web := edgeClient(t, m[2], filepath.Join(data, "ca.pem"), false)
+	port := loopback.FreePort(t)
+	type waited struct{ Ready bool }
+	urls := map[string]string{}
+	for _, name := range []string{"first", "second"} {
+		c.call("POST", "/v1/sandboxes", `{"name": "`+name+`"}`, 202, nil)
+		c.call("POST", "/v1/sandboxes/"+name+"/exec", `{"command": "mkdir -p site && echo `+name+` > site/index.html"}`, 200, nil)
+		c.call("POST", "/v1/sandboxes/"+name+"/jobs", fmt.Sprintf(`{"command": "python3 -m http.server %d --bind 127.0.0.1 --directory site"}`, port), 201, nil)
+		var u struct{ URL string }
+		c.call("POST", "/v1/sandboxes/"+name+"/urls", fmt.Sprintf(`{"port": %d, "public": true}`, port), 201, &u)
+		urls[name] = u.URL
+		var w waited
+		c.call("POST", "/v1/sandboxes/"+name+"/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 5}`, port), 200, &w)
+		if want := name == "first"; w.Ready != want {
+			t.Fatalf("%s: wait for port %d said ready %v, want %v (the port is the first sandbox's)", name, port, w.Ready, want)
+		}
+	}
+	res, body := visit(t, web, "GET", urls["first"])
+	if res.StatusCode != 200 || strings.TrimSpace(body) != "first" {
+		t.Fatalf("the first sandbox's URL: %d %q", res.StatusCode, body)
+	}
+	res, body = visit(t, web, "GET", urls["second"])
+	if res.StatusCode == 200 || strings.Contains(body, "first") {
+		t.Fatalf("the second sandbox's URL served the first one's app: %d %q", res.StatusCode, body)
+	}
+	if !wait.Until(5*time.Second, func() bool { return strings.Contains(p.stderr.String(), "refused a port another sandbox holds") }) {
+		t.Fatalf("froogd's log does not say the port is another sandbox's: %s", p.stderr.String())
 	}
 }

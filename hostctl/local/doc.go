@@ -11,7 +11,10 @@
 // The SSH server accepts only the control plane's key, serves exec
 // sessions (sh -c in the sandbox's home, env, stdin, exit status, signals;
 // closing the channel kills the command's process group) and direct-tcpip
-// to loopback destinations only. Every process it starts carries
+// to loopback destinations only. Sandboxes share the host's ports: a port
+// another sandbox's process holds is refused, and left out of the API's
+// port probe (ports.go), so that no sandbox's wait or URL answers with
+// another's app. Every process it starts carries
 // FROOG_SANDBOX_ID in its environment, which is how Stop and Pause find
 // them all, including ones that left their process group.
 //

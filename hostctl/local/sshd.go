@@ -151,6 +151,12 @@ func (s *sshd) directTCPIP(nc ssh.NewChannel) {
 		nc.Reject(ssh.Prohibited, "only loopback destinations are allowed")
 		return
 	}
+	if other := heldByOther(s.id, int(p.Port)); other != "" {
+		// Not this sandbox's app: its own server could not listen (ports.go).
+		s.log.Warn("local driver: refused a port another sandbox holds", "sandbox", s.id, "port", p.Port, "held_by", other)
+		nc.Reject(ssh.ConnectionFailed, fmt.Sprintf("port %d is held by another sandbox on this host (the local driver shares the host's ports): this sandbox's server could not listen on it", p.Port))
+		return
+	}
 	c, err := net.Dial("tcp", net.JoinHostPort(p.Host, fmt.Sprint(p.Port)))
 	if err != nil {
 		nc.Reject(ssh.ConnectionFailed, fmt.Sprintf("nothing listens on port %d", p.Port))
@@ -226,6 +232,13 @@ func (s *sshd) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				if cmd != nil || ssh.Unmarshal(r.Payload, &p) != nil {
 					r.Reply(false, nil)
 					continue
+				}
+				if p.Command == listeningProbe { // ports.go
+					r.Reply(true, nil)
+					ch.Write(ownListeners(s.id))
+					ch.SendRequest("exit-status", false, binary.BigEndian.AppendUint32(nil, 0))
+					ch.CloseWrite()
+					return
 				}
 				c, err := s.start(ch, p.Command, env)
 				if err != nil {

@@ -1,0 +1,164 @@
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Sandboxes of this driver share the host's ports: a second sandbox's
+// server cannot listen on a port the first holds, and without care its
+// port would reach the first sandbox's app — its wait ready, its URL
+// serving another sandbox's files. So a port held by another sandbox's
+// process is never this sandbox's: direct-tcpip to it is refused, saying
+// why, and the listening sockets of other sandboxes are left out of the
+// port probe below.
+
+// listeningProbe is the command the API's wait runs to read the
+// listening ports (api/jobs.go, listening). In a VM it reads the
+// sandbox's own; here /proc/net/tcp is the host's, so the driver answers
+// it itself, with this sandbox's sockets and the host's, not other
+// sandboxes'. (The end-to-end test of two sandboxes on one port keeps
+// the two in step.)
+const listeningProbe = `cat /proc/net/tcp /proc/net/tcp6 2>/dev/null`
+
+var procNet = []string{"/proc/net/tcp", "/proc/net/tcp6"}
+
+// heldByOther gives the sandbox, other than id, whose process holds the
+// socket listening on port; "" when it is id's, the host's, or nobody's.
+func heldByOther(id string, port int) string {
+	inodes := map[string]bool{}
+	for _, f := range procNet {
+		b, _ := os.ReadFile(f)
+		for _, l := range listenLines(b) {
+			if l.port == port {
+				inodes[l.inode] = true
+			}
+		}
+	}
+	for _, tag := range socketTags(inodes) {
+		if tag != "" && tag != id {
+			return tag
+		}
+	}
+	return ""
+}
+
+// ownListeners is /proc/net/tcp and tcp6 as sandbox id may see them: the
+// listening sockets of other sandboxes' processes left out.
+func ownListeners(id string) []byte {
+	var files [][]byte
+	inodes := map[string]bool{}
+	for _, f := range procNet {
+		b, _ := os.ReadFile(f)
+		files = append(files, b)
+		for _, l := range listenLines(b) {
+			inodes[l.inode] = true
+		}
+	}
+	tags := socketTags(inodes)
+	var out bytes.Buffer
+	for _, b := range files {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if l, ok := parseListen(sc.Text()); ok {
+				if tag := tags[l.inode]; tag != "" && tag != id {
+					continue
+				}
+			}
+			out.Write(sc.Bytes())
+			out.WriteByte('\n')
+		}
+	}
+	return out.Bytes()
+}
+
+type listenLine struct {
+	port  int
+	inode string
+}
+
+// listenLines gives the LISTEN sockets of a /proc/net/tcp-style file.
+func listenLines(b []byte) []listenLine {
+	var ls []listenLine
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if l, ok := parseListen(sc.Text()); ok {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// parseListen reads one line of /proc/net/tcp: sl local_address
+// rem_address st … inode; st 0A is LISTEN.
+func parseListen(line string) (listenLine, bool) {
+	f := strings.Fields(line)
+	if len(f) < 10 || f[3] != "0A" {
+		return listenLine{}, false
+	}
+	i := strings.LastIndexByte(f[1], ':')
+	p, err := strconv.ParseUint(f[1][i+1:], 16, 16)
+	if i < 0 || err != nil {
+		return listenLine{}, false
+	}
+	return listenLine{port: int(p), inode: f[9]}, true
+}
+
+// socketTags maps each socket inode to the sandbox tag of a process that
+// holds it ("" for a process without one), from every process's open
+// files.
+func socketTags(inodes map[string]bool) map[string]string {
+	tags := map[string]string{}
+	if len(inodes) == 0 {
+		return tags
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join("/proc", p.Name(), "fd")
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		tag, read := "", false
+		for _, fd := range fds {
+			l, err := os.Readlink(filepath.Join(dir, fd.Name()))
+			if err != nil {
+				continue
+			}
+			in, ok := strings.CutPrefix(l, "socket:[")
+			if in = strings.TrimSuffix(in, "]"); !ok || !inodes[in] {
+				continue
+			}
+			if !read {
+				tag, read = tagOf(pid), true
+			}
+			if tags[in] == "" {
+				tags[in] = tag
+			}
+		}
+	}
+	return tags
+}
+
+// tagOf gives the sandbox tag in process pid's environment, or "".
+func tagOf(pid int) string {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return ""
+	}
+	for kv := range bytes.SplitSeq(env, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(tagVar+"=")); ok {
+			return string(v)
+		}
+	}
+	return ""
+}
