@@ -49,7 +49,9 @@ const secretKeySize = 32
 // startAPI serves the /v1 API on ln, with secret sealing URL tokens and
 // sh's store, tunnel and logger, its goroutine in p.
 func startAPI(p *proc, c apiConfig, secret []byte, sh parts, ln net.Listener) error {
-	srv, err := api.New(api.Options{Store: sh.store, Domain: c.Domain, PublicPort: c.PublicPort, SecretKey: secret, Sessions: sh.tun, Logger: sh.log, APIURL: c.APIURL})
+	now, _ := testClock()
+	srv, err := api.New(api.Options{Store: sh.store, Domain: c.Domain, PublicPort: c.PublicPort, SecretKey: secret, Sessions: sh.tun, Logger: sh.log, APIURL: c.APIURL,
+		Now: now})
 	if err != nil {
 		return err
 	}

@@ -105,7 +105,8 @@ func bindMetrics(f flags, p *string) {
 func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net.Listener) ([]health.Check, error) {
 	// The route table first: certs asks it which names to order or sign,
 	// and the edge which sandbox port a host is.
-	routes, err := route.New(route.Options{Store: sh.store, Domain: c.Domain, Logger: sh.log, Registerer: sh.reg})
+	now, _ := testClock()
+	routes, err := route.New(route.Options{Store: sh.store, Domain: c.Domain, Logger: sh.log, Registerer: sh.reg, Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -120,14 +121,14 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 		return nil, err
 	}
 	o := edge.Options{Routes: routes, Sandboxes: sh.store, Dialer: sh.tun, GetCertificate: src.GetCertificate, HTTPChallenge: src.HTTPChallenge,
-		HTTPSPort: c.PublicPort, DrainTimeout: time.Duration(c.DrainSecs) * time.Second, DrainDelay: time.Duration(c.DrainDelaySecs) * time.Second, RateLimit: float64(c.Rate.Limit), RateBurst: c.Rate.Burst, Logger: sh.log, Registerer: sh.reg}
+		HTTPSPort: c.PublicPort, DrainTimeout: time.Duration(c.DrainSecs) * time.Second, DrainDelay: time.Duration(c.DrainDelaySecs) * time.Second, RateLimit: float64(c.Rate.Limit), RateBurst: c.Rate.Burst, Logger: sh.log, Registerer: sh.reg, Now: now}
 	if c.Rate.Limit == 0 {
 		o.RateLimit = -1 // off
 	}
 	if secret != nil {
 		dsk, err := desktop.New(desktop.Options{Links: sh.store, Starter: &desktop.SSHStarter{Sessions: sh.tun, Sandboxes: routes},
-			Dialer: sh.tun, Sandboxes: routes, Key: desktop.KeyFrom(secret), Domain: c.Domain, Log: sh.log,
-			Accounts: desktop.TableAccounts{Table: routes}, Linker: desktop.StoreLinker{Store: sh.store, Domain: c.Domain, Port: c.PublicPort}})
+			Dialer: sh.tun, Sandboxes: routes, Key: desktop.KeyFrom(secret), Domain: c.Domain, Log: sh.log, Now: now,
+			Accounts: desktop.TableAccounts{Table: routes}, Linker: desktop.StoreLinker{Store: sh.store, Domain: c.Domain, Port: c.PublicPort, Now: now}})
 		if err != nil {
 			return nil, err
 		}
