@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,6 +54,33 @@ type framingConn struct {
 	headTimeout time.Duration
 	deadline    time.Time // the read deadline the server last set
 	headSince   time.Time // when the first byte of the head being read came
+
+	linger atomic.Bool // Close reads the client out first (lingerOnClose)
+}
+
+// lingerFor bounds how long a lingering Close reads what a client still
+// sends.
+const lingerFor = 5 * time.Second
+
+// lingerOnClose has Close read away what the client still sends (up to
+// maxDrainedBody, for lingerFor) before it closes: closed with bytes
+// unread, a connection ends in a reset, and a reset throws away the
+// answer the client has not read yet. For a request refused with its
+// body on the way that the edge did not read (Expect: 100-continue sent
+// with the body anyway, or a body past the drain bound).
+func (c *framingConn) lingerOnClose() { c.linger.Store(true) }
+
+func (c *framingConn) Close() error {
+	if !c.linger.Swap(false) {
+		return c.Conn.Close()
+	}
+	// Owned by the connection, and bounded: the deadline ends it.
+	go func() {
+		c.Conn.SetReadDeadline(time.Now().Add(lingerFor))
+		io.CopyN(io.Discard, c.Conn, maxDrainedBody)
+		c.Conn.Close()
+	}()
+	return nil
 }
 
 const (

@@ -33,6 +33,7 @@ func (s *Server) newH1Server() *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:                       s.serveH1,
 		ErrorHandler:                  s.h1Error,
+		ExpectHandler:                 s.expectH1,
 		ReadBufferSize:                maxHeader,
 		ReadTimeout:                   s.o.ReadHeaderTimeout, // the body's read deadline is lifted in serveH1
 		IdleTimeout:                   s.o.IdleTimeout,
@@ -199,21 +200,40 @@ func hasName(names, name []byte) bool {
 	return false
 }
 
-// serveH1 serves one HTTP/1.1 request: the core decides, then the proxy.
-func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
-	req := &ctx.Request
-	h := &req.Header
-	x := &exchange{id: requestid.New(), start: time.Now(), proto: "HTTP/1.1", status: fasthttp.StatusOK}
+// h1Call is one HTTP/1.1 request as the core sees it, read from its
+// head, and the core's decision.
+type h1Call struct {
+	x       exchange
+	c       call
+	hd      h1Head
+	d       decision
+	path    []byte
+	cookies [2]string
+	// answered: the edge has answered (a refusal or the token's
+	// redirect); nothing goes to the sandbox.
+	answered bool
+}
+
+// h1Decided keys the h1Call that expectH1 made, in the request's user
+// values, for serveH1.
+type h1Decided struct{}
+
+// decideH1 reads r's head and has the core decide; a refusal or a
+// redirect is answered here (r.answered).
+func (s *Server) decideH1(ctx *fasthttp.RequestCtx, r *h1Call) {
+	h := &ctx.Request.Header
+	r.x = exchange{id: requestid.New(), start: time.Now(), proto: "HTTP/1.1", status: fasthttp.StatusOK}
 	uri := h.RequestURI()
 	path, query := uri, []byte(nil)
 	if i := bytes.IndexByte(uri, '?'); i >= 0 {
 		path, query = uri[:i], uri[i+1:]
 	}
-	var cookies [2]string
-	hd := h1Head{tokenCookies: cookies[:0]}
-	scanH1(h, &hd)
+	r.path = path
+	r.hd = h1Head{tokenCookies: r.cookies[:0]}
+	hd := &r.hd
+	scanH1(h, hd)
 	body := h.ContentLength() > 0 || h.ContentLength() == -1 // -1 chunked; -2, a request without a body
-	c := call{host: b2s(h.Host()), method: b2s(h.Method()), path: b2s(path), query: b2s(query),
+	r.c = call{host: b2s(h.Host()), method: b2s(h.Method()), path: b2s(path), query: b2s(query),
 		tokenHeader: hd.token, tokenCookies: hd.tokenCookies, requestMethod: hd.requestMethod,
 		upgrade:     hd.hops.upgrade && hd.upgrades == 1 && isWebsocket(hd.upgrade) && !body,
 		asksUpgrade: hd.hops.upgrade || hd.upgrades > 0,
@@ -221,27 +241,99 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 		html:        wantsHTML(hd.fetchMode, hd.accept),
 	}
 	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		c.ip = a.AddrPort().Addr().Unmap()
+		r.c.ip = a.AddrPort().Addr().Unmap()
 	}
 	// The log keeps its own copies: these bytes belong to the request.
+	x := &r.x
 	x.host, x.method, x.path = string(h.Host()), string(h.Method()), string(path)
+	r.answered = true
 	if hd.tooMany {
-		s.h1Problem(ctx, x, &errBadRequest, c.html)
+		s.refuseH1(ctx, x, &errBadRequest, r.c.html)
 		return
 	}
-	d := s.decide(&c)
-	switch {
+	r.d = s.decide(&r.c)
+	switch d := &r.d; {
 	case d.problem != nil:
-		s.h1Problem(ctx, x, d.problem, c.html)
-		return
+		s.refuseH1(ctx, x, d.problem, r.c.html)
 	case d.location != "":
+		s.drainH1(ctx)
 		ctx.Response.Header.Set("X-Request-Id", x.id)
 		d.redirect(ctx.Response.Header.Set)
 		ctx.SetStatusCode(fasthttp.StatusFound)
 		x.status = fasthttp.StatusFound
 		s.finish(x)
+	default:
+		r.answered = false
+	}
+}
+
+// expectH1 decides a request that sent Expect: 100-continue on its head
+// alone, before the client sends its body: a refusal is the answer (401,
+// 404, 429...; fasthttp then closes the connection, and the client never
+// sends the body), and only a request the edge lets in gets 100
+// Continue. serveH1 takes the decision from there.
+func (s *Server) expectH1(ctx *fasthttp.RequestCtx) int {
+	r := &h1Call{}
+	s.decideH1(ctx, r)
+	if r.answered {
+		return ctx.Response.StatusCode()
+	}
+	ctx.SetUserValue(h1Decided{}, r)
+	return fasthttp.StatusContinue
+}
+
+// refuseH1 answers a request the edge will not pass on, once its body is
+// read away (drainH1).
+func (s *Server) refuseH1(ctx *fasthttp.RequestCtx, x *exchange, p *problem, html bool) {
+	s.drainH1(ctx)
+	s.h1Problem(ctx, x, p, html)
+}
+
+// drainH1 reads away the body of a request the edge answers itself, up
+// to maxDrainedBody at the pace bodies must keep: a client cut off while
+// it still sends sees its connection reset, not the answer. Past the
+// bound, or when the body fails, the connection closes after the answer.
+// A request still waiting for 100 Continue has nothing to drain.
+func (s *Server) drainH1(ctx *fasthttp.RequestCtx) {
+	req := &ctx.Request
+	closeLingering := func() {
+		ctx.SetConnectionClose()
+		if fc, ok := ctx.Conn().(*framingConn); ok {
+			fc.lingerOnClose()
+		}
+	}
+	switch {
+	case req.MayContinue():
+		// Refused before 100 Continue: the client should not send the
+		// body, but may have started (RFC 9110 §10.1.1).
+		closeLingering()
+		return
+	case !req.IsBodyStream():
+		return // read whole already (up to 64 KiB)
+	}
+	ctx.Conn().SetReadDeadline(time.Time{}) // paced from here on
+	in := countingReader{r: ctx.RequestBodyStream(), n: new(int64)}
+	s.paced(&in, ctx.Conn().SetReadDeadline)
+	if n, _ := io.Copy(io.Discard, io.LimitReader(&in, maxDrainedBody+1)); n > maxDrainedBody {
+		closeLingering()
+	} else if in.err != nil {
+		ctx.SetConnectionClose()
+	}
+}
+
+// serveH1 serves one HTTP/1.1 request: the core decides, then the proxy.
+func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
+	r, _ := ctx.UserValue(h1Decided{}).(*h1Call)
+	if r == nil {
+		r = &h1Call{}
+		s.decideH1(ctx, r)
+	}
+	if r.answered {
 		return
 	}
+	req := &ctx.Request
+	h := &req.Header
+	x, c, hd, d, path := &r.x, &r.c, &r.hd, &r.d, r.path
 
 	// What reaches the sandbox: no token in the query, the cookie or the
 	// header; the edge's own X-Forwarded-* and X-Request-Id.
@@ -289,7 +381,7 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 	ctx.Conn().SetReadDeadline(time.Time{})
 
 	if sb, held := s.needsHold(d.rt); held {
-		if p := s.holdH1(ctx, x, &d, sb, c.body); p != nil {
+		if p := s.holdH1(ctx, x, d, sb, c.body); p != nil {
 			s.h1Problem(ctx, x, p, c.html)
 			return
 		}

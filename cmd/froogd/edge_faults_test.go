@@ -2,9 +2,11 @@ package main_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -167,6 +169,64 @@ func TestEdgeUpstreamsSurviveOtherChanges(t *testing.T) {
 	for proto := range clients {
 		if after := answer(proto); after != before[proto] {
 			t.Errorf("%s: after label changes the edge dialled the app again: %q, then %q", proto, before[proto], after)
+		}
+	}
+}
+
+// A request refused before its body is read (a wrong token: 401) still
+// gets its answer over HTTP/1.1, whatever its body's size: the edge reads
+// the body away (up to a bound) rather than closing on it, which ends in
+// a reset the client sees instead of the answer. With Expect:
+// 100-continue the decision comes first: 401, never 100 Continue. curl
+// is the client the edge's authors did not write; Go's is the other.
+func TestEdgeRefusalWithBody(t *testing.T) {
+	t.Parallel()
+	r := newEdgeRig(t)
+	port := serveApp(t, r.c, "e1", "ok2.py", okApp)
+	var u struct{ Host string }
+	r.c.call("POST", "/v1/sandboxes/e1/urls", fmt.Sprintf(`{"port": %d}`, port), 201, &u)
+	body := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(body, make([]byte, 4<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, edgePort, _ := net.SplitHostPort(r.edge)
+	target := "https://" + u.Host + ":" + edgePort + "/up"
+	wait.For(t, 10*time.Second, "the edge has the private URL", func() bool {
+		code, _, err := get(edgeClient(t, r.edge, r.caFile, false), "https://"+u.Host+"/")
+		return err == nil && code == 401
+	})
+	for _, tt := range []struct {
+		name   string
+		expect string // the Expect header curl sends ("" none)
+	}{
+		{"no Expect", ""},
+		{"Expect: 100-continue", "100-continue"},
+	} {
+		out, err := exec.Command("curl", "-sS", "-v", "--http1.1", "--cacert", r.caFile, "--resolve", u.Host+":"+edgePort+":127.0.0.1",
+			"-H", "X-Froog-Url-Token: pt_wrong", "-H", "Expect: "+tt.expect, "-T", body, "-o", "/dev/null", "-w", "status=%{http_code}\n", target).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "status=401") {
+			t.Errorf("curl -T 4 MiB, %s: %v\n%s", tt.name, err, tail(string(out), 1500))
+		}
+		if tt.expect != "" && strings.Contains(string(out), "< HTTP/1.1 100") {
+			t.Errorf("curl, %s: the edge said 100 Continue before it checked the token:\n%s", tt.name, tail(string(out), 1500))
+		}
+	}
+	web := edgeClient(t, r.edge, r.caFile, false)
+	for _, expect := range []bool{false, true} {
+		req, _ := http.NewRequest("PUT", "https://"+u.Host+"/up", strings.NewReader(strings.Repeat("x", 4<<20)))
+		req.Header.Set("X-Froog-Url-Token", "pt_wrong")
+		if expect {
+			req.Header.Set("Expect", "100-continue")
+		}
+		res, err := web.Do(req)
+		if err != nil {
+			t.Errorf("Go, Expect %v: %v", expect, err)
+			continue
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 401 || !strings.Contains(string(b), "token") {
+			t.Errorf("Go, Expect %v: %d %s", expect, res.StatusCode, b)
 		}
 	}
 }
