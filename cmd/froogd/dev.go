@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,6 +103,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// Links name the edge's port as given (visitors reach it there).
 		_, edgePort, _ := net.SplitHostPort(c.EdgeAddr)
 		publicPort, _ := strconv.Atoi(edgePort)
+		var lost []store.Sandbox
+		if c.Driver.Driver == "local" {
+			if lost, err = lostProcesses(p.ctx, st); err != nil {
+				return err
+			}
+		}
 		hostCheck, err := startHostctl(p, hostctlConfig{HostName: "dev", Data: c.Data, Driver: c.Driver, Capacity: c.Capacity}, sh)
 		if err != nil {
 			return err
@@ -118,8 +125,49 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "froog dev is running.\n  API:     http://%s/v1\n  API key: %s (also in %s)\n", apiLn.Addr(), apiKey, filepath.Join(c.Data, "api-key"))
 		printEdge(stdout, edgeLn.Addr(), httpLn.Addr(), c.Domain, filepath.Join(c.Data, "ca.pem"))
 		printAdmin(stdout, lns[3])
+		printLost(stdout, lost)
 		return nil
 	})
+}
+
+// lostProcesses finds the sandboxes whose processes the last froogd dev
+// ended: the local driver's processes end with it (a killed one's are
+// ended at the next start), and hostctl starts the sandboxes again with
+// nothing running in them — jobs lost, URLs answering 502. Each is
+// recorded as sandbox.degraded, as the docs' event for a sandbox whose
+// processes ended under it, and returned, so that the start says so.
+func lostProcesses(ctx context.Context, st store.Store) ([]store.Sandbox, error) {
+	all, err := st.AllSandboxes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the sandboxes: %w", err)
+	}
+	var lost []store.Sandbox
+	for _, sb := range all {
+		if sb.State != store.StateRunning {
+			continue
+		}
+		now := store.Micro(time.Now())
+		ev := &store.AuditEvent{AccountID: sb.AccountID, At: now, Action: "sandbox.degraded", Target: sb.Name, Actor: "froogd-dev",
+			Detail: map[string]string{"reason": "froogd dev restarted: the local driver's processes (jobs, servers) ended when it stopped; start them again"}}
+		if _, err := st.UpdateSandbox(ctx, sb.ID, func(*store.Sandbox, *store.AuditEvent) error { return nil }, ev); err != nil {
+			return nil, fmt.Errorf("record sandbox %s's lost processes: %w", sb.Name, err)
+		}
+		lost = append(lost, sb)
+	}
+	return lost, nil
+}
+
+// printLost names the sandboxes lostProcesses found, if any.
+func printLost(w io.Writer, lost []store.Sandbox) {
+	if len(lost) == 0 {
+		return
+	}
+	names := make([]string, len(lost))
+	for i, sb := range lost {
+		names[i] = sb.Name
+	}
+	slices.Sort(names)
+	fmt.Fprintf(w, "  Restarted: these sandboxes' processes ended when froogd dev stopped (their jobs are lost; start them again): %s\n", strings.Join(names, ", "))
 }
 
 // printEdge prints where the edge is: its own address, which answers

@@ -242,3 +242,53 @@ func TestDevTwoSandboxesOnePort(t *testing.T) {
 		t.Fatalf("froogd's log does not say the port is another sandbox's: %s", p.stderr.String())
 	}
 }
+
+// A restart of froogd dev ends the local driver's processes: the sandboxes
+// run again, their jobs are lost. The restart says which sandboxes lost
+// them, in its output and in each one's audit log (sandbox.degraded).
+func TestDevRestartSaysProcessesLost(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	args := []string{"dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test"}
+	p, m := start(t, devReady, args...)
+	key, err := os.ReadFile(filepath.Join(data, "api-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+	for _, name := range []string{"busy", "idle"} {
+		c.call("POST", "/v1/sandboxes", `{"name": "`+name+`"}`, 202, nil)
+		c.call("POST", "/v1/sandboxes/"+name+"/exec", `{"command": "true"}`, 200, nil) // running
+	}
+	c.call("POST", "/v1/sandboxes/busy/jobs", `{"command": "sleep 600"}`, 201, nil)
+	c.call("POST", "/v1/sandboxes/idle/stop", "", 202, nil)
+	wait.For(t, 10*time.Second, "idle stopped", func() bool {
+		var sb struct{ State string }
+		c.call("GET", "/v1/sandboxes/idle", "", 200, &sb)
+		return sb.State == "stopped"
+	})
+	p.stop(t)
+
+	lost := regexp.MustCompile(`(?s)API:\s+(http://\S+)/v1.*processes ended when froogd dev stopped[^\n]*: ([^\n]*)\n`)
+	_, m = start(t, lost, args...)
+	if m[2] != "busy" {
+		t.Fatalf("restart named %q as having lost their processes, want busy (idle was stopped)", m[2])
+	}
+	c.base = m[1]
+	var audit struct {
+		Events []struct {
+			Action, Target string
+			Detail         map[string]string
+		} `json:"events"`
+	}
+	c.call("GET", "/v1/audit", "", 200, &audit)
+	var got []string
+	for _, e := range audit.Events {
+		if e.Action == "sandbox.degraded" {
+			got = append(got, e.Target+": "+e.Detail["reason"])
+		}
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "busy: ") || !strings.Contains(got[0], "processes") {
+		t.Fatalf("sandbox.degraded events %q, want one for busy saying why", got)
+	}
+}
