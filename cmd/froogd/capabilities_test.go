@@ -145,44 +145,12 @@ var capRows = map[string]capRow{
 		m.use = func() string { return r.visit(m.host, "Cookie", cookie) }
 		return m.minted
 	}},
-	"Desktop link": {mint: func(t *testing.T, r *capRig, event string) *minted {
-		m := r.viewLink(t, "desktop")
-		m.use = func() string { _, why := r.exchange(m.host, m.token); return why }
-		m.refusal = map[string]string{"expiry": "link_expired"}
-		return m.minted
-	}},
-	"Wall link": {mint: func(t *testing.T, r *capRig, event string) *minted {
-		m := r.viewLink(t, "wall")
-		m.use = func() string { _, why := r.exchange(m.host, m.token); return why }
-		m.refusal = map[string]string{"expiry": "link_expired"}
-		return m.minted
-	}},
-	"Desktop session": {mint: func(t *testing.T, r *capRig, event string) *minted {
-		m := r.viewLink(t, "desktop")
-		cookie, why := r.exchange(m.host, m.token)
-		if why != "" {
-			t.Fatalf("exchange the desktop link: %s", why)
-		}
-		m.use = func() string { return r.session(m.host, cookie) }
-		m.refusal = map[string]string{"expiry": "no_session"}
-		return m.minted
-	}},
-	"Wall session": {mint: func(t *testing.T, r *capRig, event string) *minted {
-		m := r.viewLink(t, "wall")
-		cookie, why := r.exchange(m.host, m.token)
-		if why != "" {
-			t.Fatalf("exchange the wall link: %s", why)
-		}
-		m.use = func() string { return r.session(m.host, cookie) }
-		m.refusal = map[string]string{"expiry": "no_session"}
-		return m.minted
-	}, long: true},
+	"Desktop link":    {mint: func(t *testing.T, r *capRig, event string) *minted { return r.linkRow(t, "desktop") }},
+	"Wall link":       {mint: func(t *testing.T, r *capRig, event string) *minted { return r.linkRow(t, "wall") }},
+	"Desktop session": {mint: func(t *testing.T, r *capRig, event string) *minted { return r.sessionRow(t, "desktop") }},
+	"Wall session":    {mint: func(t *testing.T, r *capRig, event string) *minted { return r.sessionRow(t, "wall") }, long: true},
 	"Wall session, Use": {mint: func(t *testing.T, r *capRig, event string) *minted {
-		m := r.viewLink(t, "wall")
-		cookie, why := r.exchange(m.host, m.token)
-		if why != "" {
-			t.Fatalf("exchange the wall link: %s", why)
-		}
+		m, cookie := r.viewSession(t, "wall")
 		var sb struct{ ID string }
 		r.as(t).call("GET", "/v1/sandboxes/"+r.sandbox(t), "", 200, &sb)
 		m.use = func() string {
@@ -473,6 +441,32 @@ func (r *capRig) viewLink(t *testing.T, kind string) viewLinkMinted {
 		t.Fatalf("%s link %q: no dt_ token after #", kind, l.URL)
 	}
 	return viewLinkMinted{minted: m, host: u.Host, token: u.Fragment}
+}
+
+// linkRow mints a desktop or wall link, used by exchanging it.
+func (r *capRig) linkRow(t *testing.T, kind string) *minted {
+	m := r.viewLink(t, kind)
+	m.use = func() string { _, why := r.exchange(m.host, m.token); return why }
+	m.refusal = map[string]string{"expiry": "link_expired"}
+	return m.minted
+}
+
+// viewSession mints a desktop or wall link and exchanges it.
+func (r *capRig) viewSession(t *testing.T, kind string) (viewLinkMinted, string) {
+	m := r.viewLink(t, kind)
+	cookie, why := r.exchange(m.host, m.token)
+	if why != "" {
+		t.Fatalf("exchange the %s link: %s", kind, why)
+	}
+	return m, cookie
+}
+
+// sessionRow mints a desktop or wall session, used by asking /session.
+func (r *capRig) sessionRow(t *testing.T, kind string) *minted {
+	m, cookie := r.viewSession(t, kind)
+	m.use = func() string { return r.session(m.host, cookie) }
+	m.refusal = map[string]string{"expiry": "no_session"}
+	return m.minted
 }
 
 // exchange trades a link's token for a session cookie at host's
