@@ -44,12 +44,13 @@ test: ## install what the tests need, then run every test with the race detector
 	./deploy/testdeps.sh
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...
 
-bench: ## run the benchmarks; the edge against nginx and Caddy, auto-start, desktops, the wall and files land in .bench/
+bench: ## run the benchmarks into .bench/ (the edge against nginx and Caddy, auto-start, desktops, the wall, files), then write docs/performance.md
 	./deploy/testdeps.sh --bench
 	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestEdgeBench$$' -v -timeout 30m .
 	FROOG_BENCH=1 FROOG_LOAD=full $(GO) test -count=1 -run '^(TestLoad|TestDesktopBench|TestWallBench|TestAutoStartBench|TestFilesBenchQEMU)$$' -v -timeout 40m ./cmd/froogd
 	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestFilesBench$$' -v -timeout 10m ./api
 	$(GO) test -run '^$$' -bench . -benchmem $(BENCH_PKGS)
+	FROOG_BENCH=1 $(GO) test -count=1 -run '^TestPerformanceReport$$' .
 
 fuzz: ## run every fuzz target for FUZZTIME each (20s), one at a time; failing inputs land in testdata/fuzz
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./deploy/fuzz.sh
