@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"froog.tech/froog/internal/wait"
+	"froog.tech/froog/store/pg/pgtest"
 )
 
 // The edge's failures (issue #33), each under the real binary.
@@ -228,5 +230,60 @@ func TestEdgeRefusalWithBody(t *testing.T) {
 		if res.StatusCode != 401 || !strings.Contains(string(b), "token") {
 			t.Errorf("Go, Expect %v: %d %s", expect, res.StatusCode, b)
 		}
+	}
+}
+
+// A URL that was just made is served at once, by every edge: its first
+// handshake must not fail (tls: internal error) in the milliseconds
+// before the edge's route table has it. 100 times a new name (a public
+// URL renamed), fetched on two edges on Postgres as soon as the API
+// answers.
+func TestEdgeNewURLAtOnce(t *testing.T) {
+	t.Parallel()
+	db := pgtest.URLWithSchema(pgtest.Schema(t))
+	froogdRun(t, "migrate", "--database-url", db)
+	key := adminAccount(t, []string{"--database-url", db}, "--name", "acme", "--url-names-per-day", "1000")
+	ctlKey := writeControlKey(t)
+	secret := filepath.Join(t.TempDir(), "secret.key")
+	if err := os.WriteFile(secret, bytes.Repeat([]byte{9}, 32), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cl := startCluster(t, db, key, ctlKey, secret, 2)
+	newSandbox(t, cl.c, "nu", 30*time.Second)
+	port := serveApp(t, cl.c, "nu", "ok.py", okApp)
+	failures := 0
+	for i := range 100 {
+		var u struct{ Host string }
+		want := 200
+		if i == 0 {
+			want = 201
+		}
+		cl.c.call("POST", "/v1/sandboxes/nu/urls", fmt.Sprintf(`{"port": %d, "public": true, "subdomain": "fresh-%03d"}`, port, i), want, &u)
+		errs := make(chan error, len(cl.edgeAddrs))
+		for _, addr := range cl.edgeAddrs {
+			go func() {
+				web := edgeClient(t, addr, cl.caFile, true)
+				defer web.CloseIdleConnections()
+				code, b, err := get(web, "https://"+u.Host+"/")
+				if err == nil && code != 200 {
+					err = fmt.Errorf("%d %s", code, b)
+				}
+				if err != nil {
+					err = fmt.Errorf("edge %s, %s: %w", addr, u.Host, err)
+				}
+				errs <- err
+			}()
+		}
+		for range cl.edgeAddrs {
+			if err := <-errs; err != nil {
+				failures++
+				if failures <= 5 {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	if failures > 0 {
+		t.Errorf("%d of 200 first fetches of a new URL failed", failures)
 	}
 }

@@ -214,6 +214,10 @@ type Table struct {
 	tokenHash map[string]string
 	ready     chan struct{}
 	routes    prometheus.Gauge
+	// seq is the feed position the published table is current to; rt
+	// reads through to the store on a miss (readthrough.go).
+	seq atomic.Int64
+	rt  readThrough
 }
 
 // New checks the options and builds an empty table; it starts nothing.
@@ -307,12 +311,31 @@ var (
 )
 
 // Owner says which account's URL holds the host name, from the table in
-// memory; certificates are ordered only for such names. While the table
-// does not follow the store it refuses every name.
+// memory; certificates are ordered only for such names. A name the table
+// does not have is looked for again once the table has caught up with
+// the store (readthrough.go): a URL made a moment ago has a certificate
+// at once. While the table does not follow the store it refuses every
+// name.
 func (t *Table) Owner(name string) (string, error) {
 	if !t.current.Load() {
 		return "", ErrNotCurrent
 	}
+	id, err := t.owner(name)
+	if err != ErrUnknownName {
+		return id, err
+	}
+	now := time.Now()
+	if t.missedRecently(name, now) || !t.catchUp() {
+		return "", err
+	}
+	if id, err = t.owner(name); err == ErrUnknownName {
+		t.noteMiss(name, now)
+	}
+	return id, err
+}
+
+// owner is Owner from the table as it is.
+func (t *Table) owner(name string) (string, error) {
 	if v, ok := ParseView(Label(name, t.o.Domain)); ok {
 		if v.Kind == ViewWall {
 			// An account the table knows: it has a sandbox. (Walls are
@@ -375,6 +398,7 @@ func (t *Table) load(ctx context.Context) (int64, error) {
 		tb.putSandbox(&sbs[i])
 	}
 	t.publish(tb.flat())
+	t.advance(head)
 	return head, nil
 }
 
@@ -418,6 +442,7 @@ func (t *Table) follow(ctx context.Context) error {
 		}
 		tb := t.cur.Load().clone()
 		t.apply(tb, c)
+		seq := c.Seq
 		// Take what the same read brought too, and publish once.
 		for sub.Buffered() > 0 {
 			more, err := sub.Next(ctx)
@@ -425,8 +450,10 @@ func (t *Table) follow(ctx context.Context) error {
 				return err
 			}
 			t.apply(tb, more)
+			seq = more.Seq
 		}
 		t.publish(tb)
+		t.advance(seq)
 		if tb.heavy() {
 			// After the change is out: the next one waits for this.
 			t.publish(tb.flat())
