@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// The migration policy (README, Upgrades): forward-compatible, expand then
+// The migration policy (docs/operating/upgrades.md): forward-compatible, expand then
 // contract. A migration only adds — tables, columns that are nullable or
 // have a default, indexes — so that the previous release's binaries run
 // against the new schema during a rolling upgrade. A statement that takes
@@ -73,7 +73,7 @@ func TestMigrationsOnlyAdd(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, v := range violations(string(b)) {
-			t.Errorf("%s %s (see the migration policy in the README)", filepath.Base(f), v)
+			t.Errorf("%s %s (see the migration policy in docs/operating/upgrades.md)", filepath.Base(f), v)
 		}
 	}
 }
