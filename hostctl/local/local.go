@@ -266,14 +266,63 @@ func pidsOf(id string) []int {
 	return pids
 }
 
-// tagged says whether process pid carries the sandbox's tag.
+// tagged says whether process pid carries the sandbox's tag. A process in
+// the middle of an execve shows an empty environment for a moment, and a
+// read that spans the exec ends short (the old image goes away under it):
+// so "untagged" is believed only from two reads that agree, within
+// execWait — else a supervisor that execs as its sandbox stops keeps its
+// process group, and whatever in it dropped the tag, alive. Kernel
+// threads and zombies have no environment: not read again.
 func tagged(pid int, id string) bool {
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	want := []byte(tagVar + "=" + id + "\x00")
+	path := "/proc/" + strconv.Itoa(pid) + "/environ"
+	deadline := time.Now().Add(execWait)
+	var last []byte
+	for {
+		env, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		if bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...)) {
+			return true
+		}
+		if len(env) > 0 && bytes.Equal(env, last) {
+			return false
+		}
+		if !userProcess(pid) || time.Now().After(deadline) {
+			return false
+		}
+		last = env
+		if len(env) == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+// execWait bounds how long tagged reads again an empty environment.
+const execWait = 50 * time.Millisecond
+
+// pfKthread is the kernel-thread bit of /proc/PID/stat's flags (field 9).
+const pfKthread = 0x00200000
+
+// userProcess says whether pid is a live process (not a zombie) of user
+// space (not a kernel thread): one whose environment is there to read.
+func userProcess(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return false
 	}
-	want := []byte(tagVar + "=" + id + "\x00")
-	return bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...))
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(s[i+1:]) // state (field 3), ppid, pgrp, session, tty, tpgid, flags (9)
+	if len(f) < 7 || f[0] == "Z" || f[0] == "X" {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfKthread == 0
 }
 
 // signalAll sends sig to every process of the sandbox, a few rounds so that
