@@ -29,6 +29,7 @@ for u in deploy/systemd/froogd-*.service; do
   cp "$u" "$src/debian/froogd.$name"
 done
 cp README.md "$src/README.md"
+cp -r docs "$src/docs" # the guides the README links to, operators' among them
 
 # The binary: static (no cgo), paths trimmed, version and commit stamped.
 CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$GO" build -trimpath \
