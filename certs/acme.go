@@ -78,16 +78,29 @@ type ACMEOptions struct {
 type ACME struct {
 	o      ACMEOptions
 	cfg    *certmagic.Config
+	cache  *certmagic.Cache
 	issuer *certmagic.ACMEIssuer
 	orders chan struct{}
 	m      acmeMetrics
 
 	mu      sync.Mutex
 	started map[string]time.Time // name → when its order began
+
+	closer sync.Once
+}
+
+// Close stops certmagic's maintenance of the certificates in memory
+// (renewals, OCSP staples: a goroutine its cache starts when NewACME
+// builds it). Certificates already in memory are still served; none is
+// renewed any more. It may be called more than once.
+func (a *ACME) Close() error {
+	a.closer.Do(a.cache.Stop)
+	return nil
 }
 
 // NewACME builds the issuer; it contacts nobody until a certificate is
-// needed.
+// needed, but its certmagic cache starts a maintenance goroutine at once
+// (certmagic.NewCache has no other way): Close stops it.
 func NewACME(o ACMEOptions) (*ACME, error) {
 	var errs []error
 	if o.Store == nil || o.Names == nil {
@@ -148,7 +161,7 @@ func NewACME(o ACMEOptions) (*ACME, error) {
 	}
 	a.issuer = certmagic.NewACMEIssuer(cfg, tmpl)
 	cfg.Issuers = []certmagic.Issuer{&budgeted{ACMEIssuer: a.issuer, a: a}}
-	a.cfg = cfg
+	a.cfg, a.cache = cfg, cache
 	return a, nil
 }
 

@@ -155,7 +155,9 @@ func (ca *LocalCA) allowed(name string) bool {
 
 // GetCertificate serves tls.Config.GetCertificate: a cached leaf, or a
 // new one for a name under the CA's domains that the decision function
-// (if any) gives an owner for.
+// (if any) gives an owner for. The lock covers the cache alone: the
+// decision (which may query the store) and the signing happen outside
+// it, so a slow one holds up no other name's handshake.
 func (ca *LocalCA) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
 	ip := reachedLoopback(hello)
@@ -164,15 +166,8 @@ func (ca *LocalCA) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate,
 	} else if name == "" || !ca.allowed(name) {
 		return nil, fmt.Errorf("no certificate for %q", hello.ServerName)
 	}
-	ca.mu.Lock()
-	defer ca.mu.Unlock()
-	if el, ok := ca.leaves[name]; ok {
-		if c := el.Value.(*leaf).cert; time.Until(c.Leaf.NotAfter) > 24*time.Hour {
-			ca.lru.MoveToFront(el)
-			return c, nil
-		}
-		ca.lru.Remove(el)
-		delete(ca.leaves, name)
+	if c := ca.cached(name); c != nil {
+		return c, nil
 	}
 	if ca.names != nil && ip == "" {
 		if _, err := ca.names.Owner(name); err != nil {
@@ -183,12 +178,38 @@ func (ca *LocalCA) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate,
 	if err != nil {
 		return nil, err
 	}
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	if el, ok := ca.leaves[name]; ok {
+		// Another handshake issued one meanwhile: this one replaces it.
+		el.Value.(*leaf).cert = c
+		ca.lru.MoveToFront(el)
+		return c, nil
+	}
 	ca.leaves[name] = ca.lru.PushFront(&leaf{name: name, cert: c})
 	for ca.lru.Len() > ca.maxCached {
 		old := ca.lru.Remove(ca.lru.Back()).(*leaf)
 		delete(ca.leaves, old.name)
 	}
 	return c, nil
+}
+
+// cached gives the cached leaf for name while it has more than a day
+// left, or nil (dropping one that has less).
+func (ca *LocalCA) cached(name string) *tls.Certificate {
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	el, ok := ca.leaves[name]
+	if !ok {
+		return nil
+	}
+	if c := el.Value.(*leaf).cert; time.Until(c.Leaf.NotAfter) > 24*time.Hour {
+		ca.lru.MoveToFront(el)
+		return c
+	}
+	ca.lru.Remove(el)
+	delete(ca.leaves, name)
+	return nil
 }
 
 // reachedLoopback gives the loopback address a client reached when it

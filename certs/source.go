@@ -153,6 +153,16 @@ func (s *Source) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, e
 	return s.get(hello)
 }
 
+// Close stops the source's background work (ACME's certificate
+// maintenance; the other sources have none). It may be called more than
+// once.
+func (s *Source) Close() error {
+	if s.acme != nil {
+		return s.acme.Close()
+	}
+	return nil
+}
+
 // HTTPChallenge answers an ACME HTTP-01 challenge on the edge's HTTP
 // listener, reporting whether r was one; a source other than ACME answers
 // none.

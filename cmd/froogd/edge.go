@@ -120,6 +120,7 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	if err != nil {
 		return nil, err
 	}
+	p.onClose(func() { src.Close() }) // ACME's certificate maintenance
 	o := edge.Options{Routes: routes, Sandboxes: sh.store, Dialer: sh.tun, GetCertificate: src.GetCertificate, HTTPChallenge: src.HTTPChallenge,
 		HTTPSPort: c.PublicPort, DrainTimeout: time.Duration(c.DrainSecs) * time.Second, DrainDelay: time.Duration(c.DrainDelaySecs) * time.Second, RateLimit: float64(c.Rate.Limit), RateBurst: c.Rate.Burst, Logger: sh.log, Registerer: sh.reg, Now: now}
 	if c.Rate.Limit == 0 {

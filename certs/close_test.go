@@ -1,0 +1,92 @@
+package certs_test
+
+import (
+	"crypto/tls"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"froog.tech/froog/certs"
+	"froog.tech/froog/internal/wait"
+)
+
+// slowNamesFake gives every name an owner; a name in slow waits until
+// its channel closes, telling entered first.
+type slowNamesFake struct {
+	slow    map[string]chan struct{}
+	entered chan string
+}
+
+func (n slowNamesFake) Owner(name string) (string, error) {
+	if c, ok := n.slow[name]; ok {
+		n.entered <- name
+		<-c
+	}
+	return "acct_1", nil
+}
+
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), fn)
+}
+
+// The ACME source's certmagic cache runs a maintenance goroutine from
+// its construction; Close ends it, and may be called again (issue #33).
+func TestACMECloseStopsMaintenance(t *testing.T) {
+	// Not parallel: it counts the process's certmagic goroutines.
+	const maintenance = "certmagic.(*Cache).maintainAssets"
+	before := goroutinesIn(maintenance)
+	src, err := certs.Open(certs.Config{Domain: domain}, certs.Deps{Store: storeFake{}, Names: slowNamesFake{}, HTTPPort: 80, TLSPort: 443})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := goroutinesIn(maintenance); n != before+1 {
+		t.Fatalf("%d maintenance goroutines after Open, want %d", n, before+1)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !wait.Until(5*time.Second, func() bool { return goroutinesIn(maintenance) == before }) {
+		t.Fatalf("after Close: %d maintenance goroutines, want %d", goroutinesIn(maintenance), before)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+}
+
+// The local CA decides and signs outside its lock: a name whose decision
+// is slow (a store query) holds up no other handshake (issue #33).
+func TestLocalCADecidesOutsideItsLock(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	names := slowNamesFake{slow: map[string]chan struct{}{"slow." + domain: release}, entered: make(chan string, 1)}
+	ca, err := certs.NewLocalCA(certs.LocalCAOptions{Dir: t.TempDir(), Domains: []string{domain}, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := make(chan error, 1)
+	go func() {
+		_, err := ca.GetCertificate(&tls.ClientHelloInfo{ServerName: "slow." + domain})
+		slow <- err
+	}()
+	<-names.entered
+	fast := make(chan error, 1)
+	go func() {
+		_, err := ca.GetCertificate(&tls.ClientHelloInfo{ServerName: "fast." + domain})
+		fast <- err
+	}()
+	select {
+	case err := <-fast:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("a handshake waited 5 s for another name's decision")
+	}
+	close(release)
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+}
