@@ -51,13 +51,16 @@ type Driver struct {
 var ctx = context.Background()
 
 type rig struct {
-	t    *testing.T
-	d    Driver
-	dir  string
-	st   *embedded.Store
-	acct store.Account
-	drv  hostctl.Driver // the latest opened
-	stop func()
+	// t is the test that runs now: Run's, or a subtest's while it runs
+	// (in): a failure in a subtest must not call FailNow on its parent.
+	// top is Run's, for what lives as long as the suite (Open's cleanup).
+	t, top *testing.T
+	d      Driver
+	dir    string
+	st     *embedded.Store
+	acct   store.Account
+	drv    hostctl.Driver // the latest opened
+	stop   func()
 	// lowMemory: the host reports less available memory than hostctl keeps.
 	lowMemory atomic.Bool
 }
@@ -67,7 +70,7 @@ func (r *rig) controller(warm time.Duration) {
 	if r.stop != nil {
 		r.stop()
 	}
-	r.drv = r.d.Open(r.t, r.dir)
+	r.drv = r.d.Open(r.top, r.dir)
 	ctl, err := hostctl.New(hostctl.Options{Store: r.st, Driver: r.drv, HostName: "test", Rescan: 200 * time.Millisecond, WarmWindow: warm,
 		MinFreeMemory: 1 << 30, MemoryCheck: 100 * time.Millisecond, MemAvailable: func() (uint64, error) {
 			if r.lowMemory.Load() {
@@ -82,6 +85,13 @@ func (r *rig) controller(warm time.Duration) {
 	done := make(chan struct{})
 	go func() { defer close(done); ctl.Run(cctx) }()
 	r.stop = func() { cancel(); <-done }
+}
+
+// in makes t the test that the rig's checks fail, until t ends.
+func (r *rig) in(t *testing.T) {
+	parent := r.t
+	r.t = t
+	t.Cleanup(func() { r.t = parent })
 }
 
 func (r *rig) wait(id string, within time.Duration, what string, cond func(store.Sandbox) bool) store.Sandbox {
@@ -208,7 +218,7 @@ func Run(t *testing.T, d Driver) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, d: d, dir: t.TempDir(), st: st, acct: acct}
+	r := &rig{t: t, top: t, d: d, dir: t.TempDir(), st: st, acct: acct}
 	t.Cleanup(func() {
 		if r.stop != nil {
 			r.stop()
@@ -242,7 +252,7 @@ func Run(t *testing.T, d Driver) {
 	loggedIn := func(signer ssh.Signer, sb store.Sandbox) bool {
 		out, err := r.shAs(signer, sb, "echo in")
 		if err != nil && !strings.Contains(err.Error(), "unable to authenticate") {
-			t.Fatal(err)
+			r.t.Fatal(err)
 		}
 		return err == nil && out == "in"
 	}
@@ -255,6 +265,7 @@ func Run(t *testing.T, d Driver) {
 	// run. (Debian 12's dropbear closed a new session when an earlier
 	// one's process ended before its exec request arrived.)
 	t.Run("sessions", func(t *testing.T) {
+		r.in(t)
 		c, err := dial(d.Signer, first)
 		if err != nil {
 			t.Fatal(err)
@@ -286,6 +297,7 @@ func Run(t *testing.T, d Driver) {
 	}
 
 	t.Run("warm", func(t *testing.T) {
+		r.in(t)
 		r.setDesired(sb.ID, store.StateStopped)
 		r.wait(sb.ID, r.d.Boot, "stopped and warm", func(s store.Sandbox) bool { return s.State == store.StateStopped && s.WarmUntil != nil })
 		r.setDesired(sb.ID, store.StateRunning)
@@ -297,6 +309,7 @@ func Run(t *testing.T, d Driver) {
 
 	var desk ssh.Signer // the account's key from "keys" on
 	t.Run("keys", func(t *testing.T) {
+		r.in(t)
 		if !d.AccountKeys {
 			t.Skip("this driver's sandboxes admit only the control key")
 		}
@@ -316,6 +329,7 @@ func Run(t *testing.T, d Driver) {
 	})
 
 	t.Run("adopt", func(t *testing.T) {
+		r.in(t)
 		before := r.running(sb.ID)
 		r.controller(time.Hour) // a restarted hostctl
 		// Nothing to poll for: a wrong restart would show within this time.
@@ -327,6 +341,7 @@ func Run(t *testing.T, d Driver) {
 	})
 
 	t.Run("memory", func(t *testing.T) {
+		r.in(t)
 		// Warm, then the host needs the memory: the sandbox gives up its
 		// process. A driver that saves the memory resumes it with the job;
 		// the others boot it from its disk.
@@ -356,6 +371,7 @@ func Run(t *testing.T, d Driver) {
 	})
 
 	t.Run("cold", func(t *testing.T) {
+		r.in(t)
 		r.controller(time.Second) // a restarted hostctl, with a short warm window from now on
 		r.running(sb.ID)
 		r.setDesired(sb.ID, store.StateStopped)
@@ -374,6 +390,7 @@ func Run(t *testing.T, d Driver) {
 	})
 
 	t.Run("fork", func(t *testing.T) {
+		r.in(t)
 		src := r.running(sb.ID)
 		now := store.Micro(time.Now())
 		fork, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: acct.ID, Name: "box-fork", Size: "default", OS: d.OS, ForkOf: sb.ID,
@@ -395,6 +412,7 @@ func Run(t *testing.T, d Driver) {
 	})
 
 	t.Run("crash", func(t *testing.T) {
+		r.in(t)
 		if d.Kill == nil {
 			t.Skip("nothing of this driver's sandboxes can die on its own")
 		}
@@ -413,6 +431,7 @@ func Run(t *testing.T, d Driver) {
 	})
 
 	t.Run("erase", func(t *testing.T) {
+		r.in(t)
 		// Snapshots off: the stop erases the sandbox, with no warm window.
 		r.controller(time.Hour)
 		now := store.Micro(time.Now())
