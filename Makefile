@@ -22,7 +22,7 @@ BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs 
 VERSION ?= $(shell deploy/version.sh)
 LDFLAGS := -X froog.tech/froog/internal/version.stamped=$(VERSION) -X froog.tech/froog/internal/version.revision=$(shell git rev-parse HEAD)
 
-.PHONY: help build run test bench lint fuzz package image
+.PHONY: help build run test bench lint fuzz package image generate
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -54,6 +54,9 @@ bench: ## run the benchmarks into .bench/ (the edge against nginx and Caddy, aut
 
 fuzz: ## run every fuzz target for FUZZTIME each (20s), one at a time; failing inputs land in testdata/fuzz
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./deploy/fuzz.sh
+
+generate: ## regenerate the Go SDK, froog/api.gen.go, from api/openapi.json (froog's TestGeneratedUpToDate checks it)
+	$(GO) generate ./froog/
 
 lint: ## no build outputs in git, gofmt, go vet and staticcheck
 	./deploy/checktree.sh

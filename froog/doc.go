@@ -1,0 +1,17 @@
+// Package froog is the Go SDK for froog's /v1 API.
+//
+// api.gen.go is generated from api/openapi.json by oapi-codegen (make
+// generate; TestGeneratedUpToDate fails when it is stale): typed requests,
+// responses and one method per operation. The hand-written files are a thin
+// layer over those calls, in the docs' handle style:
+//
+//	c, err := froog.New(froog.Options{APIKey: key})
+//	res, err := c.Sandbox("my-box").Exec(ctx, "make test", nil)
+//
+// Errors are *Error (status, code, message, request id); creates and forks
+// send an Idempotency-Key; 429 and 503 answers are retried after their
+// Retry-After; exec streams NDJSON events. This package holds no other HTTP
+// calls than the generated ones, and imports nothing else of froog's.
+package froog
+
+//go:generate go tool oapi-codegen -config oapi-codegen.yaml ../api/openapi.json
