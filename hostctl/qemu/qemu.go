@@ -73,8 +73,10 @@ type Options struct {
 	Addr   string
 	Bridge string       // tap: empty means froogbr0
 	Subnet netip.Prefix // tap: zero means 10.213.0.0/16
-	// BootTimeout is how long a VM has to answer SSH once QEMU runs; 0
-	// means 3 minutes.
+	// BootTimeout is how long a booting VM may go without progress (its
+	// console advancing, or its QEMU busy) before its start fails; a boot
+	// that goes on is given up to 5 × BootTimeout to answer SSH. 0 means
+	// 3 minutes.
 	BootTimeout time.Duration
 	// QEMU and QEMUImg name the binaries; empty means qemu-system-x86_64
 	// and qemu-img from PATH.

@@ -114,26 +114,28 @@ func (d *Driver) kvmProgress(ctx context.Context, id string) error {
 }
 
 // endpoint waits until the guest's SSH server answers and returns where
-// it is, with the pinned key.
+// it is, with the pinned key: as long as the boot progresses (bootWatch).
 func (d *Driver) endpoint(ctx context.Context, id string) (hostctl.Endpoint, error) {
 	ep, err := d.address(id)
 	if err != nil {
 		return hostctl.Endpoint{}, err
 	}
 	addr := net.JoinHostPort(ep.Host, strconv.Itoa(ep.Port))
-	for deadline := time.Now().Add(d.o.BootTimeout); ; {
-		if sshAnswers(addr) {
+	w := newBootWatch(d.o.BootTimeout, time.Now())
+	for {
+		if sshAnswers(addr, w.probeWait()) {
 			return ep, nil
 		}
 		if !d.alive(id) {
 			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s exited while booting: %s", id, d.consoleTail(id))
 		}
-		if time.Now().After(deadline) {
-			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s's SSH server did not answer within %v; last console lines: %s", id, d.o.BootTimeout, d.consoleTail(id))
+		console, _ := os.ReadFile(d.file(id, "console.log"))
+		if err := w.observe(time.Now(), console, cpuTicks(d.pid(id))); err != nil {
+			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s's SSH server did not answer: %v; last console lines: %s", id, err, d.consoleTail(id))
 		}
 		select {
 		case <-ctx.Done():
-			return hostctl.Endpoint{}, fmt.Errorf("qemu: waiting for %s's SSH server: %w", id, ctx.Err())
+			return hostctl.Endpoint{}, fmt.Errorf("qemu: waiting for %s's SSH server (at %s): %w", id, w.stage, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -161,15 +163,16 @@ func (d *Driver) address(id string) (hostctl.Endpoint, error) {
 	return hostctl.Endpoint{Host: host, Port: port, HostKey: pub}, nil
 }
 
-// sshAnswers reports whether an SSH server greets on addr (user-mode
-// networking accepts the TCP connection before the guest listens).
-func sshAnswers(addr string) bool {
+// sshAnswers reports whether an SSH server greets on addr within
+// patience (user-mode networking accepts the TCP connection before the
+// guest listens).
+func sshAnswers(addr string, patience time.Duration) bool {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return false
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
+	c.SetDeadline(time.Now().Add(patience))
 	b := make([]byte, 4)
 	n, _ := c.Read(b)
 	return n == 4 && string(b) == "SSH-"

@@ -1,0 +1,152 @@
+package qemu
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// standIn makes what endpoint reads of a VM: a live process whose command
+// line names it (a sleep, not QEMU), its pid file, its SSH port (a
+// listener that says nothing until greet is closed) and its console.
+func standIn(t *testing.T, d *Driver, id string, greet <-chan struct{}) (console *os.File) {
+	t.Helper()
+	if err := os.MkdirAll(d.dir(id), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	vm := exec.Command("sh", "-c", "sleep 600", "froog-"+id)
+	if err := vm.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vm.Process.Kill(); vm.Wait() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case <-greet:
+				c.Write([]byte("SSH-2.0-standin\r\n"))
+			default:
+			}
+			c.Close()
+		}
+	}()
+	files := map[string]string{
+		"qemu.pid": strconv.Itoa(vm.Process.Pid),
+		"ssh_port": strconv.Itoa(ln.Addr().(*net.TCPAddr).Port),
+	}
+	for name, v := range files {
+		if err := os.WriteFile(d.file(id, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	console, err = os.Create(d.file(id, "console.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { console.Close() })
+	return console
+}
+
+// A guest that is still booting is waited for past the stall budget as
+// long as its console goes on; one whose console stops fails after it,
+// saying which stage it stalled in. (The OS image's suite failed on a
+// loaded machine: a guest past "login:" whose sshd was slow, given one
+// fixed 3 minutes.)
+func TestEndpointFollowsBootProgress(t *testing.T) {
+	t.Parallel()
+	const stall = 400 * time.Millisecond
+	lines := []string{
+		"[    0.000000] Linux version 6.12.117+deb13-amd64",
+		"[    7.677544] Run /init as init process",
+		"[   30.1] systemd[1]: systemd 257 running in system mode",
+		"[   40.2] cloud-init[301]: Cloud-init v. 25.1.4 running 'init-local'",
+		"[   50.3] cloud-init[320]: Cloud-init v. 25.1.4 running 'init'",
+		"[  OK  ] Started ssh.service - OpenBSD Secure Shell server.",
+		"box login: ",
+	}
+	tests := []struct {
+		name    string
+		lines   int  // console lines written, one every stall/2
+		greet   bool // sshd answers after the last line
+		wantErr []string
+	}{
+		{name: "slow but going on", lines: len(lines), greet: true},
+		{name: "stalled in the initramfs", lines: 2, wantErr: []string{"no progress", "initramfs", "Run /init"}},
+		{name: "login prompt, no sshd", lines: len(lines), wantErr: []string{"no progress", "login prompt", "box login:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, priv, _ := ed25519.GenerateKey(rand.Reader)
+			signer, _ := ssh.NewSignerFromKey(priv)
+			d, err := New(Options{Dir: t.TempDir(), Kernel: "vmlinux", Initrd: "initrd", ControlKey: signer, BootTimeout: stall})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const id = "sbx_boot"
+			greet := make(chan struct{})
+			console := standIn(t, d, id, greet)
+			go func() {
+				for _, l := range lines[:tt.lines] {
+					console.WriteString(l + "\n")
+					time.Sleep(stall / 2) // the guest's pace, not a wait for the test
+				}
+				if tt.greet {
+					close(greet)
+				}
+			}()
+			start := time.Now()
+			_, err = d.endpoint(context.Background(), id)
+			took := time.Since(start)
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("after %v: %v; want the endpoint of a guest whose console went on for %v", took, err, time.Duration(tt.lines)*stall/2)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("a stalled boot answered")
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q; want it to say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestBootStage(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ console, want string }{
+		{"", "nothing on the console yet"},
+		{"Linux version 6.1\nfoo\n", "the kernel"},
+		{"Linux version 6.1\nRun /init as init process\n", "the initramfs"},
+		{"Run /init\nsystemd[1]: hi\nCloud-init v. 25 running 'modules:final' at x\n", "cloud-init (modules:final)"},
+		{"Cloud-init v. 25 finished at Tue\n", "cloud-init (finished)"},
+		{"Cloud-init v. 25 running 'init'\nbox login: ", "the login prompt"},
+		{"tinyvm: ready\n", "tinyvm's init (ready"},
+	}
+	for _, tt := range tests {
+		if got := bootStage([]byte(tt.console)); !strings.Contains(got, tt.want) {
+			t.Errorf("bootStage(%q) = %q; want it to say %q", tt.console, got, tt.want)
+		}
+	}
+}
