@@ -29,12 +29,13 @@ func TestDriverSuiteOSImage(t *testing.T) {
 	}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	signer, _ := ssh.NewSignerFromKey(priv)
+	// The driver's own limit for a boot that keeps progressing (5 × its 3
+	// minutes without progress): a stalled boot fails before it, in the
+	// driver, saying at which stage.
+	const boot = 15 * time.Minute
 	drivertest.Run(t, drivertest.Driver{
 		Signer:      signer,
-		// The driver's own limit for a boot that keeps progressing (5 ×
-		// its 3 minutes without progress): a stalled boot fails before it,
-		// in the driver, saying at which stage.
-		Boot:        15 * time.Minute,
+		Boot:        boot,
 		OS:          "debian-13",
 		AccountKeys: true,
 		Alive:       qemutest.Alive,
