@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"froog.tech/froog/internal/testdep"
 )
 
 // The Debian package, built as `make package` builds it, checked the way
@@ -26,7 +28,7 @@ import (
 // units under a running systemd (this machine's PID 1 is not systemd).
 func TestDebianPackage(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("dpkg --root needs root to give files their owners; make test runs as root")
+		testdep.Missing(t, "dpkg --root needs root to give files their owners; make test runs as root")
 	}
 	for _, tool := range []string{"lintian", "systemd-analyze", "systemd-sysusers"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"froog.tech/froog/hostctl/qemu"
 	"froog.tech/froog/hostctl/qemu/qemutest"
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/testimage"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
@@ -61,7 +62,7 @@ print(json.dumps(out))
 // under its unit); stopping the edge drains it and exits cleanly.
 func TestPackageUnderSystemd(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("the package's build and the VM's networking want root; make test runs as root")
+		testdep.Missing(t, "the package's build and the VM's networking want root; make test runs as root")
 	}
 	deb := buildDeb(t)
 	img, err := qemu.LoadImage(testimage.Dir(t, "debian-13"))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -45,7 +46,7 @@ var fakeMagenta = color.RGBA{255, 0, 255, 255}
 func TestViewerStreamChromium(t *testing.T) {
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium is not installed")
+		testdep.Missing(t, "chromium is not installed")
 	}
 	vnc := newFakeRFB(t, [3]byte{255, 0, 255})
 	art := filepath.Join("..", ".artefacts", "desktop")

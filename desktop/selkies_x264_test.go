@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"froog.tech/froog/internal/browser"
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -37,7 +38,7 @@ func paint(t testing.TB, display, colour string) {
 func x264Source(t testing.TB, display string, w, h, fps int, f *fakeSelkies) {
 	t.Helper()
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Skip("ffmpeg is not installed (deploy/testdeps.sh installs it)")
+		testdep.Missing(t, "ffmpeg is not installed (deploy/testdeps.sh installs it)")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, "ffmpeg", "-loglevel", "error", "-f", "x11grab", "-framerate", fmt.Sprint(fps),
@@ -143,7 +144,7 @@ func hasIDR(au []byte) bool {
 func TestViewerStreamX264Chromium(t *testing.T) {
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium is not installed")
+		testdep.Missing(t, "chromium is not installed")
 	}
 	orange, cyan := color.RGBA{255, 128, 0, 255}, color.RGBA{0, 200, 200, 255}
 	vncPort, display := xDesktop(t, 320, 240, "#ff8000")

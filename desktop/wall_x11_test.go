@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -60,7 +61,7 @@ func TestTileXvnc(t *testing.T) {
 func TestWallChromium(t *testing.T) {
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium is not installed")
+		testdep.Missing(t, "chromium is not installed")
 	}
 	colours := map[string][3]byte{"#ff0000": {255, 0, 0}, "#00c000": {0, 192, 0}, "#0000ff": {0, 0, 255}}
 	ids := []string{"sbx_00000000000000a1", "sbx_00000000000000a2", "sbx_00000000000000a3", "sbx_00000000000000a4"}
@@ -235,7 +236,7 @@ func TestWallChromium(t *testing.T) {
 func TestWallFiftyChromium(t *testing.T) {
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium is not installed")
+		testdep.Missing(t, "chromium is not installed")
 	}
 	const n = 50
 	colours := [][3]byte{{255, 0, 0}, {0, 192, 0}, {0, 0, 255}, {255, 255, 0}, {0, 255, 255}}

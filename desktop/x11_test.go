@@ -19,6 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -40,7 +41,7 @@ func xDesktop(t testing.TB, w, h int, colour string) (port int, display string) 
 	t.Helper()
 	for _, bin := range []string{"Xvnc", "xsetroot"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s is not installed (deploy/testdeps.sh installs it)", bin)
+			testdep.Missing(t, "%s is not installed (deploy/testdeps.sh installs it)", bin)
 		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -123,7 +124,7 @@ func TestBridgeXvnc(t *testing.T) {
 func TestViewerChromium(t *testing.T) {
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium is not installed")
+		testdep.Missing(t, "chromium is not installed")
 	}
 	port := realDesktop(t, 640, 400)
 	h := newHarness(t, viewA, port)

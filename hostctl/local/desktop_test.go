@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"froog.tech/froog/internal/desktopctl"
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 )
@@ -45,7 +46,7 @@ func speaksRFB(port int) bool {
 // and a sandbox's stop ends its desktop, not the other's.
 func TestDesktops(t *testing.T) {
 	if _, err := exec.LookPath("Xvnc"); err != nil {
-		t.Skip("Xvnc is not installed (deploy/testdeps.sh installs tigervnc-standalone-server)")
+		testdep.Missing(t, "Xvnc is not installed (deploy/testdeps.sh installs tigervnc-standalone-server)")
 	}
 	r := newRig(t)
 	boxes := []*store.Sandbox{r.sb, {ID: store.NewID("sbx"), Name: "box2"}}

@@ -17,6 +17,7 @@ import (
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/qemu"
 	"froog.tech/froog/hostctl/qemu/qemutest"
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/store"
 )
 
@@ -31,7 +32,7 @@ func TestTapIsolation(t *testing.T) {
 	kernel, initrd := tinyvm(t) // built here: the namespace has no network
 	ns := fmt.Sprintf("froogtest%d", os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("cannot make a network namespace here (root and iproute2 are needed): %v %s", err, out)
+		testdep.Missing(t, "cannot make a network namespace here (root and iproute2 are needed): %v %s", err, out)
 	}
 	defer exec.Command("ip", "netns", "del", ns).Run()
 	for _, bin := range []string{"nft", "bridge"} {

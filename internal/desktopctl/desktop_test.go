@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -62,7 +63,7 @@ func start(t *testing.T, home string, args ...string) State {
 func needXvnc(t *testing.T) {
 	t.Helper()
 	if !have("Xvnc") && !have("Xtigervnc") {
-		t.Skip("Xvnc is not installed (deploy/testdeps.sh installs tigervnc-standalone-server)")
+		testdep.Missing(t, "Xvnc is not installed (deploy/testdeps.sh installs tigervnc-standalone-server)")
 	}
 }
 
@@ -229,7 +230,7 @@ func pixelIs(t *testing.T, port int, want [3]byte, timeout time.Duration) {
 func TestBrowserView(t *testing.T) {
 	needXvnc(t)
 	if !have("chromium") {
-		t.Skip("chromium is not installed (deploy/testdeps.sh installs it)")
+		testdep.Missing(t, "chromium is not installed (deploy/testdeps.sh installs it)")
 	}
 	home := t.TempDir()
 	t.Cleanup(func() { cli(t, home, "stop", "--kind", "browser"); cli(t, home, "stop") })

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -90,7 +91,7 @@ func readRuns(t *testing.T, path string) []fakeSelkiesRun {
 func TestSelkiesStarted(t *testing.T) {
 	needXvnc(t)
 	if !have("python3") {
-		t.Skip("python3 is not installed")
+		testdep.Missing(t, "python3 is not installed")
 	}
 	home, bin := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "selkies"), []byte(fakeSelkiesScript), 0o755); err != nil {
