@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -128,7 +129,7 @@ func TestAttackDesktopCapabilities(t *testing.T) {
 			t.Fatal("the control: a session with input got no Extended Clipboard message")
 		}
 		if _, err := exec.LookPath("wish"); err != nil {
-			t.Skip("wish is not installed (tk)")
+			testdep.Missing(t, "wish is not installed (tk)")
 		}
 		e.sh(t, "atk", `printf 'wm withdraw .\nclipboard clear\nclipboard append froog-secret-clip\nafter 120000 exit\n' > clip.tcl`)
 		body, _ := json.Marshal(map[string]string{"command": "DISPLAY=" + display + " exec wish clip.tcl"})

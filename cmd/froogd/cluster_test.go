@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -183,7 +184,7 @@ func try(c *http.Client, u string) (int, string) {
 // recovers).
 func TestCluster(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("the cluster test makes network namespaces, which needs root")
+		testdep.Missing(t, "the cluster test makes network namespaces, which needs root")
 	}
 	for _, bin := range []string{"ip", "nft"} {
 		if _, err := exec.LookPath(bin); err != nil {

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 	"github.com/gorilla/websocket"
 )
@@ -33,7 +34,7 @@ import (
 // host that is not the link's are refused.
 func TestDesktopThroughTheEdge(t *testing.T) {
 	if _, err := exec.LookPath("Xvnc"); err != nil {
-		t.Skip("Xvnc is not installed (deploy/testdeps.sh installs it)")
+		testdep.Missing(t, "Xvnc is not installed (deploy/testdeps.sh installs it)")
 	}
 	data := t.TempDir()
 	_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
@@ -224,7 +225,7 @@ func rfbPixel(t *testing.T, r io.Reader, ws *websocket.Conn) (uint8, uint8, uint
 // extends it).
 func TestWallThroughTheEdge(t *testing.T) {
 	if _, err := exec.LookPath("Xvnc"); err != nil {
-		t.Skip("Xvnc is not installed (deploy/testdeps.sh installs it)")
+		testdep.Missing(t, "Xvnc is not installed (deploy/testdeps.sh installs it)")
 	}
 	data := t.TempDir()
 	_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/testimage"
 	"froog.tech/froog/internal/wait"
 )
@@ -28,7 +29,7 @@ import (
 // XFCE desktop (its panel on its background, not a black screen).
 func TestQEMUDesktopOSImage(t *testing.T) {
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skip("qemu-system-x86_64 is not installed (deploy/testdeps.sh installs it)")
+		testdep.Missing(t, "qemu-system-x86_64 is not installed (deploy/testdeps.sh installs it)")
 	}
 	img := testimage.Dir(t, "debian-13")
 	tiny := tinyGuest(t)

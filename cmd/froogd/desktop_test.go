@@ -7,13 +7,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"froog.tech/froog/internal/testdep"
 )
 
 // froogd is froog-desktop by that name and as `froogd desktop`: one
 // contract, the same exit statuses.
 func TestDesktopCommand(t *testing.T) {
 	if _, err := exec.LookPath("Xvnc"); err != nil {
-		t.Skip("Xvnc is not installed (deploy/testdeps.sh installs tigervnc-standalone-server)")
+		testdep.Missing(t, "Xvnc is not installed (deploy/testdeps.sh installs tigervnc-standalone-server)")
 	}
 	home, bin := t.TempDir(), t.TempDir()
 	link := filepath.Join(bin, "froog-desktop")

@@ -23,6 +23,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -173,7 +174,7 @@ func get(web *http.Client, u string) (int, []byte, error) {
 // its listener up, as a restarted sshd would be.
 func TestSandboxSSHDiesMidDownload(t *testing.T) {
 	if out, err := exec.Command("ss", "-K", "-t", "dport", "=", ":1").CombinedOutput(); err != nil {
-		t.Skipf("ss -K (iproute2, kernel socket destroy) is not usable here: %v: %s", err, out)
+		testdep.Missing(t, "ss -K (iproute2, kernel socket destroy) is not usable here: %v: %s", err, out)
 	}
 	c, edgeAddr, caFile := devEdge(t)
 	newSandbox(t, c, "dl", 10*time.Second)
@@ -342,7 +343,7 @@ func privatePostgres(t *testing.T) *pgServer {
 	t.Helper()
 	ctls, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
 	if len(ctls) == 0 {
-		t.Skip("no Postgres server binaries in /usr/lib/postgresql/*/bin (deploy/testdeps.sh installs them)")
+		testdep.Missing(t, "no Postgres server binaries in /usr/lib/postgresql/*/bin (deploy/testdeps.sh installs them)")
 	}
 	slices.Sort(ctls)
 	s := &pgServer{t: t, bin: filepath.Dir(ctls[len(ctls)-1]), port: loopback.FreePort(t)}
@@ -355,7 +356,7 @@ func privatePostgres(t *testing.T) *pgServer {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			t.Skipf("running as root and there is no postgres user to run a cluster as: %v", err)
+			testdep.Missing(t, "running as root and there is no postgres user to run a cluster as: %v", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
@@ -505,7 +506,7 @@ func TestPostgresOutage(t *testing.T) {
 // A hostctl stopped and started again while its sandboxes run (VMs, which
 // outlive it): the sandbox's URL keeps serving meanwhile, and afterwards
 // the new hostctl has adopted the VM — same SSH endpoint, commands run.
-func TestHostctlRestartKeepsSandboxes(t *testing.T) {
+func TestQEMUHostctlRestartKeepsSandboxes(t *testing.T) {
 	tiny := tinyGuest(t)
 	db, key, ctlKey, secret := selfHosted(t)
 	cl := startCluster(t, db, key, ctlKey, secret, 1, "--driver", "qemu", "--kernel", filepath.Join(tiny, "vmlinux"),
@@ -556,7 +557,7 @@ func TestHostctlRestartKeepsSandboxes(t *testing.T) {
 // request redials and is served.
 func TestPartitionEdgeFromSandbox(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("network namespaces need root")
+		testdep.Missing(t, "network namespaces need root")
 	}
 	ns := fmt.Sprintf("froogpart%d", os.Getpid()%100000)
 	sh := func(args ...string) {
@@ -567,7 +568,7 @@ func TestPartitionEdgeFromSandbox(t *testing.T) {
 	}
 	browser.ChangingNetwork(t) // its veth pair changes the host's network: no Chromium test loads a page meanwhile
 	if err := exec.Command("ip", "netns", "add", ns).Run(); err != nil {
-		t.Skipf("cannot make a network namespace here: %v", err)
+		testdep.Missing(t, "cannot make a network namespace here: %v", err)
 	}
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 	hostIf, nsIf := ns+"a", ns+"b"

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -49,7 +50,7 @@ func TestH2Spec(t *testing.T) {
 	// address, which a private /etc/hosts in a mount namespace of its own
 	// arranges without touching the machine's.
 	if out, err := exec.Command("unshare", "--mount", "true").CombinedOutput(); err != nil {
-		t.Skipf("h2spec needs a mount namespace for a private /etc/hosts (unshare --mount): %v: %s", err, out)
+		testdep.Missing(t, "h2spec needs a mount namespace for a private /etc/hosts (unshare --mount): %v: %s", err, out)
 	}
 	bin := filepath.Join(t.TempDir(), "h2spec")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/summerwind/h2spec/cmd/h2spec").CombinedOutput(); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -41,7 +42,7 @@ type streamEdge struct {
 func newStreamEdge(t *testing.T, sbx, path string) *streamEdge {
 	t.Helper()
 	if _, err := exec.LookPath("Xvnc"); err != nil {
-		t.Skip("Xvnc is not installed (deploy/testdeps.sh installs it)")
+		testdep.Missing(t, "Xvnc is not installed (deploy/testdeps.sh installs it)")
 	}
 	data := t.TempDir()
 	args := []string{"dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0",
