@@ -107,18 +107,51 @@ func (e FileLinkMethod) Valid() bool {
 	}
 }
 
-// Defines values for CreateBrowserLinkJSONBodyTheme.
+// Defines values for JobState.
 const (
-	CreateBrowserLinkJSONBodyThemeDark  CreateBrowserLinkJSONBodyTheme = "dark"
-	CreateBrowserLinkJSONBodyThemeLight CreateBrowserLinkJSONBodyTheme = "light"
+	Exited   JobState = "exited"
+	Failed   JobState = "failed"
+	Killed   JobState = "killed"
+	Lost     JobState = "lost"
+	Paused   JobState = "paused"
+	Running  JobState = "running"
+	TimedOut JobState = "timed_out"
 )
 
-// Valid indicates whether the value is a known member of the CreateBrowserLinkJSONBodyTheme enum.
-func (e CreateBrowserLinkJSONBodyTheme) Valid() bool {
+// Valid indicates whether the value is a known member of the JobState enum.
+func (e JobState) Valid() bool {
 	switch e {
-	case CreateBrowserLinkJSONBodyThemeDark:
+	case Exited:
 		return true
-	case CreateBrowserLinkJSONBodyThemeLight:
+	case Failed:
+		return true
+	case Killed:
+		return true
+	case Lost:
+		return true
+	case Paused:
+		return true
+	case Running:
+		return true
+	case TimedOut:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateBrowserLinkParamsTheme.
+const (
+	CreateBrowserLinkParamsThemeDark  CreateBrowserLinkParamsTheme = "dark"
+	CreateBrowserLinkParamsThemeLight CreateBrowserLinkParamsTheme = "light"
+)
+
+// Valid indicates whether the value is a known member of the CreateBrowserLinkParamsTheme enum.
+func (e CreateBrowserLinkParamsTheme) Valid() bool {
+	switch e {
+	case CreateBrowserLinkParamsThemeDark:
+		return true
+	case CreateBrowserLinkParamsThemeLight:
 		return true
 	default:
 		return false
@@ -163,30 +196,30 @@ func (e CreateDesktopLinkParamsViewonly) Valid() bool {
 
 // APIKey defines model for APIKey.
 type APIKey struct {
-	Actions   *[]string  `json:"actions,omitempty"`
-	CreatedAt *time.Time `json:"created_at,omitempty"`
+	Actions   []string  `json:"actions"`
+	CreatedAt time.Time `json:"created_at"`
 
 	// ExpiresAt null: never
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at"`
 
 	// Id key_…
-	Id *string `json:"id,omitempty"`
+	Id string `json:"id"`
 
 	// Key the secret (froog_…), only in the answer that made it: create and rotate
 	Key   *string `json:"key,omitempty"`
-	Label *string `json:"label,omitempty"`
+	Label string  `json:"label"`
 
 	// Labels the labels a sandbox must have for it
-	Labels *map[string]string `json:"labels,omitempty"`
+	Labels map[string]string `json:"labels"`
 
 	// LastUsedAt written at most once a minute per key and API process
-	LastUsedAt  *time.Time `json:"last_used_at,omitempty"`
-	Requests30d *int       `json:"requests_30d,omitempty"`
-	RotatedAt   *time.Time `json:"rotated_at,omitempty"`
+	LastUsedAt  *time.Time `json:"last_used_at"`
+	Requests30d int        `json:"requests_30d"`
+	RotatedAt   *time.Time `json:"rotated_at"`
 
 	// Sandboxes names it is limited to; empty: any
-	Sandboxes        *[]string `json:"sandboxes,omitempty"`
-	SandboxesCreated *[]string `json:"sandboxes_created,omitempty"`
+	Sandboxes        []string `json:"sandboxes"`
+	SandboxesCreated []string `json:"sandboxes_created"`
 }
 
 // AddSSHKey defines model for AddSSHKey.
@@ -200,18 +233,18 @@ type AddSSHKey struct {
 
 // AuditPage defines model for AuditPage.
 type AuditPage struct {
-	Events *[]struct {
-		Action     *string            `json:"action,omitempty"`
-		Actor      *string            `json:"actor,omitempty"`
-		ActorLabel *string            `json:"actor_label,omitempty"`
-		At         *time.Time         `json:"at,omitempty"`
-		Detail     *map[string]string `json:"detail,omitempty"`
-		Id         *string            `json:"id,omitempty"`
-		Ip         *string            `json:"ip,omitempty"`
-		RequestId  *string            `json:"request_id,omitempty"`
-		Target     *string            `json:"target,omitempty"`
-	} `json:"events,omitempty"`
-	NextCursor *string `json:"next_cursor,omitempty"`
+	Events []struct {
+		Action     string            `json:"action"`
+		Actor      string            `json:"actor"`
+		ActorLabel string            `json:"actor_label"`
+		At         time.Time         `json:"at"`
+		Detail     map[string]string `json:"detail"`
+		Id         string            `json:"id"`
+		Ip         string            `json:"ip"`
+		RequestId  string            `json:"request_id"`
+		Target     string            `json:"target"`
+	} `json:"events"`
+	NextCursor *string `json:"next_cursor"`
 }
 
 // Command defines model for Command.
@@ -257,8 +290,8 @@ type CreateSandbox struct {
 	// Env The sandbox's own variables (up to 50, 16 KiB of names and values in all), in every exec and job's environment under the request's own env. Sealed at rest; GET shows only their names (env_names).
 	Env *map[string]string `json:"env,omitempty"`
 
-	// Environment false starts the sandbox without the account's environment. This deployment has none: any other value is 400 provider_not_configured.
-	Environment interface{} `json:"environment,omitempty"`
+	// Environment false starts the sandbox without the account's environment (its variables, repos, secret files and setup); true, the default, with it. This deployment has no account environment: true answers 400 provider_not_configured, so send false or leave it out.
+	Environment *bool `json:"environment,omitempty"`
 
 	// From a saved snapshot (its name or id) to start from: its disk, OS and size (unless size is given), and its source sandbox's own variables as they were when it was saved (unless env is given); the other settings are this request's. Not with os. 404 when there is none, 409 snapshot_not_available while it is being taken
 	From *string `json:"from,omitempty"`
@@ -322,53 +355,53 @@ type ExecEvent struct {
 
 // ExecResult defines model for ExecResult.
 type ExecResult struct {
-	CommandId *string `json:"command_id,omitempty"`
-	ExitCode  *int    `json:"exit_code,omitempty"`
-	Stderr    *string `json:"stderr,omitempty"`
-	Stdout    *string `json:"stdout,omitempty"`
-	TimedOut  *bool   `json:"timed_out,omitempty"`
+	CommandId string `json:"command_id"`
+	ExitCode  int    `json:"exit_code"`
+	Stderr    string `json:"stderr"`
+	Stdout    string `json:"stdout"`
+	TimedOut  bool   `json:"timed_out"`
 }
 
 // FileFind defines model for FileFind.
 type FileFind struct {
-	Matches *[]struct {
-		Content *string `json:"content,omitempty"`
-		File    *string `json:"file,omitempty"`
-		Line    *int    `json:"line,omitempty"`
-	} `json:"matches,omitempty"`
-	Truncated *bool `json:"truncated,omitempty"`
+	Matches []struct {
+		Content string `json:"content"`
+		File    string `json:"file"`
+		Line    int    `json:"line"`
+	} `json:"matches"`
+	Truncated bool `json:"truncated"`
 }
 
 // FileInfo defines model for FileInfo.
 type FileInfo struct {
 	// Entries a folder's entries
 	Entries *[]struct {
-		LinkTarget *string `json:"link_target,omitempty"`
+		LinkTarget string `json:"link_target"`
 
 		// Mode octal, e.g. 644
-		Mode       *string    `json:"mode,omitempty"`
-		ModifiedAt *time.Time `json:"modified_at,omitempty"`
-		Name       *string    `json:"name,omitempty"`
+		Mode       string    `json:"mode"`
+		ModifiedAt time.Time `json:"modified_at"`
+		Name       string    `json:"name"`
 
 		// Path absolute
-		Path *string              `json:"path,omitempty"`
-		Size *int                 `json:"size,omitempty"`
-		Type *FileInfoEntriesType `json:"type,omitempty"`
+		Path string              `json:"path"`
+		Size int                 `json:"size"`
+		Type FileInfoEntriesType `json:"type"`
 	} `json:"entries,omitempty"`
 	LinkTarget *string `json:"link_target,omitempty"`
 
 	// Mode octal, e.g. 644
-	Mode       *string    `json:"mode,omitempty"`
-	ModifiedAt *time.Time `json:"modified_at,omitempty"`
-	Name       *string    `json:"name,omitempty"`
+	Mode       string    `json:"mode"`
+	ModifiedAt time.Time `json:"modified_at"`
+	Name       string    `json:"name"`
 
 	// Path absolute
-	Path *string `json:"path,omitempty"`
-	Size *int    `json:"size,omitempty"`
+	Path string `json:"path"`
+	Size int    `json:"size"`
 
 	// Truncated a folder with over 10,000 entries
-	Truncated *bool         `json:"truncated,omitempty"`
-	Type      *FileInfoType `json:"type,omitempty"`
+	Truncated *bool        `json:"truncated,omitempty"`
+	Type      FileInfoType `json:"type"`
 }
 
 // FileInfoEntriesType defines model for FileInfo.Entries.Type.
@@ -379,9 +412,9 @@ type FileInfoType string
 
 // FileLink defines model for FileLink.
 type FileLink struct {
-	ExpiresAt *time.Time      `json:"expires_at,omitempty"`
-	Method    *FileLinkMethod `json:"method,omitempty"`
-	Url       *string         `json:"url,omitempty"`
+	ExpiresAt time.Time      `json:"expires_at"`
+	Method    FileLinkMethod `json:"method"`
+	Url       string         `json:"url"`
 }
 
 // FileLinkMethod defines model for FileLink.Method.
@@ -424,20 +457,20 @@ type FileReplace struct {
 
 // FileReplaceResults defines model for FileReplaceResults.
 type FileReplaceResults struct {
-	Results *[]struct {
+	Results []struct {
 		Error        *string `json:"error,omitempty"`
-		File         *string `json:"file,omitempty"`
+		File         string  `json:"file"`
 		Replacements *int    `json:"replacements,omitempty"`
-		Success      *bool   `json:"success,omitempty"`
-	} `json:"results,omitempty"`
+		Success      bool    `json:"success"`
+	} `json:"results"`
 }
 
 // FileSearch defines model for FileSearch.
 type FileSearch struct {
 	// Errors folders that could not be read
 	Errors    *[]string `json:"errors,omitempty"`
-	Files     *[]string `json:"files,omitempty"`
-	Truncated *bool     `json:"truncated,omitempty"`
+	Files     []string  `json:"files"`
+	Truncated bool      `json:"truncated"`
 }
 
 // ForkSandbox defines model for ForkSandbox.
@@ -478,29 +511,44 @@ type HostPort struct {
 
 // Job defines model for Job.
 type Job struct {
-	Command    *string `json:"command,omitempty"`
-	ExitCode   *int    `json:"exit_code,omitempty"`
-	Id         *string `json:"id,omitempty"`
-	OutputSize *int    `json:"output_size,omitempty"`
+	// Command its first 200 bytes (lists only)
+	Command *string `json:"command,omitempty"`
 
-	// StartedAt unix seconds
-	StartedAt *int        `json:"started_at,omitempty"`
-	State     interface{} `json:"state,omitempty"`
+	// CommandId its record in the command history (the same as id here)
+	CommandId string `json:"command_id"`
+	ExitCode  *int   `json:"exit_code"`
+
+	// Id job_…
+	Id string `json:"id"`
+
+	// OutputSize bytes of output (stdout and stderr together) so far
+	OutputSize int `json:"output_size"`
+
+	// StartedAt when it started (RFC 3339); null when the sandbox does not say
+	StartedAt *time.Time `json:"started_at"`
+
+	// State running; paused (frozen with a stopped sandbox whose memory is kept: a start resumes it); exited; timed_out; failed (it could not run); killed (stopped through the API); lost (the sandbox stopped or restarted under it)
+	State JobState `json:"state"`
 }
 
 // JobOutput defines model for JobOutput.
 type JobOutput struct {
-	Done       *bool   `json:"done,omitempty"`
-	ExitCode   *int    `json:"exit_code,omitempty"`
-	Id         *string `json:"id,omitempty"`
-	NextOffset *int    `json:"next_offset,omitempty"`
-	Offset     *int    `json:"offset,omitempty"`
+	Done       bool   `json:"done"`
+	ExitCode   *int   `json:"exit_code"`
+	Id         string `json:"id"`
+	NextOffset int    `json:"next_offset"`
+	Offset     int    `json:"offset"`
 
 	// Output stdout and stderr together, as UTF-8 text
-	Output    *string     `json:"output,omitempty"`
-	OutputB64 *[]byte     `json:"output_b64,omitempty"`
-	State     interface{} `json:"state,omitempty"`
+	Output    string `json:"output"`
+	OutputB64 []byte `json:"output_b64"`
+
+	// State running; paused (frozen with a stopped sandbox whose memory is kept: a start resumes it); exited; timed_out; failed (it could not run); killed (stopped through the API); lost (the sandbox stopped or restarted under it)
+	State JobState `json:"state"`
 }
+
+// JobState running; paused (frozen with a stopped sandbox whose memory is kept: a start resumes it); exited; timed_out; failed (it could not run); killed (stopped through the API); lost (the sandbox stopped or restarted under it)
+type JobState string
 
 // Limits Where the account stands. Each limit is named as a 429 limit_reached names it. A start (create, start, fork, auto-start) needs room in every one.
 type Limits struct {
@@ -536,60 +584,60 @@ type RestoreSandbox struct {
 
 // SSHKey defines model for SSHKey.
 type SSHKey struct {
-	CreatedAt *time.Time `json:"created_at,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 
 	// Fingerprint SHA256:…
-	Fingerprint *string `json:"fingerprint,omitempty"`
-	Id          *string `json:"id,omitempty"`
-	Name        *string `json:"name,omitempty"`
+	Fingerprint string `json:"fingerprint"`
+	Id          string `json:"id"`
+	Name        string `json:"name"`
 
 	// PublicKey type, key and comment on one line
-	PublicKey *string `json:"public_key,omitempty"`
+	PublicKey string `json:"public_key"`
 }
 
 // Sandbox defines model for Sandbox.
 type Sandbox struct {
-	AutoStart       *bool       `json:"auto_start,omitempty"`
-	AutoStopAt      *time.Time  `json:"auto_stop_at,omitempty"`
-	CreatedAt       *time.Time  `json:"created_at,omitempty"`
-	DeleteAfterSecs *int        `json:"delete_after_secs,omitempty"`
-	DeleteAt        *time.Time  `json:"delete_at,omitempty"`
-	DesiredState    interface{} `json:"desired_state,omitempty"`
+	AutoStart       bool        `json:"auto_start"`
+	AutoStopAt      *time.Time  `json:"auto_stop_at"`
+	CreatedAt       time.Time   `json:"created_at"`
+	DeleteAfterSecs int         `json:"delete_after_secs"`
+	DeleteAt        *time.Time  `json:"delete_at"`
+	DesiredState    interface{} `json:"desired_state"`
 
 	// EnvNames the names of its own variables; values are never returned
-	EnvNames *[]string `json:"env_names,omitempty"`
+	EnvNames []string `json:"env_names"`
 
 	// Environment false when created (or last started) with environment: false
-	Environment     *bool              `json:"environment,omitempty"`
-	Error           *string            `json:"error,omitempty"`
-	Id              *string            `json:"id,omitempty"`
-	Labels          *map[string]string `json:"labels,omitempty"`
-	MaxLifetimeSecs *int               `json:"max_lifetime_secs,omitempty"`
-	Name            *string            `json:"name,omitempty"`
-	Os              *string            `json:"os,omitempty"`
+	Environment     bool              `json:"environment"`
+	Error           *string           `json:"error,omitempty"`
+	Id              string            `json:"id"`
+	Labels          map[string]string `json:"labels"`
+	MaxLifetimeSecs int               `json:"max_lifetime_secs"`
+	Name            string            `json:"name"`
+	Os              string            `json:"os"`
 
 	// Repo always null here: a create with repo is refused
-	Repo any `json:"repo,omitempty"`
+	Repo any `json:"repo"`
 
 	// RestoreFrom the snapshot a restore under way rolls it back to
 	RestoreFrom *string `json:"restore_from,omitempty"`
 
 	// SetupStatus always none here: setup scripts and repos live in froog's control plane
-	SetupStatus interface{} `json:"setup_status,omitempty"`
-	Size        *string     `json:"size,omitempty"`
+	SetupStatus interface{} `json:"setup_status"`
+	Size        string      `json:"size"`
 
 	// Snapshots false when created with snapshots: false
-	Snapshots *bool       `json:"snapshots,omitempty"`
-	StartedAt *time.Time  `json:"started_at,omitempty"`
-	State     interface{} `json:"state,omitempty"`
-	StopAt    *time.Time  `json:"stop_at,omitempty"`
+	Snapshots bool        `json:"snapshots"`
+	StartedAt *time.Time  `json:"started_at"`
+	State     interface{} `json:"state"`
+	StopAt    *time.Time  `json:"stop_at"`
 	StopId    *string     `json:"stop_id,omitempty"`
-	StoppedAt *time.Time  `json:"stopped_at,omitempty"`
-	TtlSecs   *int        `json:"ttl_secs,omitempty"`
-	UpdatedAt *time.Time  `json:"updated_at,omitempty"`
+	StoppedAt *time.Time  `json:"stopped_at"`
+	TtlSecs   int         `json:"ttl_secs"`
+	UpdatedAt time.Time   `json:"updated_at"`
 
 	// WarmUntil a stopped sandbox resumes warm (in about a second) until then
-	WarmUntil *time.Time `json:"warm_until,omitempty"`
+	WarmUntil *time.Time `json:"warm_until"`
 }
 
 // SaveSnapshot defines model for SaveSnapshot.
@@ -600,29 +648,29 @@ type SaveSnapshot struct {
 
 // Snapshot defines model for Snapshot.
 type Snapshot struct {
-	CreatedAt *time.Time `json:"created_at,omitempty"`
-	Error     *string    `json:"error,omitempty"`
-	Id        *string    `json:"id,omitempty"`
-	Label     *string    `json:"label,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Error     *string   `json:"error,omitempty"`
+	Id        string    `json:"id"`
+	Label     *string   `json:"label,omitempty"`
 
 	// Name a saved one's label
 	Name    *string    `json:"name,omitempty"`
-	Os      *string    `json:"os,omitempty"`
-	ReadyAt *time.Time `json:"ready_at,omitempty"`
+	Os      string     `json:"os"`
+	ReadyAt *time.Time `json:"ready_at"`
 
 	// Reason why an automatic one was taken
 	Reason  interface{} `json:"reason,omitempty"`
-	Sandbox *string     `json:"sandbox,omitempty"`
+	Sandbox string      `json:"sandbox"`
 
 	// Saved saved: kept until deleted; automatic: the newest 3 of the sandbox, taken every hour while it runs and at each stop
-	Saved *bool   `json:"saved,omitempty"`
-	Size  *string `json:"size,omitempty"`
+	Saved bool   `json:"saved"`
+	Size  string `json:"size"`
 
 	// SizeGb the space the copy takes
-	SizeGb        *float32    `json:"size_gb,omitempty"`
-	Source        *string     `json:"source,omitempty"`
-	SourceDeleted *bool       `json:"source_deleted,omitempty"`
-	Status        interface{} `json:"status,omitempty"`
+	SizeGb        float32     `json:"size_gb"`
+	Source        string      `json:"source"`
+	SourceDeleted bool        `json:"source_deleted"`
+	Status        interface{} `json:"status"`
 }
 
 // StartSandbox defines model for StartSandbox.
@@ -630,8 +678,8 @@ type StartSandbox struct {
 	// Env added to its own variables, and kept for later starts
 	Env *map[string]string `json:"env,omitempty"`
 
-	// Environment false: boot without the account's environment (kept for later starts). This deployment has none: any other value is 400 provider_not_configured.
-	Environment interface{} `json:"environment,omitempty"`
+	// Environment false: boot without the account's environment (kept for later starts); true: with it again. This deployment has no account environment: true answers 400 provider_not_configured.
+	Environment *bool       `json:"environment,omitempty"`
 	Size        interface{} `json:"size,omitempty"`
 
 	// TtlSecs a new auto-stop timer
@@ -653,34 +701,34 @@ type StartWindow struct {
 
 // Stop defines model for Stop.
 type Stop struct {
-	EndedAt     *time.Time `json:"ended_at,omitempty"`
+	EndedAt     *time.Time `json:"ended_at"`
 	Error       *string    `json:"error,omitempty"`
-	Id          *string    `json:"id,omitempty"`
-	RequestedAt *time.Time `json:"requested_at,omitempty"`
-	Sandbox     *string    `json:"sandbox,omitempty"`
+	Id          string     `json:"id"`
+	RequestedAt time.Time  `json:"requested_at"`
+	Sandbox     string     `json:"sandbox"`
 
 	// Status pending, completed (stopped, or erased with snapshots off: the sandbox is then gone) or failed (the sandbox is in error)
-	Status interface{} `json:"status,omitempty"`
-	StopId *string     `json:"stop_id,omitempty"`
+	Status interface{} `json:"status"`
+	StopId string      `json:"stop_id"`
 }
 
 // URL defines model for URL.
 type URL struct {
-	CreatedAt *time.Time `json:"created_at,omitempty"`
-	Host      *string    `json:"host,omitempty"`
-	Port      *int       `json:"port,omitempty"`
-	Public    *bool      `json:"public,omitempty"`
-	Title     *string    `json:"title,omitempty"`
-	UpdatedAt *time.Time `json:"updated_at,omitempty"`
-	Url       *string    `json:"url,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Host      string    `json:"host"`
+	Port      int       `json:"port"`
+	Public    bool      `json:"public"`
+	Title     string    `json:"title"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Url       string    `json:"url"`
 }
 
 // URLToken defines model for URLToken.
 type URLToken struct {
-	CreatedAt *time.Time `json:"created_at,omitempty"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
-	Id        *string    `json:"id,omitempty"`
-	Label     *string    `json:"label,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Id        string    `json:"id"`
+	Label     string    `json:"label"`
 
 	// Token only when created
 	Token *string `json:"token,omitempty"`
@@ -691,11 +739,11 @@ type URLToken struct {
 
 // Unpacked defines model for Unpacked.
 type Unpacked struct {
-	Bytes    *int    `json:"bytes,omitempty"`
-	Files    *int    `json:"files,omitempty"`
-	Folders  *int    `json:"folders,omitempty"`
-	Path     *string `json:"path,omitempty"`
-	Symlinks *int    `json:"symlinks,omitempty"`
+	Bytes    int    `json:"bytes"`
+	Files    int    `json:"files"`
+	Folders  int    `json:"folders"`
+	Path     string `json:"path"`
+	Symlinks int    `json:"symlinks"`
 }
 
 // UpdateSandbox defines model for UpdateSandbox.
@@ -775,15 +823,21 @@ type CreateSandboxes202JSONResponseBody struct {
 // CreateBrowserLinkJSONBody defines parameters for CreateBrowserLink.
 type CreateBrowserLinkJSONBody struct {
 	// Profile Chromium's profile folder: an absolute path outside the system folders; created if missing; default ~/.config/froog-browser. Asking for another closes the open one.
-	Profile *string                         `json:"profile,omitempty"`
-	Theme   *CreateBrowserLinkJSONBodyTheme `json:"theme,omitempty"`
+	Profile *string `json:"profile,omitempty"`
 }
 
-// CreateBrowserLinkJSONBodyTheme defines parameters for CreateBrowserLink.
-type CreateBrowserLinkJSONBodyTheme string
+// CreateBrowserLinkParams defines parameters for CreateBrowserLink.
+type CreateBrowserLinkParams struct {
+	// Theme the viewer's theme (dark by default)
+	Theme *CreateBrowserLinkParamsTheme `form:"theme,omitempty" json:"theme,omitempty"`
+}
+
+// CreateBrowserLinkParamsTheme defines parameters for CreateBrowserLink.
+type CreateBrowserLinkParamsTheme string
 
 // CreateDesktopLinkParams defines parameters for CreateDesktopLink.
 type CreateDesktopLinkParams struct {
+	// Theme the viewer's theme (dark by default)
 	Theme *CreateDesktopLinkParamsTheme `form:"theme,omitempty" json:"theme,omitempty"`
 
 	// Viewonly 1: a link that can only ever watch (enforced at the edge)
@@ -851,6 +905,12 @@ type SearchFilesParams struct {
 
 	// Path The folder; default ~
 	Path *string `form:"path,omitempty" json:"path,omitempty"`
+}
+
+// ForkSandboxParams defines parameters for ForkSandbox.
+type ForkSandboxParams struct {
+	// IdempotencyKey A retry with the same key and body within 24 hours replays the first answer with Idempotent-Replayed: true.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // ForkSandbox202JSONResponseBody1 defines parameters for ForkSandbox.
@@ -1234,14 +1294,14 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/browser (the `CreateBrowserLink` operationId).
-	CreateBrowserLinkWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateBrowserLinkWithBody(ctx context.Context, name string, params *CreateBrowserLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateBrowserLink A 10-minute link to the sandbox's browser view: only Chromium, on a screen of its own (needs desktop)
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/browser (the `CreateBrowserLink` operationId).
-	CreateBrowserLink(ctx context.Context, name string, body CreateBrowserLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	CreateBrowserLink(ctx context.Context, name string, params *CreateBrowserLinkParams, body CreateBrowserLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateDesktopLink A 10-minute link to watch and use the sandbox's desktop (needs desktop). Add overlay=0 to the link's query to hide the controls, viewonly=1 to make that page view-only.
 	//
@@ -1392,7 +1452,7 @@ type ClientInterface interface {
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/fork (the `ForkSandbox` operationId).
-	ForkSandboxWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ForkSandboxWithBody(ctx context.Context, name string, params *ForkSandboxParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ForkSandbox Fork it: a new sandbox that starts from its disk
 	//
@@ -1401,7 +1461,7 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/fork (the `ForkSandbox` operationId).
-	ForkSandbox(ctx context.Context, name string, body ForkSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ForkSandbox(ctx context.Context, name string, params *ForkSandboxParams, body ForkSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListJobs Background jobs
 	//
@@ -1933,8 +1993,8 @@ func (c *API) UpdateSandbox(ctx context.Context, name string, body UpdateSandbox
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/sandboxes/{name}/browser (the `CreateBrowserLink` operationId).
-func (c *API) CreateBrowserLinkWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateBrowserLinkRequestWithBody(c.Server, name, contentType, body)
+func (c *API) CreateBrowserLinkWithBody(ctx context.Context, name string, params *CreateBrowserLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBrowserLinkRequestWithBody(c.Server, name, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1950,8 +2010,8 @@ func (c *API) CreateBrowserLinkWithBody(ctx context.Context, name string, conten
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/sandboxes/{name}/browser (the `CreateBrowserLink` operationId).
-func (c *API) CreateBrowserLink(ctx context.Context, name string, body CreateBrowserLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewCreateBrowserLinkRequest(c.Server, name, body)
+func (c *API) CreateBrowserLink(ctx context.Context, name string, params *CreateBrowserLinkParams, body CreateBrowserLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBrowserLinkRequest(c.Server, name, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2331,8 +2391,8 @@ func (c *API) CreateFileUploadURL(ctx context.Context, name string, body CreateF
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/sandboxes/{name}/fork (the `ForkSandbox` operationId).
-func (c *API) ForkSandboxWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewForkSandboxRequestWithBody(c.Server, name, contentType, body)
+func (c *API) ForkSandboxWithBody(ctx context.Context, name string, params *ForkSandboxParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForkSandboxRequestWithBody(c.Server, name, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2350,8 +2410,8 @@ func (c *API) ForkSandboxWithBody(ctx context.Context, name string, contentType 
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/sandboxes/{name}/fork (the `ForkSandbox` operationId).
-func (c *API) ForkSandbox(ctx context.Context, name string, body ForkSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewForkSandboxRequest(c.Server, name, body)
+func (c *API) ForkSandbox(ctx context.Context, name string, params *ForkSandboxParams, body ForkSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewForkSandboxRequest(c.Server, name, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3629,18 +3689,18 @@ func NewUpdateSandboxRequestWithBody(server string, name string, contentType str
 }
 
 // NewCreateBrowserLinkRequest calls the generic CreateBrowserLink builder with application/json body
-func NewCreateBrowserLinkRequest(server string, name string, body CreateBrowserLinkJSONRequestBody) (*http.Request, error) {
+func NewCreateBrowserLinkRequest(server string, name string, params *CreateBrowserLinkParams, body CreateBrowserLinkJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewCreateBrowserLinkRequestWithBody(server, name, "application/json", bodyReader)
+	return NewCreateBrowserLinkRequestWithBody(server, name, params, "application/json", bodyReader)
 }
 
 // NewCreateBrowserLinkRequestWithBody constructs an http.Request for the CreateBrowserLink method, with any body, and a specified content type
-func NewCreateBrowserLinkRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+func NewCreateBrowserLinkRequestWithBody(server string, name string, params *CreateBrowserLinkParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -3663,6 +3723,33 @@ func NewCreateBrowserLinkRequestWithBody(server string, name string, contentType
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Theme != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "theme", *params.Theme, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
@@ -4549,18 +4636,18 @@ func NewCreateFileUploadURLRequestWithBody(server string, name string, contentTy
 }
 
 // NewForkSandboxRequest calls the generic ForkSandbox builder with application/json body
-func NewForkSandboxRequest(server string, name string, body ForkSandboxJSONRequestBody) (*http.Request, error) {
+func NewForkSandboxRequest(server string, name string, params *ForkSandboxParams, body ForkSandboxJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewForkSandboxRequestWithBody(server, name, "application/json", bodyReader)
+	return NewForkSandboxRequestWithBody(server, name, params, "application/json", bodyReader)
 }
 
 // NewForkSandboxRequestWithBody constructs an http.Request for the ForkSandbox method, with any body, and a specified content type
-func NewForkSandboxRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+func NewForkSandboxRequestWithBody(server string, name string, params *ForkSandboxParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4591,6 +4678,21 @@ func NewForkSandboxRequestWithBody(server string, name string, contentType strin
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -5908,14 +6010,14 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/browser (the `CreateBrowserLink` operationId).
-	CreateBrowserLinkWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBrowserLinkResponse, error)
+	CreateBrowserLinkWithBodyWithResponse(ctx context.Context, name string, params *CreateBrowserLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBrowserLinkResponse, error)
 
 	// CreateBrowserLinkWithResponse A 10-minute link to the sandbox's browser view: only Chromium, on a screen of its own (needs desktop)
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/browser (the `CreateBrowserLink` operationId).
-	CreateBrowserLinkWithResponse(ctx context.Context, name string, body CreateBrowserLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBrowserLinkResponse, error)
+	CreateBrowserLinkWithResponse(ctx context.Context, name string, params *CreateBrowserLinkParams, body CreateBrowserLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBrowserLinkResponse, error)
 
 	// CreateDesktopLinkWithResponse A 10-minute link to watch and use the sandbox's desktop (needs desktop). Add overlay=0 to the link's query to hide the controls, viewonly=1 to make that page view-only.
 	//
@@ -6078,7 +6180,7 @@ type ClientWithResponsesInterface interface {
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/fork (the `ForkSandbox` operationId).
-	ForkSandboxWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ForkSandboxResponse, error)
+	ForkSandboxWithBodyWithResponse(ctx context.Context, name string, params *ForkSandboxParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ForkSandboxResponse, error)
 
 	// ForkSandboxWithResponse Fork it: a new sandbox that starts from its disk
 	//
@@ -6087,7 +6189,7 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/fork (the `ForkSandbox` operationId).
-	ForkSandboxWithResponse(ctx context.Context, name string, body ForkSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ForkSandboxResponse, error)
+	ForkSandboxWithResponse(ctx context.Context, name string, params *ForkSandboxParams, body ForkSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ForkSandboxResponse, error)
 
 	// ListJobsWithResponse Background jobs
 	//
@@ -6387,12 +6489,21 @@ type ClientWithResponsesInterface interface {
 	CreateWallLinkWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*CreateWallLinkResponse, error)
 }
 
+// ListAPIKeysResponse429Headers the declared response headers of an HTTP 429 response for ListAPIKeys
+type ListAPIKeysResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type ListAPIKeysResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		ApiKeys *[]APIKey `json:"api_keys,omitempty"`
+		ApiKeys []APIKey `json:"api_keys"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *ErrorAnswer
@@ -6400,11 +6511,17 @@ type ListAPIKeysResponse struct {
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAPIKeysResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListAPIKeysResponse) GetJSON200() *struct {
-	ApiKeys *[]APIKey `json:"api_keys,omitempty"`
+	ApiKeys []APIKey `json:"api_keys"`
 } {
 	return r.JSON200
 }
@@ -6422,6 +6539,16 @@ func (r ListAPIKeysResponse) GetJSON401() *ErrorAnswer {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListAPIKeysResponse) GetJSON403() *ErrorAnswer {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListAPIKeysResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListAPIKeysResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -6477,6 +6604,8 @@ type CreateAPIKeyResponse struct {
 	JSON413 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateAPIKeyResponse429Headers
 }
@@ -6511,6 +6640,11 @@ func (r CreateAPIKeyResponse) GetJSON429() *LimitReached {
 	return r.JSON429
 }
 
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateAPIKeyResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetBody returns the raw response body bytes
 func (r CreateAPIKeyResponse) GetBody() []byte {
 	return r.Body
@@ -6540,30 +6674,52 @@ func (r CreateAPIKeyResponse) ContentType() string {
 	return ""
 }
 
+// RevokeAPIKeyResponse429Headers the declared response headers of an HTTP 429 response for RevokeAPIKey
+type RevokeAPIKeyResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type RevokeAPIKeyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Id        *string    `json:"id,omitempty"`
-		Revoked   *bool      `json:"revoked,omitempty"`
-		RevokedAt *time.Time `json:"revoked_at,omitempty"`
+		Id        string    `json:"id"`
+		Revoked   bool      `json:"revoked"`
+		RevokedAt time.Time `json:"revoked_at"`
 	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeAPIKeyResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r RevokeAPIKeyResponse) GetJSON200() *struct {
-	Id        *string    `json:"id,omitempty"`
-	Revoked   *bool      `json:"revoked,omitempty"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	Id        string    `json:"id"`
+	Revoked   bool      `json:"revoked"`
+	RevokedAt time.Time `json:"revoked_at"`
 } {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RevokeAPIKeyResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -6579,6 +6735,16 @@ func (r RevokeAPIKeyResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RevokeAPIKeyResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RevokeAPIKeyResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RevokeAPIKeyResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -6610,6 +6776,15 @@ func (r RevokeAPIKeyResponse) ContentType() string {
 	return ""
 }
 
+// RotateAPIKeyResponse429Headers the declared response headers of an HTTP 429 response for RotateAPIKey
+type RotateAPIKeyResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type RotateAPIKeyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6625,6 +6800,12 @@ type RotateAPIKeyResponse struct {
 	JSON404 *ErrorAnswer
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RotateAPIKeyResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6657,6 +6838,16 @@ func (r RotateAPIKeyResponse) GetJSON409() *ErrorAnswer {
 	return r.JSON409
 }
 
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RotateAPIKeyResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RotateAPIKeyResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetBody returns the raw response body bytes
 func (r RotateAPIKeyResponse) GetBody() []byte {
 	return r.Body
@@ -6686,6 +6877,15 @@ func (r RotateAPIKeyResponse) ContentType() string {
 	return ""
 }
 
+// ListAuditResponse429Headers the declared response headers of an HTTP 429 response for ListAudit
+type ListAuditResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type ListAuditResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6697,6 +6897,12 @@ type ListAuditResponse struct {
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAuditResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6717,6 +6923,16 @@ func (r ListAuditResponse) GetJSON401() *ErrorAnswer {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListAuditResponse) GetJSON403() *ErrorAnswer {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListAuditResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListAuditResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -6772,6 +6988,8 @@ type DownloadFileLinkResponse struct {
 	JSON413 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -6808,6 +7026,11 @@ func (r DownloadFileLinkResponse) GetJSON413() *ErrorAnswer {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r DownloadFileLinkResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DownloadFileLinkResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -6875,6 +7098,8 @@ type UploadFileLinkResponse struct {
 	JSON413 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -6918,6 +7143,11 @@ func (r UploadFileLinkResponse) GetJSON429() *LimitReached {
 	return r.JSON429
 }
 
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UploadFileLinkResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r UploadFileLinkResponse) GetJSON502() *ErrorAnswer {
 	return r.JSON502
@@ -6957,6 +7187,15 @@ func (r UploadFileLinkResponse) ContentType() string {
 	return ""
 }
 
+// GetLimitsResponse429Headers the declared response headers of an HTTP 429 response for GetLimits
+type GetLimitsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type GetLimitsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -6968,6 +7207,12 @@ type GetLimitsResponse struct {
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetLimitsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6988,6 +7233,16 @@ func (r GetLimitsResponse) GetJSON401() *ErrorAnswer {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r GetLimitsResponse) GetJSON403() *ErrorAnswer {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetLimitsResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetLimitsResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -7019,16 +7274,41 @@ func (r GetLimitsResponse) ContentType() string {
 	return ""
 }
 
+// GetOpenAPIResponse429Headers the declared response headers of an HTTP 429 response for GetOpenAPI
+type GetOpenAPIResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *map[string]interface{}
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetOpenAPIResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetOpenAPIResponse) GetJSON200() *map[string]interface{} {
 	return r.JSON200
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetOpenAPIResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetOpenAPIResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -7065,6 +7345,15 @@ type ListSandboxesResponse200Headers struct {
 	XNextCursor *string
 }
 
+// ListSandboxesResponse429Headers the declared response headers of an HTTP 429 response for ListSandboxes
+type ListSandboxesResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type ListSandboxesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7076,8 +7365,14 @@ type ListSandboxesResponse struct {
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *ListSandboxesResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSandboxesResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7098,6 +7393,16 @@ func (r ListSandboxesResponse) GetJSON401() *ErrorAnswer {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListSandboxesResponse) GetJSON403() *ErrorAnswer {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSandboxesResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSandboxesResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -7129,6 +7434,11 @@ func (r ListSandboxesResponse) ContentType() string {
 	return ""
 }
 
+// CreateSandboxesResponse202Headers the declared response headers of an HTTP 202 response for CreateSandboxes
+type CreateSandboxesResponse202Headers struct {
+	IdempotentReplayed *string
+}
+
 // CreateSandboxesResponse429Headers the declared response headers of an HTTP 429 response for CreateSandboxes
 type CreateSandboxesResponse429Headers struct {
 	RateLimitLimit     *int
@@ -7155,6 +7465,10 @@ type CreateSandboxesResponse struct {
 	JSON422 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *CreateSandboxesResponse202Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateSandboxesResponse429Headers
 }
@@ -7194,6 +7508,11 @@ func (r CreateSandboxesResponse) GetJSON429() *LimitReached {
 	return r.JSON429
 }
 
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateSandboxesResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetBody returns the raw response body bytes
 func (r CreateSandboxesResponse) GetBody() []byte {
 	return r.Body
@@ -7223,28 +7542,50 @@ func (r CreateSandboxesResponse) ContentType() string {
 	return ""
 }
 
+// DeleteSandboxResponse429Headers the declared response headers of an HTTP 429 response for DeleteSandbox
+type DeleteSandboxResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type DeleteSandboxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON202 the response for an HTTP 202 `application/json` response
 	JSON202 *struct {
-		Deleted *bool   `json:"deleted,omitempty"`
-		Name    *string `json:"name,omitempty"`
+		Deleted bool   `json:"deleted"`
+		Name    string `json:"name"`
 	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteSandboxResponse429Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
 func (r DeleteSandboxResponse) GetJSON202() *struct {
-	Deleted *bool   `json:"deleted,omitempty"`
-	Name    *string `json:"name,omitempty"`
+	Deleted bool   `json:"deleted"`
+	Name    string `json:"name"`
 } {
 	return r.JSON202
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteSandboxResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -7260,6 +7601,16 @@ func (r DeleteSandboxResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteSandboxResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteSandboxResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteSandboxResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -7291,22 +7642,44 @@ func (r DeleteSandboxResponse) ContentType() string {
 	return ""
 }
 
+// GetSandboxResponse429Headers the declared response headers of an HTTP 429 response for GetSandbox
+type GetSandboxResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type GetSandboxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Sandbox
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSandboxResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetSandboxResponse) GetJSON200() *Sandbox {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetSandboxResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -7322,6 +7695,16 @@ func (r GetSandboxResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetSandboxResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetSandboxResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetSandboxResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -7353,6 +7736,15 @@ func (r GetSandboxResponse) ContentType() string {
 	return ""
 }
 
+// UpdateSandboxResponse429Headers the declared response headers of an HTTP 429 response for UpdateSandbox
+type UpdateSandboxResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type UpdateSandboxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7368,6 +7760,12 @@ type UpdateSandboxResponse struct {
 	JSON404 *ErrorAnswer
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateSandboxResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7400,6 +7798,16 @@ func (r UpdateSandboxResponse) GetJSON409() *ErrorAnswer {
 	return r.JSON409
 }
 
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UpdateSandboxResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdateSandboxResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetBody returns the raw response body bytes
 func (r UpdateSandboxResponse) GetBody() []byte {
 	return r.Body
@@ -7429,28 +7837,88 @@ func (r UpdateSandboxResponse) ContentType() string {
 	return ""
 }
 
+// CreateBrowserLinkResponse429Headers the declared response headers of an HTTP 429 response for CreateBrowserLink
+type CreateBrowserLinkResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type CreateBrowserLinkResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *struct {
 		// ExpiresAt when the link stops opening (a session already open keeps working)
-		ExpiresAt *time.Time `json:"expires_at,omitempty"`
+		ExpiresAt time.Time `json:"expires_at"`
 
 		// Url https://KIND--ID.<domain>/…#dt_…
-		Url *string `json:"url,omitempty"`
+		Url string `json:"url"`
 	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateBrowserLinkResponse429Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateBrowserLinkResponse) GetJSON201() *struct {
 	// ExpiresAt when the link stops opening (a session already open keeps working)
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	ExpiresAt time.Time `json:"expires_at"`
 
 	// Url https://KIND--ID.<domain>/…#dt_…
-	Url *string `json:"url,omitempty"`
+	Url string `json:"url"`
 } {
 	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateBrowserLinkResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateBrowserLinkResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateBrowserLinkResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateBrowserLinkResponse) GetJSON404() *ErrorAnswer {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateBrowserLinkResponse) GetJSON409() *ErrorAnswer {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateBrowserLinkResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateBrowserLinkResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -7482,28 +7950,88 @@ func (r CreateBrowserLinkResponse) ContentType() string {
 	return ""
 }
 
+// CreateDesktopLinkResponse429Headers the declared response headers of an HTTP 429 response for CreateDesktopLink
+type CreateDesktopLinkResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type CreateDesktopLinkResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *struct {
 		// ExpiresAt when the link stops opening (a session already open keeps working)
-		ExpiresAt *time.Time `json:"expires_at,omitempty"`
+		ExpiresAt time.Time `json:"expires_at"`
 
 		// Url https://KIND--ID.<domain>/…#dt_…
-		Url *string `json:"url,omitempty"`
+		Url string `json:"url"`
 	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateDesktopLinkResponse429Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateDesktopLinkResponse) GetJSON201() *struct {
 	// ExpiresAt when the link stops opening (a session already open keeps working)
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	ExpiresAt time.Time `json:"expires_at"`
 
 	// Url https://KIND--ID.<domain>/…#dt_…
-	Url *string `json:"url,omitempty"`
+	Url string `json:"url"`
 } {
 	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateDesktopLinkResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateDesktopLinkResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateDesktopLinkResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateDesktopLinkResponse) GetJSON404() *ErrorAnswer {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateDesktopLinkResponse) GetJSON409() *ErrorAnswer {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateDesktopLinkResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateDesktopLinkResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -7563,8 +8091,12 @@ type ExecResponse struct {
 	JSON413 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ExecResponse429Headers
 }
@@ -7609,9 +8141,19 @@ func (r ExecResponse) GetJSON429() *LimitReached {
 	return r.JSON429
 }
 
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ExecResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
 func (r ExecResponse) GetJSON502() *ErrorAnswer {
 	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ExecResponse) GetJSON503() *ErrorAnswer {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7657,8 +8199,8 @@ type DeleteFilesResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Deleted *bool   `json:"deleted,omitempty"`
-		Path    *string `json:"path,omitempty"`
+		Deleted bool   `json:"deleted"`
+		Path    string `json:"path"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *ErrorAnswer
@@ -7672,6 +8214,8 @@ type DeleteFilesResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -7682,8 +8226,8 @@ type DeleteFilesResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r DeleteFilesResponse) GetJSON200() *struct {
-	Deleted *bool   `json:"deleted,omitempty"`
-	Path    *string `json:"path,omitempty"`
+	Deleted bool   `json:"deleted"`
+	Path    string `json:"path"`
 } {
 	return r.JSON200
 }
@@ -7716,6 +8260,11 @@ func (r DeleteFilesResponse) GetJSON409() *ErrorAnswer {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r DeleteFilesResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteFilesResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -7783,6 +8332,8 @@ type GetFilesResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -7824,6 +8375,11 @@ func (r GetFilesResponse) GetJSON409() *ErrorAnswer {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r GetFilesResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetFilesResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -7893,6 +8449,8 @@ type PutFileArchiveResponse struct {
 	JSON413 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -7939,6 +8497,11 @@ func (r PutFileArchiveResponse) GetJSON413() *ErrorAnswer {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r PutFileArchiveResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PutFileArchiveResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -8006,6 +8569,8 @@ type GetFileContentResponse struct {
 	JSON413 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8047,6 +8612,11 @@ func (r GetFileContentResponse) GetJSON413() *ErrorAnswer {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r GetFileContentResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetFileContentResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -8116,6 +8686,8 @@ type PutFileContentResponse struct {
 	JSON413 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8162,6 +8734,11 @@ func (r PutFileContentResponse) GetJSON413() *ErrorAnswer {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r PutFileContentResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PutFileContentResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -8225,8 +8802,16 @@ type CreateFileDownloadURLResponse struct {
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorAnswer
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateFileDownloadURLResponse429Headers
 }
@@ -8256,9 +8841,29 @@ func (r CreateFileDownloadURLResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateFileDownloadURLResponse) GetJSON409() *ErrorAnswer {
+	return r.JSON409
+}
+
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r CreateFileDownloadURLResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateFileDownloadURLResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r CreateFileDownloadURLResponse) GetJSON502() *ErrorAnswer {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateFileDownloadURLResponse) GetJSON503() *ErrorAnswer {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8316,6 +8921,8 @@ type FindInFilesResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8357,6 +8964,11 @@ func (r FindInFilesResponse) GetJSON409() *ErrorAnswer {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r FindInFilesResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r FindInFilesResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -8424,6 +9036,8 @@ type MakeFolderResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8465,6 +9079,11 @@ func (r MakeFolderResponse) GetJSON409() *ErrorAnswer {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r MakeFolderResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r MakeFolderResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -8532,6 +9151,8 @@ type MoveFileResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8573,6 +9194,11 @@ func (r MoveFileResponse) GetJSON409() *ErrorAnswer {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r MoveFileResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r MoveFileResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -8628,9 +9254,9 @@ type SetFilePermissionsResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Changed *int    `json:"changed,omitempty"`
-		Mode    *string `json:"mode,omitempty"`
-		Path    *string `json:"path,omitempty"`
+		Changed int    `json:"changed"`
+		Mode    string `json:"mode"`
+		Path    string `json:"path"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *ErrorAnswer
@@ -8644,6 +9270,8 @@ type SetFilePermissionsResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8654,9 +9282,9 @@ type SetFilePermissionsResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r SetFilePermissionsResponse) GetJSON200() *struct {
-	Changed *int    `json:"changed,omitempty"`
-	Mode    *string `json:"mode,omitempty"`
-	Path    *string `json:"path,omitempty"`
+	Changed int    `json:"changed"`
+	Mode    string `json:"mode"`
+	Path    string `json:"path"`
 } {
 	return r.JSON200
 }
@@ -8689,6 +9317,11 @@ func (r SetFilePermissionsResponse) GetJSON409() *ErrorAnswer {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r SetFilePermissionsResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SetFilePermissionsResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -8756,6 +9389,8 @@ type ReplaceInFilesResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8797,6 +9432,11 @@ func (r ReplaceInFilesResponse) GetJSON409() *ErrorAnswer {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r ReplaceInFilesResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ReplaceInFilesResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -8864,6 +9504,8 @@ type SearchFilesResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8905,6 +9547,11 @@ func (r SearchFilesResponse) GetJSON409() *ErrorAnswer {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r SearchFilesResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SearchFilesResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetJSON502 returns the response for an HTTP 502 `application/json` response
@@ -8968,8 +9615,16 @@ type CreateFileUploadURLResponse struct {
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorAnswer
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateFileUploadURLResponse429Headers
 }
@@ -8999,9 +9654,29 @@ func (r CreateFileUploadURLResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
 }
 
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateFileUploadURLResponse) GetJSON409() *ErrorAnswer {
+	return r.JSON409
+}
+
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r CreateFileUploadURLResponse) GetJSON429() *LimitReached {
 	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateFileUploadURLResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r CreateFileUploadURLResponse) GetJSON502() *ErrorAnswer {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateFileUploadURLResponse) GetJSON503() *ErrorAnswer {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9033,6 +9708,11 @@ func (r CreateFileUploadURLResponse) ContentType() string {
 	return ""
 }
 
+// ForkSandboxResponse202Headers the declared response headers of an HTTP 202 response for ForkSandbox
+type ForkSandboxResponse202Headers struct {
+	IdempotentReplayed *string
+}
+
 // ForkSandboxResponse429Headers the declared response headers of an HTTP 429 response for ForkSandbox
 type ForkSandboxResponse429Headers struct {
 	RateLimitLimit     *int
@@ -9061,6 +9741,10 @@ type ForkSandboxResponse struct {
 	JSON422 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *ForkSandboxResponse202Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ForkSandboxResponse429Headers
 }
@@ -9105,6 +9789,11 @@ func (r ForkSandboxResponse) GetJSON429() *LimitReached {
 	return r.JSON429
 }
 
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ForkSandboxResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetBody returns the raw response body bytes
 func (r ForkSandboxResponse) GetBody() []byte {
 	return r.Body
@@ -9134,11 +9823,22 @@ func (r ForkSandboxResponse) ContentType() string {
 	return ""
 }
 
+// ListJobsResponse429Headers the declared response headers of an HTTP 429 response for ListJobs
+type ListJobsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type ListJobsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *[]Job
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -9147,11 +9847,26 @@ type ListJobsResponse struct {
 	JSON404 *ErrorAnswer
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorAnswer
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListJobsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListJobsResponse) GetJSON200() *[]Job {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListJobsResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -9172,6 +9887,26 @@ func (r ListJobsResponse) GetJSON404() *ErrorAnswer {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r ListJobsResponse) GetJSON409() *ErrorAnswer {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListJobsResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListJobsResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r ListJobsResponse) GetJSON502() *ErrorAnswer {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListJobsResponse) GetJSON503() *ErrorAnswer {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9231,6 +9966,12 @@ type StartJobResponse struct {
 	JSON413 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorAnswer
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *StartJobResponse429Headers
 }
@@ -9275,6 +10016,21 @@ func (r StartJobResponse) GetJSON429() *LimitReached {
 	return r.JSON429
 }
 
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r StartJobResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r StartJobResponse) GetJSON502() *ErrorAnswer {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r StartJobResponse) GetJSON503() *ErrorAnswer {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r StartJobResponse) GetBody() []byte {
 	return r.Body
@@ -9304,6 +10060,15 @@ func (r StartJobResponse) ContentType() string {
 	return ""
 }
 
+// GetJobResponse429Headers the declared response headers of an HTTP 429 response for GetJob
+type GetJobResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type GetJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9319,6 +10084,16 @@ type GetJobResponse struct {
 	JSON404 *ErrorAnswer
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorAnswer
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetJobResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9351,6 +10126,26 @@ func (r GetJobResponse) GetJSON409() *ErrorAnswer {
 	return r.JSON409
 }
 
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetJobResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetJobResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r GetJobResponse) GetJSON502() *ErrorAnswer {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetJobResponse) GetJSON503() *ErrorAnswer {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r GetJobResponse) GetBody() []byte {
 	return r.Body
@@ -9380,11 +10175,22 @@ func (r GetJobResponse) ContentType() string {
 	return ""
 }
 
+// StopJobResponse429Headers the declared response headers of an HTTP 429 response for StopJob
+type StopJobResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type StopJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Job
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
@@ -9393,11 +10199,26 @@ type StopJobResponse struct {
 	JSON404 *ErrorAnswer
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorAnswer
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StopJobResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r StopJobResponse) GetJSON200() *Job {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r StopJobResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -9418,6 +10239,26 @@ func (r StopJobResponse) GetJSON404() *ErrorAnswer {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r StopJobResponse) GetJSON409() *ErrorAnswer {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r StopJobResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r StopJobResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r StopJobResponse) GetJSON502() *ErrorAnswer {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r StopJobResponse) GetJSON503() *ErrorAnswer {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9449,6 +10290,15 @@ func (r StopJobResponse) ContentType() string {
 	return ""
 }
 
+// RestoreSandboxResponse429Headers the declared response headers of an HTTP 429 response for RestoreSandbox
+type RestoreSandboxResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type RestoreSandboxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9466,6 +10316,12 @@ type RestoreSandboxResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RestoreSandboxResponse429Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -9503,6 +10359,16 @@ func (r RestoreSandboxResponse) GetJSON422() *ErrorAnswer {
 	return r.JSON422
 }
 
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RestoreSandboxResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RestoreSandboxResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetBody returns the raw response body bytes
 func (r RestoreSandboxResponse) GetBody() []byte {
 	return r.Body
@@ -9532,28 +10398,50 @@ func (r RestoreSandboxResponse) ContentType() string {
 	return ""
 }
 
+// DeleteAutoSnapshotsResponse429Headers the declared response headers of an HTTP 429 response for DeleteAutoSnapshots
+type DeleteAutoSnapshotsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type DeleteAutoSnapshotsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Deleted *int `json:"deleted,omitempty"`
-		Kept    *int `json:"kept,omitempty"`
+		Deleted int `json:"deleted"`
+		Kept    int `json:"kept"`
 	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteAutoSnapshotsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r DeleteAutoSnapshotsResponse) GetJSON200() *struct {
-	Deleted *int `json:"deleted,omitempty"`
-	Kept    *int `json:"kept,omitempty"`
+	Deleted int `json:"deleted"`
+	Kept    int `json:"kept"`
 } {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteAutoSnapshotsResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -9569,6 +10457,16 @@ func (r DeleteAutoSnapshotsResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteAutoSnapshotsResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteAutoSnapshotsResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteAutoSnapshotsResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -9600,6 +10498,15 @@ func (r DeleteAutoSnapshotsResponse) ContentType() string {
 	return ""
 }
 
+// ListSandboxSnapshotsResponse429Headers the declared response headers of an HTTP 429 response for ListSandboxSnapshots
+type ListSandboxSnapshotsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type ListSandboxSnapshotsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9613,6 +10520,12 @@ type ListSandboxSnapshotsResponse struct {
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSandboxSnapshotsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9638,6 +10551,16 @@ func (r ListSandboxSnapshotsResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListSandboxSnapshotsResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSandboxSnapshotsResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSandboxSnapshotsResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -9669,6 +10592,15 @@ func (r ListSandboxSnapshotsResponse) ContentType() string {
 	return ""
 }
 
+// SaveSnapshotResponse429Headers the declared response headers of an HTTP 429 response for SaveSnapshot
+type SaveSnapshotResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type SaveSnapshotResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9686,6 +10618,12 @@ type SaveSnapshotResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SaveSnapshotResponse429Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -9723,6 +10661,16 @@ func (r SaveSnapshotResponse) GetJSON422() *ErrorAnswer {
 	return r.JSON422
 }
 
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SaveSnapshotResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SaveSnapshotResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetBody returns the raw response body bytes
 func (r SaveSnapshotResponse) GetBody() []byte {
 	return r.Body
@@ -9752,30 +10700,52 @@ func (r SaveSnapshotResponse) ContentType() string {
 	return ""
 }
 
+// DeleteSandboxSnapshotResponse429Headers the declared response headers of an HTTP 429 response for DeleteSandboxSnapshot
+type DeleteSandboxSnapshotResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type DeleteSandboxSnapshotResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Deleted *bool   `json:"deleted,omitempty"`
-		Id      *string `json:"id,omitempty"`
-		Name    *string `json:"name,omitempty"`
+		Deleted bool   `json:"deleted"`
+		Id      string `json:"id"`
+		Name    string `json:"name"`
 	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteSandboxSnapshotResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r DeleteSandboxSnapshotResponse) GetJSON200() *struct {
-	Deleted *bool   `json:"deleted,omitempty"`
-	Id      *string `json:"id,omitempty"`
-	Name    *string `json:"name,omitempty"`
+	Deleted bool   `json:"deleted"`
+	Id      string `json:"id"`
+	Name    string `json:"name"`
 } {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteSandboxSnapshotResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -9791,6 +10761,16 @@ func (r DeleteSandboxSnapshotResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteSandboxSnapshotResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteSandboxSnapshotResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteSandboxSnapshotResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -9822,6 +10802,15 @@ func (r DeleteSandboxSnapshotResponse) ContentType() string {
 	return ""
 }
 
+// GetSandboxSnapshotResponse429Headers the declared response headers of an HTTP 429 response for GetSandboxSnapshot
+type GetSandboxSnapshotResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type GetSandboxSnapshotResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9835,6 +10824,12 @@ type GetSandboxSnapshotResponse struct {
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSandboxSnapshotResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9860,6 +10855,16 @@ func (r GetSandboxSnapshotResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetSandboxSnapshotResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetSandboxSnapshotResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetSandboxSnapshotResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -9891,20 +10896,29 @@ func (r GetSandboxSnapshotResponse) ContentType() string {
 	return ""
 }
 
+// SandboxSSHResponse429Headers the declared response headers of an HTTP 429 response for SandboxSSH
+type SandboxSSHResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type SandboxSSHResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Host *string `json:"host,omitempty"`
+		Host string `json:"host"`
 
 		// HostKey the sandbox's SSH host key, authorized_keys format
-		HostKey *string `json:"host_key,omitempty"`
+		HostKey string `json:"host_key"`
 
 		// KnownHosts the same as a known_hosts line
-		KnownHosts *string `json:"known_hosts,omitempty"`
-		Port       *int    `json:"port,omitempty"`
-		User       *string `json:"user,omitempty"`
+		KnownHosts string `json:"known_hosts"`
+		Port       int    `json:"port"`
+		User       string `json:"user"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *ErrorAnswer
@@ -9916,19 +10930,25 @@ type SandboxSSHResponse struct {
 	JSON404 *ErrorAnswer
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SandboxSSHResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r SandboxSSHResponse) GetJSON200() *struct {
-	Host *string `json:"host,omitempty"`
+	Host string `json:"host"`
 
 	// HostKey the sandbox's SSH host key, authorized_keys format
-	HostKey *string `json:"host_key,omitempty"`
+	HostKey string `json:"host_key"`
 
 	// KnownHosts the same as a known_hosts line
-	KnownHosts *string `json:"known_hosts,omitempty"`
-	Port       *int    `json:"port,omitempty"`
-	User       *string `json:"user,omitempty"`
+	KnownHosts string `json:"known_hosts"`
+	Port       int    `json:"port"`
+	User       string `json:"user"`
 } {
 	return r.JSON200
 }
@@ -9956,6 +10976,16 @@ func (r SandboxSSHResponse) GetJSON404() *ErrorAnswer {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r SandboxSSHResponse) GetJSON409() *ErrorAnswer {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SandboxSSHResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SandboxSSHResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -10013,6 +11043,8 @@ type StartSandboxResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *StartSandboxResponse429Headers
 }
@@ -10052,6 +11084,11 @@ func (r StartSandboxResponse) GetJSON429() *LimitReached {
 	return r.JSON429
 }
 
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r StartSandboxResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetBody returns the raw response body bytes
 func (r StartSandboxResponse) GetBody() []byte {
 	return r.Body
@@ -10081,6 +11118,15 @@ func (r StartSandboxResponse) ContentType() string {
 	return ""
 }
 
+// StopSandboxResponse429Headers the declared response headers of an HTTP 429 response for StopSandbox
+type StopSandboxResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type StopSandboxResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10094,6 +11140,12 @@ type StopSandboxResponse struct {
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StopSandboxResponse429Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -10119,6 +11171,16 @@ func (r StopSandboxResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r StopSandboxResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r StopSandboxResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r StopSandboxResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -10150,22 +11212,44 @@ func (r StopSandboxResponse) ContentType() string {
 	return ""
 }
 
+// ListURLsResponse429Headers the declared response headers of an HTTP 429 response for ListURLs
+type ListURLsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type ListURLsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *[]URL
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListURLsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListURLsResponse) GetJSON200() *[]URL {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListURLsResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -10181,6 +11265,16 @@ func (r ListURLsResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListURLsResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListURLsResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListURLsResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -10240,6 +11334,8 @@ type HostPortResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *HostPortResponse429Headers
 }
@@ -10284,6 +11380,11 @@ func (r HostPortResponse) GetJSON429() *LimitReached {
 	return r.JSON429
 }
 
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r HostPortResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetBody returns the raw response body bytes
 func (r HostPortResponse) GetBody() []byte {
 	return r.Body
@@ -10313,13 +11414,22 @@ func (r HostPortResponse) ContentType() string {
 	return ""
 }
 
+// UnhostPortResponse429Headers the declared response headers of an HTTP 429 response for UnhostPort
+type UnhostPortResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type UnhostPortResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Deleted *bool `json:"deleted,omitempty"`
-		Port    *int  `json:"port,omitempty"`
+		Deleted bool `json:"deleted"`
+		Port    int  `json:"port"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *ErrorAnswer
@@ -10329,12 +11439,18 @@ type UnhostPortResponse struct {
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UnhostPortResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r UnhostPortResponse) GetJSON200() *struct {
-	Deleted *bool `json:"deleted,omitempty"`
-	Port    *int  `json:"port,omitempty"`
+	Deleted bool `json:"deleted"`
+	Port    int  `json:"port"`
 } {
 	return r.JSON200
 }
@@ -10357,6 +11473,16 @@ func (r UnhostPortResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r UnhostPortResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UnhostPortResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UnhostPortResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -10388,6 +11514,15 @@ func (r UnhostPortResponse) ContentType() string {
 	return ""
 }
 
+// ListURLTokensResponse429Headers the declared response headers of an HTTP 429 response for ListURLTokens
+type ListURLTokensResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type ListURLTokensResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10401,6 +11536,12 @@ type ListURLTokensResponse struct {
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListURLTokensResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10426,6 +11567,16 @@ func (r ListURLTokensResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListURLTokensResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListURLTokensResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListURLTokensResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -10483,6 +11634,8 @@ type CreateURLTokenResponse struct {
 	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateURLTokenResponse429Headers
 }
@@ -10522,6 +11675,11 @@ func (r CreateURLTokenResponse) GetJSON429() *LimitReached {
 	return r.JSON429
 }
 
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateURLTokenResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetBody returns the raw response body bytes
 func (r CreateURLTokenResponse) GetBody() []byte {
 	return r.Body
@@ -10551,13 +11709,22 @@ func (r CreateURLTokenResponse) ContentType() string {
 	return ""
 }
 
+// RevokeURLTokenResponse429Headers the declared response headers of an HTTP 429 response for RevokeURLToken
+type RevokeURLTokenResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type RevokeURLTokenResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Id      *string `json:"id,omitempty"`
-		Revoked *bool   `json:"revoked,omitempty"`
+		Id      string `json:"id"`
+		Revoked bool   `json:"revoked"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *ErrorAnswer
@@ -10567,12 +11734,18 @@ type RevokeURLTokenResponse struct {
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeURLTokenResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r RevokeURLTokenResponse) GetJSON200() *struct {
-	Id      *string `json:"id,omitempty"`
-	Revoked *bool   `json:"revoked,omitempty"`
+	Id      string `json:"id"`
+	Revoked bool   `json:"revoked"`
 } {
 	return r.JSON200
 }
@@ -10595,6 +11768,16 @@ func (r RevokeURLTokenResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RevokeURLTokenResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RevokeURLTokenResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RevokeURLTokenResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -10626,14 +11809,23 @@ func (r RevokeURLTokenResponse) ContentType() string {
 	return ""
 }
 
+// WaitForPortResponse429Headers the declared response headers of an HTTP 429 response for WaitForPort
+type WaitForPortResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type WaitForPortResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Port     *int  `json:"port,omitempty"`
-		Ready    *bool `json:"ready,omitempty"`
-		WaitedMs *int  `json:"waited_ms,omitempty"`
+		Port     int  `json:"port"`
+		Ready    bool `json:"ready"`
+		WaitedMs int  `json:"waited_ms"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *ErrorAnswer
@@ -10645,13 +11837,23 @@ type WaitForPortResponse struct {
 	JSON404 *ErrorAnswer
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorAnswer
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WaitForPortResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r WaitForPortResponse) GetJSON200() *struct {
-	Port     *int  `json:"port,omitempty"`
-	Ready    *bool `json:"ready,omitempty"`
-	WaitedMs *int  `json:"waited_ms,omitempty"`
+	Port     int  `json:"port"`
+	Ready    bool `json:"ready"`
+	WaitedMs int  `json:"waited_ms"`
 } {
 	return r.JSON200
 }
@@ -10679,6 +11881,26 @@ func (r WaitForPortResponse) GetJSON404() *ErrorAnswer {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r WaitForPortResponse) GetJSON409() *ErrorAnswer {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r WaitForPortResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r WaitForPortResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r WaitForPortResponse) GetJSON502() *ErrorAnswer {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r WaitForPortResponse) GetJSON503() *ErrorAnswer {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10710,6 +11932,15 @@ func (r WaitForPortResponse) ContentType() string {
 	return ""
 }
 
+// ListSavedSnapshotsResponse429Headers the declared response headers of an HTTP 429 response for ListSavedSnapshots
+type ListSavedSnapshotsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type ListSavedSnapshotsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10721,6 +11952,12 @@ type ListSavedSnapshotsResponse struct {
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSavedSnapshotsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10741,6 +11978,16 @@ func (r ListSavedSnapshotsResponse) GetJSON401() *ErrorAnswer {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListSavedSnapshotsResponse) GetJSON403() *ErrorAnswer {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSavedSnapshotsResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSavedSnapshotsResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -10772,30 +12019,52 @@ func (r ListSavedSnapshotsResponse) ContentType() string {
 	return ""
 }
 
+// DeleteSavedSnapshotResponse429Headers the declared response headers of an HTTP 429 response for DeleteSavedSnapshot
+type DeleteSavedSnapshotResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type DeleteSavedSnapshotResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Deleted *bool   `json:"deleted,omitempty"`
-		Id      *string `json:"id,omitempty"`
-		Name    *string `json:"name,omitempty"`
+		Deleted bool   `json:"deleted"`
+		Id      string `json:"id"`
+		Name    string `json:"name"`
 	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteSavedSnapshotResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r DeleteSavedSnapshotResponse) GetJSON200() *struct {
-	Deleted *bool   `json:"deleted,omitempty"`
-	Id      *string `json:"id,omitempty"`
-	Name    *string `json:"name,omitempty"`
+	Deleted bool   `json:"deleted"`
+	Id      string `json:"id"`
+	Name    string `json:"name"`
 } {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteSavedSnapshotResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -10811,6 +12080,16 @@ func (r DeleteSavedSnapshotResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteSavedSnapshotResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteSavedSnapshotResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteSavedSnapshotResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -10842,6 +12121,15 @@ func (r DeleteSavedSnapshotResponse) ContentType() string {
 	return ""
 }
 
+// GetSavedSnapshotResponse429Headers the declared response headers of an HTTP 429 response for GetSavedSnapshot
+type GetSavedSnapshotResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type GetSavedSnapshotResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10855,6 +12143,12 @@ type GetSavedSnapshotResponse struct {
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSavedSnapshotResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10880,6 +12174,16 @@ func (r GetSavedSnapshotResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetSavedSnapshotResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetSavedSnapshotResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetSavedSnapshotResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -10911,6 +12215,15 @@ func (r GetSavedSnapshotResponse) ContentType() string {
 	return ""
 }
 
+// ListSnapshotsResponse429Headers the declared response headers of an HTTP 429 response for ListSnapshots
+type ListSnapshotsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type ListSnapshotsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10922,6 +12235,12 @@ type ListSnapshotsResponse struct {
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSnapshotsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10942,6 +12261,16 @@ func (r ListSnapshotsResponse) GetJSON401() *ErrorAnswer {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListSnapshotsResponse) GetJSON403() *ErrorAnswer {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSnapshotsResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSnapshotsResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -10973,24 +12302,46 @@ func (r ListSnapshotsResponse) ContentType() string {
 	return ""
 }
 
+// ListSSHKeysResponse429Headers the declared response headers of an HTTP 429 response for ListSSHKeys
+type ListSSHKeysResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type ListSSHKeysResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		SshKeys *[]SSHKey `json:"ssh_keys,omitempty"`
+		SshKeys []SSHKey `json:"ssh_keys"`
 	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSSHKeysResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListSSHKeysResponse) GetJSON200() *struct {
-	SshKeys *[]SSHKey `json:"ssh_keys,omitempty"`
+	SshKeys []SSHKey `json:"ssh_keys"`
 } {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListSSHKeysResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -11001,6 +12352,16 @@ func (r ListSSHKeysResponse) GetJSON401() *ErrorAnswer {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListSSHKeysResponse) GetJSON403() *ErrorAnswer {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSSHKeysResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSSHKeysResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -11058,6 +12419,8 @@ type AddSSHKeyResponse struct {
 	JSON413 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AddSSHKeyResponse429Headers
 }
@@ -11097,6 +12460,11 @@ func (r AddSSHKeyResponse) GetJSON429() *LimitReached {
 	return r.JSON429
 }
 
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AddSSHKeyResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
 // GetBody returns the raw response body bytes
 func (r AddSSHKeyResponse) GetBody() []byte {
 	return r.Body
@@ -11126,28 +12494,50 @@ func (r AddSSHKeyResponse) ContentType() string {
 	return ""
 }
 
+// RemoveSSHKeyResponse429Headers the declared response headers of an HTTP 429 response for RemoveSSHKey
+type RemoveSSHKeyResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type RemoveSSHKeyResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Deleted *bool   `json:"deleted,omitempty"`
-		Id      *string `json:"id,omitempty"`
+		Deleted bool   `json:"deleted"`
+		Id      string `json:"id"`
 	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RemoveSSHKeyResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r RemoveSSHKeyResponse) GetJSON200() *struct {
-	Deleted *bool   `json:"deleted,omitempty"`
-	Id      *string `json:"id,omitempty"`
+	Deleted bool   `json:"deleted"`
+	Id      string `json:"id"`
 } {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RemoveSSHKeyResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -11163,6 +12553,16 @@ func (r RemoveSSHKeyResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RemoveSSHKeyResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RemoveSSHKeyResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RemoveSSHKeyResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -11194,22 +12594,44 @@ func (r RemoveSSHKeyResponse) ContentType() string {
 	return ""
 }
 
+// GetStopResponse429Headers the declared response headers of an HTTP 429 response for GetStop
+type GetStopResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type GetStopResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Stop
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetStopResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r GetStopResponse) GetJSON200() *Stop {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetStopResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -11225,6 +12647,16 @@ func (r GetStopResponse) GetJSON403() *ErrorAnswer {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetStopResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetStopResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetStopResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -11256,28 +12688,74 @@ func (r GetStopResponse) ContentType() string {
 	return ""
 }
 
+// CreateWallLinkResponse429Headers the declared response headers of an HTTP 429 response for CreateWallLink
+type CreateWallLinkResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
 type CreateWallLinkResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *struct {
 		// ExpiresAt when the link stops opening (a session already open keeps working)
-		ExpiresAt *time.Time `json:"expires_at,omitempty"`
+		ExpiresAt time.Time `json:"expires_at"`
 
 		// Url https://KIND--ID.<domain>/…#dt_…
-		Url *string `json:"url,omitempty"`
+		Url string `json:"url"`
 	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateWallLinkResponse429Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateWallLinkResponse) GetJSON201() *struct {
 	// ExpiresAt when the link stops opening (a session already open keeps working)
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	ExpiresAt time.Time `json:"expires_at"`
 
 	// Url https://KIND--ID.<domain>/…#dt_…
-	Url *string `json:"url,omitempty"`
+	Url string `json:"url"`
 } {
 	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateWallLinkResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateWallLinkResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateWallLinkResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateWallLinkResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateWallLinkResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
 }
 
 // GetBody returns the raw response body bytes
@@ -11535,8 +13013,8 @@ func (c *ClientWithResponses) UpdateSandboxWithResponse(ctx context.Context, nam
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sandboxes/{name}/browser (the `CreateBrowserLink` operationId).
-func (c *ClientWithResponses) CreateBrowserLinkWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBrowserLinkResponse, error) {
-	rsp, err := c.CreateBrowserLinkWithBody(ctx, name, contentType, body, reqEditors...)
+func (c *ClientWithResponses) CreateBrowserLinkWithBodyWithResponse(ctx context.Context, name string, params *CreateBrowserLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBrowserLinkResponse, error) {
+	rsp, err := c.CreateBrowserLinkWithBody(ctx, name, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11548,8 +13026,8 @@ func (c *ClientWithResponses) CreateBrowserLinkWithBodyWithResponse(ctx context.
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sandboxes/{name}/browser (the `CreateBrowserLink` operationId).
-func (c *ClientWithResponses) CreateBrowserLinkWithResponse(ctx context.Context, name string, body CreateBrowserLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBrowserLinkResponse, error) {
-	rsp, err := c.CreateBrowserLink(ctx, name, body, reqEditors...)
+func (c *ClientWithResponses) CreateBrowserLinkWithResponse(ctx context.Context, name string, params *CreateBrowserLinkParams, body CreateBrowserLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBrowserLinkResponse, error) {
+	rsp, err := c.CreateBrowserLink(ctx, name, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11849,8 +13327,8 @@ func (c *ClientWithResponses) CreateFileUploadURLWithResponse(ctx context.Contex
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sandboxes/{name}/fork (the `ForkSandbox` operationId).
-func (c *ClientWithResponses) ForkSandboxWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ForkSandboxResponse, error) {
-	rsp, err := c.ForkSandboxWithBody(ctx, name, contentType, body, reqEditors...)
+func (c *ClientWithResponses) ForkSandboxWithBodyWithResponse(ctx context.Context, name string, params *ForkSandboxParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ForkSandboxResponse, error) {
+	rsp, err := c.ForkSandboxWithBody(ctx, name, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11864,8 +13342,8 @@ func (c *ClientWithResponses) ForkSandboxWithBodyWithResponse(ctx context.Contex
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sandboxes/{name}/fork (the `ForkSandbox` operationId).
-func (c *ClientWithResponses) ForkSandboxWithResponse(ctx context.Context, name string, body ForkSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ForkSandboxResponse, error) {
-	rsp, err := c.ForkSandbox(ctx, name, body, reqEditors...)
+func (c *ClientWithResponses) ForkSandboxWithResponse(ctx context.Context, name string, params *ForkSandboxParams, body ForkSandboxJSONRequestBody, reqEditors ...RequestEditorFn) (*ForkSandboxResponse, error) {
+	rsp, err := c.ForkSandbox(ctx, name, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12407,7 +13885,7 @@ func ParseListAPIKeysResponse(rsp *http.Response) (*ListAPIKeysResponse, error) 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			ApiKeys *[]APIKey `json:"api_keys,omitempty"`
+			ApiKeys []APIKey `json:"api_keys"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -12435,6 +13913,61 @@ func ParseListAPIKeysResponse(rsp *http.Response) (*ListAPIKeysResponse, error) 
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListAPIKeysResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -12495,6 +14028,13 @@ func ParseCreateAPIKeyResponse(rsp *http.Response) (*CreateAPIKeyResponse, error
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
 
 	}
 
@@ -12558,14 +14098,21 @@ func ParseRevokeAPIKeyResponse(rsp *http.Response) (*RevokeAPIKeyResponse, error
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Id        *string    `json:"id,omitempty"`
-			Revoked   *bool      `json:"revoked,omitempty"`
-			RevokedAt *time.Time `json:"revoked_at,omitempty"`
+			Id        string    `json:"id"`
+			Revoked   bool      `json:"revoked"`
+			RevokedAt time.Time `json:"revoked_at"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorAnswer
@@ -12588,6 +14135,61 @@ func ParseRevokeAPIKeyResponse(rsp *http.Response) (*RevokeAPIKeyResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RevokeAPIKeyResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -12649,6 +14251,61 @@ func ParseRotateAPIKeyResponse(rsp *http.Response) (*RotateAPIKeyResponse, error
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RotateAPIKeyResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -12696,6 +14353,61 @@ func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListAuditResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -12756,6 +14468,13 @@ func ParseDownloadFileLinkResponse(rsp *http.Response) (*DownloadFileLinkRespons
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
@@ -12880,6 +14599,13 @@ func ParseUploadFileLinkResponse(rsp *http.Response) (*UploadFileLinkResponse, e
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -12982,6 +14708,61 @@ func ParseGetLimitsResponse(rsp *http.Response) (*GetLimitsResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetLimitsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -13008,6 +14789,61 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetOpenAPIResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -13055,6 +14891,20 @@ func ParseListSandboxesResponse(rsp *http.Response) (*ListSandboxesResponse, err
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	}
 
 	switch {
@@ -13068,6 +14918,44 @@ func ParseListSandboxesResponse(rsp *http.Response) (*ListSandboxesResponse, err
 			headers.XNextCursor = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListSandboxesResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -13136,9 +15024,26 @@ func ParseCreateSandboxesResponse(rsp *http.Response) (*CreateSandboxesResponse,
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		var headers CreateSandboxesResponse202Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateSandboxesResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
@@ -13198,13 +15103,20 @@ func ParseDeleteSandboxResponse(rsp *http.Response) (*DeleteSandboxResponse, err
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
 		var dest struct {
-			Deleted *bool   `json:"deleted,omitempty"`
-			Name    *string `json:"name,omitempty"`
+			Deleted bool   `json:"deleted"`
+			Name    string `json:"name"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorAnswer
@@ -13227,6 +15139,61 @@ func ParseDeleteSandboxResponse(rsp *http.Response) (*DeleteSandboxResponse, err
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteSandboxResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -13253,6 +15220,13 @@ func ParseGetSandboxResponse(rsp *http.Response) (*GetSandboxResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13274,6 +15248,61 @@ func ParseGetSandboxResponse(rsp *http.Response) (*GetSandboxResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSandboxResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -13335,6 +15364,61 @@ func ParseUpdateSandboxResponse(rsp *http.Response) (*UpdateSandboxResponse, err
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers UpdateSandboxResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -13357,16 +15441,106 @@ func ParseCreateBrowserLinkResponse(rsp *http.Response) (*CreateBrowserLinkRespo
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest struct {
 			// ExpiresAt when the link stops opening (a session already open keeps working)
-			ExpiresAt *time.Time `json:"expires_at,omitempty"`
+			ExpiresAt time.Time `json:"expires_at"`
 
 			// Url https://KIND--ID.<domain>/…#dt_…
-			Url *string `json:"url,omitempty"`
+			Url string `json:"url"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateBrowserLinkResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -13389,16 +15563,106 @@ func ParseCreateDesktopLinkResponse(rsp *http.Response) (*CreateDesktopLinkRespo
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest struct {
 			// ExpiresAt when the link stops opening (a session already open keeps working)
-			ExpiresAt *time.Time `json:"expires_at,omitempty"`
+			ExpiresAt time.Time `json:"expires_at"`
 
 			// Url https://KIND--ID.<domain>/…#dt_…
-			Url *string `json:"url,omitempty"`
+			Url string `json:"url"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateDesktopLinkResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -13474,12 +15738,26 @@ func ParseExecResponse(rsp *http.Response) (*ExecResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	case rsp.StatusCode == 200:
 		// Content-type (application/x-ndjson) unsupported
@@ -13546,8 +15824,8 @@ func ParseDeleteFilesResponse(rsp *http.Response) (*DeleteFilesResponse, error) 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Deleted *bool   `json:"deleted,omitempty"`
-			Path    *string `json:"path,omitempty"`
+			Deleted bool   `json:"deleted"`
+			Path    string `json:"path"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -13595,6 +15873,13 @@ func ParseDeleteFilesResponse(rsp *http.Response) (*DeleteFilesResponse, error) 
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
@@ -13718,6 +16003,13 @@ func ParseGetFilesResponse(rsp *http.Response) (*GetFilesResponse, error) {
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
@@ -13849,6 +16141,13 @@ func ParsePutFileArchiveResponse(rsp *http.Response) (*PutFileArchiveResponse, e
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13971,6 +16270,13 @@ func ParseGetFileContentResponse(rsp *http.Response) (*GetFileContentResponse, e
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
@@ -14102,6 +16408,13 @@ func ParsePutFileContentResponse(rsp *http.Response) (*PutFileContentResponse, e
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14211,12 +16524,40 @@ func ParseCreateFileDownloadURLResponse(rsp *http.Response) (*CreateFileDownload
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest LimitReached
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 
@@ -14326,6 +16667,13 @@ func ParseFindInFilesResponse(rsp *http.Response) (*FindInFilesResponse, error) 
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
@@ -14450,6 +16798,13 @@ func ParseMakeFolderResponse(rsp *http.Response) (*MakeFolderResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14573,6 +16928,13 @@ func ParseMoveFileResponse(rsp *http.Response) (*MoveFileResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14649,9 +17011,9 @@ func ParseSetFilePermissionsResponse(rsp *http.Response) (*SetFilePermissionsRes
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Changed *int    `json:"changed,omitempty"`
-			Mode    *string `json:"mode,omitempty"`
-			Path    *string `json:"path,omitempty"`
+			Changed int    `json:"changed"`
+			Mode    string `json:"mode"`
+			Path    string `json:"path"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -14699,6 +17061,13 @@ func ParseSetFilePermissionsResponse(rsp *http.Response) (*SetFilePermissionsRes
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
@@ -14823,6 +17192,13 @@ func ParseReplaceInFilesResponse(rsp *http.Response) (*ReplaceInFilesResponse, e
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14946,6 +17322,13 @@ func ParseSearchFilesResponse(rsp *http.Response) (*SearchFilesResponse, error) 
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
 		var dest ErrorAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15055,12 +17438,40 @@ func ParseCreateFileUploadURLResponse(rsp *http.Response) (*CreateFileUploadURLR
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest LimitReached
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 
@@ -15178,9 +17589,26 @@ func ParseForkSandboxResponse(rsp *http.Response) (*ForkSandboxResponse, error) 
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		var headers ForkSandboxResponse202Headers
+		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.IdempotentReplayed = &value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 429:
 		var headers ForkSandboxResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
@@ -15245,6 +17673,13 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15273,6 +17708,75 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListJobsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -15347,6 +17851,27 @@ func ParseStartJobResponse(rsp *http.Response) (*StartJobResponse, error) {
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 
@@ -15450,6 +17975,75 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetJobResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -15475,6 +18069,13 @@ func ParseStopJobResponse(rsp *http.Response) (*StopJobResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorAnswer
@@ -15504,6 +18105,75 @@ func ParseStopJobResponse(rsp *http.Response) (*StopJobResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers StopJobResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -15572,6 +18242,61 @@ func ParseRestoreSandboxResponse(rsp *http.Response) (*RestoreSandboxResponse, e
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RestoreSandboxResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -15593,13 +18318,20 @@ func ParseDeleteAutoSnapshotsResponse(rsp *http.Response) (*DeleteAutoSnapshotsR
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Deleted *int `json:"deleted,omitempty"`
-			Kept    *int `json:"kept,omitempty"`
+			Deleted int `json:"deleted"`
+			Kept    int `json:"kept"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorAnswer
@@ -15622,6 +18354,61 @@ func ParseDeleteAutoSnapshotsResponse(rsp *http.Response) (*DeleteAutoSnapshotsR
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteAutoSnapshotsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -15676,6 +18463,61 @@ func ParseListSandboxSnapshotsResponse(rsp *http.Response) (*ListSandboxSnapshot
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListSandboxSnapshotsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -15744,6 +18586,61 @@ func ParseSaveSnapshotResponse(rsp *http.Response) (*SaveSnapshotResponse, error
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SaveSnapshotResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -15765,14 +18662,21 @@ func ParseDeleteSandboxSnapshotResponse(rsp *http.Response) (*DeleteSandboxSnaps
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Deleted *bool   `json:"deleted,omitempty"`
-			Id      *string `json:"id,omitempty"`
-			Name    *string `json:"name,omitempty"`
+			Deleted bool   `json:"deleted"`
+			Id      string `json:"id"`
+			Name    string `json:"name"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorAnswer
@@ -15795,6 +18699,61 @@ func ParseDeleteSandboxSnapshotResponse(rsp *http.Response) (*DeleteSandboxSnaps
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteSandboxSnapshotResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -15849,6 +18808,61 @@ func ParseGetSandboxSnapshotResponse(rsp *http.Response) (*GetSandboxSnapshotRes
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSandboxSnapshotResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -15870,15 +18884,15 @@ func ParseSandboxSSHResponse(rsp *http.Response) (*SandboxSSHResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Host *string `json:"host,omitempty"`
+			Host string `json:"host"`
 
 			// HostKey the sandbox's SSH host key, authorized_keys format
-			HostKey *string `json:"host_key,omitempty"`
+			HostKey string `json:"host_key"`
 
 			// KnownHosts the same as a known_hosts line
-			KnownHosts *string `json:"known_hosts,omitempty"`
-			Port       *int    `json:"port,omitempty"`
-			User       *string `json:"user,omitempty"`
+			KnownHosts string `json:"known_hosts"`
+			Port       int    `json:"port"`
+			User       string `json:"user"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -15920,6 +18934,61 @@ func ParseSandboxSSHResponse(rsp *http.Response) (*SandboxSSHResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SandboxSSHResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -15987,6 +19056,13 @@ func ParseStartSandboxResponse(rsp *http.Response) (*StartSandboxResponse, error
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
 
 	}
 
@@ -16083,6 +19159,61 @@ func ParseStopSandboxResponse(rsp *http.Response) (*StopSandboxResponse, error) 
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers StopSandboxResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16109,6 +19240,13 @@ func ParseListURLsResponse(rsp *http.Response) (*ListURLsResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16130,6 +19268,61 @@ func ParseListURLsResponse(rsp *http.Response) (*ListURLsResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListURLsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16205,6 +19398,13 @@ func ParseHostPortResponse(rsp *http.Response) (*HostPortResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	}
 
 	switch {
@@ -16267,8 +19467,8 @@ func ParseUnhostPortResponse(rsp *http.Response) (*UnhostPortResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Deleted *bool `json:"deleted,omitempty"`
-			Port    *int  `json:"port,omitempty"`
+			Deleted bool `json:"deleted"`
+			Port    int  `json:"port"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -16303,6 +19503,61 @@ func ParseUnhostPortResponse(rsp *http.Response) (*UnhostPortResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers UnhostPortResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16357,6 +19612,61 @@ func ParseListURLTokensResponse(rsp *http.Response) (*ListURLTokensResponse, err
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListURLTokensResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16425,6 +19735,13 @@ func ParseCreateURLTokenResponse(rsp *http.Response) (*CreateURLTokenResponse, e
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	}
 
 	switch {
@@ -16487,8 +19804,8 @@ func ParseRevokeURLTokenResponse(rsp *http.Response) (*RevokeURLTokenResponse, e
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Id      *string `json:"id,omitempty"`
-			Revoked *bool   `json:"revoked,omitempty"`
+			Id      string `json:"id"`
+			Revoked bool   `json:"revoked"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -16523,6 +19840,61 @@ func ParseRevokeURLTokenResponse(rsp *http.Response) (*RevokeURLTokenResponse, e
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RevokeURLTokenResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16544,9 +19916,9 @@ func ParseWaitForPortResponse(rsp *http.Response) (*WaitForPortResponse, error) 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Port     *int  `json:"port,omitempty"`
-			Ready    *bool `json:"ready,omitempty"`
-			WaitedMs *int  `json:"waited_ms,omitempty"`
+			Port     int  `json:"port"`
+			Ready    bool `json:"ready"`
+			WaitedMs int  `json:"waited_ms"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -16588,6 +19960,75 @@ func ParseWaitForPortResponse(rsp *http.Response) (*WaitForPortResponse, error) 
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers WaitForPortResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16635,6 +20076,61 @@ func ParseListSavedSnapshotsResponse(rsp *http.Response) (*ListSavedSnapshotsRes
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListSavedSnapshotsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16656,14 +20152,21 @@ func ParseDeleteSavedSnapshotResponse(rsp *http.Response) (*DeleteSavedSnapshotR
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Deleted *bool   `json:"deleted,omitempty"`
-			Id      *string `json:"id,omitempty"`
-			Name    *string `json:"name,omitempty"`
+			Deleted bool   `json:"deleted"`
+			Id      string `json:"id"`
+			Name    string `json:"name"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorAnswer
@@ -16686,6 +20189,61 @@ func ParseDeleteSavedSnapshotResponse(rsp *http.Response) (*DeleteSavedSnapshotR
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DeleteSavedSnapshotResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16740,6 +20298,61 @@ func ParseGetSavedSnapshotResponse(rsp *http.Response) (*GetSavedSnapshotRespons
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSavedSnapshotResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16787,6 +20400,61 @@ func ParseListSnapshotsResponse(rsp *http.Response) (*ListSnapshotsResponse, err
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListSnapshotsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16808,12 +20476,19 @@ func ParseListSSHKeysResponse(rsp *http.Response) (*ListSSHKeysResponse, error) 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			SshKeys *[]SSHKey `json:"ssh_keys,omitempty"`
+			SshKeys []SSHKey `json:"ssh_keys"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorAnswer
@@ -16829,6 +20504,61 @@ func ParseListSSHKeysResponse(rsp *http.Response) (*ListSSHKeysResponse, error) 
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListSSHKeysResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16897,6 +20627,13 @@ func ParseAddSSHKeyResponse(rsp *http.Response) (*AddSSHKeyResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
 	}
 
 	switch {
@@ -16959,13 +20696,20 @@ func ParseRemoveSSHKeyResponse(rsp *http.Response) (*RemoveSSHKeyResponse, error
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Deleted *bool   `json:"deleted,omitempty"`
-			Id      *string `json:"id,omitempty"`
+			Deleted bool   `json:"deleted"`
+			Id      string `json:"id"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorAnswer
@@ -16988,6 +20732,61 @@ func ParseRemoveSSHKeyResponse(rsp *http.Response) (*RemoveSSHKeyResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RemoveSSHKeyResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -17014,6 +20813,13 @@ func ParseGetStopResponse(rsp *http.Response) (*GetStopResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest ErrorAnswer
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17035,6 +20841,61 @@ func ParseGetStopResponse(rsp *http.Response) (*GetStopResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetStopResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -17057,16 +20918,92 @@ func ParseCreateWallLinkResponse(rsp *http.Response) (*CreateWallLinkResponse, e
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest struct {
 			// ExpiresAt when the link stops opening (a session already open keeps working)
-			ExpiresAt *time.Time `json:"expires_at,omitempty"`
+			ExpiresAt time.Time `json:"expires_at"`
 
 			// Url https://KIND--ID.<domain>/…#dt_…
-			Url *string `json:"url,omitempty"`
+			Url string `json:"url"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CreateWallLinkResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil

@@ -170,12 +170,3 @@ func idempotencyKey() string {
 	rand.Read(b)
 	return "froog-go-" + hex.EncodeToString(b)
 }
-
-// withIdempotencyKey sets the header on a request the spec gives no
-// parameter for.
-func withIdempotencyKey(key string) RequestEditorFn {
-	return func(_ context.Context, req *http.Request) error {
-		req.Header.Set("Idempotency-Key", key)
-		return nil
-	}
-}

@@ -134,21 +134,17 @@ func (j *JobHandle) Follow(ctx context.Context, w io.Writer) (int, error) {
 		if err != nil {
 			return -1, err
 		}
-		if out.OutputB64 != nil {
-			if _, err := w.Write(*out.OutputB64); err != nil {
-				return -1, err
-			}
+		if _, err := w.Write(out.OutputB64); err != nil {
+			return -1, err
 		}
-		if out.NextOffset != nil {
-			offset = *out.NextOffset
-		}
-		if out.Done != nil && *out.Done {
+		offset = out.NextOffset
+		if out.Done {
 			if out.ExitCode == nil {
 				return -1, nil
 			}
 			return *out.ExitCode, nil
 		}
-		if out.OutputB64 == nil || len(*out.OutputB64) == 0 {
+		if len(out.OutputB64) == 0 {
 			if err := sleep(ctx, 200*time.Millisecond); err != nil {
 				return -1, err
 			}

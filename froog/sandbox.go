@@ -82,7 +82,7 @@ func (h *SandboxHandle) Delete(ctx context.Context) error {
 // body.Count of them) and waits until each runs. It sends an
 // Idempotency-Key, as Create does.
 func (h *SandboxHandle) Fork(ctx context.Context, body ForkSandbox) ([]*SandboxHandle, error) {
-	res, err := h.c.ForkSandboxWithResponse(ctx, h.Name, body, withIdempotencyKey(idempotencyKey()))
+	res, err := h.c.ForkSandboxWithResponse(ctx, h.Name, &ForkSandboxParams{IdempotencyKey: Ptr(idempotencyKey())}, body)
 	if err != nil {
 		return nil, err
 	}
@@ -157,9 +157,26 @@ func (h *SandboxHandle) Desktop(ctx context.Context, params *CreateDesktopLinkPa
 	return linkIn(res.Body)
 }
 
+// BrowserOptions are a browser-view link's settings; zero values are the
+// server's defaults.
+type BrowserOptions struct {
+	// Theme is the viewer's, dark or light.
+	Theme string
+	// Profile is Chrome's profile folder in the sandbox.
+	Profile string
+}
+
 // Browser makes a link to its browser view.
-func (h *SandboxHandle) Browser(ctx context.Context, body CreateBrowserLinkJSONRequestBody) (*Link, error) {
-	res, err := h.c.CreateBrowserLinkWithResponse(ctx, h.Name, body)
+func (h *SandboxHandle) Browser(ctx context.Context, o BrowserOptions) (*Link, error) {
+	var body CreateBrowserLinkJSONRequestBody
+	var params CreateBrowserLinkParams
+	if o.Theme != "" {
+		params.Theme = Ptr(CreateBrowserLinkParamsTheme(o.Theme))
+	}
+	if o.Profile != "" {
+		body.Profile = &o.Profile
+	}
+	res, err := h.c.CreateBrowserLinkWithResponse(ctx, h.Name, &params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +254,8 @@ func sandboxesIn(b []byte) ([]Sandbox, error) {
 	return []Sandbox{one}, nil
 }
 
-// Text is a generated field as text: a pointer followed, nil as "".
+// Text is a generated field as text: a pointer followed, nil as "", a
+// time in RFC 3339.
 func Text(v any) string {
 	r := reflect.ValueOf(v)
 	for r.IsValid() && (r.Kind() == reflect.Pointer || r.Kind() == reflect.Interface) {
@@ -248,6 +266,9 @@ func Text(v any) string {
 	}
 	if !r.IsValid() {
 		return ""
+	}
+	if t, ok := r.Interface().(time.Time); ok {
+		return t.Format(time.RFC3339)
 	}
 	return fmt.Sprint(r.Interface())
 }

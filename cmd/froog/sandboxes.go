@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"froog.tech/froog/froog"
+)
+
+func (a *app) newCmd() *cobra.Command {
+	var size, ttl, from string
+	var autoStart, noEnv, noAutoStop bool
+	var hosts, envs, labels []string
+	var count int
+	c := &cobra.Command{
+		Use:   "new [NAME]",
+		Short: "Create a sandbox and wait until it runs",
+		Long: `Create a sandbox (a random name without NAME) and return once it runs.
+--host PORT[:public] gives a port a URL from the start (repeat it; PORT alone
+is private). With --count N it makes NAME-1 … NAME-N.`,
+		Example: `  froog new my-box
+  froog new box --ttl 4h              # stops 4 hours after each start
+  froog new preview --ttl 15m --auto-start --host 3000:public
+  froog new ci-1 --label team=web --label job=1234
+  froog new app --from web-stack --count 5   # app-1 … app-5`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := map[string]any{}
+			var problems []error
+			if len(args) == 1 {
+				body["name"] = args[0]
+			}
+			if size != "" {
+				body["size"] = size
+			}
+			if from != "" {
+				body["from"] = from
+			}
+			if count > 0 {
+				body["count"] = count
+			}
+			if autoStart {
+				body["auto_start"] = true
+			}
+			if noEnv {
+				body["environment"] = false
+			}
+			switch {
+			case noAutoStop:
+				body["ttl_secs"] = 0
+			case ttl != "":
+				d, err := parseDuration(ttl)
+				if err != nil {
+					problems = append(problems, fmt.Errorf("--ttl: %w", err))
+				}
+				body["ttl_secs"] = int(d.Seconds())
+			}
+			if env, err := keyValues("-e", envs); err != nil {
+				problems = append(problems, err)
+			} else if len(env) > 0 {
+				body["env"] = env
+			}
+			if l, err := keyValues("--label", labels); err != nil {
+				problems = append(problems, err)
+			} else if len(l) > 0 {
+				body["labels"] = l
+			}
+			var ports []froog.HostPort
+			for _, h := range hosts {
+				p, public, _ := strings.Cut(h, ":")
+				n, err := strconv.Atoi(p)
+				if err != nil || (public != "" && public != "public") {
+					problems = append(problems, fmt.Errorf("--host %q: want PORT or PORT:public", h))
+					continue
+				}
+				hp := froog.HostPort{Port: n}
+				if public != "" {
+					hp.Public = froog.Ptr(true)
+				}
+				ports = append(ports, hp)
+			}
+			if err := errors.Join(problems...); err != nil {
+				return err
+			}
+			var req froog.CreateSandbox
+			if err := into(&req, body); err != nil {
+				return err
+			}
+			c, err := a.sdk()
+			if err != nil {
+				return err
+			}
+			made, err := c.Sandboxes.Create(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			type result struct {
+				Sandbox *froog.Sandbox `json:"sandbox"`
+				URLs    []*froog.URL   `json:"urls,omitempty"`
+			}
+			var out []result
+			for _, h := range made {
+				r := result{}
+				for _, hp := range ports {
+					u, err := h.Host(cmd.Context(), hp)
+					if err != nil {
+						return fmt.Errorf("host %s port %d: %w", h.Name, hp.Port, err)
+					}
+					r.URLs = append(r.URLs, u)
+				}
+				if r.Sandbox, err = h.Info(cmd.Context()); err != nil {
+					return err
+				}
+				out = append(out, r)
+			}
+			var v any = out
+			if len(out) == 1 {
+				v = out[0]
+			}
+			return a.print(v, func(w io.Writer) {
+				for _, r := range out {
+					fmt.Fprintln(w, froog.Text(r.Sandbox.Name))
+					for _, u := range r.URLs {
+						fmt.Fprintln(w, froog.Text(u.Url))
+					}
+				}
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&size, "size", "", "small, default or large")
+	f.StringVar(&ttl, "ttl", "", "auto-stop this long after each start (default 1h, at most 30d)")
+	f.BoolVar(&noAutoStop, "no-auto-stop", false, "never stop on its own")
+	f.BoolVar(&autoStart, "auto-start", false, "start when one of its URLs gets a request while it is stopped")
+	f.StringArrayVar(&hosts, "host", nil, "give PORT a URL: PORT (private) or PORT:public; repeat it")
+	f.StringArrayVarP(&envs, "env", "e", nil, "a variable of its own, KEY=VALUE; repeat it")
+	f.StringArrayVar(&labels, "label", nil, "a label, KEY=VALUE; repeat it")
+	f.BoolVar(&noEnv, "no-environment", false, "without the account's environment")
+	f.StringVar(&from, "from", "", "start from a saved snapshot (its name)")
+	f.IntVar(&count, "count", 0, "make N sandboxes, NAME-1 … NAME-N")
+	return c
+}
+
+func (a *app) listCmd() *cobra.Command {
+	var labels []string
+	var prefix, state string
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List sandboxes",
+		Example: `  froog list --label team=web --state running
+  froog list --prefix ci-`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.sdk()
+			if err != nil {
+				return err
+			}
+			p := &froog.ListSandboxesParams{}
+			if len(labels) > 0 {
+				p.Label = &labels
+			}
+			if prefix != "" {
+				p.NamePrefix = &prefix
+			}
+			if state != "" {
+				p.State = &state
+			}
+			list, err := c.Sandboxes.List(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			return a.print(list, func(w io.Writer) {
+				var rows [][]string
+				for _, sb := range list {
+					rows = append(rows, []string{froog.Text(sb.Name), froog.Text(sb.State), froog.Text(sb.Size)})
+				}
+				table(w, []string{"NAME", "STATE", "SIZE"}, rows)
+			})
+		},
+	}
+	c.Flags().StringArrayVar(&labels, "label", nil, "only sandboxes with this label, KEY=VALUE; repeat it")
+	c.Flags().StringVar(&prefix, "prefix", "", "only names that start with this")
+	c.Flags().StringVar(&state, "state", "", "only sandboxes in this state (running, stopped…)")
+	return c
+}
+
+// oneSandbox is a command that acts on the sandbox NAME and prints it.
+func (a *app) oneSandbox(use, short, example string, act func(cmd *cobra.Command, h *froog.SandboxHandle) (*froog.Sandbox, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:     use + " NAME",
+		Short:   short,
+		Example: example,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := a.sandbox(args[0])
+			if err != nil {
+				return err
+			}
+			sb, err := act(cmd, h)
+			if err != nil {
+				return err
+			}
+			return a.print(sb, func(w io.Writer) {
+				if use == "info" {
+					fields(w, sb)
+					return
+				}
+				fmt.Fprintf(w, "%s %s\n", froog.Text(sb.Name), froog.Text(sb.State))
+			})
+		},
+	}
+}
+
+func (a *app) infoCmd() *cobra.Command {
+	return a.oneSandbox("info", "Show a sandbox: state, error, timers", "  froog info my-box --json",
+		func(cmd *cobra.Command, h *froog.SandboxHandle) (*froog.Sandbox, error) { return h.Info(cmd.Context()) })
+}
+
+func (a *app) startCmd() *cobra.Command {
+	return a.oneSandbox("start", "Start a sandbox and wait until it runs", "  froog start my-box",
+		func(cmd *cobra.Command, h *froog.SandboxHandle) (*froog.Sandbox, error) {
+			return h.Start(cmd.Context(), froog.StartSandbox{})
+		})
+}
+
+func (a *app) stopCmd() *cobra.Command {
+	return a.oneSandbox("stop", "Stop a sandbox (its disk is snapshotted) and wait until it has", "  froog stop my-box",
+		func(cmd *cobra.Command, h *froog.SandboxHandle) (*froog.Sandbox, error) { return h.Stop(cmd.Context()) })
+}
+
+func (a *app) deleteCmd() *cobra.Command {
+	var yes bool
+	c := &cobra.Command{
+		Use:     "delete NAME",
+		Short:   "Delete a sandbox and its disk",
+		Example: "  froog delete try-1 -y",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !yes {
+				if !isTerminal(a.stdin) {
+					return errors.New("delete asks first: give -y to delete without asking")
+				}
+				fmt.Fprintf(a.stderr, "Delete %s and its disk? [y/N] ", args[0])
+				line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+				if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+					return errors.New("not deleted")
+				}
+			}
+			h, err := a.sandbox(args[0])
+			if err != nil {
+				return err
+			}
+			if err := h.Delete(cmd.Context()); err != nil {
+				return err
+			}
+			return a.print(map[string]any{"name": args[0], "deleted": true}, func(w io.Writer) { fmt.Fprintf(w, "%s deleted\n", args[0]) })
+		},
+	}
+	c.Flags().BoolVarP(&yes, "yes", "y", false, "don't ask")
+	return c
+}
+
+func (a *app) forkCmd() *cobra.Command {
+	var count int
+	c := &cobra.Command{
+		Use:   "fork NAME[@SNAPSHOT] NEW",
+		Short: "Make new sandboxes from a sandbox's disk (or one of its snapshots)",
+		Example: `  froog fork my-box@before-upgrade my-box-2   # new sandbox from a snapshot
+  froog fork my-box try --count 5              # try-1 … try-5`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, snap, _ := strings.Cut(args[0], "@")
+			h, err := a.sandbox(src)
+			if err != nil {
+				return err
+			}
+			body := froog.ForkSandbox{Name: args[1]}
+			if snap != "" {
+				body.Snapshot = &snap
+			}
+			if count > 0 {
+				body.Count = &count
+			}
+			made, err := h.Fork(cmd.Context(), body)
+			if err != nil {
+				return err
+			}
+			var names []string
+			for _, m := range made {
+				names = append(names, m.Name)
+			}
+			return a.print(names, func(w io.Writer) { fmt.Fprintln(w, strings.Join(names, "\n")) })
+		},
+	}
+	c.Flags().IntVar(&count, "count", 0, "make N forks, NEW-1 … NEW-N")
+	return c
+}
+
+func (a *app) restoreCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "restore NAME@SNAPSHOT",
+		Short: "Roll a sandbox back to a snapshot, in place",
+		Long: `Roll a sandbox back to one of its snapshots (an id) or a saved snapshot (its
+name). The current state is snapshotted first, so a restore can be undone.`,
+		Example: "  froog restore my-box@before-upgrade",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, snap, ok := strings.Cut(args[0], "@")
+			if !ok || snap == "" {
+				return fmt.Errorf("restore %q: want NAME@SNAPSHOT", args[0])
+			}
+			h, err := a.sandbox(name)
+			if err != nil {
+				return err
+			}
+			sb, err := h.Restore(cmd.Context(), snap)
+			if err != nil {
+				return err
+			}
+			return a.print(sb, func(w io.Writer) { fmt.Fprintf(w, "%s %s\n", froog.Text(sb.Name), froog.Text(sb.State)) })
+		},
+	}
+}
