@@ -59,6 +59,7 @@ func TestTileXvnc(t *testing.T) {
 // (mapped to the test server): empty, three tiles of three real
 // desktops, a fourth that starts, one that stops, and a tile made live.
 func TestWallChromium(t *testing.T) {
+	testdep.Short(t, "drives Chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
 		testdep.Missing(t, "chromium is not installed")
@@ -234,6 +235,7 @@ func TestWallChromium(t *testing.T) {
 // 640x360, each the desktop of ten sandboxes — the edge still keeps one
 // connection, one picture and one encoding per sandbox.
 func TestWallFiftyChromium(t *testing.T) {
+	testdep.Short(t, "drives Chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
 		testdep.Missing(t, "chromium is not installed")

@@ -122,6 +122,7 @@ func TestBridgeXvnc(t *testing.T) {
 // picture, and the page's looks and error pages are kept as screenshots
 // under .artefacts/desktop/ (or $FROOG_ARTEFACTS/desktop/).
 func TestViewerChromium(t *testing.T) {
+	testdep.Short(t, "drives Chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
 		testdep.Missing(t, "chromium is not installed")

@@ -109,8 +109,20 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 }
 
 // tinyGuest finds the test guest testdeps built (or builds it) and
-// returns its folder.
-func tinyGuest(t *testing.T) string { return testimage.Dir(t, "tinyvm") }
+// returns its folder. Every froogd test that boots a VM gets its guest
+// here, and is named TestQEMU…: make test runs those in a phase of their
+// own, after the end-to-end tests (VM_TESTS in the Makefile), and this
+// fails one that would run beside them (benchmarks aside: make bench).
+func tinyGuest(t *testing.T) string {
+	t.Helper()
+	if name := t.Name(); !strings.HasPrefix(name, vmTests) && !strings.Contains(name, "Bench") {
+		t.Fatalf("%s boots a VM: name it %s… so that make test runs it in its VM phase", name, vmTests)
+	}
+	return testimage.Dir(t, "tinyvm")
+}
+
+// vmTests begins the name of every froogd test that boots a VM.
+const vmTests = "TestQEMU"
 
 // runs waits until the VM sandbox name runs; an error state ends the wait.
 func runs(t *testing.T, c client, name string) {

@@ -8,18 +8,22 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"froog.tech/froog/internal/testdep"
 )
 
 // Chromium runs headless Chromium with args, names resolved by rules
 // (--host-resolver-rules), and returns what it printed. It skips the
-// test where Chromium is not installed (deploy/testdeps.sh installs it).
+// test where Chromium is not installed (deploy/testdeps.sh installs it;
+// under CI that fails), and under -short (the short tier has no browser).
 // The certificates of the test's local CA are not in Chromium's store, so
 // it is told to accept any.
 func Chromium(t testing.TB, rules string, args ...string) string {
 	t.Helper()
+	testdep.Short(t, "drives Chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium is not installed (deploy/testdeps.sh installs it)")
+		testdep.Missing(t, "chromium is not installed (deploy/testdeps.sh installs it)")
 	}
 	Watching(t)
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -3,7 +3,8 @@
 // builds them for `make test`, each once, under ~/.cache/froog/built by a
 // hash of its recipe (deploy/images/path.sh is the one place that says
 // where); a test run without it builds what is missing, its progress in
-// the test's log. Only tests import it.
+// the test's log. Under go test -short it skips the test: the short
+// tier boots no VM. Only tests import it.
 package testimage
 
 import (
@@ -15,6 +16,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"froog.tech/froog/internal/testdep"
 )
 
 // Dir is the folder of image name (tinyvm, debian-13, debian-12) built
@@ -22,6 +25,7 @@ import (
 // builds nothing; missing, it builds it first.
 func Dir(t testing.TB, name string) string {
 	t.Helper()
+	testdep.Short(t, "boots a VM image (make test runs it, in its VM phase)")
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
