@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	names "froog.tech/froog/edge/route"
@@ -15,14 +16,9 @@ import (
 // ?viewonly=1 makes a link that can never send input; ?theme=dark|light.
 func (s *Server) createDesktopLink(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	for k := range q {
-		if k != "theme" && k != "viewonly" {
-			return invalid("unknown query parameter %q", k)
-		}
-	}
-	theme := q.Get("theme")
-	if theme != "" && theme != "dark" && theme != "light" {
-		return invalid("theme must be dark or light")
+	theme, err := viewTheme(q, "viewonly")
+	if err != nil {
+		return err
 	}
 	viewOnly := false
 	switch q.Get("viewonly") {
@@ -35,16 +31,35 @@ func (s *Server) createDesktopLink(w http.ResponseWriter, r *http.Request) error
 	return s.viewLink(w, r, names.ViewDesktop, viewOnly, theme, "")
 }
 
+// viewTheme checks a view link's query: theme (dark or light, the
+// docs' ?theme=) and the parameters in also, no other.
+func viewTheme(q url.Values, also ...string) (string, error) {
+	for k := range q {
+		if k != "theme" && !slices.Contains(also, k) {
+			return "", invalid("unknown query parameter %q", k)
+		}
+	}
+	theme := q.Get("theme")
+	if theme != "" && theme != "dark" && theme != "light" {
+		return "", invalid("theme must be dark or light")
+	}
+	return theme, nil
+}
+
 type browserRequest struct {
 	Profile *string `json:"profile"`
-	Theme   *string `json:"theme"`
 	unsupported
 }
 
 // createBrowserLink answers POST /v1/sandboxes/{name}/browser: a link to
 // the sandbox's browser view (only Chromium, on a screen of its own) with
-// an optional profile folder.
+// an optional profile folder in the body; ?theme=dark|light as for the
+// desktop.
 func (s *Server) createBrowserLink(w http.ResponseWriter, r *http.Request) error {
+	theme, err := viewTheme(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	var req browserRequest
 	if err := readJSON(r, maxBody, &req, true); err != nil {
 		return err
@@ -55,13 +70,6 @@ func (s *Server) createBrowserLink(w http.ResponseWriter, r *http.Request) error
 			return err
 		}
 		profile = *req.Profile
-	}
-	theme := ""
-	if req.Theme != nil {
-		if *req.Theme != "dark" && *req.Theme != "light" {
-			return invalid("theme must be dark or light")
-		}
-		theme = *req.Theme
 	}
 	return s.viewLink(w, r, names.ViewBrowser, false, theme, profile)
 }

@@ -149,3 +149,46 @@ func TestWallLink(t *testing.T) {
 		e.do("POST", "/v1/wall", limited, nil).want(t, 403, "forbidden")
 	})
 }
+
+// TestViewLinkQuery: desktop and browser take theme in the query, as the
+// docs put it, and both refuse a query parameter they do not know.
+func TestViewLinkQuery(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		var sb struct{ ID string }
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "").json(t, &sb)
+		markRunning(t, e, sb.ID)
+		for _, tt := range []struct {
+			path   string
+			body   any
+			status int
+			query  string // the link's query, before the #
+		}{
+			{"desktop?theme=light", nil, 201, "?theme=light"},
+			{"browser?theme=light", nil, 201, "?theme=light"},
+			{"browser?theme=dark", map[string]any{"profile": "/home/user/p"}, 201, "?theme=dark"},
+			{"browser", nil, 201, ""},
+			{"desktop?theme=blue", nil, 400, ""},
+			{"browser?theme=blue", nil, 400, ""},
+			{"desktop?nope=1", nil, 400, ""},
+			{"browser?nope=1", nil, 400, ""},
+			{"browser?token=x", nil, 400, ""},
+			// theme is not a body field: the document has it in the query.
+			{"browser", map[string]any{"theme": "light"}, 400, ""},
+		} {
+			r := e.do("POST", "/v1/sandboxes/box/"+tt.path, e.admin, tt.body)
+			if r.status != tt.status {
+				t.Errorf("POST %s %v: got %d, want %d: %s", tt.path, tt.body, r.status, tt.status, r.body)
+				continue
+			}
+			if tt.status != 201 {
+				continue
+			}
+			var link struct{ URL string }
+			r.json(t, &link)
+			m := desktopLink.FindStringSubmatch(link.URL)
+			if m == nil || m[3] != tt.query {
+				t.Errorf("POST %s: link %q, want its query %q", tt.path, link.URL, tt.query)
+			}
+		}
+	})
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"froog.tech/froog/api"
+	"froog.tech/froog/api/contract"
 	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
@@ -154,6 +155,10 @@ func (e *env) do(method, path, key string, body any, headers ...string) response
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
+	// Every answer is checked against the OpenAPI document.
+	if err := checker(e.t).Check(req, res.StatusCode, res.Header, b); err != nil {
+		e.t.Errorf("contract: %v", err)
+	}
 	return response{status: res.StatusCode, header: res.Header, body: b}
 }
 
@@ -167,6 +172,16 @@ func (r response) want(t testing.TB, status int, code string) response {
 		t.Fatalf("got code %q, want %q: %s", r.code(t), code, r.body)
 	}
 	return r
+}
+
+// checker is the OpenAPI document's, loaded once.
+func checker(t testing.TB) *contract.Checker {
+	t.Helper()
+	c, err := contract.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func (e *env) now() time.Time { return store.Micro(time.Now()) }

@@ -73,12 +73,25 @@ func (s *Server) startJob(w http.ResponseWriter, r *http.Request) error {
 	inner := "(" + prelude(req.cwd(), env) + "sh -c " + shellQuote(*req.Command) + ")"
 	wrap := `d=$1; ` + inner + `; echo $? > "$d/exit_code.tmp" && mv "$d/exit_code.tmp" "$d/exit_code"`
 	script := `d=` + jobDir + id + `" && mkdir -p "$d" && cat > "$d/stdin" && printf %s ` + shellQuote(*req.Command) + ` > "$d/command" && date +%s > "$d/started_at" && ` +
-		`{ setsid sh -c ` + shellQuote(wrap) + ` sh "$d" < "$d/stdin" > "$d/output" 2>&1 & echo $! > "$d/pid"; }`
-	if _, err := s.script(r, sb, script, stdin); err != nil {
+		`{ setsid sh -c ` + shellQuote(wrap) + ` sh "$d" < "$d/stdin" > "$d/output" 2>&1 & echo $! > "$d/pid"; } && cat "$d/started_at"`
+	out, err := s.script(r, sb, script, stdin)
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"id": id, "command_id": id, "state": "running"})
+	// The answer is the job as a read of it shows it (the document's Job).
+	writeJSON(w, http.StatusCreated, jobView{ID: id, CommandID: id, State: "running", StartedAt: unixTime(strings.TrimSpace(string(out)))})
 	return nil
+}
+
+// unixTime reads the unix seconds a job's started_at file holds; nil when
+// it holds none.
+func unixTime(secs string) *time.Time {
+	n, err := strconv.ParseInt(secs, 10, 64)
+	if err != nil || n <= 0 {
+		return nil
+	}
+	t := time.Unix(n, 0).UTC()
+	return &t
 }
 
 // jobState is the shell that prints a job's "state code size started" line.
@@ -87,13 +100,17 @@ if [ -f "$d/exit_code" ]; then st=exited; code=$(cat "$d/exit_code"); [ -f "$d/k
 elif ! kill -s 0 -- "-$(cat "$d/pid" 2>/dev/null)" 2>/dev/null; then st=lost; [ -f "$d/killed" ] && st=killed; fi
 printf '%s %s %s %s\n' "$st" "$code" "$(wc -c < "$d/output")" "$(cat "$d/started_at" 2>/dev/null || echo 0)"`
 
+// jobView is the document's Job. Its command_id, its record in the
+// command history, is its id here; started_at is RFC 3339 as every time
+// the API answers (the sandbox keeps unix seconds).
 type jobView struct {
-	ID         string `json:"id"`
-	State      string `json:"state"`
-	ExitCode   *int   `json:"exit_code"`
-	Command    string `json:"command,omitempty"`
-	StartedAt  int64  `json:"started_at"`
-	OutputSize int64  `json:"output_size"`
+	ID         string     `json:"id"`
+	CommandID  string     `json:"command_id"`
+	State      string     `json:"state"`
+	ExitCode   *int       `json:"exit_code"`
+	Command    string     `json:"command,omitempty"`
+	StartedAt  *time.Time `json:"started_at"`
+	OutputSize int64      `json:"output_size"`
 }
 
 // parseJobLine reads jobState's line.
@@ -102,14 +119,13 @@ func parseJobLine(id, line string) (jobView, error) {
 	if len(f) != 4 {
 		return jobView{}, fmt.Errorf("job %s: unexpected state line %q", id, line)
 	}
-	v := jobView{ID: id, State: f[0]}
+	v := jobView{ID: id, CommandID: id, State: f[0], StartedAt: unixTime(f[3])}
 	if f[1] != "-" {
 		if n, err := strconv.Atoi(f[1]); err == nil {
 			v.ExitCode = &n
 		}
 	}
 	v.OutputSize, _ = strconv.ParseInt(f[2], 10, 64)
-	v.StartedAt, _ = strconv.ParseInt(f[3], 10, 64)
 	return v, nil
 }
 

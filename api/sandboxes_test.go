@@ -439,5 +439,19 @@ func TestMethodAndPathErrors(t *testing.T) {
 		}
 		e.do("GET", "/v1/nothing", e.admin, nil).want(t, 404, "not_found")
 		e.do("GET", "/v1/sandboxes/Bad_Name", e.admin, nil).want(t, 400, "invalid_value")
+		// A 405 says what the path allows (RFC 9110, 15.5.6).
+		for _, tt := range []struct{ method, path, allow string }{
+			{"PUT", "/v1/sandboxes", "GET, POST"},
+			{"POST", "/v1/sandboxes/box", "DELETE, GET, PATCH"},
+			{"DELETE", "/v1/api-keys", "GET, POST"},
+			{"GET", "/v1/wall", "POST"},
+			{"PATCH", "/v1/sandboxes/box/files", "DELETE, GET"},
+			{"POST", "/v1/openapi.json", "GET"},
+		} {
+			r := e.do(tt.method, tt.path, e.admin, nil).want(t, http.StatusMethodNotAllowed, "method_not_allowed")
+			if got := r.header.Get("Allow"); got != tt.allow {
+				t.Errorf("%s %s: Allow %q, want %q", tt.method, tt.path, got, tt.allow)
+			}
+		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -108,14 +109,18 @@ func New(o Options) (*Server, error) {
 		apiURL:   strings.TrimSuffix(o.APIURL, "/"),
 		maxFile:  o.MaxFileBytes,
 	}
-	paths := map[string]bool{}
+	methods := map[string][]string{} // pattern → its methods
 	for _, rt := range routes {
 		s.mux.Handle(rt.Method+" "+rt.Pattern, s.endpoint(rt))
-		paths[rt.Pattern] = true
+		methods[rt.Pattern] = append(methods[rt.Pattern], rt.Method)
 	}
-	for p := range paths {
+	for p, ms := range methods {
+		slices.Sort(ms)
+		allow := strings.Join(ms, ", ")
+		// A 405 says which methods the path has (RFC 9110, 15.5.6).
 		s.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, r, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed here", r.Method))
+			w.Header().Set("Allow", allow)
+			writeError(w, r, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s is not allowed here: %s", r.Method, allow))
 		})
 	}
 	// Operational endpoints, outside /v1 and the OpenAPI document.

@@ -1,0 +1,118 @@
+package contract_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"froog.tech/froog/api/contract"
+)
+
+const sshKey = `{"id":"key_1","name":"laptop","public_key":"ssh-ed25519 AAAA","fingerprint":"SHA256:x","created_at":"2026-12-01T10:00:00Z"}`
+
+// TestCheck: each way an answer can break the document is caught, and an
+// answer that keeps it passes (so the check can fail, and does not fail
+// everything).
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	c, err := contract.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonH := func(kv ...string) http.Header {
+		h := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"req_1"}}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return h
+	}
+	errBody := `{"error":{"code":"x","message":"y","request_id":"req_1"}}`
+	for _, tt := range []struct {
+		name, method, path string
+		status             int
+		header             http.Header
+		body               string
+		want               string // in the error; "" for none
+	}{
+		{"a documented answer", "GET", "/v1/ssh-keys", 200, jsonH(), `{"ssh_keys":[` + sshKey + "]}", ""},
+		{"an undocumented field", "GET", "/v1/ssh-keys", 200, jsonH(), `{"ssh_keys":[` + strings.Replace(sshKey, `"id"`, `"secret":"s","id"`, 1) + "]}", "secret"},
+		{"a required field missing", "GET", "/v1/ssh-keys", 200, jsonH(), `{"ssh_keys":[{"id":"key_1"}]}`, "missing"},
+		{"a field of the wrong type", "GET", "/v1/ssh-keys", 200, jsonH(), `{"ssh_keys":[` + strings.Replace(sshKey, `"laptop"`, `7`, 1) + "]}", "name"},
+		{"an undocumented status", "GET", "/v1/ssh-keys", 418, jsonH(), errBody, "status 418"},
+		{"an undocumented header", "GET", "/v1/ssh-keys", 200, jsonH("X-Debug", "1"), `{"ssh_keys":[]}`, "X-Debug"},
+		{"a documented header", "GET", "/v1/sandboxes", 200, jsonH("X-Next-Cursor", "c"), "[]", ""},
+		{"an error body that is not the error schema", "GET", "/v1/ssh-keys", 401, jsonH(), `{"message":"no"}`, "error"},
+		{"an unknown path's 404", "GET", "/v1/nothing", 404, jsonH(), errBody, ""},
+		{"an unknown path answered", "GET", "/v1/nothing", 200, jsonH(), `{}`, "no such path"},
+		{"a 405 with its Allow", "PUT", "/v1/sandboxes", 405, jsonH("Allow", "GET, POST"), errBody, ""},
+		{"a 405 without Allow", "PUT", "/v1/sandboxes", 405, jsonH(), errBody, "Allow"},
+		{"a 405 with a wrong Allow", "PUT", "/v1/sandboxes", 405, jsonH("Allow", "GET"), errBody, "Allow"},
+		{"an NDJSON stream", "POST", "/v1/sandboxes/box/exec", 200, http.Header{"Content-Type": {"application/x-ndjson"}, "X-Request-Id": {"r"}},
+			`{"type":"started","command_id":"cmd_1"}` + "\n" + `{"type":"exit","exit_code":0,"timed_out":false}` + "\n", ""},
+		{"an NDJSON line with an undocumented field", "POST", "/v1/sandboxes/box/exec", 200, http.Header{"Content-Type": {"application/x-ndjson"}, "X-Request-Id": {"r"}},
+			`{"type":"started","command_id":"cmd_1","pid":7}` + "\n", "pid"},
+		{"outside /v1", "GET", "/healthz", 200, http.Header{}, "anything", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(tt.method, "http://api.test"+tt.path, nil)
+			err := c.Check(req, tt.status, tt.header, []byte(tt.body))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("got no error, want one about %q", tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Fatalf("got %v, want one about %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestTransport: a broken answer fails the request where it was made and
+// is kept; a stream fails its read.
+func TestTransport(t *testing.T) {
+	t.Parallel()
+	c, err := contract.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/ssh-keys":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"ssh_keys":[`+sshKey+"]}")
+		case "/v1/limits":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"surprise":true}`)
+		case "/v1/sandboxes/box/exec":
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			io.WriteString(w, `{"type":"started","command_id":"cmd_1"}`+"\n"+`{"type":"bogus","extra":1}`+"\n")
+		}
+	}))
+	defer srv.Close()
+	tr := &contract.Transport{Checker: c, Next: http.DefaultTransport}
+	hc := &http.Client{Transport: tr}
+	res, err := hc.Get(srv.URL + "/v1/ssh-keys")
+	if err != nil {
+		t.Fatalf("a documented answer: %v", err)
+	}
+	if b, _ := io.ReadAll(res.Body); !bytes.Contains(b, []byte("laptop")) {
+		t.Fatalf("the body was not passed on: %s", b)
+	}
+	if _, err := hc.Get(srv.URL + "/v1/limits"); err == nil || !strings.Contains(err.Error(), "contract") {
+		t.Fatalf("an undocumented body: got %v, want a contract error", err)
+	}
+	res, err = hc.Post(srv.URL+"/v1/sandboxes/box/exec", "application/json", strings.NewReader(`{"command":"true"}`))
+	if err != nil {
+		t.Fatalf("a stream's head: %v", err)
+	}
+	if _, err := io.ReadAll(res.Body); err == nil || !strings.Contains(err.Error(), "contract") {
+		t.Fatalf("a broken stream line: got %v, want a contract error", err)
+	}
+	if v := tr.Violations(); len(v) != 2 {
+		t.Fatalf("violations %q, want 2", v)
+	}
+}
