@@ -155,11 +155,19 @@ func (e *deskEnv) websocket(t *testing.T, host, cookie string) *websocket.Conn {
 // tests do (the local CA is not in its store).
 func (e *deskEnv) browser(t *testing.T, w, h int, rules ...string) context.Context {
 	t.Helper()
+	return e.browserWith(t, w, h, nil, rules...)
+}
+
+// browserWith is browser with more of Chromium's options (later ones
+// win: a flag given again replaces the default's).
+func (e *deskEnv) browserWith(t *testing.T, w, h int, extra []chromedp.ExecAllocatorOption, rules ...string) context.Context {
+	t.Helper()
 	_, port, _ := net.SplitHostPort(e.edge)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.NoSandbox,
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("host-resolver-rules", strings.Join(append([]string{"MAP *.froog.test 127.0.0.1:" + port}, rules...), ", ")),
 		chromedp.WindowSize(w, h), chromedp.UserDataDir(t.TempDir()))
+	opts = append(opts, extra...)
 	browser.Watching(t)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)

@@ -8,6 +8,7 @@ import RFB from './novnc/core/rfb.js';
 import K from './novnc/core/input/keysym.js';
 import { token, fail } from './link.js';
 import { startStream } from './selkies.js';
+import * as settings from './storage.js';
 
 const $ = (id) => document.getElementById(id);
 const query = new URLSearchParams(location.search);
@@ -29,8 +30,8 @@ let viewOnly = pageViewOnly;
 let connectedAt = 0, bytes = 0, lastBytes = 0, retries = 0;
 let transport = 'VNC', fallbackReason = '', streamStatus = null;
 let vncFrames = 0, lastVncFrames = 0, vncFps = 0, lastTick = performance.now();
-const prefs = { transport: localStorage.getItem('froog.transport') || 'auto',
-  scaling: localStorage.getItem('froog.scaling') || 'fit', quality: localStorage.getItem('froog.quality') || '6' };
+const prefs = { transport: settings.get('froog.transport', 'auto'),
+  scaling: settings.get('froog.scaling', 'fit'), quality: settings.get('froog.quality', '6') };
 if (query.get('transport') === 'vnc') prefs.transport = 'vnc';
 
 const edgeCodes = new Set(['sandbox_stopped', 'desktop_failed', 'refused', 'no_session']);
@@ -117,6 +118,12 @@ function status(conn) {
   $('st-conn').textContent = conn + ' · ' + t + (viewOnly ? ' · view only' : '');
 }
 
+// notes is the status line's last part: what this browser keeps from
+// the page (settings not kept where storage is blocked).
+function notes() {
+  $('st-note').textContent = [settings.problem()].filter(Boolean).join(' · ');
+}
+
 // The counts so far of the connection shown, for tests and benchmarks:
 // pictures drawn and bytes received (the status line's .counts).
 $('status').counts = () => ({
@@ -165,7 +172,7 @@ function menu() {
     $(id).value = prefs[key];
     $(id).addEventListener('change', () => {
       prefs[key] = $(id).value;
-      if (!(key === 'transport' && query.get('transport'))) localStorage.setItem('froog.' + key, prefs[key]);
+      if (!(key === 'transport' && query.get('transport'))) { settings.set('froog.' + key, prefs[key]); notes(); }
       if (key === 'transport') { retries = 0; fallbackReason = ''; connect(); return; }
       if (stream) stream.scaling(prefs.scaling);
       if (!rfb) return;
@@ -203,6 +210,7 @@ function menu() {
 }
 
 async function main() {
+  notes();
   try { session = await getSession(); } catch (err) { fail(err.message); return; }
   viewOnly = viewOnly || session.view_only;
   menu();
