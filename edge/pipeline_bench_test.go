@@ -1,0 +1,178 @@
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"froog.tech/froog/edge/route"
+	"froog.tech/froog/store"
+)
+
+// fakeRoutes is a route table in memory.
+type fakeRoutes struct {
+	mu     sync.Mutex
+	routes map[string]*route.Route
+	boxes  map[string]*route.Sandbox
+}
+
+func (f *fakeRoutes) Lookup(host string) *route.Route {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.routes[host]
+}
+
+func (f *fakeRoutes) Serves(p route.Port) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, rt := range f.routes {
+		if rt.SandboxID == p.SandboxID && rt.Port == p.Port {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *fakeRoutes) Sandbox(id string) *route.Sandbox {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.boxes[id]
+}
+
+func (f *fakeRoutes) Domain() string { return "froog.test" }
+
+// pipeDialer reaches an app served in memory over net.Pipe; it counts
+// the connections it made.
+type pipeDialer struct {
+	app   fasthttp.RequestHandler
+	mu    sync.Mutex
+	dials int
+}
+
+func (d *pipeDialer) DialContext(ctx context.Context, sandboxID string, port int) (net.Conn, error) {
+	d.mu.Lock()
+	d.dials++
+	d.mu.Unlock()
+	c, s := net.Pipe()
+	go fasthttp.ServeConn(s, d.app)
+	return c, nil
+}
+
+type noStarts struct{ store.SandboxUpdater }
+
+const benchToken = "tok-0123456789abcdef0123456789abcdef"
+
+// newFakeEdge is an edge whose route table holds app (private, token
+// benchToken) and pub (public), both on sandbox sb1 port 8080, running.
+func newFakeEdge(tb testing.TB, app fasthttp.RequestHandler) (*Server, *fakeRoutes, *pipeDialer) {
+	tb.Helper()
+	rts := &fakeRoutes{
+		routes: map[string]*route.Route{
+			"app.froog.test": {URLID: "u1", AccountID: "a1", Host: "app", SandboxID: "sb1", Port: 8080, TokenHash: store.HashSecret(benchToken)},
+			"pub.froog.test": {URLID: "u2", AccountID: "a1", Host: "pub", SandboxID: "sb1", Port: 8080, Public: true},
+		},
+		boxes: map[string]*route.Sandbox{"sb1": {ID: "sb1", AccountID: "a1", State: store.StateRunning, DesiredState: store.StateRunning, Endpoint: "h:22"}},
+	}
+	d := &pipeDialer{app: app}
+	s, err := New(Options{Routes: rts, Dialer: d, Sandboxes: noStarts{}, RateLimit: -1,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return nil, nil }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s, rts, d
+}
+
+func okApp(ctx *fasthttp.RequestCtx) {
+	ctx.Response.Header.Set("Content-Type", "text/plain")
+	ctx.WriteString("hello")
+}
+
+// benchConn is the client's connection for a fasthttp.RequestCtx made by
+// hand: deadlines do nothing.
+type benchConn struct{ net.Conn }
+
+func (benchConn) RemoteAddr() net.Addr             { return &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 4000} }
+func (benchConn) LocalAddr() net.Addr              { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 443} }
+func (benchConn) SetReadDeadline(time.Time) error  { return nil }
+func (benchConn) SetWriteDeadline(time.Time) error { return nil }
+func (benchConn) SetDeadline(time.Time) error      { return nil }
+func (benchConn) Close() error                     { return nil }
+func (benchConn) Read([]byte) (int, error)         { return 0, io.EOF }
+func (benchConn) Write(b []byte) (int, error)      { return len(b), nil }
+
+// benchHeaders is a browser's request to a private URL with its token
+// cookie, as the hot path sees it.
+var benchHeaders = [][2]string{
+	{"User-Agent", "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36"},
+	{"Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"},
+	{"Accept-Language", "en-US,en;q=0.9"},
+	{"Accept-Encoding", "gzip, deflate, br"},
+	{"Referer", "https://app.froog.test/list?page=2"},
+	{"Cookie", "theme=dark; __Host-froog_url=" + benchToken + "; sid=abc"},
+	{"Sec-Fetch-Mode", "navigate"},
+	{"X-Forwarded-For", "6.6.6.6"},
+	{"Connection", "keep-alive"},
+}
+
+// BenchmarkX is the hot path of one request to a private URL with its
+// token cookie: decide alone, and the whole pipeline (decide, strip,
+// header rewrite, proxy through an in-memory app, answer) for each
+// protocol.
+func BenchmarkX(b *testing.B) {
+	s, _, _ := newFakeEdge(b, okApp)
+	b.Run("decide", func(b *testing.B) {
+		b.ReportAllocs()
+		c := &call{host: "app.froog.test", method: "GET", path: "/list", query: "page=3", tokenCookies: []string{benchToken}, html: true}
+		for b.Loop() {
+			if d := s.decide(c); d.rt == nil || d.problem != nil {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("h1", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var ctx fasthttp.RequestCtx
+			ctx.Init2(benchConn{}, discardLogger{}, false)
+			ctx.Request.Header.DisableNormalizing()
+			ctx.Request.Header.SetMethod("GET")
+			ctx.Request.SetRequestURI("/list?page=3")
+			ctx.Request.Header.SetHost("app.froog.test")
+			for _, h := range benchHeaders {
+				ctx.Request.Header.Set(h[0], h[1])
+			}
+			s.serveH1(&ctx)
+			if ctx.Response.StatusCode() != 200 {
+				b.Fatalf("status %d", ctx.Response.StatusCode())
+			}
+			ctx.Response.BodyWriteTo(io.Discard)
+			ctx.Response.CloseBodyStream()
+		}
+	})
+	b.Run("h2", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r := httptest.NewRequest("GET", "https://app.froog.test/list?page=3", nil)
+			r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
+			r.TLS = &tls.ConnectionState{ServerName: "app.froog.test"}
+			for _, h := range benchHeaders[:8] {
+				r.Header.Set(h[0], h[1])
+			}
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, r)
+			if w.Code != http.StatusOK {
+				b.Fatalf("status %d", w.Code)
+			}
+		}
+	})
+}
