@@ -29,6 +29,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -139,8 +140,16 @@ func (c *Checker) route(req *http.Request) *match {
 // path under /v1/).
 func Applies(req *http.Request) bool { return strings.HasPrefix(req.URL.Path, "/v1/") }
 
-// Check checks one response to req: its status, headers and body.
+// Check checks one response to req: its status, headers and body. Its
+// error never shows one of the API's secrets.
 func (c *Checker) Check(req *http.Request, status int, header http.Header, body []byte) error {
+	if err := c.check(req, status, header, body); err != nil {
+		return errors.New(secretish.ReplaceAllString(err.Error(), "${1}_…"))
+	}
+	return nil
+}
+
+func (c *Checker) check(req *http.Request, status int, header http.Header, body []byte) error {
 	if !Applies(req) {
 		return nil
 	}
@@ -309,6 +318,12 @@ func short(e *openapi3.SchemaError) string {
 	return at + ": " + e.Reason
 }
 
+// secretish is what the API's secrets look like (API keys, URL and
+// viewer tokens, desktop links, file links): a contract error shows the
+// body it is about, never one of those.
+var secretish = regexp.MustCompile(`\b(froog|pt|pvt|dt|ft)_[A-Za-z0-9_-]{8,}`)
+
+// clip is a body for an error message: its start.
 func clip(b []byte) string {
 	if len(b) > 300 {
 		return string(b[:300]) + "…"

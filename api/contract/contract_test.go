@@ -71,6 +71,28 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckSaysNoSecret: the body in a contract error has its secrets
+// cut, as every error message of froog.
+func TestCheckSaysNoSecret(t *testing.T) {
+	t.Parallel()
+	c, err := contract.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{"froog_abcdefgh12345678", "pt_abcdefgh12345678", "pvt_abcdefgh12345678", "dt_abcdefgh12345678", "ft_abcdefgh12345678"}
+	body := `{"leak":"` + strings.Join(secrets, " ") + `"}`
+	req := httptest.NewRequest("GET", "http://api.test/v1/limits", nil)
+	err = c.Check(req, 200, http.Header{"Content-Type": {"application/json"}}, []byte(body))
+	if err == nil {
+		t.Fatal("an undocumented body passed")
+	}
+	for _, s := range secrets {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("the error shows %s: %v", s, err)
+		}
+	}
+}
+
 // TestTransport: a broken answer fails the request where it was made and
 // is kept; a stream fails its read.
 func TestTransport(t *testing.T) {

@@ -63,7 +63,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build froogd: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	if err := checkContract(); err != nil {
+		fmt.Fprintf(os.Stderr, "the OpenAPI document: %v\n", err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	if contractBroken() && code == 0 {
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -183,6 +190,8 @@ func (c client) call(method, path string, body string, want int, out any) {
 	req, _ := http.NewRequest(method, c.base+path, rd)
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set("Content-Type", "application/json")
+	// http.DefaultTransport checks the answer against the OpenAPI
+	// document (contract_test.go): one that breaks it is an error here.
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
