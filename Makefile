@@ -1,6 +1,8 @@
 # froog edge: the Makefile is the interface for people and CI.
 GO ?= go
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# REDOCLY lints the OpenAPI document (npm; pinned like staticcheck).
+REDOCLY := @redocly/cli@2.77.0
 # FUZZTIME is how long `make fuzz` runs each fuzz target.
 FUZZTIME ?= 20s
 # SLOW_FIRST: the packages `make test` starts first, the longest (froogd's
@@ -58,8 +60,11 @@ fuzz: ## run every fuzz target for FUZZTIME each (20s), one at a time; failing i
 generate: ## regenerate the Go SDK, froog/api.gen.go, from api/openapi.json (froog's TestGeneratedUpToDate checks it)
 	$(GO) generate ./froog/
 
-lint: ## no build outputs in git, gofmt, go vet and staticcheck
+lint: ## no build outputs in git, gofmt, go vet, staticcheck, and Redocly's lint of api/openapi.json (no warnings)
 	./deploy/checktree.sh
 	@test -z "$$(gofmt -l .)" || { echo "gofmt would change:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	@out=$$(npx --yes $(REDOCLY) lint api/openapi.json 2>&1); rc=$$?; echo "$$out"; \
+	  test $$rc -eq 0 || exit $$rc; \
+	  ! echo "$$out" | grep -q 'You have [0-9]* warning' || { echo "redocly: a warning fails the lint"; exit 1; }
