@@ -231,13 +231,13 @@ func TestCLIWalkthrough(t *testing.T) {
 		t.Fatalf("new with two bad flags: exit %d: %q, want both named", code, errOut)
 	}
 
-	for _, name := range []string{"web", "jobs", "snap", "desk"} {
+	for _, name := range []string{"web", "jobs", "snap", "desk", "files"} {
 		if got := d.ok(t, "new", name); got != name {
 			t.Fatalf("froog new %s printed %q", name, got)
 		}
 	}
 	var listed []struct{ Name, State string }
-	if err := json.Unmarshal([]byte(d.ok(t, "list", "--json")), &listed); err != nil || len(listed) != 4 || listed[0].State != "running" {
+	if err := json.Unmarshal([]byte(d.ok(t, "list", "--json")), &listed); err != nil || len(listed) != 5 || listed[0].State != "running" {
 		t.Fatalf("list --json: %v %+v", err, listed)
 	}
 
@@ -416,6 +416,57 @@ func TestCLIWalkthrough(t *testing.T) {
 		d.ok(t, "delete", "try-1", "-y")
 		if got := d.ok(t, "list", "--prefix", "try"); strings.Contains(got, "try-1") || !strings.Contains(got, "try-2") {
 			t.Fatalf("list --prefix try after delete: %s", got)
+		}
+	})
+
+	t.Run("push, scp and ssh", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "app")
+		for f, body := range map[string]string{"a.txt": "a", "sub/b.txt": "b", "node_modules/x/y.js": "junk", "build/out": "junk"} {
+			p := filepath.Join(dir, filepath.FromSlash(f))
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := d.ok(t, "push", "files", dir); !strings.HasPrefix(got, "2 files to files:") {
+			t.Fatalf("push printed %q", got)
+		}
+		if got := d.ok(t, "exec", "files", "--", "cd app && find . -type f | sort && cat sub/b.txt"); got != "./a.txt\n./sub/b.txt\nb" {
+			t.Fatalf("after push: %q, want a.txt and sub/b.txt without build outputs", got)
+		}
+		d.ok(t, "push", "files", dir, "--to", "src/api")
+		if got := d.ok(t, "exec", "files", "--", "cat src/api/a.txt"); got != "a" {
+			t.Fatalf("push --to: %q", got)
+		}
+
+		local := filepath.Join(t.TempDir(), "up.sh")
+		os.WriteFile(local, []byte("echo run\n"), 0o755)
+		d.ok(t, "scp", local, "files:bin/")
+		if got := d.ok(t, "exec", "files", "--", "bin/up.sh"); got != "run" {
+			t.Fatalf("scp up (mode kept): %q", got)
+		}
+		down := t.TempDir()
+		d.ok(t, "scp", "files:app/sub/b.txt", down)
+		if b, err := os.ReadFile(filepath.Join(down, "b.txt")); err != nil || string(b) != "b" {
+			t.Fatalf("scp down: %q %v", b, err)
+		}
+		if _, errOut, code := d.run(t, "", "scp", "files:nope.txt", down); code != 1 || !strings.Contains(errOut, "404") {
+			t.Fatalf("scp of a missing file: exit %d: %s", code, errOut)
+		}
+
+		// ssh checks the host key the API gives (recorded in froog's own
+		// known-hosts file): without an account key it gets as far as
+		// authentication, never to a host-key failure.
+		if _, err := exec.LookPath("ssh"); err != nil {
+			t.Skip("no ssh client")
+		}
+		_, errOut, code := d.run(t, "", "ssh", "files", "--", "true")
+		if code != 255 || !strings.Contains(errOut, "Permission denied") || strings.Contains(errOut, "Host key verification failed") {
+			t.Fatalf("ssh without a key: exit %d: %s", code, errOut)
+		}
+		if b, err := os.ReadFile(filepath.Join(d.home, ".config", "froog", "known_hosts")); err != nil || !strings.Contains(string(b), "ssh-ed25519 ") {
+			t.Fatalf("froog's known_hosts: %q %v", b, err)
 		}
 	})
 

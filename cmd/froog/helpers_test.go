@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseDuration(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		bad  bool
+	}{
+		{"90", 90 * time.Second, false},
+		{"15m", 15 * time.Minute, false},
+		{"4h", 4 * time.Hour, false},
+		{"7d", 7 * 24 * time.Hour, false},
+		{"0", 0, false},
+		{"soon", 0, true},
+		{"d", 0, true},
+	} {
+		got, err := parseDuration(tc.in)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("parseDuration(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+func TestRemote(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in, name, path string
+		ok             bool
+	}{
+		{"my-box:demo.mp4", "my-box", "demo.mp4", true},
+		{"my-box:", "my-box", "", true},
+		{"./a:b", "", "", false},
+		{"/tmp/x", "", "", false},
+		{":x", "", "", false},
+	} {
+		name, p, ok := remote(tc.in)
+		if name != tc.name || p != tc.path || ok != tc.ok {
+			t.Errorf("remote(%q) = %q %q %v; want %q %q %v", tc.in, name, p, ok, tc.name, tc.path, tc.ok)
+		}
+	}
+}
+
+// A sandbox's new address or key replaces its line; other lines stay.
+func TestRecordHostKey(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // no t.Parallel: Setenv
+	for _, line := range []string{"[127.0.0.1]:2201 ssh-ed25519 AAAA1", "[127.0.0.1]:2202 ssh-ed25519 BBBB", "[127.0.0.1]:2201 ssh-ed25519 AAAA2"} {
+		if _, err := recordHostKey(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path, _ := recordHostKey("[127.0.0.1]:2202 ssh-ed25519 BBBB")
+	b, _ := os.ReadFile(path)
+	if got, want := string(b), "[127.0.0.1]:2201 ssh-ed25519 AAAA2\n[127.0.0.1]:2202 ssh-ed25519 BBBB\n"; got != want {
+		t.Fatalf("known_hosts %q, want %q", got, want)
+	}
+	if filepath.Base(path) != "known_hosts" || !strings.Contains(path, "froog") {
+		t.Fatalf("path %s", path)
+	}
+	if _, err := recordHostKey(""); err == nil {
+		t.Fatal("an empty line was recorded")
+	}
+}
