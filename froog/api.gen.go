@@ -6964,6 +6964,16 @@ func (r ListAuditResponse) ContentType() string {
 	return ""
 }
 
+// DownloadFileLinkResponse200Headers the declared response headers of an HTTP 200 response for DownloadFileLink
+type DownloadFileLinkResponse200Headers struct {
+	CacheControl          *string
+	ContentDisposition    *string
+	ContentSecurityPolicy *string
+	LastModified          *string
+	ReferrerPolicy        *string
+	XContentTypeOptions   *string
+}
+
 // DownloadFileLinkResponse429Headers the declared response headers of an HTTP 429 response for DownloadFileLink
 type DownloadFileLinkResponse429Headers struct {
 	RateLimitLimit     *int
@@ -6994,6 +7004,8 @@ type DownloadFileLinkResponse struct {
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ErrorAnswer
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *DownloadFileLinkResponse200Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DownloadFileLinkResponse429Headers
 }
@@ -7459,6 +7471,8 @@ type CreateSandboxesResponse struct {
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorBody
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *ErrorAnswer
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -7491,6 +7505,11 @@ func (r CreateSandboxesResponse) GetJSON401() *ErrorAnswer {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r CreateSandboxesResponse) GetJSON403() *ErrorAnswer {
 	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateSandboxesResponse) GetJSON404() *ErrorBody {
+	return r.JSON404
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
@@ -8543,6 +8562,16 @@ func (r PutFileArchiveResponse) ContentType() string {
 	return ""
 }
 
+// GetFileContentResponse200Headers the declared response headers of an HTTP 200 response for GetFileContent
+type GetFileContentResponse200Headers struct {
+	CacheControl          *string
+	ContentDisposition    *string
+	ContentSecurityPolicy *string
+	LastModified          *string
+	ReferrerPolicy        *string
+	XContentTypeOptions   *string
+}
+
 // GetFileContentResponse429Headers the declared response headers of an HTTP 429 response for GetFileContent
 type GetFileContentResponse429Headers struct {
 	RateLimitLimit     *int
@@ -8575,6 +8604,8 @@ type GetFileContentResponse struct {
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *ErrorAnswer
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetFileContentResponse200Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetFileContentResponse429Headers
 }
@@ -14493,6 +14524,51 @@ func ParseDownloadFileLinkResponse(rsp *http.Response) (*DownloadFileLinkRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers DownloadFileLinkResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Content-Disposition"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Disposition", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentDisposition = &value
+		}
+		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Security-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentSecurityPolicy = &value
+		}
+		if values := rsp.Header.Values("Last-Modified"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Last-Modified", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.LastModified = &value
+		}
+		if values := rsp.Header.Values("Referrer-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Referrer-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ReferrerPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers DownloadFileLinkResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
@@ -15002,6 +15078,13 @@ func ParseCreateSandboxesResponse(rsp *http.Response) (*CreateSandboxesResponse,
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorBody
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest ErrorAnswer
@@ -16295,6 +16378,51 @@ func ParseGetFileContentResponse(rsp *http.Response) (*GetFileContentResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 200:
+		var headers GetFileContentResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
+		if values := rsp.Header.Values("Content-Disposition"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Disposition", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentDisposition = &value
+		}
+		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Security-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentSecurityPolicy = &value
+		}
+		if values := rsp.Header.Values("Last-Modified"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Last-Modified", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.LastModified = &value
+		}
+		if values := rsp.Header.Values("Referrer-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Referrer-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ReferrerPolicy = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		response.Headers200 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetFileContentResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
