@@ -312,10 +312,14 @@ func sameMethods(allow string, methods []string) bool {
 // whole.
 func short(e *openapi3.SchemaError) string {
 	at := "/" + strings.Join(e.JSONPointer(), "/")
+	msg := at + ": " + e.Reason
 	if e.Reason == "" {
-		return at + ": does not match " + e.SchemaField
+		msg = at + ": does not match " + e.SchemaField
 	}
-	return at + ": " + e.Reason
+	if e.Origin != nil { // a oneOf's: why each branch failed
+		msg += " (" + e.Origin.Error() + ")"
+	}
+	return msg
 }
 
 // secretish is what the API's secrets look like (API keys, URL and
