@@ -231,6 +231,7 @@ var (
 // test here, and returns its path.
 func buildDeb(t *testing.T) string {
 	t.Helper()
+	testdep.Short(t, "builds the Debian package (minutes)")
 	debOnce.Do(func() {
 		for _, tool := range []string{"dpkg-buildpackage", "dh"} {
 			if _, err := exec.LookPath(tool); err != nil {

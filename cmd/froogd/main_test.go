@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -52,6 +53,13 @@ func buildFlags() []string {
 const testBuildTag = "froogtest"
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// The short tier runs in-process tests only: these build and run
+		// the froogd binary end to end (make test runs them).
+		fmt.Println("-short: cmd/froogd's tests run the froogd binary end to end; make test runs them")
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "froogd-test")
 	if err != nil {
 		panic(err)

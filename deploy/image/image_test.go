@@ -14,11 +14,14 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+
+	"froog.tech/froog/internal/testdep"
 )
 
 // staticFroogd builds froogd as deploy/image.sh does: static, trimmed.
 func staticFroogd(t *testing.T) string {
 	t.Helper()
+	testdep.Short(t, "builds froogd and the image (minutes)")
 	bin := filepath.Join(t.TempDir(), "froogd")
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -buildid= -X froog.tech/froog/internal/version.stamped=9.9.9-test", "-o", bin, "../../cmd/froogd")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
