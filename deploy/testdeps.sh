@@ -10,7 +10,8 @@
 # image the driver suite also boots, deploy/images) and nftables (its --net
 # tap isolation); TigerVNC's Xvnc, xsetroot, xwallpaper and openbox (the
 # desktops froog-desktop runs for the local driver: internal/desktopctl);
-# xev (x11-utils: the application the desktop tests type into);
+# xev (x11-utils: the application the desktop tests type into); xclip
+# (the clipboard test copies and reads the sandbox's clipboard with it);
 # dpkg-dev, debhelper, lintian and systemd (the Debian package's test:
 # deploy/package.sh builds it, lintian checks it, systemd-analyze verifies
 # its units, systemd-sysusers makes its user in a scratch root), and
@@ -63,6 +64,7 @@ command -v xsetroot >/dev/null 2>&1 || lean+=(x11-xserver-utils)
 command -v xwallpaper >/dev/null 2>&1 || lean+=(xwallpaper)
 command -v openbox >/dev/null 2>&1 || lean+=(openbox)
 command -v xev >/dev/null 2>&1 || lean+=(x11-utils)
+command -v xclip >/dev/null 2>&1 || lean+=(xclip)
 command -v dpkg-buildpackage >/dev/null 2>&1 || lean+=(dpkg-dev)
 command -v dh >/dev/null 2>&1 || lean+=(debhelper)
 command -v lintian >/dev/null 2>&1 || lean+=(lintian)

@@ -9,6 +9,7 @@ import K from './novnc/core/input/keysym.js';
 import { token, fail } from './link.js';
 import { startStream } from './selkies.js';
 import * as settings from './storage.js';
+import { seamlessClipboard } from './clipboard.js';
 
 const $ = (id) => document.getElementById(id);
 const query = new URLSearchParams(location.search);
@@ -50,11 +51,11 @@ function connectStream() {
   status('connecting…');
   stream = startStream({
     screen: $('screen'), viewOnly, scaling: prefs.scaling,
-    onFrame: () => { connectedAt = Date.now(); retries = 0; status('connected'); },
+    onFrame: () => { connectedAt = Date.now(); retries = 0; status('connected'); clip.connected(); },
     onStatus: (s) => { streamStatus = s; if (connectedAt) status('connected'); },
     onEdgeError: (reason) => { if (edgeCodes.has(reason)) { fail(reason); return true; } return false; },
     onFallback: (reason) => { stream = null; fallbackReason = reason; connectVNC(); },
-    onClipboard: (text) => { $('clipboard').value = text; },
+    onClipboard: (text) => clip.fromSandbox(text),
   });
 }
 
@@ -79,6 +80,7 @@ function connectVNC() {
     connectedAt = Date.now(); retries = 0;
     status('connected');
     rfb.focus();
+    clip.connected();
   });
   // Frames a second: noVNC (1.7.0, vendored) draws each finished
   // FramebufferUpdate with its display's flip, deferred while its render
@@ -97,7 +99,7 @@ function connectVNC() {
     try { session = await getSessionState(); } catch (err) { fail(err.message); return; }
     if (retries++ < 5) setTimeout(connect, 1000 * retries);
   });
-  rfb.addEventListener('clipboard', (e) => { $('clipboard').value = e.detail.text; });
+  rfb.addEventListener('clipboard', (e) => clip.fromSandbox(e.detail.text));
 }
 
 async function getSessionState() {
@@ -119,10 +121,21 @@ function status(conn) {
 }
 
 // notes is the status line's last part: what this browser keeps from
-// the page (settings not kept where storage is blocked).
+// the page (settings not kept where storage is blocked, the clipboard
+// only through ☰ where the browser refuses it).
+let clipNote = '';
 function notes() {
-  $('st-note').textContent = [settings.problem()].filter(Boolean).join(' · ');
+  $('st-note').textContent = [settings.problem(), clipNote].filter(Boolean).join(' · ');
 }
+
+// The clipboard: none for a view-only page or the browser view.
+const hasClipboard = () => !viewOnly && !!session && session.kind !== 'browser';
+const clip = seamlessClipboard({
+  box: $('clipboard'),
+  allowed: hasClipboard,
+  send: (text) => { if (stream) stream.clipboard(text); else if (rfb) rfb.clipboardPasteFrom(text); },
+  note: (why) => { clipNote = why; notes(); },
+});
 
 // The counts so far of the connection shown, for tests and benchmarks:
 // pictures drawn and bytes received (the status line's .counts).
@@ -154,7 +167,8 @@ function applyViewOnly() {
   $('viewonly').disabled = session.view_only;
   $('viewonly-note').hidden = !session.view_only;
   $('viewonly-note').textContent = session.locked ? 'This link is view-only.' : 'This page was opened view-only.';
-  $('clipboard-box').hidden = viewOnly;
+  $('clipboard-box').hidden = !hasClipboard();
+  if (!hasClipboard()) $('clipboard').value = '';
   $('keys').hidden = viewOnly;
 }
 
@@ -197,7 +211,7 @@ function menu() {
     b.addEventListener('click', () => { if ((rfb || stream) && !viewOnly) keys[b.dataset.key](); });
   }
   $('clipboard-send').addEventListener('click', () => {
-    if (viewOnly) return;
+    if (!hasClipboard()) return;
     if (stream) stream.clipboard($('clipboard').value); else if (rfb) rfb.clipboardPasteFrom($('clipboard').value);
   });
   // Turning view-only on or off reconnects, so that the edge enforces it.
