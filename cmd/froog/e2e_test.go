@@ -240,6 +240,25 @@ func TestCLIWalkthrough(t *testing.T) {
 	if err := json.Unmarshal([]byte(d.ok(t, "list", "--json")), &listed); err != nil || len(listed) != 5 || listed[0].State != "running" {
 		t.Fatalf("list --json: %v %+v", err, listed)
 	}
+	// A URL from the start, labels and settings on new.
+	pre := d.ok(t, "new", "preview", "--ttl", "15m", "--auto-start", "--host", "3000:public", "--host", "3001", "--label", "team=web", "-e", "TENANT=42")
+	if !regexp.MustCompile(`^preview\nhttps://preview-3000-[a-z0-9]{6}\.froog\.test/\nhttps://preview-3001-[a-z0-9]{6}\.froog\.test/\?_token=pt_\S+$`).MatchString(pre) {
+		t.Fatalf("new --host printed %q", pre)
+	}
+	var info struct {
+		AutoStart bool              `json:"auto_start"`
+		TTLSecs   int               `json:"ttl_secs"`
+		Labels    map[string]string `json:"labels"`
+	}
+	if err := json.Unmarshal([]byte(d.ok(t, "info", "preview", "--json")), &info); err != nil || !info.AutoStart || info.TTLSecs != 900 || info.Labels["team"] != "web" {
+		t.Fatalf("info --json: %v %+v", err, info)
+	}
+	if got := d.ok(t, "exec", "preview", "--", "echo $TENANT"); got != "42" {
+		t.Fatalf("-e on new: %q", got)
+	}
+	if got := d.ok(t, "list", "--label", "team=web"); !strings.Contains(got, "preview") || strings.Contains(got, "jobs") {
+		t.Fatalf("list --label team=web: %s", got)
+	}
 
 	t.Run("public URLs and viewer tokens", func(t *testing.T) {
 		t.Parallel()
