@@ -311,27 +311,40 @@ func writeControlKey(t *testing.T) string {
 
 // The hostctl issue's walkthrough against the real binary, with both
 // stores: a sandbox runs, runs commands and a server, stops and starts
-// keeping its files, and its 60 s auto-stop stops it on time.
+// keeping its files, and its 60 s auto-stop stops it on time — on the
+// roles' test clock (FROOG_TEST_CLOCK_FILE), moved past the minute
+// rather than waited for.
 func TestSandboxesRun(t *testing.T) {
+	t.Parallel()
+	// withClock runs froogd args with its clock read from the file clock.
+	withClock := func(t *testing.T, clock string, re *regexp.Regexp, args ...string) []string {
+		cmd := exec.Command(froogd, args...)
+		cmd.Env = append(os.Environ(), "FROOG_TEST_CLOCK_FILE="+clock)
+		_, m := startCmd(t, re, cmd, args)
+		return m
+	}
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
-		data := t.TempDir()
-		_, m := start(t, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0")
+		data, clock := t.TempDir(), clockFile(t)
+		m := withClock(t, clock, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0")
 		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
-		sandboxWalkthrough(t, client{t: t, base: m[1], key: strings.TrimSpace(string(key))})
+		sandboxWalkthrough(t, client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, clock)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		db, key, ctlKey, secret := selfHosted(t)
-		start(t, regexp.MustCompile(`hostctl h1 running`), "hostctl", "--database-url", db, "--host-name", "h1",
+		clock := clockFile(t)
+		withClock(t, clock, regexp.MustCompile(`hostctl h1 running`), "hostctl", "--database-url", db, "--host-name", "h1",
 			"--data", t.TempDir(), "--control-key-file", ctlKey)
-		_, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
+		m := withClock(t, clock, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
 			"--domain", "froogusercontent.test", "--secret-key-file", secret, "--control-key-file", ctlKey)
-		sandboxWalkthrough(t, client{t: t, base: m[1], key: key})
+		sandboxWalkthrough(t, client{t: t, base: m[1], key: key}, clock)
 	})
 }
 
-func sandboxWalkthrough(t *testing.T, c client) {
+// sandboxWalkthrough is TestSandboxesRun's walkthrough, against froogd
+// roles that read their clock from the file clock.
+func sandboxWalkthrough(t *testing.T, c client, clock string) {
 	state := func() string {
 		var sb struct{ State string }
 		c.call("GET", "/v1/sandboxes/e2e", "", 200, &sb)
@@ -344,6 +357,14 @@ func sandboxWalkthrough(t *testing.T, c client) {
 			t.Fatalf("not %s after %v (it is %s)", want, within, state())
 		}
 		return time.Since(start)
+	}
+	// ahead moves the roles' clock to d after started (the real clock
+	// goes on meanwhile: the move is what is left of d).
+	ahead := func(started time.Time, d time.Duration) {
+		t.Helper()
+		if err := os.WriteFile(clock, []byte((d - time.Since(started)).String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c.call("POST", "/v1/sandboxes", `{"name": "e2e", "ttl_secs": 60}`, 202, nil)
 	t.Logf("created to running in %v", waitState("running", 5*time.Second))
@@ -369,14 +390,17 @@ func sandboxWalkthrough(t *testing.T, c client) {
 		t.Fatalf("file after stop and start: %q", r.Stdout)
 	}
 
-	// The 60 s auto-stop counts from that start: the clock that passes is
-	// what is tested (froogd reads the real one).
-	time.Sleep(time.Until(started.Add(55 * time.Second)))
-	if s := state(); s != "running" {
-		t.Fatalf("stopped early: %s at %v", s, time.Since(started))
+	// The 60 s auto-stop counts from that start. 54 s on, it still runs
+	// (hostctl looks every second under the test clock: two looks; the
+	// start it counts from is a little before started)...
+	ahead(started, 54*time.Second)
+	if wait.Until(2500*time.Millisecond, func() bool { return state() != "running" }) {
+		t.Fatalf("stopped early: %s 54 s after the start", state())
 	}
-	took := waitState("stopped", 20*time.Second) + 55*time.Second
-	t.Logf("auto-stop of 60 s stopped it %v after the start", took)
+	// ... and past the minute it stops.
+	ahead(started, 61*time.Second)
+	took := waitState("stopped", 20*time.Second)
+	t.Logf("auto-stop of 60 s stopped it %v after the clock passed the minute", took)
 	var audit struct {
 		Events []struct{ Action, Actor string } `json:"events"`
 	}
