@@ -23,6 +23,7 @@ import (
 	"froog.tech/froog/api"
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/store"
 	"froog.tech/froog/tunnel"
 )
@@ -461,6 +462,7 @@ func symlink(name, to string) tarEntry {
 }
 
 func TestFilesArchive(t *testing.T) {
+	testdep.Short(t, "archives of 10,000 files, both stores: minutes")
 	forEachFilesStore(t, api.Options{}, func(t *testing.T, e *filesEnv) {
 		id := e.running("box")
 		home := e.home(id)

@@ -29,6 +29,7 @@ import (
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
@@ -481,6 +482,7 @@ func TestPagesAndRedirect(t *testing.T) {
 // Bodies stream both ways without a cap (1 GiB each way over HTTP/1.1,
 // 64 MiB over HTTP/2), and big headers pass.
 func TestLargeBodiesAndHeaders(t *testing.T) {
+	testdep.Short(t, "1 GiB through the edge each way: minutes under -race")
 	r := newRig(t, embeddedStore(t))
 	sizes := map[bool]int{false: 1 << 30, true: 64 << 20}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
