@@ -41,6 +41,78 @@ func (e CreateAPIKeyPreset) Valid() bool {
 	}
 }
 
+// Defines values for CreateSandboxOs.
+const (
+	Debian13   CreateSandboxOs = "debian-13"
+	Omarchy    CreateSandboxOs = "omarchy"
+	Ubuntu2404 CreateSandboxOs = "ubuntu-24.04"
+	Ubuntu2604 CreateSandboxOs = "ubuntu-26.04"
+)
+
+// Valid indicates whether the value is a known member of the CreateSandboxOs enum.
+func (e CreateSandboxOs) Valid() bool {
+	switch e {
+	case Debian13:
+		return true
+	case Omarchy:
+		return true
+	case Ubuntu2404:
+		return true
+	case Ubuntu2604:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateSandboxSize.
+const (
+	CreateSandboxSizeDefault CreateSandboxSize = "default"
+	CreateSandboxSizeLarge   CreateSandboxSize = "large"
+	CreateSandboxSizeSmall   CreateSandboxSize = "small"
+)
+
+// Valid indicates whether the value is a known member of the CreateSandboxSize enum.
+func (e CreateSandboxSize) Valid() bool {
+	switch e {
+	case CreateSandboxSizeDefault:
+		return true
+	case CreateSandboxSizeLarge:
+		return true
+	case CreateSandboxSizeSmall:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ExecEventType.
+const (
+	ExecEventTypeError   ExecEventType = "error"
+	ExecEventTypeExit    ExecEventType = "exit"
+	ExecEventTypeStarted ExecEventType = "started"
+	ExecEventTypeStderr  ExecEventType = "stderr"
+	ExecEventTypeStdout  ExecEventType = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the ExecEventType enum.
+func (e ExecEventType) Valid() bool {
+	switch e {
+	case ExecEventTypeError:
+		return true
+	case ExecEventTypeExit:
+		return true
+	case ExecEventTypeStarted:
+		return true
+	case ExecEventTypeStderr:
+		return true
+	case ExecEventTypeStdout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FileInfoEntriesType.
 const (
 	FileInfoEntriesTypeDir     FileInfoEntriesType = "dir"
@@ -107,33 +179,210 @@ func (e FileLinkMethod) Valid() bool {
 	}
 }
 
+// Defines values for ForkSandboxSize.
+const (
+	ForkSandboxSizeDefault ForkSandboxSize = "default"
+	ForkSandboxSizeLarge   ForkSandboxSize = "large"
+	ForkSandboxSizeSmall   ForkSandboxSize = "small"
+)
+
+// Valid indicates whether the value is a known member of the ForkSandboxSize enum.
+func (e ForkSandboxSize) Valid() bool {
+	switch e {
+	case ForkSandboxSizeDefault:
+		return true
+	case ForkSandboxSizeLarge:
+		return true
+	case ForkSandboxSizeSmall:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobState.
 const (
-	Exited   JobState = "exited"
-	Failed   JobState = "failed"
-	Killed   JobState = "killed"
-	Lost     JobState = "lost"
-	Paused   JobState = "paused"
-	Running  JobState = "running"
-	TimedOut JobState = "timed_out"
+	JobStateExited   JobState = "exited"
+	JobStateFailed   JobState = "failed"
+	JobStateKilled   JobState = "killed"
+	JobStateLost     JobState = "lost"
+	JobStatePaused   JobState = "paused"
+	JobStateRunning  JobState = "running"
+	JobStateTimedOut JobState = "timed_out"
 )
 
 // Valid indicates whether the value is a known member of the JobState enum.
 func (e JobState) Valid() bool {
 	switch e {
-	case Exited:
+	case JobStateExited:
 		return true
-	case Failed:
+	case JobStateFailed:
 		return true
-	case Killed:
+	case JobStateKilled:
 		return true
-	case Lost:
+	case JobStateLost:
 		return true
-	case Paused:
+	case JobStatePaused:
 		return true
-	case Running:
+	case JobStateRunning:
 		return true
-	case TimedOut:
+	case JobStateTimedOut:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SandboxDesiredState.
+const (
+	SandboxDesiredStateRunning SandboxDesiredState = "running"
+	SandboxDesiredStateStopped SandboxDesiredState = "stopped"
+)
+
+// Valid indicates whether the value is a known member of the SandboxDesiredState enum.
+func (e SandboxDesiredState) Valid() bool {
+	switch e {
+	case SandboxDesiredStateRunning:
+		return true
+	case SandboxDesiredStateStopped:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SandboxSetupStatus.
+const (
+	SandboxSetupStatusDone    SandboxSetupStatus = "done"
+	SandboxSetupStatusFailed  SandboxSetupStatus = "failed"
+	SandboxSetupStatusNone    SandboxSetupStatus = "none"
+	SandboxSetupStatusRunning SandboxSetupStatus = "running"
+)
+
+// Valid indicates whether the value is a known member of the SandboxSetupStatus enum.
+func (e SandboxSetupStatus) Valid() bool {
+	switch e {
+	case SandboxSetupStatusDone:
+		return true
+	case SandboxSetupStatusFailed:
+		return true
+	case SandboxSetupStatusNone:
+		return true
+	case SandboxSetupStatusRunning:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SandboxState.
+const (
+	SandboxStateCreating SandboxState = "creating"
+	SandboxStateError    SandboxState = "error"
+	SandboxStateRunning  SandboxState = "running"
+	SandboxStateStarting SandboxState = "starting"
+	SandboxStateStopped  SandboxState = "stopped"
+	SandboxStateStopping SandboxState = "stopping"
+)
+
+// Valid indicates whether the value is a known member of the SandboxState enum.
+func (e SandboxState) Valid() bool {
+	switch e {
+	case SandboxStateCreating:
+		return true
+	case SandboxStateError:
+		return true
+	case SandboxStateRunning:
+		return true
+	case SandboxStateStarting:
+		return true
+	case SandboxStateStopped:
+		return true
+	case SandboxStateStopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SnapshotReason.
+const (
+	SnapshotReasonHourly  SnapshotReason = "hourly"
+	SnapshotReasonRestore SnapshotReason = "restore"
+	SnapshotReasonStop    SnapshotReason = "stop"
+)
+
+// Valid indicates whether the value is a known member of the SnapshotReason enum.
+func (e SnapshotReason) Valid() bool {
+	switch e {
+	case SnapshotReasonHourly:
+		return true
+	case SnapshotReasonRestore:
+		return true
+	case SnapshotReasonStop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SnapshotStatus.
+const (
+	SnapshotStatusAvailable SnapshotStatus = "available"
+	SnapshotStatusCreating  SnapshotStatus = "creating"
+	SnapshotStatusFailed    SnapshotStatus = "failed"
+)
+
+// Valid indicates whether the value is a known member of the SnapshotStatus enum.
+func (e SnapshotStatus) Valid() bool {
+	switch e {
+	case SnapshotStatusAvailable:
+		return true
+	case SnapshotStatusCreating:
+		return true
+	case SnapshotStatusFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StartSandboxSize.
+const (
+	StartSandboxSizeDefault StartSandboxSize = "default"
+	StartSandboxSizeLarge   StartSandboxSize = "large"
+	StartSandboxSizeSmall   StartSandboxSize = "small"
+)
+
+// Valid indicates whether the value is a known member of the StartSandboxSize enum.
+func (e StartSandboxSize) Valid() bool {
+	switch e {
+	case StartSandboxSizeDefault:
+		return true
+	case StartSandboxSizeLarge:
+		return true
+	case StartSandboxSizeSmall:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StopStatus.
+const (
+	StopStatusCompleted StopStatus = "completed"
+	StopStatusFailed    StopStatus = "failed"
+	StopStatusPending   StopStatus = "pending"
+)
+
+// Valid indicates whether the value is a known member of the StopStatus enum.
+func (e StopStatus) Valid() bool {
+	switch e {
+	case StopStatusCompleted:
+		return true
+	case StopStatusFailed:
+		return true
+	case StopStatusPending:
 		return true
 	default:
 		return false
@@ -300,10 +549,10 @@ type CreateSandbox struct {
 	Labels *map[string]string `json:"labels,omitempty"`
 
 	// MaxLifetimeSecs 0 = none
-	MaxLifetimeSecs *int        `json:"max_lifetime_secs,omitempty"`
-	Name            *string     `json:"name,omitempty"`
-	Os              interface{} `json:"os,omitempty"`
-	Size            interface{} `json:"size,omitempty"`
+	MaxLifetimeSecs *int               `json:"max_lifetime_secs,omitempty"`
+	Name            *string            `json:"name,omitempty"`
+	Os              *CreateSandboxOs   `json:"os,omitempty"`
+	Size            *CreateSandboxSize `json:"size,omitempty"`
 
 	// Snapshots false: no snapshot of it is ever taken, saved, forked or restored (409 snapshots_off), and a stop (asked for, or by the auto-stop timer) erases it: its VM and disk are removed and it is deleted, and GET /v1/stops/{id} says completed (default true)
 	Snapshots *bool `json:"snapshots,omitempty"`
@@ -311,6 +560,12 @@ type CreateSandbox struct {
 	// TtlSecs auto-stop after each start; 0 = none; absent or null = 3600
 	TtlSecs *int `json:"ttl_secs,omitempty"`
 }
+
+// CreateSandboxOs defines model for CreateSandbox.Os.
+type CreateSandboxOs string
+
+// CreateSandboxSize defines model for CreateSandbox.Size.
+type CreateSandboxSize string
 
 // CreateURLToken defines model for CreateURLToken.
 type CreateURLToken struct {
@@ -344,14 +599,17 @@ type Exec struct {
 
 // ExecEvent defines model for ExecEvent.
 type ExecEvent struct {
-	Code      *string     `json:"code,omitempty"`
-	CommandId *string     `json:"command_id,omitempty"`
-	Data      *string     `json:"data,omitempty"`
-	ExitCode  *int        `json:"exit_code,omitempty"`
-	Message   *string     `json:"message,omitempty"`
-	TimedOut  *bool       `json:"timed_out,omitempty"`
-	Type      interface{} `json:"type"`
+	Code      *string       `json:"code,omitempty"`
+	CommandId *string       `json:"command_id,omitempty"`
+	Data      *string       `json:"data,omitempty"`
+	ExitCode  *int          `json:"exit_code,omitempty"`
+	Message   *string       `json:"message,omitempty"`
+	TimedOut  *bool         `json:"timed_out,omitempty"`
+	Type      ExecEventType `json:"type"`
 }
+
+// ExecEventType defines model for ExecEvent.Type.
+type ExecEventType string
 
 // ExecResult defines model for ExecResult.
 type ExecResult struct {
@@ -485,7 +743,7 @@ type ForkSandbox struct {
 	Name string `json:"name"`
 
 	// Size default: the source's
-	Size interface{} `json:"size,omitempty"`
+	Size *ForkSandboxSize `json:"size,omitempty"`
 
 	// Snapshot fork this snapshot of the source (an id, a label or latest) instead of its current disk
 	Snapshot *string `json:"snapshot,omitempty"`
@@ -496,6 +754,9 @@ type ForkSandbox struct {
 	// TtlSecs default: the source's
 	TtlSecs *int `json:"ttl_secs,omitempty"`
 }
+
+// ForkSandboxSize default: the source's
+type ForkSandboxSize string
 
 // HostPort defines model for HostPort.
 type HostPort struct {
@@ -597,12 +858,12 @@ type SSHKey struct {
 
 // Sandbox defines model for Sandbox.
 type Sandbox struct {
-	AutoStart       bool        `json:"auto_start"`
-	AutoStopAt      *time.Time  `json:"auto_stop_at"`
-	CreatedAt       time.Time   `json:"created_at"`
-	DeleteAfterSecs int         `json:"delete_after_secs"`
-	DeleteAt        *time.Time  `json:"delete_at"`
-	DesiredState    interface{} `json:"desired_state"`
+	AutoStart       bool                `json:"auto_start"`
+	AutoStopAt      *time.Time          `json:"auto_stop_at"`
+	CreatedAt       time.Time           `json:"created_at"`
+	DeleteAfterSecs int                 `json:"delete_after_secs"`
+	DeleteAt        *time.Time          `json:"delete_at"`
+	DesiredState    SandboxDesiredState `json:"desired_state"`
 
 	// EnvNames the names of its own variables; values are never returned
 	EnvNames []string `json:"env_names"`
@@ -623,22 +884,31 @@ type Sandbox struct {
 	RestoreFrom *string `json:"restore_from,omitempty"`
 
 	// SetupStatus always none here: setup scripts and repos live in froog's control plane
-	SetupStatus interface{} `json:"setup_status"`
-	Size        string      `json:"size"`
+	SetupStatus SandboxSetupStatus `json:"setup_status"`
+	Size        string             `json:"size"`
 
 	// Snapshots false when created with snapshots: false
-	Snapshots bool        `json:"snapshots"`
-	StartedAt *time.Time  `json:"started_at"`
-	State     interface{} `json:"state"`
-	StopAt    *time.Time  `json:"stop_at"`
-	StopId    *string     `json:"stop_id,omitempty"`
-	StoppedAt *time.Time  `json:"stopped_at"`
-	TtlSecs   int         `json:"ttl_secs"`
-	UpdatedAt time.Time   `json:"updated_at"`
+	Snapshots bool         `json:"snapshots"`
+	StartedAt *time.Time   `json:"started_at"`
+	State     SandboxState `json:"state"`
+	StopAt    *time.Time   `json:"stop_at"`
+	StopId    *string      `json:"stop_id,omitempty"`
+	StoppedAt *time.Time   `json:"stopped_at"`
+	TtlSecs   int          `json:"ttl_secs"`
+	UpdatedAt time.Time    `json:"updated_at"`
 
 	// WarmUntil a stopped sandbox resumes warm (in about a second) until then
 	WarmUntil *time.Time `json:"warm_until"`
 }
+
+// SandboxDesiredState defines model for Sandbox.DesiredState.
+type SandboxDesiredState string
+
+// SandboxSetupStatus always none here: setup scripts and repos live in froog's control plane
+type SandboxSetupStatus string
+
+// SandboxState defines model for Sandbox.State.
+type SandboxState string
 
 // SaveSnapshot defines model for SaveSnapshot.
 type SaveSnapshot struct {
@@ -659,19 +929,25 @@ type Snapshot struct {
 	ReadyAt *time.Time `json:"ready_at"`
 
 	// Reason why an automatic one was taken
-	Reason  interface{} `json:"reason,omitempty"`
-	Sandbox string      `json:"sandbox"`
+	Reason  *SnapshotReason `json:"reason,omitempty"`
+	Sandbox string          `json:"sandbox"`
 
 	// Saved saved: kept until deleted; automatic: the newest 3 of the sandbox, taken every hour while it runs and at each stop
 	Saved bool   `json:"saved"`
 	Size  string `json:"size"`
 
 	// SizeGb the space the copy takes
-	SizeGb        float32     `json:"size_gb"`
-	Source        string      `json:"source"`
-	SourceDeleted bool        `json:"source_deleted"`
-	Status        interface{} `json:"status"`
+	SizeGb        float32        `json:"size_gb"`
+	Source        string         `json:"source"`
+	SourceDeleted bool           `json:"source_deleted"`
+	Status        SnapshotStatus `json:"status"`
 }
+
+// SnapshotReason why an automatic one was taken
+type SnapshotReason string
+
+// SnapshotStatus defines model for Snapshot.Status.
+type SnapshotStatus string
 
 // StartSandbox defines model for StartSandbox.
 type StartSandbox struct {
@@ -679,12 +955,15 @@ type StartSandbox struct {
 	Env *map[string]string `json:"env,omitempty"`
 
 	// Environment false: boot without the account's environment (kept for later starts); true: with it again. This deployment has no account environment: true answers 400 provider_not_configured.
-	Environment *bool       `json:"environment,omitempty"`
-	Size        interface{} `json:"size,omitempty"`
+	Environment *bool             `json:"environment,omitempty"`
+	Size        *StartSandboxSize `json:"size,omitempty"`
 
 	// TtlSecs a new auto-stop timer
 	TtlSecs *int `json:"ttl_secs,omitempty"`
 }
+
+// StartSandboxSize defines model for StartSandbox.Size.
+type StartSandboxSize string
 
 // StartWindow defines model for StartWindow.
 type StartWindow struct {
@@ -708,9 +987,12 @@ type Stop struct {
 	Sandbox     string     `json:"sandbox"`
 
 	// Status pending, completed (stopped, or erased with snapshots off: the sandbox is then gone) or failed (the sandbox is in error)
-	Status interface{} `json:"status"`
-	StopId string      `json:"stop_id"`
+	Status StopStatus `json:"status"`
+	StopId string     `json:"stop_id"`
 }
+
+// StopStatus pending, completed (stopped, or erased with snapshots off: the sandbox is then gone) or failed (the sandbox is in error)
+type StopStatus string
 
 // URL defines model for URL.
 type URL struct {

@@ -172,7 +172,7 @@ func TestIdempotencyKey(t *testing.T) {
 	if _, err := c.Sandboxes.Create(ctx, CreateSandbox{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Sandbox("a").Fork(ctx, ForkSandbox{Name: "b"}); err != nil {
+	if _, err := c.Sandbox("a").Fork(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Sandboxes.Create(ctx, CreateSandbox{}); err != nil {

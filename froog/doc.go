@@ -1,11 +1,11 @@
 // Package froog is the Go SDK for froog's /v1 API.
 //
-// api.gen.go is generated from api/openapi.json by oapi-codegen (make
-// generate; TestGeneratedUpToDate fails when it is stale): typed requests,
-// responses and one method per operation. The hand-written files are a thin
+// api.gen.go is generated from api/openapi.json by oapi-codegen, with
+// overlay.yaml's changes (make generate; TestGeneratedUpToDate fails when
+// it is stale): typed requests, responses and one method per operation. The hand-written files are a thin
 // layer over those calls, in the docs' handle style:
 //
-//	c, err := froog.New(froog.Options{APIKey: key})
+//	c := froog.New("") // FROOG_API_KEY; NewWithOptions for the rest
 //	res, err := c.Sandbox("my-box").Exec(ctx, "make test", nil)
 //
 // Errors are *Error (status, code, message, request id); creates and forks

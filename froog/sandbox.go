@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -12,9 +13,29 @@ import (
 // Sandboxes creates and lists an account's sandboxes (c.Sandboxes).
 type Sandboxes struct{ c *Client }
 
-// Create makes sandboxes (one, or body.Count) and waits until each runs.
+// The sizes, as the docs' froog.Ptr(froog.SizeSmall).
+const (
+	SizeSmall   = CreateSandboxSizeSmall
+	SizeDefault = CreateSandboxSizeDefault
+	SizeLarge   = CreateSandboxSizeLarge
+)
+
+// Create makes a sandbox and waits until it runs (CreateMany for Count).
 // It sends an Idempotency-Key, so the doer's retries never make two.
-func (s Sandboxes) Create(ctx context.Context, body CreateSandbox) ([]*SandboxHandle, error) {
+func (s Sandboxes) Create(ctx context.Context, body CreateSandbox) (*SandboxHandle, error) {
+	if body.Count != nil {
+		return nil, errors.New("froog: Create makes one sandbox: CreateMany for Count")
+	}
+	hs, err := s.CreateMany(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	return hs[0], nil
+}
+
+// CreateMany makes sandboxes (one, or body.Count) and waits until each
+// runs, with an Idempotency-Key as Create.
+func (s Sandboxes) CreateMany(ctx context.Context, body CreateSandbox) ([]*SandboxHandle, error) {
 	res, err := s.c.CreateSandboxesWithResponse(ctx, &CreateSandboxesParams{IdempotencyKey: Ptr(idempotencyKey())}, body)
 	if err != nil {
 		return nil, err
@@ -22,6 +43,9 @@ func (s Sandboxes) Create(ctx context.Context, body CreateSandbox) ([]*SandboxHa
 	made, err := sandboxesIn(res.Body)
 	if err != nil {
 		return nil, err
+	}
+	if len(made) == 0 {
+		return nil, errors.New("froog: the create made no sandbox")
 	}
 	return s.c.waitAll(ctx, made)
 }
@@ -78,10 +102,20 @@ func (h *SandboxHandle) Delete(ctx context.Context) error {
 	return err
 }
 
-// Fork makes new sandboxes from this one's disk (body.Name, or
-// body.Count of them) and waits until each runs. It sends an
-// Idempotency-Key, as Create does.
-func (h *SandboxHandle) Fork(ctx context.Context, body ForkSandbox) ([]*SandboxHandle, error) {
+// Fork makes a sandbox called name from this one's disk and waits until
+// it runs; ForkMany takes a snapshot, a count and the rest.
+func (h *SandboxHandle) Fork(ctx context.Context, name string) (*SandboxHandle, error) {
+	hs, err := h.ForkMany(ctx, ForkSandbox{Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return hs[0], nil
+}
+
+// ForkMany makes new sandboxes from this one's disk or body.Snapshot
+// (body.Name, or body.Count of them) and waits until each runs. It sends
+// an Idempotency-Key, as Create does.
+func (h *SandboxHandle) ForkMany(ctx context.Context, body ForkSandbox) ([]*SandboxHandle, error) {
 	res, err := h.c.ForkSandboxWithResponse(ctx, h.Name, &ForkSandboxParams{IdempotencyKey: Ptr(idempotencyKey())}, body)
 	if err != nil {
 		return nil, err
@@ -89,6 +123,9 @@ func (h *SandboxHandle) Fork(ctx context.Context, body ForkSandbox) ([]*SandboxH
 	made, err := sandboxesIn(res.Body)
 	if err != nil {
 		return nil, err
+	}
+	if len(made) == 0 {
+		return nil, fmt.Errorf("froog: fork %s made no sandbox", h.Name)
 	}
 	return h.c.waitAll(ctx, made)
 }

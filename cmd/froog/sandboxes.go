@@ -96,7 +96,7 @@ is private). With --count N it makes NAME-1 … NAME-N.`,
 			if err != nil {
 				return err
 			}
-			made, err := c.Sandboxes.Create(cmd.Context(), req)
+			made, err := c.Sandboxes.CreateMany(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -287,7 +287,7 @@ func (a *app) forkCmd() *cobra.Command {
 			if count > 0 {
 				body.Count = &count
 			}
-			made, err := h.Fork(cmd.Context(), body)
+			made, err := h.ForkMany(cmd.Context(), body)
 			if err != nil {
 				return err
 			}
