@@ -228,6 +228,7 @@ func pixelIs(t *testing.T, port int, want [3]byte, timeout time.Duration) {
 }
 
 func TestBrowserView(t *testing.T) {
+	testdep.Short(t, "drives Chromium")
 	needXvnc(t)
 	if !have("chromium") {
 		testdep.Missing(t, "chromium is not installed (deploy/testdeps.sh installs it)")
