@@ -1,5 +1,3 @@
-//go:build bench
-
 package froog_test
 
 import (
