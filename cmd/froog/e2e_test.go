@@ -118,13 +118,19 @@ func startDev(t *testing.T) *dev {
 // there) and nothing of FROOG_* from the test's environment.
 func (d *dev) run(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return d.runEnv(t, nil, stdin, args...)
+}
+
+// runEnv is run with env (KEY=VALUE) added.
+func (d *dev) runEnv(t *testing.T, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	cmd := exec.Command(froogBin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "FROOG_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "HOME="+d.home)
+	cmd.Env = append(append(cmd.Env, "HOME="+d.home), env...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
@@ -221,6 +227,22 @@ func TestCLIWalkthrough(t *testing.T) {
 	cfg := filepath.Join(d.home, ".config", "froog", "config.json")
 	if st, err := os.Stat(cfg); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("config file: %v %v, want mode 600", st, err)
+	}
+
+	// FROOG_API_KEY and FROOG_API_URL override the file.
+	for _, tc := range []struct {
+		env  string
+		want string
+	}{
+		{"FROOG_API_KEY=froog_wrong", "401"},
+		{"FROOG_API_URL=http://127.0.0.1:1", "connection refused"},
+	} {
+		if _, errOut, code := d.runEnv(t, []string{tc.env}, "", "list"); code != 1 || !strings.Contains(errOut, tc.want) {
+			t.Fatalf("list with %s: exit %d: %s", tc.env, code, errOut)
+		}
+	}
+	if _, errOut, code := d.runEnv(t, []string{"FROOG_API_KEY=" + strings.TrimSpace(string(key)), "FROOG_API_URL=" + d.api}, "", "list"); code != 0 {
+		t.Fatalf("list with the environment's key and URL: exit %d: %s", code, errOut)
 	}
 
 	// Errors: the API's code, message and request id, exit 1.
