@@ -137,6 +137,10 @@ func (d *dev) runEnv(t *testing.T, env []string, stdin string, args ...string) (
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
+	// Links and keys go to stdout when asked for; never to stderr.
+	if s := secretRE.FindString(e.String()); s != "" {
+		t.Errorf("froog %s wrote a secret to stderr: %.12s…", args[0], s)
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
