@@ -220,3 +220,23 @@ func TestBadURL(t *testing.T) {
 		}
 	}
 }
+
+func TestRetryAfterHeader(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in       string
+		min, max time.Duration
+	}{
+		{"5", 5 * time.Second, 5 * time.Second},
+		{"0", 0, 0},
+		{"", 0, 0},
+		{"soon", 0, 0},
+		{"-3", 0, 0},
+		{time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat), 80 * time.Second, 90 * time.Second},
+		{time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat), 0, 0},
+	} {
+		if got := retryAfter(tc.in); got < tc.min || got > tc.max {
+			t.Errorf("retryAfter(%q) = %v, want %v to %v", tc.in, got, tc.min, tc.max)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"froog.tech/froog/froog"
 )
 
 func TestParseDuration(t *testing.T) {
@@ -67,5 +69,25 @@ func TestRecordHostKey(t *testing.T) {
 	}
 	if _, err := recordHostKey(""); err == nil {
 		t.Fatal("an empty line was recorded")
+	}
+}
+
+func TestAutoStop(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 14, 3, 0, 0, time.Local)
+	at := now.Add(3*time.Hour + 59*time.Minute + 30*time.Second)
+	soon := now.Add(20 * time.Minute)
+	for _, tc := range []struct {
+		sb   froog.Sandbox
+		want string
+	}{
+		{froog.Sandbox{TtlSecs: 4 * 3600, AutoStopAt: &at}, "at 18:02 (in 3h 59m; 4h after each start)"},
+		{froog.Sandbox{TtlSecs: 900, AutoStopAt: &soon}, "at 14:23 (in 20m; 15m after each start)"},
+		{froog.Sandbox{TtlSecs: 3600}, "1h after each start"},
+		{froog.Sandbox{}, "none"},
+	} {
+		if got := autoStop(&tc.sb, now); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -208,6 +209,7 @@ func (a *app) oneSandbox(use, short, example string, act func(cmd *cobra.Command
 			}
 			return a.print(sb, func(w io.Writer) {
 				if use == "info" {
+					fmt.Fprintf(w, "auto-stop: %s\n", autoStop(sb, time.Now()))
 					fields(w, sb)
 					return
 				}
@@ -326,4 +328,26 @@ name). The current state is snapshotted first, so a restore can be undone.`,
 			return a.print(sb, func(w io.Writer) { fmt.Fprintf(w, "%s %s\n", froog.Text(sb.Name), froog.Text(sb.State)) })
 		},
 	}
+}
+
+// autoStop is the docs' "at 18:02 (in 3h 59m; 4h after each start)".
+func autoStop(sb *froog.Sandbox, now time.Time) string {
+	after := "none"
+	if sb.TtlSecs > 0 {
+		after = (time.Duration(sb.TtlSecs) * time.Second).String()
+		after = strings.TrimSuffix(strings.TrimSuffix(after, "0s"), "0m")
+	}
+	if sb.AutoStopAt == nil {
+		if after == "none" {
+			return "none"
+		}
+		return after + " after each start"
+	}
+	at := sb.AutoStopAt.Local()
+	in := at.Sub(now).Truncate(time.Minute)
+	left := fmt.Sprintf("%dh %dm", int(in.Hours()), int(in.Minutes())%60)
+	if in < time.Hour {
+		left = fmt.Sprintf("%dm", max(int(in.Minutes()), 0))
+	}
+	return fmt.Sprintf("at %s (in %s; %s after each start)", at.Format("15:04"), left, after)
 }
