@@ -49,6 +49,8 @@ func TestCheck(t *testing.T) {
 		{"an undocumented header", "GET", "/v1/ssh-keys", 200, jsonH("X-Debug", "1"), `{"ssh_keys":[]}`, "X-Debug"},
 		{"a documented header", "GET", "/v1/sandboxes", 200, jsonH("X-Next-Cursor", "c"), "[]", ""},
 		{"an error body that is not the error schema", "GET", "/v1/ssh-keys", 401, jsonH(), `{"message":"no"}`, "error"},
+		{"a 503 sandbox_starting with its Retry-After", "POST", "/v1/sandboxes/box/exec", 503, jsonH("Retry-After", "5"), errBody, ""},
+		{"a 429 with its Retry-After and limit", "POST", "/v1/sandboxes/box/exec", 429, jsonH("Retry-After", "30", "RateLimit-Limit", "4"), errBody, ""},
 		{"an unknown path's 404", "GET", "/v1/nothing", 404, jsonH(), errBody, ""},
 		{"an unknown path answered", "GET", "/v1/nothing", 200, jsonH(), `{}`, "no such path"},
 		{"a 405 with its Allow", "PUT", "/v1/sandboxes", 405, jsonH("Allow", "GET, POST"), errBody, ""},
