@@ -22,6 +22,7 @@ import (
 
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -57,6 +58,7 @@ type dev struct {
 // checks that its log holds no secret.
 func startDev(t *testing.T) *dev {
 	t.Helper()
+	testdep.Short(t, "runs froogd dev and the CLI end to end")
 	d := &dev{data: t.TempDir(), home: t.TempDir()}
 	cmd := exec.Command(froogdBin, "dev", "--data", d.data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0",
 		"--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test")
