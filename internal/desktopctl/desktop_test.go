@@ -82,6 +82,7 @@ func commOf(pid int) string {
 }
 
 func TestDesktopStartStatusStop(t *testing.T) {
+	testdep.Short(t, "starts real desktops (Xvnc, XFCE): ~30 s")
 	needXvnc(t)
 	home := t.TempDir()
 	t.Cleanup(func() { cli(t, home, "stop") })
@@ -325,6 +326,7 @@ func TestXServerDies(t *testing.T) {
 // lock on choosing one, they all tried the same first displays and the
 // last used up their launches against each other.
 func TestConcurrentStarts(t *testing.T) {
+	testdep.Short(t, "starts real desktops (Xvnc, XFCE): ~30 s")
 	needXvnc(t)
 	const n = 2 * maxLaunches
 	homes := make([]string, n)
