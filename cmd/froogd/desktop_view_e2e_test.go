@@ -31,6 +31,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -51,7 +52,7 @@ func devDesktop(t *testing.T) *deskEnv {
 	t.Helper()
 	for _, bin := range []string{"Xvnc", "chromium"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s is not installed (deploy/testdeps.sh installs it)", bin)
+			testdep.Missing(t, "%s is not installed (deploy/testdeps.sh installs it)", bin)
 		}
 	}
 	data := t.TempDir()
@@ -377,7 +378,7 @@ func (c *rfbClient) frame() int {
 func (e *deskEnv) keyLogger(t *testing.T, sandbox, display, file string) {
 	t.Helper()
 	if _, err := exec.LookPath("xev"); err != nil {
-		t.Skip("xev is not installed (deploy/testdeps.sh installs x11-utils)")
+		testdep.Missing(t, "xev is not installed (deploy/testdeps.sh installs x11-utils)")
 	}
 	cmd := fmt.Sprintf("DISPLAY=%s exec stdbuf -oL xev -geometry 1920x1080+0+0 -event keyboard -event focus > %s", display, file)
 	body, _ := json.Marshal(map[string]string{"command": cmd})
