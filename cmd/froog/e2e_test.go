@@ -506,7 +506,7 @@ func TestCLIWalkthrough(t *testing.T) {
 		// known-hosts file): without an account key it gets as far as
 		// authentication, never to a host-key failure.
 		if _, err := exec.LookPath("ssh"); err != nil {
-			t.Skip("no ssh client")
+			testdep.Missing(t, "no ssh client")
 		}
 		_, errOut, code := d.run(t, "", "ssh", "files", "--", "true")
 		if code != 255 || !strings.Contains(errOut, "Permission denied") || strings.Contains(errOut, "Host key verification failed") {

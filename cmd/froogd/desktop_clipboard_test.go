@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -53,7 +54,7 @@ const clipSpy = `(() => { const c = navigator.clipboard; window.froogClipCalls =
 // nothing of the sandbox's.
 func TestDesktopClipboardInChromium(t *testing.T) {
 	if _, err := exec.LookPath("xclip"); err != nil {
-		t.Skip("xclip is not installed (deploy/testdeps.sh installs it)")
+		testdep.Missing(t, "xclip is not installed (deploy/testdeps.sh installs it)")
 	}
 	e := devDesktop(t)
 	e.sandbox(t, "clip")
