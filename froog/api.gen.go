@@ -634,7 +634,7 @@ type FileFind struct {
 type FileInfo struct {
 	// Entries a folder's entries
 	Entries *[]struct {
-		LinkTarget string `json:"link_target"`
+		LinkTarget *string `json:"link_target,omitempty"`
 
 		// Mode octal, e.g. 644
 		Mode       string    `json:"mode"`
@@ -1054,6 +1054,9 @@ type ErrorAnswer = ErrorBody
 
 // LimitReached defines model for LimitReached.
 type LimitReached = ErrorBody
+
+// Unavailable defines model for Unavailable.
+type Unavailable = ErrorBody
 
 // ListAuditParams defines parameters for ListAudit.
 type ListAuditParams struct {
@@ -6882,8 +6885,6 @@ type CreateAPIKeyResponse struct {
 	JSON401 *ErrorAnswer
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorAnswer
-	// JSON413 the response for an HTTP 413 `application/json` response
-	JSON413 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -6910,11 +6911,6 @@ func (r CreateAPIKeyResponse) GetJSON401() *ErrorAnswer {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r CreateAPIKeyResponse) GetJSON403() *ErrorAnswer {
 	return r.JSON403
-}
-
-// GetJSON413 returns the response for an HTTP 413 `application/json` response
-func (r CreateAPIKeyResponse) GetJSON413() *ErrorAnswer {
-	return r.JSON413
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -7265,6 +7261,11 @@ type DownloadFileLinkResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// DownloadFileLinkResponse503Headers the declared response headers of an HTTP 503 response for DownloadFileLink
+type DownloadFileLinkResponse503Headers struct {
+	RetryAfter *int
+}
+
 type DownloadFileLinkResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7285,11 +7286,13 @@ type DownloadFileLinkResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *DownloadFileLinkResponse200Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DownloadFileLinkResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DownloadFileLinkResponse503Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -7333,7 +7336,7 @@ func (r DownloadFileLinkResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r DownloadFileLinkResponse) GetJSON503() *ErrorAnswer {
+func (r DownloadFileLinkResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -7375,6 +7378,11 @@ type UploadFileLinkResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// UploadFileLinkResponse503Headers the declared response headers of an HTTP 503 response for UploadFileLink
+type UploadFileLinkResponse503Headers struct {
+	RetryAfter *int
+}
+
 type UploadFileLinkResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7397,9 +7405,11 @@ type UploadFileLinkResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *UploadFileLinkResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UploadFileLinkResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7448,7 +7458,7 @@ func (r UploadFileLinkResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r UploadFileLinkResponse) GetJSON503() *ErrorAnswer {
+func (r UploadFileLinkResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -8373,6 +8383,11 @@ type ExecResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// ExecResponse503Headers the declared response headers of an HTTP 503 response for Exec
+type ExecResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ExecResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8397,9 +8412,11 @@ type ExecResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ExecResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ExecResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8453,7 +8470,7 @@ func (r ExecResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r ExecResponse) GetJSON503() *ErrorAnswer {
+func (r ExecResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -8495,6 +8512,11 @@ type DeleteFilesResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// DeleteFilesResponse503Headers the declared response headers of an HTTP 503 response for DeleteFiles
+type DeleteFilesResponse503Headers struct {
+	RetryAfter *int
+}
+
 type DeleteFilesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8520,9 +8542,11 @@ type DeleteFilesResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DeleteFilesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteFilesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8574,7 +8598,7 @@ func (r DeleteFilesResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r DeleteFilesResponse) GetJSON503() *ErrorAnswer {
+func (r DeleteFilesResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -8616,6 +8640,11 @@ type GetFilesResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// GetFilesResponse503Headers the declared response headers of an HTTP 503 response for GetFiles
+type GetFilesResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetFilesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8638,9 +8667,11 @@ type GetFilesResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetFilesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetFilesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8689,7 +8720,7 @@ func (r GetFilesResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r GetFilesResponse) GetJSON503() *ErrorAnswer {
+func (r GetFilesResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -8731,6 +8762,11 @@ type PutFileArchiveResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// PutFileArchiveResponse503Headers the declared response headers of an HTTP 503 response for PutFileArchive
+type PutFileArchiveResponse503Headers struct {
+	RetryAfter *int
+}
+
 type PutFileArchiveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8755,9 +8791,11 @@ type PutFileArchiveResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *PutFileArchiveResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutFileArchiveResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8811,7 +8849,7 @@ func (r PutFileArchiveResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r PutFileArchiveResponse) GetJSON503() *ErrorAnswer {
+func (r PutFileArchiveResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -8863,6 +8901,11 @@ type GetFileContentResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// GetFileContentResponse503Headers the declared response headers of an HTTP 503 response for GetFileContent
+type GetFileContentResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetFileContentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8885,11 +8928,13 @@ type GetFileContentResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetFileContentResponse200Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetFileContentResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetFileContentResponse503Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -8938,7 +8983,7 @@ func (r GetFileContentResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r GetFileContentResponse) GetJSON503() *ErrorAnswer {
+func (r GetFileContentResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -8980,6 +9025,11 @@ type PutFileContentResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// PutFileContentResponse503Headers the declared response headers of an HTTP 503 response for PutFileContent
+type PutFileContentResponse503Headers struct {
+	RetryAfter *int
+}
+
 type PutFileContentResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9004,9 +9054,11 @@ type PutFileContentResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *PutFileContentResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutFileContentResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9060,7 +9112,7 @@ func (r PutFileContentResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r PutFileContentResponse) GetJSON503() *ErrorAnswer {
+func (r PutFileContentResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -9115,16 +9167,10 @@ type CreateFileDownloadURLResponse struct {
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
-	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorAnswer
-	// JSON502 the response for an HTTP 502 `application/json` response
-	JSON502 *ErrorAnswer
-	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateFileDownloadURLResponse429Headers
 }
@@ -9154,11 +9200,6 @@ func (r CreateFileDownloadURLResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
 }
 
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r CreateFileDownloadURLResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r CreateFileDownloadURLResponse) GetJSON429() *LimitReached {
 	return r.JSON429
@@ -9167,16 +9208,6 @@ func (r CreateFileDownloadURLResponse) GetJSON429() *LimitReached {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r CreateFileDownloadURLResponse) GetJSON500() *ErrorAnswer {
 	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r CreateFileDownloadURLResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r CreateFileDownloadURLResponse) GetJSON503() *ErrorAnswer {
-	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9217,6 +9248,11 @@ type FindInFilesResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// FindInFilesResponse503Headers the declared response headers of an HTTP 503 response for FindInFiles
+type FindInFilesResponse503Headers struct {
+	RetryAfter *int
+}
+
 type FindInFilesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9239,9 +9275,11 @@ type FindInFilesResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *FindInFilesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *FindInFilesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9290,7 +9328,7 @@ func (r FindInFilesResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r FindInFilesResponse) GetJSON503() *ErrorAnswer {
+func (r FindInFilesResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -9332,6 +9370,11 @@ type MakeFolderResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// MakeFolderResponse503Headers the declared response headers of an HTTP 503 response for MakeFolder
+type MakeFolderResponse503Headers struct {
+	RetryAfter *int
+}
+
 type MakeFolderResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9354,9 +9397,11 @@ type MakeFolderResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *MakeFolderResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MakeFolderResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9405,7 +9450,7 @@ func (r MakeFolderResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r MakeFolderResponse) GetJSON503() *ErrorAnswer {
+func (r MakeFolderResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -9447,6 +9492,11 @@ type MoveFileResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// MoveFileResponse503Headers the declared response headers of an HTTP 503 response for MoveFile
+type MoveFileResponse503Headers struct {
+	RetryAfter *int
+}
+
 type MoveFileResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9469,9 +9519,11 @@ type MoveFileResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *MoveFileResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MoveFileResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9520,7 +9572,7 @@ func (r MoveFileResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r MoveFileResponse) GetJSON503() *ErrorAnswer {
+func (r MoveFileResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -9562,6 +9614,11 @@ type SetFilePermissionsResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// SetFilePermissionsResponse503Headers the declared response headers of an HTTP 503 response for SetFilePermissions
+type SetFilePermissionsResponse503Headers struct {
+	RetryAfter *int
+}
+
 type SetFilePermissionsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9588,9 +9645,11 @@ type SetFilePermissionsResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SetFilePermissionsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SetFilePermissionsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9643,7 +9702,7 @@ func (r SetFilePermissionsResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r SetFilePermissionsResponse) GetJSON503() *ErrorAnswer {
+func (r SetFilePermissionsResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -9685,6 +9744,11 @@ type ReplaceInFilesResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// ReplaceInFilesResponse503Headers the declared response headers of an HTTP 503 response for ReplaceInFiles
+type ReplaceInFilesResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ReplaceInFilesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9707,9 +9771,11 @@ type ReplaceInFilesResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ReplaceInFilesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReplaceInFilesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9758,7 +9824,7 @@ func (r ReplaceInFilesResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r ReplaceInFilesResponse) GetJSON503() *ErrorAnswer {
+func (r ReplaceInFilesResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -9800,6 +9866,11 @@ type SearchFilesResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// SearchFilesResponse503Headers the declared response headers of an HTTP 503 response for SearchFiles
+type SearchFilesResponse503Headers struct {
+	RetryAfter *int
+}
+
 type SearchFilesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9822,9 +9893,11 @@ type SearchFilesResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SearchFilesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SearchFilesResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9873,7 +9946,7 @@ func (r SearchFilesResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r SearchFilesResponse) GetJSON503() *ErrorAnswer {
+func (r SearchFilesResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -9928,16 +10001,10 @@ type CreateFileUploadURLResponse struct {
 	JSON403 *ErrorAnswer
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorAnswer
-	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorAnswer
-	// JSON502 the response for an HTTP 502 `application/json` response
-	JSON502 *ErrorAnswer
-	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateFileUploadURLResponse429Headers
 }
@@ -9967,11 +10034,6 @@ func (r CreateFileUploadURLResponse) GetJSON404() *ErrorAnswer {
 	return r.JSON404
 }
 
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r CreateFileUploadURLResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r CreateFileUploadURLResponse) GetJSON429() *LimitReached {
 	return r.JSON429
@@ -9980,16 +10042,6 @@ func (r CreateFileUploadURLResponse) GetJSON429() *LimitReached {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r CreateFileUploadURLResponse) GetJSON500() *ErrorAnswer {
 	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r CreateFileUploadURLResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r CreateFileUploadURLResponse) GetJSON503() *ErrorAnswer {
-	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -10145,6 +10197,11 @@ type ListJobsResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// ListJobsResponse503Headers the declared response headers of an HTTP 503 response for ListJobs
+type ListJobsResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ListJobsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10167,9 +10224,11 @@ type ListJobsResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListJobsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListJobsResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10218,7 +10277,7 @@ func (r ListJobsResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r ListJobsResponse) GetJSON503() *ErrorAnswer {
+func (r ListJobsResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -10260,6 +10319,11 @@ type StartJobResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// StartJobResponse503Headers the declared response headers of an HTTP 503 response for StartJob
+type StartJobResponse503Headers struct {
+	RetryAfter *int
+}
+
 type StartJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10284,9 +10348,11 @@ type StartJobResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *StartJobResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StartJobResponse503Headers
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -10340,7 +10406,7 @@ func (r StartJobResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r StartJobResponse) GetJSON503() *ErrorAnswer {
+func (r StartJobResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -10382,6 +10448,11 @@ type GetJobResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// GetJobResponse503Headers the declared response headers of an HTTP 503 response for GetJob
+type GetJobResponse503Headers struct {
+	RetryAfter *int
+}
+
 type GetJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10404,9 +10475,11 @@ type GetJobResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetJobResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetJobResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10455,7 +10528,7 @@ func (r GetJobResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r GetJobResponse) GetJSON503() *ErrorAnswer {
+func (r GetJobResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -10497,6 +10570,11 @@ type StopJobResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// StopJobResponse503Headers the declared response headers of an HTTP 503 response for StopJob
+type StopJobResponse503Headers struct {
+	RetryAfter *int
+}
+
 type StopJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10519,9 +10597,11 @@ type StopJobResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *StopJobResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StopJobResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10570,7 +10650,7 @@ func (r StopJobResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r StopJobResponse) GetJSON503() *ErrorAnswer {
+func (r StopJobResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -12131,6 +12211,11 @@ type WaitForPortResponse429Headers struct {
 	RetryAfter         *int
 }
 
+// WaitForPortResponse503Headers the declared response headers of an HTTP 503 response for WaitForPort
+type WaitForPortResponse503Headers struct {
+	RetryAfter *int
+}
+
 type WaitForPortResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12157,9 +12242,11 @@ type WaitForPortResponse struct {
 	// JSON502 the response for an HTTP 502 `application/json` response
 	JSON502 *ErrorAnswer
 	// JSON503 the response for an HTTP 503 `application/json` response
-	JSON503 *ErrorAnswer
+	JSON503 *Unavailable
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *WaitForPortResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *WaitForPortResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12212,7 +12299,7 @@ func (r WaitForPortResponse) GetJSON502() *ErrorAnswer {
 }
 
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r WaitForPortResponse) GetJSON503() *ErrorAnswer {
+func (r WaitForPortResponse) GetJSON503() *Unavailable {
 	return r.JSON503
 }
 
@@ -12728,8 +12815,6 @@ type AddSSHKeyResponse struct {
 	JSON403 *ErrorAnswer
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *ErrorAnswer
-	// JSON413 the response for an HTTP 413 `application/json` response
-	JSON413 *ErrorAnswer
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *LimitReached
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -12761,11 +12846,6 @@ func (r AddSSHKeyResponse) GetJSON403() *ErrorAnswer {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r AddSSHKeyResponse) GetJSON409() *ErrorAnswer {
 	return r.JSON409
-}
-
-// GetJSON413 returns the response for an HTTP 413 `application/json` response
-func (r AddSSHKeyResponse) GetJSON413() *ErrorAnswer {
-	return r.JSON413
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -14328,13 +14408,6 @@ func ParseCreateAPIKeyResponse(rsp *http.Response) (*CreateAPIKeyResponse, error
 		}
 		response.JSON403 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest ErrorAnswer
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON413 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest LimitReached
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14797,7 +14870,7 @@ func ParseDownloadFileLinkResponse(rsp *http.Response) (*DownloadFileLinkRespons
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -14889,6 +14962,16 @@ func ParseDownloadFileLinkResponse(rsp *http.Response) (*DownloadFileLinkRespons
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DownloadFileLinkResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14972,7 +15055,7 @@ func ParseUploadFileLinkResponse(rsp *http.Response) (*UploadFileLinkResponse, e
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -15019,6 +15102,16 @@ func ParseUploadFileLinkResponse(rsp *http.Response) (*UploadFileLinkResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers UploadFileLinkResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16118,7 +16211,7 @@ func ParseExecResponse(rsp *http.Response) (*ExecResponse, error) {
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -16168,6 +16261,16 @@ func ParseExecResponse(rsp *http.Response) (*ExecResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ExecResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16254,7 +16357,7 @@ func ParseDeleteFilesResponse(rsp *http.Response) (*DeleteFilesResponse, error) 
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -16301,6 +16404,16 @@ func ParseDeleteFilesResponse(rsp *http.Response) (*DeleteFilesResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteFilesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16384,7 +16497,7 @@ func ParseGetFilesResponse(rsp *http.Response) (*GetFilesResponse, error) {
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -16431,6 +16544,16 @@ func ParseGetFilesResponse(rsp *http.Response) (*GetFilesResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetFilesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16521,7 +16644,7 @@ func ParsePutFileArchiveResponse(rsp *http.Response) (*PutFileArchiveResponse, e
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -16568,6 +16691,16 @@ func ParsePutFileArchiveResponse(rsp *http.Response) (*PutFileArchiveResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutFileArchiveResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16651,7 +16784,7 @@ func ParseGetFileContentResponse(rsp *http.Response) (*GetFileContentResponse, e
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -16743,6 +16876,16 @@ func ParseGetFileContentResponse(rsp *http.Response) (*GetFileContentResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetFileContentResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16833,7 +16976,7 @@ func ParsePutFileContentResponse(rsp *http.Response) (*PutFileContentResponse, e
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -16880,6 +17023,16 @@ func ParsePutFileContentResponse(rsp *http.Response) (*PutFileContentResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutFileContentResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16934,13 +17087,6 @@ func ParseCreateFileDownloadURLResponse(rsp *http.Response) (*CreateFileDownload
 		}
 		response.JSON404 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest ErrorAnswer
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON409 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest LimitReached
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16954,20 +17100,6 @@ func ParseCreateFileDownloadURLResponse(rsp *http.Response) (*CreateFileDownload
 			return nil, err
 		}
 		response.JSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
-		var dest ErrorAnswer
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON502 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON503 = &dest
 
 	}
 
@@ -17093,7 +17225,7 @@ func ParseFindInFilesResponse(rsp *http.Response) (*FindInFilesResponse, error) 
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -17140,6 +17272,16 @@ func ParseFindInFilesResponse(rsp *http.Response) (*FindInFilesResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers FindInFilesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17223,7 +17365,7 @@ func ParseMakeFolderResponse(rsp *http.Response) (*MakeFolderResponse, error) {
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -17270,6 +17412,16 @@ func ParseMakeFolderResponse(rsp *http.Response) (*MakeFolderResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MakeFolderResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17353,7 +17505,7 @@ func ParseMoveFileResponse(rsp *http.Response) (*MoveFileResponse, error) {
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -17400,6 +17552,16 @@ func ParseMoveFileResponse(rsp *http.Response) (*MoveFileResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MoveFileResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17487,7 +17649,7 @@ func ParseSetFilePermissionsResponse(rsp *http.Response) (*SetFilePermissionsRes
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -17534,6 +17696,16 @@ func ParseSetFilePermissionsResponse(rsp *http.Response) (*SetFilePermissionsRes
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers SetFilePermissionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17617,7 +17789,7 @@ func ParseReplaceInFilesResponse(rsp *http.Response) (*ReplaceInFilesResponse, e
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -17664,6 +17836,16 @@ func ParseReplaceInFilesResponse(rsp *http.Response) (*ReplaceInFilesResponse, e
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReplaceInFilesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17747,7 +17929,7 @@ func ParseSearchFilesResponse(rsp *http.Response) (*SearchFilesResponse, error) 
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -17794,6 +17976,16 @@ func ParseSearchFilesResponse(rsp *http.Response) (*SearchFilesResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers SearchFilesResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17848,13 +18040,6 @@ func ParseCreateFileUploadURLResponse(rsp *http.Response) (*CreateFileUploadURLR
 		}
 		response.JSON404 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest ErrorAnswer
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON409 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest LimitReached
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17868,20 +18053,6 @@ func ParseCreateFileUploadURLResponse(rsp *http.Response) (*CreateFileUploadURLR
 			return nil, err
 		}
 		response.JSON500 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
-		var dest ErrorAnswer
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON502 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON503 = &dest
 
 	}
 
@@ -18140,7 +18311,7 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -18187,6 +18358,16 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListJobsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18277,7 +18458,7 @@ func ParseStartJobResponse(rsp *http.Response) (*StartJobResponse, error) {
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -18324,6 +18505,16 @@ func ParseStartJobResponse(rsp *http.Response) (*StartJobResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers StartJobResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18407,7 +18598,7 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -18454,6 +18645,16 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetJobResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -18537,7 +18738,7 @@ func ParseStopJobResponse(rsp *http.Response) (*StopJobResponse, error) {
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -18584,6 +18785,16 @@ func ParseStopJobResponse(rsp *http.Response) (*StopJobResponse, error) {
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers StopJobResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -20392,7 +20603,7 @@ func ParseWaitForPortResponse(rsp *http.Response) (*WaitForPortResponse, error) 
 		response.JSON502 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest ErrorAnswer
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -20439,6 +20650,16 @@ func ParseWaitForPortResponse(rsp *http.Response) (*WaitForPortResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers WaitForPortResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -21022,13 +21243,6 @@ func ParseAddSSHKeyResponse(rsp *http.Response) (*AddSSHKeyResponse, error) {
 			return nil, err
 		}
 		response.JSON409 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
-		var dest ErrorAnswer
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest LimitReached
