@@ -114,8 +114,8 @@ func (d *decision) redirect(set func(name, value string)) {
 	set("Referrer-Policy", "no-referrer")
 }
 
-// exchange is one request's record for the access log and the metrics.
-type exchange struct {
+// record is one request's record for the access log and the metrics.
+type record struct {
 	id       string
 	start    time.Time
 	host     string
@@ -129,7 +129,7 @@ type exchange struct {
 
 // finish logs x and counts it. Never the query (it may carry a token), a
 // cookie or a header.
-func (s *Server) finish(x *exchange) {
+func (s *Server) finish(x *record) {
 	d := time.Since(x.start)
 	s.m.requests.WithLabelValues(strconv.Itoa(x.status/100) + "xx").Inc()
 	s.m.latency.Observe(d.Seconds())

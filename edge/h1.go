@@ -13,9 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/valyala/fasthttp"
-
-	"froog.tech/froog/edge/route"
-	"froog.tech/froog/internal/requestid"
 )
 
 // The HTTP/1.1 front end: fasthttp's server and one fasthttp client per
@@ -75,47 +72,6 @@ func (s *Server) h1Error(ctx *fasthttp.RequestCtx, err error) {
 // the request that owns b.
 func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// h1Head is what one pass over a request's headers finds. Names are
-// compared without case: fasthttp keeps them as sent.
-type h1Head struct {
-	hops                                    hops
-	tooMany                                 bool // more Connection names than the edge honours
-	upgrade                                 string
-	upgrades                                int
-	fetchMode, accept, requestMethod, token string
-	tokenCookies                            []string
-}
-
-func scanH1(h *fasthttp.RequestHeader, hd *h1Head) {
-	for k, v := range h.All() {
-		switch name := b2s(k); {
-		case strings.EqualFold(name, "Connection"):
-			if !hd.hops.addConnection(b2s(v)) {
-				hd.tooMany = true
-			}
-		case strings.EqualFold(name, "Upgrade"):
-			hd.upgrade = b2s(v)
-			hd.upgrades++
-		case strings.EqualFold(name, "Cookie"):
-			// fasthttp gives every cookie it parsed as one header, in the
-			// form it sends upstream: the edge reads that, so what it
-			// authenticates with is what it strips. The value lives in a
-			// buffer fasthttp reuses: a token is copied out.
-			if containsFold(b2s(v), tokenCookieLower) {
-				hd.tokenCookies = tokenCookies(string(v), hd.tokenCookies)
-			}
-		case strings.EqualFold(name, "Sec-Fetch-Mode"):
-			hd.fetchMode = b2s(v)
-		case strings.EqualFold(name, "Accept"):
-			hd.accept = b2s(v)
-		case strings.EqualFold(name, "Access-Control-Request-Method"):
-			hd.requestMethod = b2s(v)
-		case strings.EqualFold(name, tokenHeader) && hd.token == "":
-			hd.token = trimOWS(b2s(v))
-		}
-	}
-}
-
 // dropHeaders deletes the headers drop reports, each distinct spelling
 // once (a deletion walks every header). It reports false, deleting
 // nothing, when there are more than maxDropped spellings to delete.
@@ -123,7 +79,7 @@ func dropHeaders(all iter.Seq2[[]byte, []byte], del func([]byte), drop func(stri
 	var scratch [512]byte
 	names, n := scratch[:0], 0
 	for k := range all {
-		if !drop(b2s(k)) || hasName(names, k) {
+		if !drop(b2s(k)) || hasName(names, b2s(k)) {
 			continue
 		}
 		if n++; n > maxDropped {
@@ -139,45 +95,6 @@ func dropHeaders(all iter.Seq2[[]byte, []byte], del func([]byte), drop func(stri
 	return true
 }
 
-// scrubH1 gives each request header (Cookie aside) the value
-// forwardValue says, or drops it; each distinct spelling that changes is
-// rewritten once. It reports false, changing nothing, when more than
-// maxDropped spellings would change.
-func scrubH1(h *fasthttp.RequestHeader, secret string) bool {
-	var scratch [256]byte
-	names, n := scratch[:0], 0
-	for k, v := range h.All() {
-		if strings.EqualFold(b2s(k), "Cookie") || hasName(names, k) {
-			continue
-		}
-		if nv, keep := forwardValue(b2s(k), b2s(v), secret); keep && nv == b2s(v) {
-			continue
-		}
-		if n++; n > maxDropped {
-			return false
-		}
-		names = append(append(names, k...), 0)
-	}
-	for len(names) > 0 {
-		i := bytes.IndexByte(names, 0)
-		name := names[:i]
-		var kept []string
-		for k, v := range h.All() {
-			if bytes.Equal(k, name) {
-				if nv, keep := forwardValue(b2s(k), b2s(v), secret); keep {
-					kept = append(kept, strings.Clone(nv)) // v is in fasthttp's buffer
-				}
-			}
-		}
-		h.DelBytes(name)
-		for _, v := range kept {
-			h.AddBytesK(name, v)
-		}
-		names = names[i+1:]
-	}
-	return true
-}
-
 // headerFold is the value of the first header named name, in any case.
 func headerFold(all iter.Seq2[[]byte, []byte], name string) string {
 	for k, v := range all {
@@ -188,113 +105,123 @@ func headerFold(all iter.Seq2[[]byte, []byte], name string) string {
 	return ""
 }
 
-// hasName reports whether the NUL-terminated list names holds name.
-func hasName(names, name []byte) bool {
-	for len(names) > 0 {
-		i := bytes.IndexByte(names, 0)
-		if bytes.Equal(names[:i], name) {
-			return true
-		}
-		names = names[i+1:]
-	}
-	return false
+// h1Exchange is one fasthttp request as the pipeline sees it.
+type h1Exchange struct {
+	s    *Server
+	ctx  *fasthttp.RequestCtx
+	path []byte // the target's path, as sent
+	// continued: the client got 100 Continue, and sends its body.
+	continued bool
 }
 
-// h1Call is one HTTP/1.1 request as the core sees it, read from its
-// head, and the core's decision.
-type h1Call struct {
-	x       exchange
-	c       call
-	hd      h1Head
-	d       decision
-	path    []byte
-	cookies [2]string
-	// answered: the edge has answered (a refusal or the token's
-	// redirect); nothing goes to the sandbox.
-	answered bool
-}
-
-// h1Decided keys the h1Call that expectH1 made, in the request's user
+// h1Admitted is the request expectH1 admitted, in the request's user
 // values, for serveH1.
-type h1Decided struct{}
-
-// decideH1 reads r's head and has the core decide; a refusal or a
-// redirect is answered here (r.answered).
-func (s *Server) decideH1(ctx *fasthttp.RequestCtx, r *h1Call) {
-	h := &ctx.Request.Header
-	r.x = exchange{id: requestid.New(), start: time.Now(), proto: "HTTP/1.1", status: fasthttp.StatusOK}
-	uri := h.RequestURI()
-	path, query := uri, []byte(nil)
-	if i := bytes.IndexByte(uri, '?'); i >= 0 {
-		path, query = uri[:i], uri[i+1:]
-	}
-	r.path = path
-	r.hd = h1Head{tokenCookies: r.cookies[:0]}
-	hd := &r.hd
-	scanH1(h, hd)
-	body := h.ContentLength() > 0 || h.ContentLength() == -1 // -1 chunked; -2, a request without a body
-	r.c = call{host: b2s(h.Host()), method: b2s(h.Method()), path: b2s(path), query: b2s(query),
-		tokenHeader: hd.token, tokenCookies: hd.tokenCookies, requestMethod: hd.requestMethod,
-		upgrade:     hd.hops.upgrade && hd.upgrades == 1 && isWebsocket(hd.upgrade) && !body,
-		asksUpgrade: hd.hops.upgrade || hd.upgrades > 0,
-		body:        body,
-		html:        wantsHTML(hd.fetchMode, hd.accept),
-	}
-	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		r.c.ip = a.AddrPort().Addr().Unmap()
-	}
-	// The log keeps its own copies: these bytes belong to the request.
-	x := &r.x
-	x.host, x.method, x.path = string(h.Host()), string(h.Method()), string(path)
-	r.answered = true
-	if hd.tooMany {
-		s.refuseH1(ctx, x, &errBadRequest, r.c.html)
-		return
-	}
-	r.d = s.decide(&r.c)
-	switch d := &r.d; {
-	case d.problem != nil:
-		s.refuseH1(ctx, x, d.problem, r.c.html)
-	case d.location != "":
-		s.drainH1(ctx)
-		ctx.Response.Header.Set("X-Request-Id", x.id)
-		d.redirect(ctx.Response.Header.Set)
-		ctx.SetStatusCode(fasthttp.StatusFound)
-		x.status = fasthttp.StatusFound
-		s.finish(x)
-	default:
-		r.answered = false
-	}
+type h1Admitted struct {
+	x *h1Exchange
+	f *flow
 }
+
+type h1Decided struct{}
 
 // expectH1 decides a request that sent Expect: 100-continue on its head
 // alone, before the client sends its body: a refusal is the answer (401,
 // 404, 429...; fasthttp then closes the connection, and the client never
 // sends the body), and only a request the edge lets in gets 100
-// Continue. serveH1 takes the decision from there.
+// Continue. serveH1 takes it on from there.
 func (s *Server) expectH1(ctx *fasthttp.RequestCtx) int {
-	r := &h1Call{}
-	s.decideH1(ctx, r)
-	if r.answered {
+	a := &h1Admitted{x: &h1Exchange{s: s, ctx: ctx}, f: &flow{}}
+	if !s.admit(a.x, a.f, "HTTP/1.1") {
 		return ctx.Response.StatusCode()
 	}
-	ctx.SetUserValue(h1Decided{}, r)
+	ctx.SetUserValue(h1Decided{}, a)
 	return fasthttp.StatusContinue
 }
 
-// refuseH1 answers a request the edge will not pass on, once its body is
-// read away (drainH1).
-func (s *Server) refuseH1(ctx *fasthttp.RequestCtx, x *exchange, p *problem, html bool) {
-	s.drainH1(ctx)
-	s.h1Problem(ctx, x, p, html)
+// serveH1 serves one HTTP/1.1 request through the pipeline.
+func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
+	if a, _ := ctx.UserValue(h1Decided{}).(*h1Admitted); a != nil {
+		a.x.continued = true
+		s.pass(a.x, a.f)
+		return
+	}
+	s.serve(&h1Exchange{s: s, ctx: ctx}, "HTTP/1.1")
 }
 
-// drainH1 reads away the body of a request the edge answers itself, up
+func (x *h1Exchange) head(c *call, hp *hops) bool {
+	ctx := x.ctx
+	h := &ctx.Request.Header
+	uri := h.RequestURI()
+	path, query := uri, []byte(nil)
+	if i := bytes.IndexByte(uri, '?'); i >= 0 {
+		path, query = uri[:i], uri[i+1:]
+	}
+	x.path = path
+	*c = call{host: b2s(h.Host()), method: b2s(h.Method()), path: b2s(path), query: b2s(query), tokenCookies: c.tokenCookies,
+		body: h.ContentLength() > 0 || h.ContentLength() == -1, // -1 chunked; -2, a request without a body
+	}
+	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		c.ip = a.AddrPort().Addr().Unmap()
+	}
+	if h.ConnectionClose() {
+		ctx.SetConnectionClose() // the client's connection closes; the tunnel's stays
+	}
+	var sc headScan
+	for k, v := range h.All() {
+		sc.field(c, hp, b2s(k), b2s(v))
+	}
+	return sc.done(c, hp)
+}
+
+func (x *h1Exchange) headers(into []field) []field {
+	for k, v := range x.ctx.Request.Header.All() {
+		into = append(into, field{b2s(k), b2s(v)})
+	}
+	return into
+}
+
+func (x *h1Exchange) replace(name string, values []string) {
+	h := &x.ctx.Request.Header
+	h.Del(name)
+	for _, v := range values {
+		h.Add(name, v)
+	}
+}
+
+func (x *h1Exchange) set(name, value string)     { x.ctx.Request.Header.Set(name, value) }
+func (x *h1Exchange) setResponse(name, v string) { x.ctx.Response.Header.Set(name, v) }
+func (x *h1Exchange) bodyLen() int64             { return int64(x.ctx.Request.Header.ContentLength()) }
+func (x *h1Exchange) setBody(b []byte)           { x.ctx.Request.SetBody(b) }
+
+func (x *h1Exchange) setQuery(q string) {
+	nu := append([]byte(nil), x.path...)
+	if q != "" {
+		nu = append(append(nu, '?'), q...)
+	}
+	x.ctx.Request.SetRequestURIBytes(nu)
+}
+
+// body: fasthttp reads a body of up to 64 KiB whole with the head.
+func (x *h1Exchange) body() io.Reader {
+	if !x.ctx.Request.IsBodyStream() {
+		return nil
+	}
+	return x.ctx.RequestBodyStream()
+}
+
+func (x *h1Exchange) setReadDeadline(t time.Time) error { return x.ctx.Conn().SetReadDeadline(t) }
+
+func (x *h1Exchange) respond(status int, body []byte) {
+	x.ctx.SetStatusCode(status)
+	x.ctx.SetBody(body)
+}
+
+// drain reads away the body of a request the edge answers itself, up
 // to maxDrainedBody at the pace bodies must keep: a client cut off while
 // it still sends sees its connection reset, not the answer. Past the
 // bound, or when the body fails, the connection closes after the answer.
 // A request still waiting for 100 Continue has nothing to drain.
-func (s *Server) drainH1(ctx *fasthttp.RequestCtx) {
+func (x *h1Exchange) drain(s *Server, closing bool) {
+	ctx := x.ctx
 	req := &ctx.Request
 	closeLingering := func() {
 		ctx.SetConnectionClose()
@@ -302,14 +229,19 @@ func (s *Server) drainH1(ctx *fasthttp.RequestCtx) {
 			fc.lingerOnClose()
 		}
 	}
+	if closing {
+		ctx.SetConnectionClose()
+	}
 	switch {
-	case req.MayContinue():
+	case req.MayContinue() && !x.continued:
 		// Refused before 100 Continue: the client should not send the
 		// body, but may have started (RFC 9110 §10.1.1).
 		closeLingering()
 		return
 	case !req.IsBodyStream():
 		return // read whole already (up to 64 KiB)
+	case closing && req.Header.ContentLength() > maxDrainedBody:
+		return
 	}
 	ctx.Conn().SetReadDeadline(time.Time{}) // paced from here on
 	in := countingReader{r: ctx.RequestBodyStream(), n: new(int64)}
@@ -321,152 +253,53 @@ func (s *Server) drainH1(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// serveH1 serves one HTTP/1.1 request: the core decides, then the proxy.
-func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
-	r, _ := ctx.UserValue(h1Decided{}).(*h1Call)
-	if r == nil {
-		r = &h1Call{}
-		s.decideH1(ctx, r)
+// watch: the hold ends early when the client goes away. Nothing else
+// reads its connection meanwhile, so the guard can look.
+func (x *h1Exchange) watch() (context.Context, func()) {
+	hctx, cancel := context.WithCancel(context.Background())
+	fc, ok := x.ctx.Conn().(*framingConn)
+	if !ok {
+		return hctx, cancel
 	}
-	if r.answered {
-		return
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for hctx.Err() == nil {
+			if !fc.alive(100 * time.Millisecond) {
+				cancel()
+			}
+		}
+	}()
+	return hctx, func() {
+		cancel()
+		fc.Conn.SetReadDeadline(time.Unix(1, 0)) // ends a read under way now
+		<-watched                                // no read of the guard's outlives the hold
 	}
+}
+
+// forward sends the request to the sandbox through the pool and its
+// answer on to the client, streaming the body; the exchange is logged
+// once the body is through (bodyTail).
+func (x *h1Exchange) forward(d *decision, in *countingReader, rec *record) (bool, error) {
+	ctx := x.ctx
 	req := &ctx.Request
 	h := &req.Header
-	x, c, hd, d, path := &r.x, &r.c, &r.hd, &r.d, r.path
-
-	// What reaches the sandbox: no token in the query, the cookie or the
-	// header; the edge's own X-Forwarded-* and X-Request-Id.
-	if q := stripQuery(c.query); len(q) != len(c.query) {
-		nu := append(append([]byte(nil), path...), '?')
-		if q == "" {
-			nu = nu[:len(nu)-1]
-		}
-		req.SetRequestURIBytes(append(nu, q...))
-	}
-	if h.ConnectionClose() {
-		ctx.SetConnectionClose() // the client's connection closes; the tunnel's stays
-	}
-	if !dropHeaders(h.All(), h.DelBytes, hd.hops.drop) {
-		s.h1Problem(ctx, x, &errBadRequest, c.html)
-		return
-	}
 	h.ResetConnectionClose()
-	for k, v := range h.All() {
-		if strings.EqualFold(b2s(k), "Cookie") {
-			if rest, changed := stripTokenCookie(b2s(v), d.token); changed {
-				h.DelAllCookies()
-				if rest != "" {
-					h.Set("Cookie", rest)
-				}
-			}
-			break
-		}
-	}
-	if !scrubH1(h, d.token) {
-		s.h1Problem(ctx, x, &errBadRequest, c.html)
-		return
-	}
-	if c.upgrade {
-		h.Set("Connection", "Upgrade")
-		h.Set("Upgrade", "websocket")
-	}
 	h.SetNoDefaultContentType(true) // a body without a Content-Type stays without one
-	h.Set("X-Forwarded-For", c.ip.String())
-	h.Set("X-Forwarded-Proto", "https")
-	h.Set("X-Forwarded-Host", d.host)
-	h.Set("X-Request-Id", x.id)
-	// The head is in; the body is paced by its reader (countingReader),
-	// and a websocket has no deadline.
+	// The head is in; the body is paced by its reader (countingReader).
 	ctx.Conn().SetReadDeadline(time.Time{})
-
-	if sb, held := s.needsHold(d.rt); held {
-		if p := s.holdH1(ctx, x, d, sb, c.body); p != nil {
-			s.h1Problem(ctx, x, p, c.html)
-			return
-		}
-	}
-	if c.upgrade {
-		s.upgradeH1(ctx, x, d.rt)
-		return
-	}
-	s.forgetStale(d.rt.SandboxID)
-	in := countingReader{n: &x.bytesIn}
-	if req.IsBodyStream() {
-		in.r = ctx.RequestBodyStream()
-		s.paced(&in, ctx.Conn().SetReadDeadline)
-		req.SetBodyStream(&in, h.ContentLength())
+	if in.r != nil {
+		req.SetBodyStream(in, h.ContentLength())
 	} else {
-		x.bytesIn = int64(len(req.Body()))
+		rec.bytesIn = int64(len(req.Body()))
 	}
 	req.UseHostHeader = true
 	up := fasthttp.AcquireResponse()
 	up.Header.DisableNormalizing()
-	if err := s.upstreams.get(d.rt).Do(req, up); err != nil {
+	if err := x.s.upstreams.get(d.rt).Do(req, up); err != nil {
 		fasthttp.ReleaseResponse(up)
-		p := s.proxyProblem(d.rt, x.id, err, &in)
-		s.h1Problem(ctx, x, &p, c.html)
-		return
+		return false, err
 	}
-	s.answerH1(ctx, x, up)
-}
-
-// holdH1 holds a request while its sandbox starts (hold.go), with its
-// body in memory.
-func (s *Server) holdH1(ctx *fasthttp.RequestCtx, x *exchange, d *decision, sb *route.Sandbox, body bool) *problem {
-	req := &ctx.Request
-	if body && req.IsBodyStream() {
-		if n := req.Header.ContentLength(); n > maxHeldBody {
-			// Read the body away first (up to a bound): a client cut off
-			// while it still sends sees its connection reset, not the
-			// answer.
-			if n <= maxDrainedBody {
-				in := countingReader{r: ctx.RequestBodyStream(), n: new(int64)}
-				s.paced(&in, ctx.Conn().SetReadDeadline)
-				io.Copy(io.Discard, &in)
-			}
-			ctx.SetConnectionClose()
-			return s.tooLargeToHold(d.rt, sb, d.wake, x.id)
-		}
-		in := countingReader{r: ctx.RequestBodyStream(), n: &x.bytesIn}
-		s.paced(&in, ctx.Conn().SetReadDeadline)
-		buf, err := io.ReadAll(io.LimitReader(&in, maxHeldBody+1))
-		x.bytesIn = 0 // counted again on the way to the sandbox
-		if err != nil {
-			p := s.proxyProblem(d.rt, x.id, err, &in)
-			return &p
-		}
-		if len(buf) > maxHeldBody {
-			return s.tooLargeToHold(d.rt, sb, d.wake, x.id)
-		}
-		req.SetBody(buf)
-	}
-	// The hold ends early when the client goes away: nothing else reads
-	// its connection meanwhile, so the guard can look.
-	hctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if fc, ok := ctx.Conn().(*framingConn); ok {
-		watched := make(chan struct{})
-		go func() {
-			defer close(watched)
-			for hctx.Err() == nil {
-				if !fc.alive(100 * time.Millisecond) {
-					cancel()
-				}
-			}
-		}()
-		defer func() {
-			cancel()
-			fc.Conn.SetReadDeadline(time.Unix(1, 0)) // ends a read under way now
-			<-watched                                // no read of the guard's outlives the hold
-		}()
-	}
-	return s.hold(hctx, d.rt, sb, d.wake, x.id)
-}
-
-// answerH1 sends the sandbox's answer up on to the client, streaming its
-// body; the exchange is logged once the body is through.
-func (s *Server) answerH1(ctx *fasthttp.RequestCtx, x *exchange, up *fasthttp.Response) {
 	rh := &ctx.Response.Header
 	up.Header.CopyTo(rh)
 	rh.SetNoDefaultContentType(true)
@@ -481,36 +314,23 @@ func (s *Server) answerH1(ctx *fasthttp.RequestCtx, x *exchange, up *fasthttp.Re
 	if !ok || !dropHeaders(up.Header.All(), rh.DelBytes, hp.dropResponse) {
 		fasthttp.ReleaseResponse(up)
 		ctx.Response.Reset()
-		s.h1Problem(ctx, x, &errBadAnswer, false)
-		return
+		return false, errAnswerRefused
 	}
-	rh.Set("X-Request-Id", x.id)
-	x.status = up.StatusCode()
+	rh.Set("X-Request-Id", rec.id)
+	rec.status = up.StatusCode()
 	body := up.BodyStream()
 	if body == nil {
-		x.bytesOut = int64(len(up.Body()))
+		rec.bytesOut = int64(len(up.Body()))
 		ctx.Response.SetBody(up.Body())
 		fasthttp.ReleaseResponse(up)
-		s.finish(x)
-		return
+		return false, nil
 	}
 	n := up.Header.ContentLength()
 	if n < 0 {
 		n = -1 // chunked to the client, whatever the sandbox framed it as
 	}
-	ctx.Response.SetBodyStream(&bodyTail{countingReader: countingReader{r: body, n: &x.bytesOut}, up: up, x: x, s: s}, n)
-}
-
-// h1Problem answers with one of the edge's own pages.
-func (s *Server) h1Problem(ctx *fasthttp.RequestCtx, x *exchange, p *problem, html bool) {
-	rh := &ctx.Response.Header
-	rh.Set("X-Request-Id", x.id)
-	p.headers(html, rh.Set)
-	ctx.SetStatusCode(p.status)
-	body := p.body(html, x.id)
-	ctx.SetBody(body)
-	x.status, x.bytesOut = p.status, int64(len(body))
-	s.finish(x)
+	ctx.Response.SetBodyStream(&bodyTail{countingReader: countingReader{r: body, n: &rec.bytesOut}, up: up, x: rec, s: x.s}, n)
+	return true, nil
 }
 
 // upgradeH1 passes an upgrade (a websocket) through: the request goes to
@@ -520,14 +340,16 @@ func (s *Server) h1Problem(ctx *fasthttp.RequestCtx, x *exchange, p *problem, ht
 // errUpgradeTimeout: the sandbox did not answer an upgrade in time.
 var errUpgradeTimeout = errors.New("the sandbox did not answer the upgrade in 30 s")
 
-func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route.Route) {
+func (x *h1Exchange) upgrade(d *decision, rec *record) {
 	const html = false // a websocket client reads no page
+	s, ctx, rt := x.s, x.ctx, d.rt
+	ctx.Conn().SetReadDeadline(time.Time{}) // a websocket has no deadline
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	up, err := s.dial(dctx, rt.SandboxID, rt.Port)
 	if err != nil {
-		p := s.proxyProblem(rt, x.id, err, nil)
-		s.h1Problem(ctx, x, &p, html)
+		p := s.proxyProblem(rt, rec.id, err, nil)
+		s.answer(x, rec, &p, html)
 		return
 	}
 	// The sandbox has 30 s to answer the upgrade. A timer that closes the
@@ -548,19 +370,19 @@ func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route.Rout
 	}
 	if err != nil {
 		up.Close()
-		p := s.proxyProblem(rt, x.id, err, nil)
-		s.h1Problem(ctx, x, &p, html)
+		p := s.proxyProblem(rt, rec.id, err, nil)
+		s.answer(x, rec, &p, html)
 		return
 	}
 	resp.Header.CopyTo(&ctx.Response.Header)
 	ctx.Response.Header.SetNoDefaultContentType(true)
-	ctx.Response.Header.Set("X-Request-Id", x.id)
-	x.status = resp.StatusCode()
-	if x.status != fasthttp.StatusSwitchingProtocols {
+	ctx.Response.Header.Set("X-Request-Id", rec.id)
+	rec.status = resp.StatusCode()
+	if rec.status != fasthttp.StatusSwitchingProtocols {
 		up.Close()
 		ctx.Response.SetBody(resp.Body())
-		x.bytesOut = int64(len(resp.Body()))
-		s.finish(x)
+		rec.bytesOut = int64(len(resp.Body()))
+		s.finish(rec)
 		return
 	}
 	if !isWebsocket(headerFold(resp.Header.All(), "Upgrade")) {
@@ -568,10 +390,10 @@ func (s *Server) upgradeH1(ctx *fasthttp.RequestCtx, x *exchange, rt *route.Rout
 		// else (h2c) would take its requests out of the edge's sight.
 		up.Close()
 		ctx.Response.Reset()
-		s.h1Problem(ctx, x, &errBadAnswer, html)
+		s.answer(x, rec, &errBadAnswer, html)
 		return
 	}
-	s.finish(x)
+	s.finish(rec)
 	// From here on the connection carries the websocket, not HTTP: the
 	// framing guard lets it through.
 	// When fasthttp's reader (64 KiB, for the largest head) holds nothing,

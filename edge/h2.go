@@ -13,26 +13,27 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"froog.tech/froog/edge/route"
-	"froog.tech/froog/internal/requestid"
 )
 
-// The HTTP/2 front end: net/http's server and its ReverseProxy, around
-// the same core as HTTP/1.1.
+// The HTTP/2 adapter: net/http's server and its ReverseProxy behind an
+// exchange (pipeline.go).
 
 type ctxKey struct{}
 
 // h2Request is what the reverse proxy's hooks need of one request.
 type h2Request struct {
-	d  *decision
-	in countingReader // the request body, as read from the client
+	d   *decision
+	err error // the round trip's failure, for the pipeline to answer
 }
 
 // discardLog takes the log lines of net/http's servers and proxy: they
 // quote bytes of the exchange (a client's bad preface, an app's bad
 // answer), which may hold a token.
 var discardLog = log.New(io.Discard, "", 0)
+
+// forwardedHeaders are the edge's own, set by the pipeline; the reverse
+// proxy takes them off the outgoing request before Rewrite.
+var forwardedHeaders = []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
 
 func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 	s.h2up.s = s
@@ -42,9 +43,9 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = d.rt.SandboxID + ":" + strconv.Itoa(d.rt.Port)
 			pr.Out.Host = pr.In.Host
-			pr.SetXForwarded() // replaces whatever X-Forwarded-* the client sent
-			pr.Out.Header.Set("X-Forwarded-Proto", "https")
-			pr.Out.Header.Set("X-Forwarded-Host", d.host)
+			for _, h := range forwardedHeaders {
+				pr.Out.Header[h] = pr.In.Header[h]
+			}
 		},
 		Transport:     &s.h2up,
 		FlushInterval: -1, // server-sent events and streams go out as they come
@@ -53,30 +54,32 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 				w.WriteHeader(499) // the client went away; nobody reads this
 				return
 			}
-			rq := r.Context().Value(ctxKey{}).(*h2Request)
-			p := s.proxyProblem(rq.d.rt, w.Header().Get("X-Request-Id"), err, &rq.in)
-			writeProblem(w, r, p, w.Header().Get("X-Request-Id"))
+			r.Context().Value(ctxKey{}).(*h2Request).err = err
 		},
-		ErrorLog: discardLog, // errors go through ErrorHandler; the log's would quote the exchange
+		ErrorLog: discardLog, // errors go to the pipeline; the log's would quote the exchange
 	}
 }
 
 // ServeHTTP serves one request that came over HTTP/2 (or any net/http
-// server): the core decides, then the reverse proxy.
+// server) through the pipeline.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.serveView(w, r) {
 		return
 	}
-	x := &exchange{id: requestid.New(), start: time.Now(), host: r.Host, method: r.Method, path: r.URL.Path, proto: r.Proto, status: http.StatusOK}
-	rec := &recorder{ResponseWriter: w, x: x}
-	defer s.finish(x)
-	// HTTP/2 has no upgrades (its server refuses Connection and Upgrade
-	// headers), and its extended CONNECT is refused as a CONNECT.
-	c := &call{host: r.Host, method: r.Method, path: r.URL.EscapedPath(), query: r.URL.RawQuery,
-		tokenHeader:   trimOWS(r.Header.Get(tokenHeader)),
-		requestMethod: r.Header.Get("Access-Control-Request-Method"),
-		body:          r.ContentLength != 0, // -1: the stream stays open, length unknown
-		html:          wantsHTML(r.Header.Get("Sec-Fetch-Mode"), r.Header.Get("Accept")),
+	s.serve(&h2Exchange{s: s, w: w, r: r}, r.Proto)
+}
+
+// h2Exchange is one net/http request as the pipeline sees it.
+type h2Exchange struct {
+	s *Server
+	w http.ResponseWriter
+	r *http.Request
+}
+
+func (x *h2Exchange) head(c *call, hp *hops) bool {
+	r := x.r
+	*c = call{host: r.Host, method: r.Method, path: r.URL.EscapedPath(), query: r.URL.RawQuery, tokenCookies: c.tokenCookies,
+		body: r.ContentLength != 0, // -1: the stream stays open, length unknown
 	}
 	if r.URL.Path == "*" || r.RequestURI == "*" {
 		c.path = "*"
@@ -84,112 +87,85 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		c.ip = ap.Addr()
 	}
-	cookies := r.Header.Values("Cookie")
-	for _, v := range cookies {
-		c.tokenCookies = tokenCookies(v, c.tokenCookies)
-	}
-	w.Header().Set("X-Request-Id", x.id)
-	d := s.decide(c)
-	switch {
-	case d.problem != nil:
-		writeProblem(rec, r, *d.problem, x.id)
-		return
-	case d.location != "":
-		d.redirect(rec.Header().Set)
-		rec.WriteHeader(http.StatusFound)
-		return
-	}
-	r.URL.RawQuery = stripQuery(r.URL.RawQuery)
-	var hp hops
-	for name, vs := range r.Header {
-		if hp.drop(name) {
-			delete(r.Header, name)
-			continue
-		}
-		if name == "Cookie" {
-			continue
-		}
-		kept := vs[:0]
+	var sc headScan
+	for k, vs := range r.Header {
 		for _, v := range vs {
-			if nv, keep := forwardValue(name, v, d.token); keep {
-				kept = append(kept, nv)
-			}
-		}
-		if len(kept) == 0 {
-			delete(r.Header, name)
-		} else {
-			r.Header[name] = kept
+			sc.field(c, hp, k, v)
 		}
 	}
-	var kept []string
-	changed := false
-	for _, v := range cookies {
-		rest, ch := stripTokenCookie(v, d.token)
-		changed = changed || ch
-		if rest != "" {
-			kept = append(kept, rest)
+	ok := sc.done(c, hp)
+	// HTTP/2 has no upgrades (its server refuses Connection and Upgrade
+	// headers), and its extended CONNECT is refused as a CONNECT.
+	c.upgrade = false
+	return ok
+}
+
+func (x *h2Exchange) headers(into []field) []field {
+	for k, vs := range x.r.Header {
+		for _, v := range vs {
+			into = append(into, field{k, v})
 		}
 	}
-	if changed {
-		r.Header.Del("Cookie")
-		for _, v := range kept {
-			r.Header.Add("Cookie", v)
-		}
+	return into
+}
+
+// replace: the names are the header map's keys, as headers gave them.
+func (x *h2Exchange) replace(name string, values []string) {
+	if len(values) == 0 {
+		delete(x.r.Header, name)
+	} else {
+		x.r.Header[name] = values
 	}
-	r.Header.Set("X-Request-Id", x.id)
-	if sb, held := s.needsHold(d.rt); held {
-		if p := s.holdH2(r, http.NewResponseController(w), &d, sb, c.body, x.id); p != nil {
-			writeProblem(rec, r, *p, x.id)
-			return
-		}
+}
+
+func (x *h2Exchange) set(name, value string)     { x.r.Header.Set(name, value) }
+func (x *h2Exchange) setQuery(q string)          { x.r.URL.RawQuery = q }
+func (x *h2Exchange) setResponse(name, v string) { x.w.Header().Set(name, v) }
+func (x *h2Exchange) bodyLen() int64             { return x.r.ContentLength }
+func (x *h2Exchange) drain(*Server, bool)        {} // net/http reads or resets the stream
+
+func (x *h2Exchange) body() io.Reader {
+	if x.r.Body == nil || x.r.Body == http.NoBody {
+		return nil
 	}
-	s.forgetStale(d.rt.SandboxID)
-	rq := &h2Request{d: &d, in: countingReader{r: r.Body, n: &x.bytesIn}}
-	s.paced(&rq.in, http.NewResponseController(w).SetReadDeadline)
-	if r.Body != nil && r.Body != http.NoBody {
+	return x.r.Body
+}
+
+func (x *h2Exchange) setBody(b []byte) {
+	x.r.Body, x.r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+}
+
+func (x *h2Exchange) setReadDeadline(t time.Time) error {
+	return http.NewResponseController(x.w).SetReadDeadline(t)
+}
+
+// watch: the request's context ends when its client goes.
+func (x *h2Exchange) watch() (context.Context, func()) { return x.r.Context(), func() {} }
+
+func (x *h2Exchange) respond(status int, body []byte) {
+	x.w.WriteHeader(status)
+	x.w.Write(body)
+}
+
+func (x *h2Exchange) forward(d *decision, in *countingReader, rec *record) (bool, error) {
+	r := x.r
+	if in.r != nil {
 		r.Body = struct {
 			io.Reader
 			io.Closer
-		}{&rq.in, r.Body}
+		}{in, r.Body}
 	}
-	s.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rq)))
+	rq := &h2Request{d: d}
+	x.s.proxy.ServeHTTP(&recorder{ResponseWriter: x.w, x: rec}, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rq)))
+	return false, rq.err
 }
 
-// holdH2 holds a request while its sandbox starts (hold.go), with its
-// body in memory; the hold ends when the client goes.
-func (s *Server) holdH2(r *http.Request, rc *http.ResponseController, d *decision, sb *route.Sandbox, body bool, requestID string) *problem {
-	if body {
-		if r.ContentLength > maxHeldBody {
-			return s.tooLargeToHold(d.rt, sb, d.wake, requestID)
-		}
-		var n int64
-		in := countingReader{r: r.Body, n: &n}
-		s.paced(&in, rc.SetReadDeadline)
-		buf, err := io.ReadAll(io.LimitReader(&in, maxHeldBody+1))
-		if err != nil {
-			p := s.proxyProblem(d.rt, requestID, err, &in)
-			return &p
-		}
-		if len(buf) > maxHeldBody {
-			return s.tooLargeToHold(d.rt, sb, d.wake, requestID)
-		}
-		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(buf)), int64(len(buf))
-	}
-	return s.hold(r.Context(), d.rt, sb, d.wake, requestID)
-}
-
-// writeProblem answers r with p over net/http.
-func writeProblem(w http.ResponseWriter, r *http.Request, p problem, requestID string) {
-	html := wantsHTML(r.Header.Get("Sec-Fetch-Mode"), r.Header.Get("Accept"))
-	p.headers(html, w.Header().Set)
-	w.WriteHeader(p.status)
-	w.Write(p.body(html, requestID))
-}
+func (x *h2Exchange) upgrade(*decision, *record) {} // HTTP/2 has none (head)
 
 // recorder notes the status and size for the access log.
 type recorder struct {
 	http.ResponseWriter
-	x *exchange
+	x *record
 }
 
 func (w *recorder) WriteHeader(code int) {
@@ -279,4 +255,13 @@ func (p *h2Upstreams) prune(keep func(sandboxID string) bool) {
 			delete(p.m, id)
 		}
 	}
+}
+
+// writeProblem answers r with p over net/http, outside the pipeline (the
+// HTTP listener's redirects).
+func writeProblem(w http.ResponseWriter, r *http.Request, p problem, requestID string) {
+	html := wantsHTML(r.Header.Get("Sec-Fetch-Mode"), r.Header.Get("Accept"))
+	p.headers(html, w.Header().Set)
+	w.WriteHeader(p.status)
+	w.Write(p.body(html, requestID))
 }

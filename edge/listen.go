@@ -56,7 +56,7 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 	}
 	h1srv := s.newH1Server()
 	errc := make(chan error, 2)
-	go func() { errc <- s.serve(ctx, h2srv, func() error { return h2srv.Serve(h2) }) }()
+	go func() { errc <- s.runServer(ctx, h2srv, func() error { return h2srv.Serve(h2) }) }()
 	go func() {
 		err := h1srv.Serve(h1)
 		if ctx.Err() != nil {
@@ -265,10 +265,10 @@ func (s *Server) ServeRedirect(ctx context.Context, ln net.Listener) error {
 			http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusPermanentRedirect)
 		}),
 	}
-	return s.serve(ctx, srv, func() error { return srv.Serve(ln) })
+	return s.runServer(ctx, srv, func() error { return srv.Serve(ln) })
 }
 
-func (s *Server) serve(ctx context.Context, srv *http.Server, serve func() error) error {
+func (s *Server) runServer(ctx context.Context, srv *http.Server, serve func() error) error {
 	errc := make(chan error, 1)
 	go func() { errc <- serve() }()
 	select {

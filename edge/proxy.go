@@ -49,6 +49,8 @@ func (s *Server) proxyProblem(rt *route.Route, requestID string, err error, in *
 		return errBadRequest
 	}
 	switch {
+	case errors.Is(err, errAnswerRefused):
+		return errBadAnswer
 	case errors.Is(err, tunnel.ErrNotRunning):
 		return errStopped
 	case errors.Is(err, tunnel.ErrPortClosed): // expected while the app starts: no log line
@@ -438,7 +440,7 @@ func (f *wsFrame) payloadLen() int64 {
 type bodyTail struct {
 	countingReader
 	up   *fasthttp.Response
-	x    *exchange
+	x    *record
 	s    *Server
 	once sync.Once
 }
