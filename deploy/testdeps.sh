@@ -8,8 +8,10 @@
 # deploy/tinyvm's guest, built from them, OpenSSH's server and Debian's kernel,
 # under TCG), e2fsprogs (the guest's journaled disk), mmdebstrap (the OS
 # image the driver suite also boots, deploy/images) and nftables (its --net
-# tap isolation); TigerVNC's Xvnc, xsetroot, xwallpaper and openbox (the
-# desktops froog-desktop runs for the local driver: internal/desktopctl);
+# tap isolation); TigerVNC's Xvnc, xsetroot, xwallpaper, XFCE's window
+# manager, panel and settings daemon (xfwm4, xfce4-panel, xfce4-settings:
+# the desktop froog-desktop runs for the local driver, as the OS image's;
+# internal/desktopctl) and openbox (its fallback);
 # xev (x11-utils: the application the desktop tests type into); xclip
 # (the clipboard test copies and reads the sandbox's clipboard with it);
 # dpkg-dev, debhelper, lintian and systemd (the Debian package's test:
@@ -63,6 +65,10 @@ command -v Xvnc >/dev/null 2>&1 || lean+=(tigervnc-standalone-server)
 command -v xsetroot >/dev/null 2>&1 || lean+=(x11-xserver-utils)
 command -v xwallpaper >/dev/null 2>&1 || lean+=(xwallpaper)
 command -v openbox >/dev/null 2>&1 || lean+=(openbox)
+command -v xfwm4 >/dev/null 2>&1 || lean+=(xfwm4)
+command -v xfce4-panel >/dev/null 2>&1 || lean+=(xfce4-panel)
+command -v xfsettingsd >/dev/null 2>&1 || lean+=(xfce4-settings)
+command -v dbus-daemon >/dev/null 2>&1 || lean+=(dbus)
 command -v xev >/dev/null 2>&1 || lean+=(x11-utils)
 command -v xclip >/dev/null 2>&1 || lean+=(xclip)
 command -v dpkg-buildpackage >/dev/null 2>&1 || lean+=(dpkg-dev)

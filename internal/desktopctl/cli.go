@@ -15,7 +15,7 @@ import (
 
 const usage = `froog-desktop: the sandbox's desktop and browser view, over VNC on 127.0.0.1.
 
-  froog-desktop start  [--kind desktop|browser] [--profile DIR] [--selkies-token-stdin]
+  froog-desktop start  [--kind desktop|browser] [--profile DIR] [--browser] [--selkies-token-stdin]
   froog-desktop status [--kind desktop|browser]
   froog-desktop stop   [--kind desktop|browser]
 
@@ -29,6 +29,9 @@ stop ends everything start started; stopping what is not running is fine.
 Exit status: 0 done, 1 failed, 2 bad usage, 3 not running (status).
 The browser view (--kind browser) is Chromium alone on a screen of its
 own; --profile is its user data folder (default ~/.config/froog-browser).
+--browser opens a browser window on a desktop that it starts (Chromium,
+where installed, with its own default profile; once: closing it is
+final).
 `
 
 // Main is the froog-desktop program (froogd desktop): args without the
@@ -53,9 +56,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	kind := fs.String("kind", string(KindDesktop), "desktop or browser")
 	profile := ""
 	readyFD := 0
+	withBrowser := false
 	tokenStdin := false
 	if cmd == "start" || cmd == "daemon" {
 		fs.StringVar(&profile, "profile", "", "the browser view's Chromium user data folder (default ~/.config/froog-browser)")
+		fs.BoolVar(&withBrowser, "browser", false, "open a browser window on the desktop when it starts")
 	}
 	if cmd == "start" {
 		fs.BoolVar(&tokenStdin, "selkies-token-stdin", false, "read Selkies' master token from stdin, and run Selkies where it is installed")
@@ -83,7 +88,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s %s: %v\n", Name, cmd, err)
 		return ExitFailed
 	}
-	o := Options{Kind: k, Home: home, StateDir: StateDir(home, os.Getenv("XDG_STATE_HOME")), Profile: profile}
+	o := Options{Kind: k, Home: home, StateDir: StateDir(home, os.Getenv("XDG_STATE_HOME")), Profile: profile, Browser: withBrowser}
 	if tokenStdin {
 		if o.SelkiesToken, err = ReadSelkiesToken(os.Stdin); err != nil {
 			fmt.Fprintf(stderr, "%s %s: %v\n", Name, cmd, err)

@@ -29,6 +29,7 @@ type supervisor struct {
 	o   Options
 	log *slog.Logger
 	env []string // the children's: DISPLAY set
+	n   int      // the X display's number
 	wg  sync.WaitGroup
 }
 
@@ -50,6 +51,7 @@ func runDaemon(ctx context.Context, o Options, ready *os.File, log *slog.Logger)
 	if err != nil {
 		return err
 	}
+	s.n = n
 	defer func() {
 		terminate(x.Process, xdone)
 		removeRecord(o.StateDir, o.Kind, os.Getpid())
@@ -90,6 +92,9 @@ func runDaemon(ctx context.Context, o Options, ready *os.File, log *slog.Logger)
 	switch o.Kind {
 	case KindDesktop:
 		s.desktop(ctx)
+		if o.Browser {
+			s.desktopBrowser(ctx)
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -239,8 +244,13 @@ func (s *supervisor) desktop(ctx context.Context) {
 	switch {
 	case have("xfwm4") && have("xfce4-panel"):
 		if have("dbus-daemon") {
-			// XFCE's settings travel over a session bus of its own.
-			bus := filepath.Join(s.o.StateDir, "desktop.bus")
+			// XFCE's settings travel over a session bus of its own. Its
+			// socket is named by the display (which this supervisor's X
+			// server holds) in the temporary folder: a unix socket's
+			// path has at most 107 bytes, and a home can be deeper than
+			// that (the local driver's sandboxes: dbus-daemon failed with
+			// "Socket name too long", and XFCE with it).
+			bus := busPath(s.n)
 			os.Remove(bus)
 			s.env = append(withoutVar(s.env, "DBUS_SESSION_BUS_ADDRESS"), "DBUS_SESSION_BUS_ADDRESS=unix:path="+bus)
 			s.keep(ctx, "dbus-daemon", "--session", "--nofork", "--nopidfile", "--address=unix:path="+bus)
@@ -264,6 +274,11 @@ func (s *supervisor) desktop(ctx context.Context) {
 	}
 }
 
+// busPath is the socket of display n's session bus.
+func busPath(n int) string {
+	return filepath.Join(xLockDir, fmt.Sprintf(".froog-desktop-bus-%d", n))
+}
+
 // browser keeps Chromium alone on the screen: filling it, no window
 // manager, started again when its last window closes.
 func (s *supervisor) browser(ctx context.Context) {
@@ -283,6 +298,42 @@ func (s *supervisor) browser(ctx context.Context) {
 		args = append(args, "--no-sandbox", "--test-type")
 	}
 	s.keep(ctx, bin, args...)
+}
+
+// desktopBrowser opens one browser window on the desktop, beside the
+// panel: Chromium with its own default profile (not the browser view's),
+// not started again when a person closes it.
+func (s *supervisor) desktopBrowser(ctx context.Context) {
+	bin, err := lookPath("chromium", "chromium-browser", "google-chrome")
+	if err != nil {
+		s.log.Info("no browser for the desktop", "err", err)
+		return
+	}
+	args := []string{"--no-first-run", "--no-default-browser-check", "--disable-session-crashed-bubble", "--noerrdialogs",
+		"--password-store=basic", "--disable-dev-shm-usage", "--window-position=160,90", "--window-size=1280,800",
+		"--disable-features=Translate"}
+	if os.Geteuid() == 0 {
+		args = append(args, "--no-sandbox", "--test-type") // as the browser view (browser)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		cmd := exec.Command(bin, append(args, "about:blank")...)
+		cmd.Env, cmd.Dir = s.env, s.o.Home
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			s.log.Error("start", "program", bin, "err", err)
+			return
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-ctx.Done():
+			terminate(cmd.Process, done)
+		case <-done:
+			s.log.Info("the desktop's browser ended", "state", cmd.ProcessState.String())
+		}
+	}()
 }
 
 // keep runs a program until ctx ends, starting it again when it exits

@@ -290,7 +290,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"start", "--kind", "wall"}, ExitUsage},
 		{[]string{"status", "extra"}, ExitUsage},
 		{[]string{"status", "--profile", "/p"}, ExitUsage},
-		{[]string{"start", "--profile", "/tmp/p"}, ExitFailed}, // a profile is for the browser view
+		{[]string{"status", "--browser"}, ExitUsage},
+		{[]string{"start", "--kind", "browser", "--browser"}, ExitFailed}, // a browser window is for the desktop
+		{[]string{"start", "--profile", "/tmp/p"}, ExitFailed},            // a profile is for the browser view
 		{[]string{"help"}, ExitOK},
 	} {
 		var out, errb bytes.Buffer

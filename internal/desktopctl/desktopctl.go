@@ -31,6 +31,9 @@ type Options struct {
 	// means ~/.config/froog-browser. Asking for another profile than the
 	// running one's restarts the view.
 	Profile string
+	// Browser, for a desktop, opens a browser window on it when it
+	// starts (where Chromium is installed), as the docs' desktop has.
+	Browser bool
 	// Exe is the program run as the supervisor, with argv[0]
 	// froog-desktop; empty means os.Executable().
 	Exe string
@@ -91,6 +94,9 @@ func (o *Options) check() error {
 		}
 	} else if o.Profile != "" {
 		errs = append(errs, errors.New("--profile is for the browser view"))
+	}
+	if o.Browser && o.Kind != KindDesktop {
+		errs = append(errs, errors.New("--browser is for the desktop"))
 	}
 	return errors.Join(errs...)
 }
@@ -269,6 +275,9 @@ func spawn(ctx context.Context, o Options) (State, error) {
 	args := []string{Name, "daemon", "--ready-fd", "3", "--kind", string(o.Kind)}
 	if o.Kind == KindBrowser {
 		args = append(args, "--profile", o.Profile)
+	}
+	if o.Browser {
+		args = append(args, "--browser")
 	}
 	cmd := &exec.Cmd{Path: exe, Args: args, Dir: o.Home, Env: o.Env, Stdout: logf, Stderr: logf, ExtraFiles: []*os.File{pw}}
 	if cmd.Env == nil {

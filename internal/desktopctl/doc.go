@@ -6,7 +6,8 @@
 //   - desktop: a 1920x1080 screen with a window manager (XFCE's xfwm4 and
 //     panel in the OS image, openbox where XFCE is missing, e.g. on a
 //     development host with the local driver, or none) whose background
-//     follows ~/.config/froog/wallpaper.png;
+//     follows ~/.config/froog/wallpaper.png; with --browser, a desktop
+//     it starts also opens a Chromium window (its default profile, once);
 //   - browser: a screen of its own with only Chromium on it, started again
 //     when its last window closes (the browser view of issue #15).
 //

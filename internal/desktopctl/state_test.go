@@ -85,6 +85,8 @@ func TestOptionsCheck(t *testing.T) {
 		{"relative home", Options{Kind: KindDesktop, Home: "h", StateDir: "/s"}, "absolute"},
 		{"profile on the desktop", Options{Kind: KindDesktop, Home: "/h", StateDir: "/s", Profile: "/p"}, "browser view"},
 		{"system profile", Options{Kind: KindBrowser, Home: "/h", StateDir: "/s", Profile: "/etc/x"}, "system folder"},
+		{"a browser window on the desktop", Options{Kind: KindDesktop, Home: "/h", StateDir: "/s", Browser: true}, ""},
+		{"a browser window on the browser view", Options{Kind: KindBrowser, Home: "/h", StateDir: "/s", Browser: true}, "--browser is for the desktop"},
 		{"every problem at once", Options{Kind: "x", Home: "h"}, "state folder"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
