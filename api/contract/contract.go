@@ -374,7 +374,21 @@ type Transport struct {
 	Next    http.RoundTripper
 
 	mu         sync.Mutex
+	checked    int
 	violations []string
+}
+
+// Checked is how many /v1 answers it has checked so far.
+func (t *Transport) Checked() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.checked
+}
+
+func (t *Transport) count() {
+	t.mu.Lock()
+	t.checked++
+	t.mu.Unlock()
 }
 
 // Violations lists the responses that broke the contract so far.
@@ -397,6 +411,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || !Applies(req) || req.URL.Scheme != "http" {
 		return res, err
 	}
+	t.count()
 	ct, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
 	if ct == ndjson && res.StatusCode == http.StatusOK {
 		// The header and status now, each line as it arrives.

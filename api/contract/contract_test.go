@@ -148,6 +148,9 @@ func TestTransport(t *testing.T) {
 	if _, err := io.ReadAll(res.Body); err == nil || !strings.Contains(err.Error(), "contract") {
 		t.Fatalf("a broken stream line: got %v, want a contract error", err)
 	}
+	if n := tr.Checked(); n != 3 {
+		t.Fatalf("checked %d answers, want 3", n)
+	}
 	if v := tr.Violations(); len(v) != 2 {
 		t.Fatalf("violations %q, want 2", v)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"testing"
 
 	"froog.tech/froog/api/contract"
 )
@@ -33,6 +34,9 @@ func checkContract() error {
 // run, and whether there were any.
 func contractBroken() bool {
 	v := contractCheck.Violations()
+	if testing.Verbose() {
+		fmt.Fprintf(os.Stderr, "contract: %d /v1 answers checked against the OpenAPI document\n", contractCheck.Checked())
+	}
 	for _, s := range v {
 		fmt.Fprintf(os.Stderr, "contract: %s\n", s)
 	}
