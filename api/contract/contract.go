@@ -196,8 +196,13 @@ func (c *Checker) check(req *http.Request, status int, header http.Header, body 
 	}
 	in.Options.WithCustomSchemaErrorFunc(short)
 	ct, _, _ := mime.ParseMediaType(header.Get("Content-Type"))
-	if ct == ndjson {
+	if ct == ndjson || binary[ct] {
+		// Lines are checked one by one; bytes have nothing to check
+		// but their content type.
 		in.Options.ExcludeResponseBody = true
+		if res.Content.Get(ct) == nil {
+			return fmt.Errorf("%s: %d answered %s, which is not documented", where, status, ct)
+		}
 	}
 	in.SetBodyBytes(body)
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
@@ -210,6 +215,9 @@ func (c *Checker) check(req *http.Request, status int, header http.Header, body 
 }
 
 const ndjson = "application/x-ndjson"
+
+// binary are the content types of bytes (files, archives).
+var binary = map[string]bool{"application/octet-stream": true, "application/gzip": true}
 
 // checkLines checks each line of an NDJSON stream against the schema the
 // document gives the stream's content.
@@ -420,6 +428,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, t.fail(err)
 		}
 		res.Body = &lineCheck{t: t, req: req, status: res.StatusCode, header: res.Header, body: res.Body}
+		return res, nil
+	}
+	if binary[ct] {
+		// Bytes (a download) pass as they come: read whole, a slow or
+		// broken download would fail at the request, not at its read.
+		if err := t.Checker.Check(req, res.StatusCode, res.Header, nil); err != nil {
+			res.Body.Close()
+			return nil, t.fail(err)
+		}
 		return res, nil
 	}
 	body, err := io.ReadAll(res.Body)

@@ -2,11 +2,13 @@ package contract_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"froog.tech/froog/api/contract"
 )
@@ -60,6 +62,9 @@ func TestCheck(t *testing.T) {
 			`{"type":"started","command_id":"cmd_1"}` + "\n" + `{"type":"exit","exit_code":0,"timed_out":false}` + "\n", ""},
 		{"an NDJSON line with an undocumented field", "POST", "/v1/sandboxes/box/exec", 200, http.Header{"Content-Type": {"application/x-ndjson"}, "X-Request-Id": {"r"}},
 			`{"type":"started","command_id":"cmd_1","pid":7}` + "\n", "pid"},
+		{"a file's bytes", "GET", "/v1/sandboxes/box/files/content", 200, http.Header{"Content-Type": {"application/octet-stream"}, "Content-Disposition": {"attachment"}}, "\x00\x01", ""},
+		{"a file as text, undocumented", "GET", "/v1/sandboxes/box/files/content", 200, http.Header{"Content-Type": {"text/plain"}}, "hi", "text/plain"},
+		{"bytes where JSON is documented", "GET", "/v1/limits", 200, http.Header{"Content-Type": {"application/octet-stream"}}, "\x00", "application/octet-stream"},
 		{"outside /v1", "GET", "/healthz", 200, http.Header{}, "anything", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,8 +120,15 @@ func TestTransport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	more := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
+		case "/v1/sandboxes/box/files/content":
+			w.Header().Set("Content-Type", "application/octet-stream")
+			io.WriteString(w, "first")
+			w.(http.Flusher).Flush()
+			<-more // the rest only once the client has the answer's head
+			io.WriteString(w, " rest")
 		case "/v1/ssh-keys":
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"ssh_keys":[`+sshKey+"]}")
@@ -138,6 +150,28 @@ func TestTransport(t *testing.T) {
 	if b, _ := io.ReadAll(res.Body); !bytes.Contains(b, []byte("laptop")) {
 		t.Fatalf("the body was not passed on: %s", b)
 	}
+	// A download passes as it comes, not read whole first.
+	got := make(chan error, 1)
+	go func() {
+		res, err := hc.Get(srv.URL + "/v1/sandboxes/box/files/content?path=f")
+		if err == nil {
+			close(more)
+			var b []byte
+			if b, err = io.ReadAll(res.Body); err == nil && string(b) != "first rest" {
+				err = fmt.Errorf("body %q", b)
+			}
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("a download: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(more)
+		t.Fatal("a download's answer waited for its whole body")
+	}
 	if _, err := hc.Get(srv.URL + "/v1/limits"); err == nil || !strings.Contains(err.Error(), "contract") {
 		t.Fatalf("an undocumented body: got %v, want a contract error", err)
 	}
@@ -148,8 +182,8 @@ func TestTransport(t *testing.T) {
 	if _, err := io.ReadAll(res.Body); err == nil || !strings.Contains(err.Error(), "contract") {
 		t.Fatalf("a broken stream line: got %v, want a contract error", err)
 	}
-	if n := tr.Checked(); n != 3 {
-		t.Fatalf("checked %d answers, want 3", n)
+	if n := tr.Checked(); n != 4 {
+		t.Fatalf("checked %d answers, want 4", n)
 	}
 	if v := tr.Violations(); len(v) != 2 {
 		t.Fatalf("violations %q, want 2", v)
