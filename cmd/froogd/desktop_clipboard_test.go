@@ -113,21 +113,32 @@ func TestDesktopClipboardInChromium(t *testing.T) {
 		}
 		return desk
 	}
-	// away clicks the embedder's field, into clicks the desktop's
-	// picture: the viewer loses the focus, then gets it.
-	away := func() { chromedp.Do(ctx, chromedp.Click("#elsewhere")) }
-	into := func() {
-		if err := chromedp.Do(ctx, chromedp.MouseClickXY(400, 300)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	str := func(desk context.Context, js string) string {
 		s, _ := chromedp.Run(desk, chromedp.Evaluate[string](js))
 		return s
 	}
+	// away clicks the embedder's field, into clicks the desktop's
+	// picture: the viewer loses the focus, then gets it (each waited
+	// for, so that a focus the viewer missed is the viewer's fault).
+	var desk context.Context
+	focusIs := func(want bool, what string) {
+		wait.For(t, 20*time.Second, what, func() bool { return str(desk, `String(document.hasFocus())`) == fmt.Sprint(want) })
+	}
+	away := func() {
+		if err := chromedp.Do(ctx, chromedp.Click("#elsewhere")); err != nil {
+			t.Fatal(err)
+		}
+		focusIs(false, "the viewer to lose the focus")
+	}
+	into := func() {
+		if err := chromedp.Do(ctx, chromedp.MouseClickXY(400, 300)); err != nil {
+			t.Fatal(err)
+		}
+		focusIs(true, "the viewer to have the focus")
+	}
 
 	// A full session.
-	desk := open("desktop")
+	desk = open("desktop")
 	into()
 	copyIn("copied in the sandbox")
 	var got string

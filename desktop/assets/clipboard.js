@@ -41,12 +41,26 @@ export function seamlessClipboard({ box, allowed, send, note }) {
     send(text);
   }
 
+  // readable says whether to read the browser's clipboard: where the
+  // browser has a clipboard-read permission (Chromium) and it is granted
+  // or yet to be asked (then the browser asks once). Where it has none
+  // (Firefox, Safari), every read pops up a "Paste" button: the page
+  // reads nothing there, and a paste or the ☰ box brings text in.
+  async function readable() {
+    if (!api?.readText || !navigator.permissions) return false;
+    try {
+      const st = (await navigator.permissions.query({ name: 'clipboard-read' })).state;
+      if (st === 'denied') say('clipboard: through ☰ (the browser does not let the page read it)');
+      return st !== 'denied';
+    } catch (e) { return false; }
+  }
+
   // sync, when the page has the focus: the browser's clipboard if it
   // changed since the page last saw it (the person copied something
   // elsewhere), else the sandbox's pending text.
   async function sync() {
     if (!allowed() || !focused()) return;
-    if (api?.readText) {
+    if (await readable()) {
       try {
         const text = await api.readText();
         if (text !== inBrowser && text !== '') { toSandbox(text); return; }
