@@ -3,11 +3,11 @@ package main_test
 import (
 	"encoding/json"
 	"image"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -17,9 +17,7 @@ import (
 // the browser on a desktop it starts with --browser.
 func TestLocalDesktopLooksLikeTheDocs(t *testing.T) {
 	for _, bin := range []string{"xfwm4", "xfce4-panel", "xwininfo"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s is not installed (deploy/testdeps.sh installs it)", bin)
-		}
+		testdep.Need(t, bin)
 	}
 	e := devDesktop(t)
 	e.sandbox(t, "looks")
