@@ -1,9 +1,11 @@
 // Package edge serves sandboxes' public URLs, one concern a file:
 //
-//   - listen.go: the HTTPS listener (the accept loop, TLS, the split by
-//     ALPN and SNI between the protocols' servers and the views'), the
-//     HTTP listener that redirects to HTTPS, tracked connections and
-//     Close;
+//   - listen.go: the HTTPS listener (the accept loop, TLS, and the one
+//     dispatch: by SNI to the views' server, else by ALPN to a
+//     protocol's), the HTTP listener that redirects to HTTPS, tracked
+//     connections and Close;
+//   - views.go: the views' server (desktops, browser views, walls), for
+//     the connections made for them;
 //   - framing.go: the HTTP/1.1 smuggling guard under fasthttp;
 //   - h1.go, h2.go: the two protocols' adapters (fasthttp, net/http):
 //     each reads and writes its own request and response behind an
@@ -11,35 +13,41 @@
 //   - pipeline.go: the request path, once for both protocols: admit
 //     (read the head, decide, answer a refusal or the token's redirect),
 //     then pass (strip, X-Forwarded-*, hold, proxy, answer, log);
-//   - core.go: the decision (route, rate limit, auth; a route, a
-//     redirect or a problem comes out) and the access log;
-//   - auth.go: the token in its three carriers, the redirect that turns
-//     it into a cookie, CORS preflights;
+//   - core.go: the decision (rate limit, route, and the token in its
+//     three carriers, the redirect that turns it into a cookie, CORS
+//     preflights: a route, a redirect or a problem comes out) and the
+//     access log;
 //   - headers.go: hop-by-hop headers and the token's removal, one set of
 //     rules for both protocols;
 //   - hold.go: auto-start, a request held while its sandbox starts;
-//   - proxy.go: the upstream pool through the tunnel, failures mapped to
-//     pages, the websocket pipe, body pacing (countingReader);
-//   - views.go: the view hosts (desktops, browser views, walls), served
-//     only on a connection made for them;
+//   - proxy.go: HTTP/1.1's upstream pool (a client per sandbox port; a
+//     sandbox's new run or endpoint drops its own connections, of both
+//     protocols' pools: forgetStale), the dial through the tunnel,
+//     failures mapped to pages, the websocket pipe, body pacing;
 //   - pages.go, metrics.go, limit.go, edge.go: error pages, metrics, the
 //     per-address rate limit, Options and New.
 //
-// The path of a request for a private URL, file by file:
+// The path of a request for a private URL, from accept to the tunnel:
 //
-//	HTTP/1.1: listen.go (accept, TLS handshake; ALPN http/1.1, SNI not
-//	a view) → framing.go (the guard reads the head as fasthttp does) →
-//	h1.go (fasthttp's handler: the exchange) → pipeline.go (serve).
-//	HTTP/2: listen.go (ALPN h2) → h2.go (net/http's handler: the
-//	exchange) → pipeline.go (serve).
-//	pipeline.go then, for both: core.go decides (auth.go checks the
-//	token) → headers.go's rules strip the head → hold.go waits if the
-//	sandbox is stopped → the adapter's forward (the protocol's upstream
-//	client) → proxy.go (the pool, dial) → package tunnel.
+//  1. listen.go: accept, the TLS handshake; the SNI is not a view, so
+//     ALPN picks the server: http/1.1 goes through framing.go's guard
+//     to fasthttp, h2 to net/http.
+//  2. h1.go or h2.go: the protocol's handler wraps its request in an
+//     exchange and calls the pipeline.
+//  3. pipeline.go: admit reads the head once (headScan), and core.go
+//     decides, the token checked (a refusal is answered with pages.go's
+//     page, the token's redirect here); pass strips the head
+//     by headers.go's rules, and hold.go holds the request if the
+//     sandbox is stopped.
+//  4. the exchange's forward (the adapter's last step: fasthttp's
+//     client for HTTP/1.1, net/http's ReverseProxy and its per-sandbox
+//     transports in h2.go for HTTP/2) → proxy.go: the dial through
+//     package tunnel.
 //
-// The pipeline is the spine: core.go, auth.go, headers.go, hold.go and
-// pages.go are called by it and return to it; only forward still goes
-// back to the adapter, each protocol keeping its own upstream client.
+// Eight files for HTTP/1.1 (listen, framing, h1, pipeline, core,
+// headers, hold, proxy), seven for HTTP/2. The pipeline is the spine:
+// core.go, headers.go, hold.go and pages.go are called by it and return
+// to it, and forward is the one step that goes back to the adapter.
 //
 // Routes come from package edge/route; connections to sandboxes from
 // package tunnel. It must not import api, and it asks certs for

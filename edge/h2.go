@@ -63,9 +63,6 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 // ServeHTTP serves one request that came over HTTP/2 (or any net/http
 // server) through the pipeline.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.serveView(w, r) {
-		return
-	}
 	s.serve(&h2Exchange{s: s, w: w, r: r}, r.Proto)
 }
 

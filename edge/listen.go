@@ -36,27 +36,23 @@ func (s *Server) withDone(ctx context.Context) (context.Context, context.CancelF
 	return ctx, cancel
 }
 
-// ServeTLS serves HTTPS on ln until ctx ends. After the TLS handshake,
+// ServeTLS serves HTTPS on ln until ctx ends. After the TLS handshake, a
+// view host's connection (by SNI) goes to the views' server; otherwise
 // ALPN h2 goes to net/http's HTTP/2 server and everything else to
-// fasthttp's HTTP/1.1 server behind the framing guard; both call the same
-// core (decide).
+// fasthttp's HTTP/1.1 server behind the framing guard; both serve through
+// the one pipeline.
 func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 	ctx, stop := s.withDone(ctx)
 	defer stop()
 	cfg := s.tlsConfig()
 	hctx, hcancel := s.withDone(context.Background())
 	defer hcancel()
-	h1, h2 := newConnListener(ln.Addr()), newConnListener(ln.Addr())
-	h2srv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
-		IdleTimeout:       s.o.IdleTimeout,
-		MaxHeaderBytes:    maxHeader,
-		ErrorLog:          discardLog,
-	}
+	h1, h2, views := newConnListener(ln.Addr()), newConnListener(ln.Addr()), newConnListener(ln.Addr())
+	h2srv, viewsSrv := s.newH2Server(s), s.newH2Server(http.HandlerFunc(s.serveView))
 	h1srv := s.newH1Server()
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- s.runServer(ctx, h2srv, func() error { return h2srv.Serve(h2) }) }()
+	go func() { errc <- s.runServer(ctx, viewsSrv, func() error { return viewsSrv.Serve(views) }) }()
 	go func() {
 		err := h1srv.Serve(h1)
 		if ctx.Err() != nil {
@@ -70,7 +66,7 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 			// Not ctx: during the drain delay the listener still
 			// accepts, and those handshakes must complete. Close (done)
 			// and the handshake's deadline bound it.
-			go s.handshake(hctx, tls.Server(c, cfg), h1, h2)
+			go s.handshake(hctx, tls.Server(c, cfg), h1, h2, views)
 		})
 	}()
 	var first error // what ServeTLS returns: the first failure
@@ -93,7 +89,7 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 	if !acceptDone {
 		first = <-acceptc
 	}
-	for range 2 {
+	for range 3 {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 		}
@@ -175,25 +171,36 @@ func (s *Server) tlsConfig() *tls.Config {
 }
 
 // handshake completes TLS and hands the connection to the server of its
-// protocol.
-func (s *Server) handshake(ctx context.Context, c *tls.Conn, h1, h2 *connListener) {
+// protocol, or (SNI a view host) to the views' server, whatever its
+// protocol: views are dispatched here, once.
+func (s *Server) handshake(ctx context.Context, c *tls.Conn, h1, h2, views *connListener) {
 	c.SetDeadline(time.Now().Add(s.o.ReadHeaderTimeout))
 	if err := c.HandshakeContext(ctx); err != nil {
 		c.Close()
 		return
 	}
 	c.SetDeadline(time.Time{})
-	switch c.ConnectionState().NegotiatedProtocol {
-	case "h2":
-		h2.put(c)
-	case "acme-tls/1":
+	st := c.ConnectionState()
+	switch {
+	case st.NegotiatedProtocol == "acme-tls/1":
 		c.Close() // the handshake was the answer
+	case s.isView(st.ServerName):
+		views.put(c)
+	case st.NegotiatedProtocol == "h2":
+		h2.put(c)
 	default:
-		if s.isView(c.ConnectionState().ServerName) {
-			h2.put(c) // views (desktops) are served by net/http over HTTP/1.1 too: websockets
-			return
-		}
 		h1.put(&framingConn{Conn: c, headTimeout: s.o.ReadHeaderTimeout})
+	}
+}
+
+// newH2Server is a net/http server (HTTP/2, and HTTP/1.1 for views).
+func (s *Server) newH2Server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.o.ReadHeaderTimeout,
+		IdleTimeout:       s.o.IdleTimeout,
+		MaxHeaderBytes:    maxHeader,
+		ErrorLog:          discardLog,
 	}
 }
 

@@ -7,23 +7,18 @@ import (
 	"froog.tech/froog/edge/route"
 )
 
-// serveView hands a request for a view host to Options.Views, and
-// reports whether it was one. A view is served only on a connection made
-// for it (SNI the same host): its page's cookies and websockets never
-// share a connection with a URL's app, and a URL's requests never reach
-// the views' server.
-func (s *Server) serveView(w http.ResponseWriter, r *http.Request) bool {
+// serveView serves a request on a connection made for a view host (its
+// SNI one: listen.go's handshake sends it here, and nothing else does)
+// with Options.Views. Its Host must be that view: a view's cookies and
+// websockets never share a connection with a URL's app or another
+// view's (421 otherwise). A view host asked on a URL's connection is not
+// a route (404).
+func (s *Server) serveView(w http.ResponseWriter, r *http.Request) {
 	name, _, _ := route.SplitHostPort(r.Host)
-	hostView := s.isView(name)
-	sniView := r.TLS != nil && s.isView(r.TLS.ServerName)
-	switch {
-	case !hostView && !sniView:
-		return false
-	case hostView != sniView || r.TLS == nil || !strings.EqualFold(name, r.TLS.ServerName):
+	if r.TLS == nil || !strings.EqualFold(name, r.TLS.ServerName) {
 		w.Header().Set("Cache-Control", "no-store")
 		http.Error(w, "misdirected request", http.StatusMisdirectedRequest)
-		return true
+		return
 	}
 	s.o.Views.ServeHTTP(w, r)
-	return true
 }
