@@ -31,12 +31,27 @@ func goroutinesIn(fn string) int {
 	return strings.Count(string(buf[:runtime.Stack(buf, true)]), fn)
 }
 
+// settledGoroutinesIn is goroutinesIn once the count holds for 100 ms:
+// the caches of earlier tests may still be ending theirs.
+func settledGoroutinesIn(t *testing.T, fn string) int {
+	n := goroutinesIn(fn)
+	if !wait.Until(10*time.Second, func() bool {
+		time.Sleep(100 * time.Millisecond)
+		m := goroutinesIn(fn)
+		defer func() { n = m }()
+		return m == n
+	}) {
+		t.Fatalf("the count of %s goroutines never settled", fn)
+	}
+	return n
+}
+
 // The ACME source's certmagic cache runs a maintenance goroutine from
 // its construction; Close ends it, and may be called again (issue #33).
 func TestACMECloseStopsMaintenance(t *testing.T) {
 	// Not parallel: it counts the process's certmagic goroutines.
 	const maintenance = "certmagic.(*Cache).maintainAssets"
-	before := goroutinesIn(maintenance)
+	before := settledGoroutinesIn(t, maintenance)
 	src, err := certs.Open(certs.Config{Domain: domain}, certs.Deps{Store: storeFake{}, Names: slowNamesFake{}, HTTPPort: 80, TLSPort: 443})
 	if err != nil {
 		t.Fatal(err)
