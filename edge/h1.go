@@ -112,15 +112,11 @@ type h1Exchange struct {
 	path []byte // the target's path, as sent
 	// continued: the client got 100 Continue, and sends its body.
 	continued bool
+	f         flow // one allocation for the exchange and its flow
 }
 
-// h1Admitted is the request expectH1 admitted, in the request's user
+// h1Decided keys the exchange expectH1 admitted, in the request's user
 // values, for serveH1.
-type h1Admitted struct {
-	x *h1Exchange
-	f *flow
-}
-
 type h1Decided struct{}
 
 // expectH1 decides a request that sent Expect: 100-continue on its head
@@ -129,22 +125,23 @@ type h1Decided struct{}
 // sends the body), and only a request the edge lets in gets 100
 // Continue. serveH1 takes it on from there.
 func (s *Server) expectH1(ctx *fasthttp.RequestCtx) int {
-	a := &h1Admitted{x: &h1Exchange{s: s, ctx: ctx}, f: &flow{}}
-	if !s.admit(a.x, a.f, "HTTP/1.1") {
+	x := &h1Exchange{s: s, ctx: ctx}
+	if !s.admit(x, &x.f, "HTTP/1.1") {
 		return ctx.Response.StatusCode()
 	}
-	ctx.SetUserValue(h1Decided{}, a)
+	ctx.SetUserValue(h1Decided{}, x)
 	return fasthttp.StatusContinue
 }
 
 // serveH1 serves one HTTP/1.1 request through the pipeline.
 func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
-	if a, _ := ctx.UserValue(h1Decided{}).(*h1Admitted); a != nil {
-		a.x.continued = true
-		s.pass(a.x, a.f)
+	if x, _ := ctx.UserValue(h1Decided{}).(*h1Exchange); x != nil {
+		x.continued = true
+		s.pass(x, &x.f)
 		return
 	}
-	s.serve(&h1Exchange{s: s, ctx: ctx}, "HTTP/1.1")
+	x := &h1Exchange{s: s, ctx: ctx}
+	s.serve(x, &x.f, "HTTP/1.1")
 }
 
 func (x *h1Exchange) head(c *call, hp *hops) bool {

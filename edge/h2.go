@@ -63,7 +63,8 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 // ServeHTTP serves one request that came over HTTP/2 (or any net/http
 // server) through the pipeline.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.serve(&h2Exchange{s: s, w: w, r: r}, r.Proto)
+	x := &h2Exchange{s: s, w: w, r: r}
+	s.serve(x, &x.f, r.Proto)
 }
 
 // h2Exchange is one net/http request as the pipeline sees it.
@@ -71,6 +72,7 @@ type h2Exchange struct {
 	s *Server
 	w http.ResponseWriter
 	r *http.Request
+	f flow // one allocation for the exchange and its flow
 }
 
 func (x *h2Exchange) head(c *call, hp *hops) bool {

@@ -122,6 +122,7 @@ type flow struct {
 	fields  [20]field
 	names   [256]byte
 	changes [8]change
+	in      countingReader // the request body on its way to the sandbox
 }
 
 // change is one header name strip rewrites: deleted, then its kept
@@ -134,9 +135,9 @@ type change struct {
 // field is one header.
 type field struct{ name, value string }
 
-// serve serves one request.
-func (s *Server) serve(ex exchange, proto string) {
-	f := &flow{}
+// serve serves one request; f is its flow, zero (the adapter's, so that
+// the exchange and its flow are one allocation).
+func (s *Server) serve(ex exchange, f *flow, proto string) {
 	if s.admit(ex, f, proto) {
 		s.pass(ex, f)
 	}
@@ -204,11 +205,12 @@ func (s *Server) pass(ex exchange, f *flow) {
 		return
 	}
 	s.forgetStale(d.rt.SandboxID)
-	in := countingReader{r: ex.body(), n: &rec.bytesIn}
-	s.paced(&in, ex.setReadDeadline)
-	later, err := ex.forward(d, &in, rec)
+	in := &f.in
+	*in = countingReader{r: ex.body(), n: &rec.bytesIn}
+	s.paced(in, ex.setReadDeadline)
+	later, err := ex.forward(d, in, rec)
 	if err != nil {
-		p := s.proxyProblem(d.rt, rec.id, err, &in)
+		p := s.proxyProblem(d.rt, rec.id, err, in)
 		s.answer(ex, rec, &p, c.html)
 		return
 	}

@@ -135,7 +135,7 @@ func through(t *testing.T, s *Server, proto, method, host, target string, hdr []
 	switch proto {
 	case "fake":
 		x := &fakeExchange{method: method, host: host, target: target, hdr: append([]field(nil), hdr...), reqBody: body}
-		s.serve(x, "fake")
+		s.serve(x, &flow{}, "fake")
 		return answer{x.status, x.resp, string(x.respBody)}, x.sent
 	case "h1":
 		var ctx fasthttp.RequestCtx
