@@ -149,7 +149,8 @@ func (w *wsReader) Read(p []byte) (int, error) {
 }
 
 // rfbPixel does an RFB 3.8 handshake (no security, shared), asks for the
-// whole screen as raw 32-bit pixels and returns the colour at (0, 0).
+// whole screen as raw 32-bit pixels and returns a magenta pixel's colour
+// once the screen has one (the caller paints the root magenta).
 func rfbPixel(t *testing.T, r io.Reader, ws *websocket.Conn) (uint8, uint8, uint8) {
 	t.Helper()
 	send := func(b []byte) {
@@ -182,10 +183,11 @@ func rfbPixel(t *testing.T, r io.Reader, ws *websocket.Conn) (uint8, uint8, uint
 	read(int(binary.BigEndian.Uint32(init[20:])))
 	// 32 bits a pixel, true colour, little-endian, red at 16, green 8, blue 0.
 	send([]byte{0, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0})
-	send([]byte{2, 0, 0, 1, 0, 0, 0, 0}) // SetEncodings: Raw
-	for range 20 {                       // the paint may land after a first update
+	send([]byte{2, 0, 0, 1, 0, 0, 0, 0})                                            // SetEncodings: Raw
+	magenta := func(p []byte) bool { return p[2] > 200 && p[1] < 60 && p[0] > 200 } // B, G, R
+	var last [3]uint8                                                               // a pixel of the last update, for the failure
+	for range 20 {                                                                  // the paint may land after a first update
 		send([]byte{3, 0, 0, 0, 0, 0, byte(w >> 8), byte(w), byte(hgt >> 8), byte(hgt)}) // the whole screen
-		var px [3]uint8
 		for {
 			typ := read(1)[0]
 			if typ == 0 {
@@ -194,26 +196,29 @@ func rfbPixel(t *testing.T, r io.Reader, ws *websocket.Conn) (uint8, uint8, uint
 			t.Fatalf("rfb: server message %d before an update", typ)
 		}
 		hdr := read(3)
-		rects := int(binary.BigEndian.Uint16(hdr[1:]))
-		got := false
-		for range rects {
+		var found []byte
+		for range int(binary.BigEndian.Uint16(hdr[1:])) {
 			rh := read(12)
-			x, y := binary.BigEndian.Uint16(rh[0:]), binary.BigEndian.Uint16(rh[2:])
 			rw, rhh := int(binary.BigEndian.Uint16(rh[4:])), int(binary.BigEndian.Uint16(rh[6:]))
 			if enc := int32(binary.BigEndian.Uint32(rh[8:])); enc != 0 {
 				t.Fatalf("rfb: encoding %d, asked for raw", enc)
 			}
+			// Any pixel of the root: a desktop's panel and windows
+			// cover some of it.
 			pix := read(rw * rhh * 4)
-			if x == 0 && y == 0 && rw > 0 && rhh > 0 {
-				px, got = [3]uint8{pix[2], pix[1], pix[0]}, true
+			for i := 0; i+3 < len(pix) && found == nil; i += 4 {
+				last = [3]uint8{pix[i+2], pix[i+1], pix[i]}
+				if magenta(pix[i:]) {
+					found = pix[i : i+4]
+				}
 			}
 		}
-		if got && px[0] > 200 && px[1] < 60 && px[2] > 200 {
-			return px[0], px[1], px[2]
+		if found != nil {
+			return found[2], found[1], found[0]
 		}
 		time.Sleep(100 * time.Millisecond) // the next full update, after the paint
 	}
-	t.Fatal("no magenta pixel in 20 updates")
+	t.Fatalf("no magenta pixel in 20 updates (the last: %v)", last)
 	return 0, 0, 0
 }
 
