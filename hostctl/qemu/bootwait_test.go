@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -17,7 +18,8 @@ import (
 
 // standIn makes what endpoint reads of a VM: a live process whose command
 // line names it (a sleep, not QEMU), its pid file, its SSH port (a
-// listener that says nothing until greet is closed) and its console.
+// listener that drops connections until greet is closed, then an SSH
+// server with its host key) and its console.
 func standIn(t *testing.T, d *Driver, id string, greet <-chan struct{}) (console *os.File) {
 	t.Helper()
 	if err := os.MkdirAll(d.dir(id), 0o700); err != nil {
@@ -33,6 +35,20 @@ func standIn(t *testing.T, d *Driver, id string, greet <-chan struct{}) (console
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	// Once greet is closed, an SSH server with the VM's host key (the
+	// probe checks the key it proves); before, a port that drops.
+	priv, _, err := d.hostKey(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey([]byte(priv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &ssh.ServerConfig{PasswordCallback: func(ssh.ConnMetadata, []byte) (*ssh.Permissions, error) {
+		return nil, errors.New("no")
+	}}
+	cfg.AddHostKey(signer)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -41,10 +57,15 @@ func standIn(t *testing.T, d *Driver, id string, greet <-chan struct{}) (console
 			}
 			select {
 			case <-greet:
-				c.Write([]byte("SSH-2.0-standin\r\n"))
+				go func() {
+					defer c.Close()
+					if sc, _, _, err := ssh.NewServerConn(c, cfg); err == nil {
+						sc.Close()
+					}
+				}()
 			default:
+				c.Close()
 			}
-			c.Close()
 		}
 	}()
 	files := map[string]string{

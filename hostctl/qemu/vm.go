@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/store"
 )
@@ -123,7 +125,7 @@ func (d *Driver) endpoint(ctx context.Context, id string) (hostctl.Endpoint, err
 	addr := net.JoinHostPort(ep.Host, strconv.Itoa(ep.Port))
 	w := newBootWatch(d.o.BootTimeout, time.Now())
 	for {
-		if sshAnswers(addr, w.probeWait()) {
+		if sshAnswers(addr, ep.HostKey, w.probeWait()) {
 			return ep, nil
 		}
 		if !d.alive(id) {
@@ -163,19 +165,37 @@ func (d *Driver) address(id string) (hostctl.Endpoint, error) {
 	return hostctl.Endpoint{Host: host, Port: port, HostKey: pub}, nil
 }
 
-// sshAnswers reports whether an SSH server greets on addr within
-// patience (user-mode networking accepts the TCP connection before the
-// guest listens).
-func sshAnswers(addr string, patience time.Duration) bool {
+// sshAnswers reports whether the guest's SSH server on addr completes
+// a key exchange within patience and proves it holds the pinned host key
+// (hostKey, authorized_keys format): a greeting alone is not enough, as a
+// guest's sshd may greet and then drop the connection while it still
+// starts (seen on the OS image's forks). The probe ends at
+// authentication: it offers none. User-mode networking accepts the TCP
+// connection before the guest listens, so the connection alone says
+// nothing.
+func sshAnswers(addr, hostKey string, patience time.Duration) bool {
+	pinned, _, _, _, err := ssh.ParseAuthorizedKey([]byte(hostKey))
+	if err != nil {
+		return false
+	}
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return false
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(patience))
-	b := make([]byte, 4)
-	n, _ := c.Read(b)
-	return n == 4 && string(b) == "SSH-"
+	verified := false
+	cfg := &ssh.ClientConfig{User: "froog-probe", HostKeyCallback: func(_ string, _ net.Addr, k ssh.PublicKey) error {
+		verified = bytes.Equal(k.Marshal(), pinned.Marshal())
+		if !verified {
+			return errors.New("not the pinned host key")
+		}
+		return nil
+	}}
+	if conn, _, _, err := ssh.NewClientConn(c, addr, cfg); err == nil {
+		conn.Close() // a server that lets anyone in: the key was still checked
+	}
+	return verified
 }
 
 // consoleTail is the console's last whole lines, up to 400 bytes.
