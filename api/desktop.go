@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strconv"
 
-	names "froog.tech/froog/edge/route"
 	"froog.tech/froog/internal/desktopctl"
+	"froog.tech/froog/names"
 	"froog.tech/froog/store"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	names "froog.tech/froog/edge/route"
+	"froog.tech/froog/names"
 	"froog.tech/froog/store"
 )
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"froog.tech/froog/edge/route"
+	"froog.tech/froog/names"
 	"froog.tech/froog/store"
 )
 
@@ -24,7 +25,7 @@ const (
 )
 
 // View is what a view host shows: the caller parses the host (see
-// edge/route.ParseView) and hands it in with every request.
+// edge/names.ParseView) and hands it in with every request.
 type View struct {
 	Kind      string // KindDesktop, KindBrowser or KindWall (SandboxID is then the account id)
 	SandboxID string
@@ -217,7 +218,7 @@ func New(o Options) (*Server, error) {
 // Host by edge/route's grammar (the edge mounts the Server as its
 // Options.Views).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	v, ok := route.ParseView(route.Label(r.Host, s.o.Domain))
+	v, ok := names.ParseView(names.Label(r.Host, s.o.Domain))
 	if !ok || (v.Kind != KindDesktop && v.Kind != KindBrowser && (v.Kind != KindWall || s.o.Accounts == nil)) {
 		s.errorPage(w, r, "not_found")
 		return

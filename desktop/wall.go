@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"froog.tech/froog/edge/route"
+	"froog.tech/froog/names"
 )
 
 // KindWall is an account's wall: its view's SandboxID is the account's
@@ -94,7 +94,7 @@ func (s *Server) serveWall(w http.ResponseWriter, r *http.Request, v View) bool 
 func (s *Server) wallHeaders(w http.ResponseWriter, r *http.Request) {
 	headers(w, r)
 	frames := "https://*." + s.o.Domain
-	if _, port, ok := route.SplitHostPort(r.Host); ok && port != "" {
+	if _, port, ok := names.SplitHostPort(r.Host); ok && port != "" {
 		frames += ":" + port
 	}
 	csp := w.Header().Get("Content-Security-Policy")

@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"froog.tech/froog/edge/route"
 	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/internal/wait"
+	"froog.tech/froog/names"
 )
 
 const (
@@ -151,7 +151,7 @@ func cmpOr[T comparable](a, b T) T {
 // wallHost is the wall's host of an account, on the test server's port.
 func (h *wallHarness) host(kind, id string) string {
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(h.ts.URL, "https://"))
-	return route.ViewLabel(kind, id) + ".froog.test:" + port
+	return names.ViewLabel(kind, id) + ".froog.test:" + port
 }
 
 // do makes a request to a view host through the test server.
@@ -461,7 +461,7 @@ func TestWallLive(t *testing.T) {
 	var got []string
 	h.linker.mint = func(a, s string, v bool) (string, error) {
 		got = append(got, fmt.Sprint(a, " ", s, " ", v))
-		return "https://" + route.ViewLabel(KindDesktop, s) + ".froog.test/#dt_abc", nil
+		return "https://" + names.ViewLabel(KindDesktop, s) + ".froog.test/#dt_abc", nil
 	}
 	c := h.cookie(acctA)
 	host := h.host(KindWall, acctA)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"froog.tech/froog/edge/route"
+	"froog.tech/froog/names"
 	"froog.tech/froog/store"
 )
 
@@ -50,7 +51,7 @@ func (l StoreLinker) DesktopLink(ctx context.Context, r LinkRequest) (string, er
 	if l.Now != nil {
 		now = l.Now
 	}
-	label := route.ViewLabel(route.ViewDesktop, sandboxID)
+	label := names.ViewLabel(names.ViewDesktop, sandboxID)
 	if label == "" {
 		return "", &Error{Code: CodeWrongView}
 	}
@@ -60,7 +61,7 @@ func (l StoreLinker) DesktopLink(ctx context.Context, r LinkRequest) (string, er
 	if _, err := l.Store.CreateDesktopLink(ctx, link, ev); err != nil {
 		return "", err
 	}
-	return route.HostURL(label, l.Domain, l.Port) + "#" + token, nil
+	return names.HostURL(label, l.Domain, l.Port) + "#" + token, nil
 }
 
 var _ Linker = StoreLinker{}
@@ -88,7 +89,7 @@ func (n Names) Owner(name string) (string, error) {
 	if !errors.Is(err, route.ErrUnknownName) {
 		return id, err
 	}
-	v, ok := route.ParseView(route.Label(name, n.Domain))
+	v, ok := names.ParseView(names.Label(name, n.Domain))
 	if !ok || v.Kind != KindWall {
 		return "", err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"froog.tech/froog/edge/route"
+	"froog.tech/froog/names"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 )
@@ -31,14 +32,14 @@ func TestNames(t *testing.T) {
 	go table.Run(ctx)
 	<-table.Ready()
 	n := Names{Table: table, Accounts: st, Domain: "froog.test"}
-	wall := route.ViewLabel(route.ViewWall, acct.ID)
-	other := route.ViewLabel(route.ViewWall, "acct_00000000000000ff")
+	wall := names.ViewLabel(names.ViewWall, acct.ID)
+	other := names.ViewLabel(names.ViewWall, "acct_00000000000000ff")
 	for _, c := range []struct {
 		name, want string
 	}{
 		{wall + ".froog.test", acct.ID},
 		{other + ".froog.test", ""}, // no such account
-		{route.ViewLabel(route.ViewDesktop, "sbx_00000000000000ff") + ".froog.test", ""}, // no such sandbox
+		{names.ViewLabel(names.ViewDesktop, "sbx_00000000000000ff") + ".froog.test", ""}, // no such sandbox
 		{wall + ".elsewhere.test", ""},   // another domain
 		{"box-80-abcdef.froog.test", ""}, // no such URL
 		{"wall--zz.froog.test", ""},      // not a view

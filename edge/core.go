@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"froog.tech/froog/edge/route"
+	"froog.tech/froog/names"
 )
 
 // call is what the core knows of one request, whatever its protocol. Its
@@ -61,7 +62,7 @@ func (s *Server) decide(c *call) decision {
 			return decision{problem: &p}
 		}
 	}
-	name, port, ok := route.SplitHostPort(c.host)
+	name, port, ok := names.SplitHostPort(c.host)
 	if !ok {
 		return decision{problem: &errBadRequest}
 	}

@@ -54,7 +54,7 @@ type Options struct {
 	// MaxConnsPerIP bounds one client address's open connections; 0
 	// means 512.
 	MaxConnsPerIP int
-	// Views serves froog's view hosts (route.IsView: desktops, browser
+	// Views serves froog's view hosts (names.IsView: desktops, browser
 	// views, walls), over HTTP/1.1 and HTTP/2 through net/http; nil means
 	// they are not served (404).
 	Views http.Handler

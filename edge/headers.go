@@ -3,7 +3,7 @@ package edge
 import (
 	"strings"
 
-	"froog.tech/froog/edge/route"
+	"froog.tech/froog/names"
 )
 
 // The rules for request and response headers, for both protocols: which
@@ -199,7 +199,7 @@ func stripTokenCookie(v, secret string) (string, bool) {
 // ignoring ASCII case.
 func containsFold(s, lower string) bool {
 	for i := 0; i+len(lower) <= len(s); i++ {
-		if route.EqualFold(s[i:i+len(lower)], lower) {
+		if names.EqualFold(s[i:i+len(lower)], lower) {
 			return true
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"froog.tech/froog/edge/route"
+	"froog.tech/froog/names"
 )
 
 // Listening: the TLS handshake and the split by ALPN between the two
@@ -207,7 +207,7 @@ func (s *Server) newH2Server(h http.Handler) *http.Server {
 // isView reports whether a host name is one of froog's view hosts (a
 // sandbox's desktop or browser view, an account's wall).
 func (s *Server) isView(host string) bool {
-	return s.o.Views != nil && route.IsView(route.Label(host, s.domain))
+	return s.o.Views != nil && names.IsView(names.Label(host, s.domain))
 }
 
 // connListener is a net.Listener fed with connections by put.
@@ -262,7 +262,7 @@ func (s *Server) ServeRedirect(ctx context.Context, ln net.Listener) error {
 			if h, _, err := net.SplitHostPort(host); err == nil {
 				host = h
 			}
-			if s.o.Routes.Lookup(host) == nil && route.Label(host, s.domain) == "" {
+			if s.o.Routes.Lookup(host) == nil && names.Label(host, s.domain) == "" {
 				writeProblem(w, r, errNotFound, "")
 				return
 			}

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"froog.tech/froog/edge/route"
+	"froog.tech/froog/names"
 )
 
 // serveView serves a request on a connection made for a view host (its
@@ -14,7 +14,7 @@ import (
 // view's (421 otherwise). A view host asked on a URL's connection is not
 // a route (404).
 func (s *Server) serveView(w http.ResponseWriter, r *http.Request) {
-	name, _, _ := route.SplitHostPort(r.Host)
+	name, _, _ := names.SplitHostPort(r.Host)
 	if r.TLS == nil || !strings.EqualFold(name, r.TLS.ServerName) {
 		w.Header().Set("Cache-Control", "no-store")
 		http.Error(w, "misdirected request", http.StatusMisdirectedRequest)

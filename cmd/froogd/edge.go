@@ -14,6 +14,7 @@ import (
 	"froog.tech/froog/edge/route"
 	"froog.tech/froog/internal/health"
 	"froog.tech/froog/internal/keyfile"
+	"froog.tech/froog/names"
 )
 
 // edgeConfig is froogd edge's configuration.
@@ -57,7 +58,7 @@ func (c *edgeConfig) validate() error {
 
 // checkDomain reports a --domain that cannot be the public-URL domain.
 func checkDomain(d string) error {
-	if !route.ValidDomain(d) {
+	if !names.ValidDomain(d) {
 		return fmt.Errorf("--domain %q: want a domain such as froogusercontent.com", d)
 	}
 	return nil

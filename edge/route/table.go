@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"froog.tech/froog/names"
 	"froog.tech/froog/store"
 )
 
@@ -261,7 +262,7 @@ func (t *Table) Current() bool { return t.current.Load() }
 // Lookup finds the route of a Host header; it takes no lock and, for a
 // lowercase host, allocates nothing.
 func (t *Table) Lookup(host string) *Route {
-	label := Label(host, t.o.Domain)
+	label := names.Label(host, t.o.Domain)
 	if label == "" {
 		return nil
 	}
@@ -336,8 +337,8 @@ func (t *Table) Owner(name string) (string, error) {
 
 // owner is Owner from the table as it is.
 func (t *Table) owner(name string) (string, error) {
-	if v, ok := ParseView(Label(name, t.o.Domain)); ok {
-		if v.Kind == ViewWall {
+	if v, ok := names.ParseView(names.Label(name, t.o.Domain)); ok {
+		if v.Kind == names.ViewWall {
 			// An account the table knows: it has a sandbox. (Walls are
 			// rare next to requests; the scan is for certificates only.)
 			tb := t.cur.Load()
