@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/names"
 	"froog.tech/froog/store"
 )
 
@@ -18,7 +19,7 @@ import (
 // nothing after the next start (issue #24, item 2).
 func TestExchangeRefusesAnotherRunsLink(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{KindDesktop, KindBrowser} {
+	for _, kind := range []string{names.ViewDesktop, names.ViewBrowser} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, View{Kind: kind, SandboxID: sbxA}, 0)
@@ -47,7 +48,7 @@ func TestExchangeRefusesAnotherRunsLink(t *testing.T) {
 // whole life, whatever a later exchange asks (issue #24, item 4).
 func TestViewOnlyExchangeSticks(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{KindDesktop, KindBrowser} {
+	for _, kind := range []string{names.ViewDesktop, names.ViewBrowser} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, View{Kind: kind, SandboxID: sbxA}, 0)
@@ -126,12 +127,12 @@ func TestWallUseEndsWithItsLink(t *testing.T) {
 	h.linker.req = func(r LinkRequest) { mu.Lock(); got = append(got, r); mu.Unlock() }
 	tok := "dt_" + strings.Repeat("w", 20) + fmt.Sprint(time.Now().UnixNano())
 	h.links.setKey(store.APIKey{ID: "key_wall"})
-	h.links.add(tok, Link{AccountID: acctA, Kind: KindWall, KeyID: "key_wall", ExpiresAt: time.Unix(0, now.Load()).Add(10 * time.Minute)})
+	h.links.add(tok, Link{AccountID: acctA, Kind: names.ViewWall, KeyID: "key_wall", ExpiresAt: time.Unix(0, now.Load()).Add(10 * time.Minute)})
 	_, c := h.session(acctA, tok)
 	if c == nil {
 		t.Fatal("no wall session")
 	}
-	host := h.host(KindWall, acctA)
+	host := h.host(names.ViewWall, acctA)
 	live := func(mode string) int {
 		res := h.do("POST", host, PathWallLive, strings.NewReader(`{"sandbox_id":"`+sbxA+`","mode":"`+mode+`"}`), c,
 			map[string]string{"Origin": "https://" + host, "Content-Type": "application/json"})
@@ -178,7 +179,7 @@ func TestLinksEndWithTheirKey(t *testing.T) {
 		"expired": func(k *store.APIKey, at time.Time) { exp := at.Add(-time.Second); k.ExpiresAt = &exp },
 		"gone":    nil,
 	}
-	for _, kind := range []string{KindDesktop, KindBrowser} {
+	for _, kind := range []string{names.ViewDesktop, names.ViewBrowser} {
 		for name, end := range ends {
 			t.Run(kind+"/"+name, func(t *testing.T) {
 				t.Parallel()

@@ -17,17 +17,10 @@ import (
 	"froog.tech/froog/store"
 )
 
-// View kinds: a sandbox's desktop, and its browser view (Chrome alone on
-// a display of its own). They match edge/route's view kinds.
-const (
-	KindDesktop = "desktop"
-	KindBrowser = "browser"
-)
-
 // View is what a view host shows: the caller parses the host (see
-// edge/names.ParseView) and hands it in with every request.
+// names.ParseView) and hands it in with every request.
 type View struct {
-	Kind      string // KindDesktop, KindBrowser or KindWall (SandboxID is then the account id)
+	Kind      string // names.ViewDesktop, names.ViewBrowser or names.ViewWall (SandboxID is then the account id)
 	SandboxID string
 }
 
@@ -53,8 +46,8 @@ type Links interface {
 
 var _ Links = store.Store(nil)
 
-// Starter starts a sandbox's desktop (kind KindDesktop) or browser view
-// (KindBrowser) if it is not running, waits until its VNC server listens,
+// Starter starts a sandbox's desktop (kind names.ViewDesktop) or browser view
+// (names.ViewBrowser) if it is not running, waits until its VNC server listens,
 // and returns the VNC port inside the sandbox. profile is the browser
 // view's Chromium profile folder ("" for the default; always "" for the
 // desktop): a browser view running another profile is replaced. It is
@@ -219,7 +212,7 @@ func New(o Options) (*Server, error) {
 // Options.Views).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v, ok := names.ParseView(names.Label(r.Host, s.o.Domain))
-	if !ok || (v.Kind != KindDesktop && v.Kind != KindBrowser && (v.Kind != KindWall || s.o.Accounts == nil)) {
+	if !ok || (v.Kind != names.ViewDesktop && v.Kind != names.ViewBrowser && (v.Kind != names.ViewWall || s.o.Accounts == nil)) {
 		s.errorPage(w, r, "not_found")
 		return
 	}
@@ -235,16 +228,16 @@ func (s *Server) Handler(v View) http.Handler {
 func (s *Server) ServeView(w http.ResponseWriter, r *http.Request, v View) {
 	p := r.URL.Path
 	switch {
-	case p == PathPage && v.Kind == KindWall:
+	case p == PathPage && v.Kind == names.ViewWall:
 		s.wallPage(w, r)
 	case p == PathPage:
 		s.page(w, r, v)
 	case p == PathSession:
 		s.session(w, r, v)
-	case v.Kind == KindWall && s.serveWall(w, r, v):
-	case p == PathWebsocket && v.Kind != KindWall:
+	case v.Kind == names.ViewWall && s.serveWall(w, r, v):
+	case p == PathWebsocket && v.Kind != names.ViewWall:
 		s.websocket(w, r, v, &upgrader, (*bridge).serve)
-	case p == PathStream && v.Kind != KindWall:
+	case p == PathStream && v.Kind != names.ViewWall:
 		s.websocket(w, r, v, &streamUpgrader, (*bridge).serveSelkies)
 	case len(p) > len(PathAssets) && p[:len(PathAssets)] == PathAssets:
 		s.asset(w, r)

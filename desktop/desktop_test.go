@@ -15,9 +15,10 @@ import (
 
 	"froog.tech/froog/internal/desktopctl"
 	"froog.tech/froog/internal/wait"
+	"froog.tech/froog/names"
 )
 
-var viewA = View{Kind: KindDesktop, SandboxID: sbxA}
+var viewA = View{Kind: names.ViewDesktop, SandboxID: sbxA}
 
 func TestNewReportsEveryProblem(t *testing.T) {
 	_, err := New(Options{Key: []byte("short")})
@@ -48,16 +49,16 @@ func TestExchange(t *testing.T) {
 		viewOnly     bool
 		locked       bool
 	}{
-		{name: "ok", token: add(Link{SandboxID: sbxA, Kind: KindDesktop, ExpiresAt: soon}), status: 200},
+		{name: "ok", token: add(Link{SandboxID: sbxA, Kind: names.ViewDesktop, ExpiresAt: soon}), status: 200},
 		// The first exchange decides: a link exchanged view-only is view-only for good.
-		{name: "page asks view-only", token: add(Link{SandboxID: sbxA, Kind: KindDesktop, ExpiresAt: soon}), pageViewOnly: true, status: 200, viewOnly: true, locked: true},
-		{name: "view-only link and viewonly=0 stays view-only", token: add(Link{SandboxID: sbxA, Kind: KindDesktop, ViewOnly: true, ExpiresAt: soon}), status: 200, viewOnly: true, locked: true},
-		{name: "expired", token: add(Link{SandboxID: sbxA, Kind: KindDesktop, ExpiresAt: h.clock()}), status: 410, code: CodeLinkExpired},
-		{name: "browser link on the desktop host", token: add(Link{SandboxID: sbxA, Kind: KindBrowser, ExpiresAt: soon}), status: 403, code: CodeWrongView},
-		{name: "another sandbox's link", token: add(Link{SandboxID: sbxB, Kind: KindDesktop, ExpiresAt: soon}), status: 403, code: CodeWrongView},
+		{name: "page asks view-only", token: add(Link{SandboxID: sbxA, Kind: names.ViewDesktop, ExpiresAt: soon}), pageViewOnly: true, status: 200, viewOnly: true, locked: true},
+		{name: "view-only link and viewonly=0 stays view-only", token: add(Link{SandboxID: sbxA, Kind: names.ViewDesktop, ViewOnly: true, ExpiresAt: soon}), status: 200, viewOnly: true, locked: true},
+		{name: "expired", token: add(Link{SandboxID: sbxA, Kind: names.ViewDesktop, ExpiresAt: h.clock()}), status: 410, code: CodeLinkExpired},
+		{name: "browser link on the desktop host", token: add(Link{SandboxID: sbxA, Kind: names.ViewBrowser, ExpiresAt: soon}), status: 403, code: CodeWrongView},
+		{name: "another sandbox's link", token: add(Link{SandboxID: sbxB, Kind: names.ViewDesktop, ExpiresAt: soon}), status: 403, code: CodeWrongView},
 		{name: "unknown token", token: "dt_" + strings.Repeat("z", 30), status: 403, code: CodeLinkInvalid},
 		{name: "not a token", token: "ut_" + strings.Repeat("z", 30), status: 403, code: CodeLinkInvalid},
-		{name: "sandbox stopped", token: add(Link{SandboxID: sbxA, Kind: KindDesktop, ExpiresAt: soon}),
+		{name: "sandbox stopped", token: add(Link{SandboxID: sbxA, Kind: names.ViewDesktop, ExpiresAt: soon}),
 			before: func() { h.sandboxes.set(sbxA, time.Time{}, false) }, status: 503, code: CodeSandboxStopped},
 	}
 	for _, c := range cases {
@@ -153,9 +154,9 @@ func TestSessionCookie(t *testing.T) {
 		b[5] ^= 1
 		return string(b)
 	}
-	forged := seal([]byte(strings.Repeat("x", 32)), session{SandboxID: sbxA, Kind: KindDesktop, Run: started.UnixMicro(), Expires: h.clock().Add(time.Hour).Unix()})
-	otherView := seal(testKey, session{SandboxID: sbxB, Kind: KindDesktop, Run: started.UnixMicro(), Expires: h.clock().Add(time.Hour).Unix()})
-	browser := seal(testKey, session{SandboxID: sbxA, Kind: KindBrowser, Run: started.UnixMicro(), Expires: h.clock().Add(time.Hour).Unix()})
+	forged := seal([]byte(strings.Repeat("x", 32)), session{SandboxID: sbxA, Kind: names.ViewDesktop, Run: started.UnixMicro(), Expires: h.clock().Add(time.Hour).Unix()})
+	otherView := seal(testKey, session{SandboxID: sbxB, Kind: names.ViewDesktop, Run: started.UnixMicro(), Expires: h.clock().Add(time.Hour).Unix()})
+	browser := seal(testKey, session{SandboxID: sbxA, Kind: names.ViewBrowser, Run: started.UnixMicro(), Expires: h.clock().Add(time.Hour).Unix()})
 	cases := []struct {
 		name   string
 		value  string
@@ -204,7 +205,7 @@ func TestSessionCookie(t *testing.T) {
 }
 
 func FuzzSessionCookie(f *testing.F) {
-	f.Add(seal(testKey, session{SandboxID: sbxA, Kind: KindDesktop, Run: 1, Expires: 2}))
+	f.Add(seal(testKey, session{SandboxID: sbxA, Kind: names.ViewDesktop, Run: 1, Expires: 2}))
 	f.Add("v1.e30.AAAA")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, v string) {
@@ -277,10 +278,10 @@ func TestBridgeFakeRFB(t *testing.T) {
 // starts the browser view with it; a link without one asks the default.
 func TestBridgeBrowserProfile(t *testing.T) {
 	fake := newFakeRFB(t, [3]byte{1, 2, 3})
-	h := newHarness(t, View{Kind: KindBrowser, SandboxID: sbxA}, fake.port())
+	h := newHarness(t, View{Kind: names.ViewBrowser, SandboxID: sbxA}, fake.port())
 	for i, profile := range []string{"/home/u/work", ""} {
 		tok := "dt_" + strings.Repeat("p", 20) + fmt.Sprint(i)
-		h.links.add(tok, Link{SandboxID: sbxA, Kind: KindBrowser, Profile: profile, Run: started, ExpiresAt: h.clock().Add(time.Minute)})
+		h.links.add(tok, Link{SandboxID: sbxA, Kind: names.ViewBrowser, Profile: profile, Run: started, ExpiresAt: h.clock().Add(time.Minute)})
 		_, cookie := h.exchange(tok, false)
 		ws, _, err := h.dialWS(cookie, "")
 		if err != nil {
@@ -292,7 +293,7 @@ func TestBridgeBrowserProfile(t *testing.T) {
 	// The longest profile, of characters JSON escapes, still fits the
 	// cookie.
 	long := "/home/" + strings.Repeat("<", desktopctl.MaxProfile-6)
-	h.links.add("dt_"+strings.Repeat("q", 20), Link{SandboxID: sbxA, Kind: KindBrowser, Profile: long, Run: started, ExpiresAt: h.clock().Add(time.Minute)})
+	h.links.add("dt_"+strings.Repeat("q", 20), Link{SandboxID: sbxA, Kind: names.ViewBrowser, Profile: long, Run: started, ExpiresAt: h.clock().Add(time.Minute)})
 	_, cookie := h.exchange("dt_"+strings.Repeat("q", 20), false)
 	if cookie == nil || len(cookie.Value) > 4000 {
 		t.Fatalf("the longest profile's session cookie: %v", cookie)

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"froog.tech/froog/names"
 	"froog.tech/froog/store"
 )
 
@@ -176,7 +177,7 @@ func (s *Server) exchange(r *http.Request, v View, req exchangeRequest) (session
 	if err := s.vouched(r.Context(), l.KeyID, l.CreatedAt, now); err != nil {
 		return session{}, refuse(CodeLinkInvalid, err)
 	}
-	if v.Kind == KindWall { // an account's: no sandbox run to belong to
+	if v.Kind == names.ViewWall { // an account's: no sandbox run to belong to
 		return session{SandboxID: v.SandboxID, Kind: v.Kind, ViewOnly: true, Locked: true, Key: l.KeyID, Minted: l.CreatedAt.UnixMicro(),
 			Expires: now.Add(s.o.SessionTTL).Unix(), Input: l.ExpiresAt.Unix()}, nil
 	}
@@ -305,7 +306,7 @@ func (s *Server) asset(w http.ResponseWriter, r *http.Request) {
 
 // linkTarget is what a link opens: its sandbox, or for a wall its account.
 func linkTarget(l Link) string {
-	if l.Kind == KindWall {
+	if l.Kind == names.ViewWall {
 		return l.AccountID
 	}
 	return l.SandboxID

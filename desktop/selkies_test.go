@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"froog.tech/froog/internal/wait"
+	"froog.tech/froog/names"
 )
 
 var fakeGreen = color.RGBA{0, 200, 0, 255}
@@ -133,7 +134,7 @@ func TestStreamSelkies(t *testing.T) {
 	if ext := res.Header.Get("Sec-WebSocket-Extensions"); ext != "" {
 		t.Errorf("the edge accepted the page's %q", ext)
 	}
-	if other := SelkiesMaster(testKey, sbxB, KindDesktop); other == master || SelkiesMaster(testKey, sbxA, KindBrowser) == master {
+	if other := SelkiesMaster(testKey, sbxB, names.ViewDesktop); other == master || SelkiesMaster(testKey, sbxA, names.ViewBrowser) == master {
 		t.Errorf("master tokens are not per sandbox and kind")
 	}
 	ws.Close()
@@ -357,7 +358,7 @@ func TestStreamIdle(t *testing.T) {
 // before a fork's first open) gives no_stream too, and nothing reaches
 // its websocket.
 func TestStreamWrongMaster(t *testing.T) {
-	fake := newFakeSelkies(t, SelkiesMaster(testKey, sbxB, KindDesktop), fakeGreen)
+	fake := newFakeSelkies(t, SelkiesMaster(testKey, sbxB, names.ViewDesktop), fakeGreen)
 	h, _ := newStreamHarness(t, viewA, 1, fake.port())
 	_, cookie := h.exchange(h.link(false), false)
 	ws, _, err := h.dialStream(cookie, "")
@@ -375,11 +376,11 @@ func TestStreamWrongMaster(t *testing.T) {
 
 // The stream starts a browser view with its link's profile, as VNC does.
 func TestStreamBrowserProfile(t *testing.T) {
-	v := View{Kind: KindBrowser, SandboxID: sbxA}
+	v := View{Kind: names.ViewBrowser, SandboxID: sbxA}
 	fake := newFakeSelkies(t, SelkiesMaster(testKey, v.SandboxID, v.Kind), fakeGreen)
 	h, ss := newStreamHarness(t, v, 1, fake.port())
 	tok := "dt_" + strings.Repeat("s", 21)
-	h.links.add(tok, Link{SandboxID: sbxA, Kind: KindBrowser, Profile: "/home/u/work", Run: started, ExpiresAt: h.clock().Add(time.Minute)})
+	h.links.add(tok, Link{SandboxID: sbxA, Kind: names.ViewBrowser, Profile: "/home/u/work", Run: started, ExpiresAt: h.clock().Add(time.Minute)})
 	_, cookie := h.exchange(tok, false)
 	ws, _, err := h.dialStream(cookie, "")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"froog.tech/froog/names"
 	"froog.tech/froog/store"
 )
 
@@ -144,7 +145,7 @@ func (s session) check(v View, now time.Time, run time.Time, running bool) error
 		return refuse(CodeNoSession, errors.New("session cookie for another view"))
 	case now.Unix() >= s.Expires:
 		return refuse(CodeNoSession, fmt.Errorf("session expired at %s", time.Unix(s.Expires, 0).UTC().Format(time.RFC3339)))
-	case s.Kind == KindWall:
+	case s.Kind == names.ViewWall:
 		return nil // an account's wall: no sandbox run to end it
 	case !running || run.UnixMicro() != s.Run:
 		return refuse(CodeSandboxStopped, fmt.Errorf("sandbox %s stopped since the session began", s.SandboxID))

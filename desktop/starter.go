@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/names"
 )
 
 // Sessions opens SSH sessions in sandboxes (package tunnel).
@@ -152,9 +154,9 @@ func (s *SSHStarter) run(ctx context.Context, sandboxID, kind, profile, masterTo
 // checked it, but the sandbox's shell must not be the second check).
 func startCommand(kind, profile string) (string, error) {
 	switch {
-	case kind != KindDesktop && kind != KindBrowser:
+	case kind != names.ViewDesktop && kind != names.ViewBrowser:
 		return "", fmt.Errorf("no desktop of kind %q", kind)
-	case profile != "" && kind != KindBrowser:
+	case profile != "" && kind != names.ViewBrowser:
 		return "", fmt.Errorf("a profile is for the browser view, not the %s", kind)
 	case strings.ContainsAny(profile, "\x00\n\r"):
 		return "", errors.New("a profile with a control character")

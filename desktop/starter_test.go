@@ -1,6 +1,9 @@
 package desktop
 
-import "testing"
+import (
+	"froog.tech/froog/names"
+	"testing"
+)
 
 func TestParseStarted(t *testing.T) {
 	tests := []struct {
@@ -9,18 +12,18 @@ func TestParseStarted(t *testing.T) {
 		port    int
 		selkies int
 	}{
-		{`{"kind":"desktop","display":":10","vnc_port":5910}`, KindDesktop, 5910, 0},
-		{"{\"kind\":\"browser\",\"vnc_port\":5911}\n", KindBrowser, 5911, 0},
-		{`{"kind":"desktop","vnc_port":5910,"transport":"vnc"}`, KindDesktop, 5910, 0},
-		{`{"kind":"desktop","vnc_port":5910,"transport":"selkies","selkies_port":6110}`, KindDesktop, 5910, 6110},
-		{`{"kind":"desktop","vnc_port":5910,"transport":"vnc","selkies_port":6110}`, KindDesktop, 5910, 0},
-		{`{"kind":"desktop","vnc_port":5910,"transport":"selkies"}`, KindDesktop, 0, 0},
-		{`{"kind":"desktop","vnc_port":5910,"transport":"selkies","selkies_port":70000}`, KindDesktop, 0, 0},
-		{`{"kind":"browser","vnc_port":5911}`, KindDesktop, 0, 0},
-		{`{"kind":"desktop","vnc_port":0}`, KindDesktop, 0, 0},
-		{`{"kind":"desktop","vnc_port":70000}`, KindDesktop, 0, 0},
-		{`not running`, KindDesktop, 0, 0},
-		{``, KindDesktop, 0, 0},
+		{`{"kind":"desktop","display":":10","vnc_port":5910}`, names.ViewDesktop, 5910, 0},
+		{"{\"kind\":\"browser\",\"vnc_port\":5911}\n", names.ViewBrowser, 5911, 0},
+		{`{"kind":"desktop","vnc_port":5910,"transport":"vnc"}`, names.ViewDesktop, 5910, 0},
+		{`{"kind":"desktop","vnc_port":5910,"transport":"selkies","selkies_port":6110}`, names.ViewDesktop, 5910, 6110},
+		{`{"kind":"desktop","vnc_port":5910,"transport":"vnc","selkies_port":6110}`, names.ViewDesktop, 5910, 0},
+		{`{"kind":"desktop","vnc_port":5910,"transport":"selkies"}`, names.ViewDesktop, 0, 0},
+		{`{"kind":"desktop","vnc_port":5910,"transport":"selkies","selkies_port":70000}`, names.ViewDesktop, 0, 0},
+		{`{"kind":"browser","vnc_port":5911}`, names.ViewDesktop, 0, 0},
+		{`{"kind":"desktop","vnc_port":0}`, names.ViewDesktop, 0, 0},
+		{`{"kind":"desktop","vnc_port":70000}`, names.ViewDesktop, 0, 0},
+		{`not running`, names.ViewDesktop, 0, 0},
+		{``, names.ViewDesktop, 0, 0},
 	}
 	for _, tt := range tests {
 		st, err := parseStarted([]byte(tt.out), tt.kind)
@@ -35,7 +38,7 @@ func FuzzParseStarted(f *testing.F) {
 	f.Add(`{"kind":"desktop","vnc_port":5910,"transport":"selkies","selkies_port":6110}`)
 	f.Add(`{"kind":1}`)
 	f.Fuzz(func(t *testing.T, out string) {
-		st, err := parseStarted([]byte(out), KindDesktop)
+		st, err := parseStarted([]byte(out), names.ViewDesktop)
 		if err == nil && (st.VNCPort < 1 || st.VNCPort > 65535 || st.SelkiesPort < 0 || st.SelkiesPort > 65535) {
 			t.Fatalf("%q: %+v", out, st)
 		}
@@ -46,12 +49,12 @@ func TestStartCommand(t *testing.T) {
 	tests := []struct {
 		kind, profile, want string
 	}{
-		{KindDesktop, "", "froog-desktop start --kind desktop"},
-		{KindBrowser, "", "froog-desktop start --kind browser"},
-		{KindBrowser, "/home/u/p", "froog-desktop start --kind browser --profile '/home/u/p'"},
-		{KindBrowser, "/home/u/it's $(x) `y`", `froog-desktop start --kind browser --profile '/home/u/it'\''s $(x) ` + "`y`'"},
-		{KindDesktop, "/home/u/p", ""},
-		{KindBrowser, "/home/u/p\nreboot", ""},
+		{names.ViewDesktop, "", "froog-desktop start --kind desktop"},
+		{names.ViewBrowser, "", "froog-desktop start --kind browser"},
+		{names.ViewBrowser, "/home/u/p", "froog-desktop start --kind browser --profile '/home/u/p'"},
+		{names.ViewBrowser, "/home/u/it's $(x) `y`", `froog-desktop start --kind browser --profile '/home/u/it'\''s $(x) ` + "`y`'"},
+		{names.ViewDesktop, "/home/u/p", ""},
+		{names.ViewBrowser, "/home/u/p\nreboot", ""},
 		{"wall", "", ""},
 	}
 	for _, tt := range tests {

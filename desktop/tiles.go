@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"froog.tech/froog/names"
 )
 
 // Tile states, as the wall's events say them.
@@ -180,7 +182,7 @@ func (ts *tileSet) run(ctx context.Context, t *tile) {
 func (ts *tileSet) connect(ctx context.Context, t *tile) (got bool, err error) {
 	o := &ts.s.o
 	sctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
-	port, err := o.Starter.StartDesktop(sctx, t.id, KindDesktop, "")
+	port, err := o.Starter.StartDesktop(sctx, t.id, names.ViewDesktop, "")
 	var conn net.Conn
 	if err == nil {
 		conn, err = o.Dialer.DialContext(sctx, t.id, port)

@@ -15,11 +15,6 @@ import (
 	"froog.tech/froog/names"
 )
 
-// KindWall is an account's wall: its view's SandboxID is the account's
-// id (acct_HEX), and its links are store.DesktopLinks of this kind with
-// the account's id as SandboxID.
-const KindWall = "wall"
-
 // WallSandbox is a running sandbox as the wall shows it.
 type WallSandbox struct {
 	ID    string    `json:"id"`

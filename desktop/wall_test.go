@@ -72,7 +72,7 @@ func (p *portStarter) StartDesktop(_ context.Context, id, kind, _ string) (int, 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls++
-	if kind != KindDesktop {
+	if kind != names.ViewDesktop {
 		return 0, fmt.Errorf("kind %s", kind)
 	}
 	port, ok := p.ports[id]
@@ -175,14 +175,14 @@ func (h *wallHarness) do(method, host, path string, body io.Reader, cookie *http
 // wallLink adds a wall link for account and returns its token.
 func (h *wallHarness) wallLink(account string, expires time.Time) string {
 	tok := "dt_" + strings.Repeat("w", 20) + fmt.Sprint(time.Now().UnixNano())
-	h.links.add(tok, Link{AccountID: account, Kind: KindWall, ExpiresAt: expires})
+	h.links.add(tok, Link{AccountID: account, Kind: names.ViewWall, ExpiresAt: expires})
 	return tok
 }
 
 // session exchanges a token on account's wall host.
 func (h *wallHarness) session(account, token string) (*http.Response, *http.Cookie) {
 	h.t.Helper()
-	host := h.host(KindWall, account)
+	host := h.host(names.ViewWall, account)
 	res := h.do("POST", host, PathSession, strings.NewReader(`{"token":"`+token+`"}`), nil, map[string]string{"Origin": "https://" + host})
 	res.Body.Close()
 	for _, c := range res.Cookies() {
@@ -210,7 +210,7 @@ func (h *wallHarness) events(account string, c *http.Cookie) (<-chan sseEvent, c
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", h.ts.URL+PathWallEvents, nil)
-	req.Host = h.host(KindWall, account)
+	req.Host = h.host(names.ViewWall, account)
 	req.AddCookie(c)
 	res, err := h.ts.Client().Do(req)
 	if err != nil {
@@ -277,7 +277,7 @@ func TestWallSession(t *testing.T) {
 	h := newWallHarness(t, Options{})
 	soon := time.Now().Add(10 * time.Minute)
 	desktopTok := "dt_" + strings.Repeat("d", 30)
-	h.links.add(desktopTok, Link{SandboxID: sbxA, Kind: KindDesktop, ExpiresAt: soon})
+	h.links.add(desktopTok, Link{SandboxID: sbxA, Kind: names.ViewDesktop, ExpiresAt: soon})
 	for _, c := range []struct {
 		name, token string
 		status      int
@@ -298,9 +298,9 @@ func TestWallSession(t *testing.T) {
 	// A wall session opens only its own account's wall, and a desktop
 	// session no wall.
 	good := h.cookie(acctA)
-	forged := seal([]byte(strings.Repeat("x", 32)), session{SandboxID: acctA, Kind: KindWall, Expires: time.Now().Add(time.Hour).Unix()})
-	expired := seal(testKey, session{SandboxID: acctA, Kind: KindWall, Expires: time.Now().Add(-time.Second).Unix()})
-	desktop := seal(testKey, session{SandboxID: acctA, Kind: KindDesktop, Expires: time.Now().Add(time.Hour).Unix()})
+	forged := seal([]byte(strings.Repeat("x", 32)), session{SandboxID: acctA, Kind: names.ViewWall, Expires: time.Now().Add(time.Hour).Unix()})
+	expired := seal(testKey, session{SandboxID: acctA, Kind: names.ViewWall, Expires: time.Now().Add(-time.Second).Unix()})
+	desktop := seal(testKey, session{SandboxID: acctA, Kind: names.ViewDesktop, Expires: time.Now().Add(time.Hour).Unix()})
 	for _, c := range []struct {
 		name, account, value string
 		ok                   bool
@@ -315,7 +315,7 @@ func TestWallSession(t *testing.T) {
 			for _, path := range []string{PathSession, PathWallEvents, PathWallTile + sbxA + ".jpg"} {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				req, _ := http.NewRequestWithContext(ctx, "GET", h.ts.URL+path, nil)
-				req.Host = h.host(KindWall, c.account)
+				req.Host = h.host(names.ViewWall, c.account)
 				req.AddCookie(&http.Cookie{Name: CookieName, Value: c.value})
 				res, err := h.ts.Client().Do(req)
 				if err != nil {
@@ -359,7 +359,7 @@ func TestWallEventsAndTiles(t *testing.T) {
 	// The picture, through a tile request.
 	var pic image.Image
 	wait.For(t, 5*time.Second, "a tile picture", func() bool {
-		res := h.do("GET", h.host(KindWall, acctA), PathWallTile+sbxA+".jpg", nil, c, nil)
+		res := h.do("GET", h.host(names.ViewWall, acctA), PathWallTile+sbxA+".jpg", nil, c, nil)
 		defer res.Body.Close()
 		if res.StatusCode != 200 {
 			return false
@@ -380,7 +380,7 @@ func TestWallEventsAndTiles(t *testing.T) {
 
 	// Another account's wall never gets it.
 	cb := h.cookie(acctB)
-	if res := h.do("GET", h.host(KindWall, acctB), PathWallTile+sbxA+".jpg", nil, cb, nil); res.StatusCode != 404 {
+	if res := h.do("GET", h.host(names.ViewWall, acctB), PathWallTile+sbxA+".jpg", nil, cb, nil); res.StatusCode != 404 {
 		t.Errorf("another account's tile: %d, want 404", res.StatusCode)
 	}
 
@@ -388,7 +388,7 @@ func TestWallEventsAndTiles(t *testing.T) {
 	blue := [3]byte{0, 0, 220}
 	fake.setColour(blue)
 	wait.For(t, 3*time.Second, "the tile to turn blue", func() bool {
-		res := h.do("GET", h.host(KindWall, acctA), PathWallTile+sbxA+".jpg", nil, c, nil)
+		res := h.do("GET", h.host(names.ViewWall, acctA), PathWallTile+sbxA+".jpg", nil, c, nil)
 		defer res.Body.Close()
 		img, err := jpeg.Decode(res.Body)
 		return err == nil && near(rgbAt(img, 32, 24), blue)
@@ -461,10 +461,10 @@ func TestWallLive(t *testing.T) {
 	var got []string
 	h.linker.mint = func(a, s string, v bool) (string, error) {
 		got = append(got, fmt.Sprint(a, " ", s, " ", v))
-		return "https://" + names.ViewLabel(KindDesktop, s) + ".froog.test/#dt_abc", nil
+		return "https://" + names.ViewLabel(names.ViewDesktop, s) + ".froog.test/#dt_abc", nil
 	}
 	c := h.cookie(acctA)
-	host := h.host(KindWall, acctA)
+	host := h.host(names.ViewWall, acctA)
 	live := func(body string, origin string) (int, string) {
 		res := h.do("POST", host, PathWallLive, strings.NewReader(body), c, map[string]string{"Origin": origin, "Content-Type": "application/json"})
 		defer res.Body.Close()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"froog.tech/froog/internal/browser"
+	"froog.tech/froog/names"
 	"image/jpeg"
 	"image/png"
 	"os"
@@ -31,7 +32,7 @@ func TestTileXvnc(t *testing.T) {
 	_, stop := h.events(acctA, c)
 	defer stop()
 	colour := func() [3]byte {
-		res := h.do("GET", h.host(KindWall, acctA), PathWallTile+sbxA+".jpg", nil, c, nil)
+		res := h.do("GET", h.host(names.ViewWall, acctA), PathWallTile+sbxA+".jpg", nil, c, nil)
 		defer res.Body.Close()
 		img, err := jpeg.Decode(res.Body)
 		if err != nil {
@@ -66,7 +67,7 @@ func TestWallChromium(t *testing.T) {
 	}
 	colours := map[string][3]byte{"#ff0000": {255, 0, 0}, "#00c000": {0, 192, 0}, "#0000ff": {0, 0, 255}}
 	ids := []string{"sbx_00000000000000a1", "sbx_00000000000000a2", "sbx_00000000000000a3", "sbx_00000000000000a4"}
-	names := []string{"red", "green", "blue", "red-again"}
+	labels := []string{"red", "green", "blue", "red-again"}
 	want := map[string][3]byte{}
 	h := newWallHarness(t, Options{TileEvery: time.Second, TileGrace: time.Second})
 	var displays []string
@@ -84,14 +85,14 @@ func TestWallChromium(t *testing.T) {
 	sbs := func(n ...int) {
 		var list []WallSandbox
 		for _, i := range n {
-			list = append(list, WallSandbox{ID: ids[i], Name: names[i], Since: started})
+			list = append(list, WallSandbox{ID: ids[i], Name: labels[i], Since: started})
 		}
 		h.accounts.set(acctA, list...)
 	}
 	h.linker.mint = func(account, sandbox string, viewOnly bool) (string, error) {
 		tok := "dt_" + strings.Repeat("l", 20) + fmt.Sprint(time.Now().UnixNano())
-		h.links.add(tok, Link{SandboxID: sandbox, Kind: KindDesktop, ViewOnly: viewOnly, Run: started, ExpiresAt: time.Now().Add(10 * time.Minute)})
-		return "https://" + h.host(KindDesktop, sandbox) + "/#" + tok, nil
+		h.links.add(tok, Link{SandboxID: sandbox, Kind: names.ViewDesktop, ViewOnly: viewOnly, Run: started, ExpiresAt: time.Now().Add(10 * time.Minute)})
+		return "https://" + h.host(names.ViewDesktop, sandbox) + "/#" + tok, nil
 	}
 
 	art := artefacts(t)
@@ -159,7 +160,7 @@ func TestWallChromium(t *testing.T) {
 	}
 
 	sbs()
-	wall := "https://" + h.host(KindWall, acctA) + "/#" + h.wallLink(acctA, time.Now().Add(10*time.Minute))
+	wall := "https://" + h.host(names.ViewWall, acctA) + "/#" + h.wallLink(acctA, time.Now().Add(10*time.Minute))
 	if err := chromedp.Do(ctx, chromedp.Navigate(wall), chromedp.WaitVisible("#empty")); err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +272,7 @@ func TestWallFiftyChromium(t *testing.T) {
 	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	began := time.Now()
-	wall := "https://" + h.host(KindWall, acctA) + "/#" + h.wallLink(acctA, time.Now().Add(10*time.Minute))
+	wall := "https://" + h.host(names.ViewWall, acctA) + "/#" + h.wallLink(acctA, time.Now().Add(10*time.Minute))
 	if err := chromedp.Do(ctx, chromedp.Navigate(wall)); err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func (l StoreLinker) DesktopLink(ctx context.Context, r LinkRequest) (string, er
 	if label == "" {
 		return "", &Error{Code: CodeWrongView}
 	}
-	token, link := store.NewDesktopLink(store.DesktopLink{SandboxID: sandboxID, Kind: KindDesktop, ViewOnly: viewOnly, Run: r.Run, KeyID: r.KeyID}, now())
+	token, link := store.NewDesktopLink(store.DesktopLink{SandboxID: sandboxID, Kind: names.ViewDesktop, ViewOnly: viewOnly, Run: r.Run, KeyID: r.KeyID}, now())
 	ev := &store.AuditEvent{AccountID: accountID, At: now(), Action: "desktop.link", Actor: "wall",
 		Detail: map[string]string{"sandbox_id": sandboxID, "view_only": strconv.FormatBool(viewOnly)}}
 	if _, err := l.Store.CreateDesktopLink(ctx, link, ev); err != nil {
@@ -90,7 +90,7 @@ func (n Names) Owner(name string) (string, error) {
 		return id, err
 	}
 	v, ok := names.ParseView(names.Label(name, n.Domain))
-	if !ok || v.Kind != KindWall {
+	if !ok || v.Kind != names.ViewWall {
 		return "", err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"froog.tech/froog/internal/browser"
+	"froog.tech/froog/names"
 	"image/png"
 	"net"
 	"os"
@@ -200,9 +201,9 @@ func TestViewerChromium(t *testing.T) {
 
 	// Error pages, reached the way a person reaches them.
 	expired := "dt_" + strings.Repeat("e", 30)
-	h.links.add(expired, Link{SandboxID: sbxA, Kind: KindDesktop, Run: started, ExpiresAt: h.clock().Add(-time.Second)})
+	h.links.add(expired, Link{SandboxID: sbxA, Kind: names.ViewDesktop, Run: started, ExpiresAt: h.clock().Add(-time.Second)})
 	other := "dt_" + strings.Repeat("o", 30)
-	h.links.add(other, Link{SandboxID: sbxB, Kind: KindDesktop, Run: started, ExpiresAt: h.clock().Add(time.Minute)})
+	h.links.add(other, Link{SandboxID: sbxB, Kind: names.ViewDesktop, Run: started, ExpiresAt: h.clock().Add(time.Minute)})
 	for _, c := range []struct{ name, token, code string }{
 		{"error-link-expired", expired, CodeLinkExpired},
 		{"error-wrong-view", other, CodeWrongView},
