@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"froog.tech/froog/edge/route"
+	"froog.tech/froog/wake"
 )
 
 // Dialer opens connections to a port inside a sandbox (package tunnel).
@@ -33,6 +34,9 @@ type Routes interface {
 	Sandbox(id string) *route.Sandbox
 	// Domain is the public-URL domain, lowercase.
 	Domain() string
+	// Changed returns a channel closed when the table next changes
+	// (the hold waits on it for a sandbox to run).
+	Changed() <-chan struct{}
 }
 
 var _ Routes = (*route.Table)(nil)
@@ -153,7 +157,7 @@ func New(o Options) (*Server, error) {
 		o.MaxConnsPerIP = 512
 	}
 	if o.HoldTimeout == 0 {
-		o.HoldTimeout = 20 * time.Second
+		o.HoldTimeout = wake.URLTimeout
 	}
 	if o.ReadHeaderTimeout == 0 {
 		o.ReadHeaderTimeout = 10 * time.Second
@@ -165,6 +169,10 @@ func New(o Options) (*Server, error) {
 		o.DrainTimeout = 30 * time.Second
 	}
 	s := &Server{o: o, domain: o.Routes.Domain(), m: newMetrics(o.Registerer), hijacked: map[io.Closer]struct{}{}, done: make(chan struct{})}
+	var err error
+	if s.starts, err = newStarts(&o); err != nil {
+		return nil, err
+	}
 	s.proxy = s.newReverseProxy()
 	s.upstreams.s = s
 	switch {

@@ -4,19 +4,21 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"froog.tech/froog/edge/route"
 	"froog.tech/froog/store"
+	"froog.tech/froog/wake"
 )
 
 // Auto-start: a request for a stopped sandbox whose auto_start is on asks
 // for a start through the store (as the API's start does, with its
 // limits, and one audit event however many requests and edges ask), and
-// is held until the sandbox runs and its port answers, up to HoldTimeout.
-// Concurrent requests for one sandbox on this edge share one ask; edges
-// sharing a store share the one start the store lets through.
+// is held until the sandbox runs and its port answers, up to HoldTimeout:
+// package wake, reading the route table (which the change feed pushes
+// to) and dialing through the tunnel. Concurrent requests for one sandbox
+// on this edge share one ask; edges sharing a store share the one start
+// the store lets through.
 
 // Sandboxes is what the edge writes to the store: the intent to start.
 type Sandboxes interface {
@@ -31,10 +33,6 @@ const maxHeldBody = 1 << 20
 // hold before it answers.
 const maxDrainedBody = 16 << 20
 
-// holdPoll is how often a held request looks again at the sandbox's
-// state and port.
-const holdPoll = 50 * time.Millisecond
-
 var (
 	errStarting = problem{status: 503, code: "sandbox_starting", title: "Starting…",
 		message: "This sandbox was asleep and is starting. The page reloads by itself in a few seconds.", reload: true, retryAfter: 5}
@@ -43,15 +41,31 @@ var (
 		message: "This address cannot be served right now."}
 )
 
-// starts coalesces the asks of one edge for one sandbox.
-type starts struct {
-	mu sync.Mutex
-	m  map[string]*startCall
+// starts is the edge's waker (package wake): it coalesces the asks of
+// this edge for one sandbox.
+type starts struct{ w *wake.Waker }
+
+// tableFeed is the route table as wake reads it.
+type tableFeed struct{ r Routes }
+
+func (f tableFeed) Sandbox(id string) (wake.Sandbox, bool) {
+	sb := f.r.Sandbox(id)
+	if sb == nil {
+		return wake.Sandbox{}, false
+	}
+	return wakeSandbox(sb), true
 }
 
-type startCall struct {
-	done chan struct{}
-	err  error
+func (f tableFeed) Changed() <-chan struct{} { return f.r.Changed() }
+
+func wakeSandbox(sb *route.Sandbox) wake.Sandbox {
+	return wake.Sandbox{State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart}
+}
+
+// newStarts builds the edge's waker.
+func newStarts(o *Options) (starts, error) {
+	w, err := wake.New(wake.Options{Store: o.Sandboxes, Feed: tableFeed{o.Routes}, Dialer: o.Dialer, Now: o.Now})
+	return starts{w: w}, err
 }
 
 // needsHold reports whether a request for rt must wait for its sandbox:
@@ -63,6 +77,13 @@ func (s *Server) needsHold(rt *route.Route) (*route.Sandbox, bool) {
 		return nil, false
 	}
 	return sb, true
+}
+
+// ask is wake's ask for a request to rt.
+func (s *Server) ask(rt *route.Route, sb *route.Sandbox, requestID string) wake.Ask {
+	return wake.Ask{SandboxID: rt.SandboxID, Port: rt.Port, Known: wakeSandbox(sb),
+		Audit: &store.AuditEvent{AccountID: rt.AccountID, At: s.o.Now(), Actor: "public-url", ActorLabel: rt.Host, RequestID: requestID,
+			Detail: map[string]string{"port": itoa(rt.Port)}}}
 }
 
 // hold wakes rt's sandbox if it may (wake: the request carried a valid
@@ -83,74 +104,20 @@ func (s *Server) hold(ctx context.Context, rt *route.Route, sb *route.Sandbox, w
 	}()
 	ctx, cancel := context.WithTimeout(ctx, s.o.HoldTimeout)
 	defer cancel()
-	if sb.DesiredState != store.StateRunning {
-		if err := s.askStart(ctx, rt, requestID); err != nil {
-			if ctx.Err() != nil {
-				s.m.autoStarts.WithLabelValues("timed_out").Inc()
-				return &errStarting
-			}
-			s.m.autoStarts.WithLabelValues("refused").Inc()
-			s.o.Logger.Warn("auto-start refused", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.String("error", err.Error()))
-			return &errUnavailable
-		}
+	err := s.starts.w.Wait(ctx, s.ask(rt, sb, requestID))
+	switch {
+	case err == nil:
+		s.m.autoStarts.WithLabelValues("started").Inc()
+		return nil
+	case ctx.Err() != nil:
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			s.m.autoStarts.WithLabelValues("timed_out").Inc()
+		} // else the client went away
+		return &errStarting
 	}
-	t := time.NewTicker(holdPoll)
-	defer t.Stop()
-	for {
-		if cur := s.o.Routes.Sandbox(rt.SandboxID); cur == nil || cur.State == store.StateRunning {
-			if c, err := s.dial(ctx, rt.SandboxID, rt.Port); err == nil {
-				c.Close()
-				s.m.autoStarts.WithLabelValues("started").Inc()
-				return nil
-			}
-		} else if cur.State == store.StateError || cur.DesiredState == store.StateDeleted {
-			s.m.autoStarts.WithLabelValues("refused").Inc()
-			s.o.Logger.Warn("auto-start failed", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.String("state", cur.State))
-			return &errUnavailable
-		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				s.m.autoStarts.WithLabelValues("timed_out").Inc()
-			} // else the client went away
-			return &errStarting
-		case <-t.C:
-		}
-	}
-}
-
-// askStart records the intent to start rt's sandbox, once for all the
-// requests of this edge that ask at the same time.
-func (s *Server) askStart(ctx context.Context, rt *route.Route, requestID string) error {
-	s.starts.mu.Lock()
-	if s.starts.m == nil {
-		s.starts.m = map[string]*startCall{}
-	}
-	call := s.starts.m[rt.SandboxID]
-	if call == nil {
-		call = &startCall{done: make(chan struct{})}
-		s.starts.m[rt.SandboxID] = call
-		go func() {
-			// Not the request's context: the ask outlives a client that
-			// leaves, so that the others waiting on it get its answer.
-			actx, cancel := context.WithTimeout(context.Background(), s.o.HoldTimeout)
-			defer cancel()
-			ev := &store.AuditEvent{AccountID: rt.AccountID, At: s.o.Now(), Actor: "public-url", ActorLabel: rt.Host, RequestID: requestID,
-				Detail: map[string]string{"port": itoa(rt.Port)}}
-			_, call.err = store.AutoStart(actx, s.o.Sandboxes, rt.SandboxID, ev, s.o.Now())
-			s.starts.mu.Lock()
-			delete(s.starts.m, rt.SandboxID)
-			s.starts.mu.Unlock()
-			close(call.done)
-		}()
-	}
-	s.starts.mu.Unlock()
-	select {
-	case <-call.done:
-		return call.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	s.m.autoStarts.WithLabelValues("refused").Inc()
+	s.o.Logger.Warn("auto-start refused", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.String("error", err.Error()))
+	return &errUnavailable
 }
 
 // tooLargeToHold answers a request whose body is too large to wait in
@@ -164,7 +131,7 @@ func (s *Server) tooLargeToHold(rt *route.Route, sb *route.Sandbox, wake bool, r
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.o.HoldTimeout)
 			defer cancel()
-			if err := s.askStart(ctx, rt, requestID); err != nil {
+			if err := s.starts.w.Start(ctx, s.ask(rt, sb, requestID)); err != nil {
 				s.o.Logger.Warn("auto-start refused", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.String("error", err.Error()))
 			}
 		}()

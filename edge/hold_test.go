@@ -65,6 +65,6 @@ func TestHeldClientGoes(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		stacks := string(buf[:runtime.Stack(buf, true)])
 		return !strings.Contains(stacks, "edge.(*Server).hold") && !strings.Contains(stacks, "edge.(*framingConn).alive") &&
-			!strings.Contains(stacks, "edge.(*Server).askStart")
+			!strings.Contains(stacks, "wake.(*Waker)")
 	})
 }

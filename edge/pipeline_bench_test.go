@@ -23,6 +23,9 @@ type fakeRoutes struct {
 	mu     sync.Mutex
 	routes map[string]*route.Route
 	boxes  map[string]*route.Sandbox
+	// changed is woken by a test that changes boxes, as the feed wakes
+	// a route table's waiters.
+	changed store.Signal
 }
 
 func (f *fakeRoutes) Lookup(host string) *route.Route {
@@ -41,6 +44,8 @@ func (f *fakeRoutes) Serves(p route.Port) bool {
 	}
 	return false
 }
+
+func (f *fakeRoutes) Changed() <-chan struct{} { return f.changed.Changed() }
 
 func (f *fakeRoutes) Sandbox(id string) *route.Sandbox {
 	f.mu.Lock()

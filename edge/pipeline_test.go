@@ -318,6 +318,7 @@ func TestPipelineHeld(t *testing.T) {
 				rts.mu.Lock()
 				rts.boxes["sb1"] = &route.Sandbox{ID: "sb1", State: store.StateRunning, DesiredState: store.StateRunning, AutoStart: true, Endpoint: "h:22"}
 				rts.mu.Unlock()
+				rts.changed.Wake()
 			})
 			a, sent := through(t, s, proto, "POST", "app.froog.test", "/hook", []field{{"X-Froog-Url-Token", benchToken}}, "payload")
 			if a.status != 200 {

@@ -54,6 +54,18 @@ func (t *Table) advance(seq int64) {
 	t.rt.mu.Unlock()
 }
 
+// Changed returns a channel that is closed when the published table next
+// moves along the feed (a change applied, or a reload): a waiter takes it,
+// then reads the table, then waits on it, and misses nothing.
+func (t *Table) Changed() <-chan struct{} {
+	t.rt.mu.Lock()
+	defer t.rt.mu.Unlock()
+	if t.rt.moved == nil {
+		t.rt.moved = make(chan struct{})
+	}
+	return t.rt.moved
+}
+
 // missedRecently reports whether name was unknown after a round less than
 // missTTL ago.
 func (t *Table) missedRecently(name string, now time.Time) bool {
