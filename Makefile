@@ -35,8 +35,9 @@ LDFLAGS := -X froog.tech/froog/internal/version.stamped=$(VERSION) -X froog.tech
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-build: ## build bin/froogd
+build: ## build bin/froogd and the froog CLI beside it, bin/froog
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/froogd ./cmd/froogd
+	$(GO) build -o bin/froog ./cmd/froog
 
 package: ## build the Debian package dist/froogd_VERSION_amd64.deb (offline, with debhelper)
 	VERSION=$(VERSION) GO=$(GO) ./deploy/package.sh

@@ -122,7 +122,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		serveAdmin(p, lns[3], sh.reg, append([]health.Check{storeCheck(st), hostCheck}, checks...)...)
-		fmt.Fprintf(stdout, "froog dev is running.\n  API:     http://%s/v1\n  API key: %s (also in %s)\n", apiLn.Addr(), apiKey, filepath.Join(c.Data, "api-key"))
+		keyFile := filepath.Join(c.Data, "api-key")
+		fmt.Fprintf(stdout, "froog dev is running.\n  API:     http://%s/v1\n  API key: %s (also in %s)\n", apiLn.Addr(), apiKey, keyFile)
+		printCLI(stdout, apiLn.Addr(), keyFile)
 		printEdge(stdout, edgeLn.Addr(), httpLn.Addr(), c.Domain, filepath.Join(c.Data, "ca.pem"))
 		printAdmin(stdout, lns[3])
 		printLost(stdout, lost)
@@ -168,6 +170,13 @@ func printLost(w io.Writer, lost []store.Sandbox) {
 	}
 	slices.Sort(names)
 	fmt.Fprintf(w, "  Restarted: these sandboxes' processes ended when froogd dev stopped (their jobs are lost; start them again): %s\n", strings.Join(names, ", "))
+}
+
+// printCLI prints how to point the froog CLI (bin/froog, beside froogd)
+// at this froog: the key by its file, never again in full.
+func printCLI(w io.Writer, api net.Addr, keyFile string) {
+	fmt.Fprintf(w, "  CLI:     export FROOG_API_URL=http://%s/v1 FROOG_API_KEY=$(cat %s)\n", api, keyFile)
+	fmt.Fprintf(w, "           or: froog login --url http://%s/v1 < %s\n", api, keyFile)
 }
 
 // printEdge prints where the edge is: its own address, which answers

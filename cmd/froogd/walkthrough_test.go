@@ -24,31 +24,43 @@ type walkStep struct {
 	cmd, want string
 }
 
-// readmeWalkthrough reads the commands of README.md's walkthrough: the
-// sh blocks of its section "A first public URL, with curl". A line that
-// starts with "# " is the answer the README shows for the command above.
-func readmeWalkthrough(t *testing.T) []walkStep {
+// walkSections are the README's sections whose sh blocks are the
+// walkthrough, in order: the CLI's, then the API's by hand.
+var walkSections = []string{"A first public URL, with the froog CLI", "The API by hand, with curl"}
+
+// readmeSection is the text of README.md's section title.
+func readmeSection(t *testing.T, title string) string {
 	t.Helper()
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sec, ok := strings.Cut(string(b), "\n## A first public URL, with curl\n")
+	_, sec, ok := strings.Cut(string(b), "\n## "+title+"\n")
 	if !ok {
-		t.Fatal(`README.md has no section "A first public URL, with curl"`)
+		t.Fatalf("README.md has no section %q", title)
 	}
 	sec, _, _ = strings.Cut(sec, "\n## ")
+	return sec
+}
+
+// readmeWalkthrough reads the commands of README.md's walkthrough: the
+// sh blocks of its walkSections. A line that starts with "# " is the
+// answer the README shows for the command above.
+func readmeWalkthrough(t *testing.T) []walkStep {
+	t.Helper()
 	var steps []walkStep
-	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(sec, -1) {
-		for _, line := range strings.Split(strings.TrimSpace(block[1]), "\n") {
-			switch {
-			case strings.HasPrefix(line, "# "):
-				if len(steps) == 0 || steps[len(steps)-1].want != "" {
-					t.Fatalf("README walkthrough: answer %q follows no command", line)
+	for _, title := range walkSections {
+		for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(readmeSection(t, title), -1) {
+			for _, line := range strings.Split(strings.TrimSpace(block[1]), "\n") {
+				switch {
+				case strings.HasPrefix(line, "# "):
+					if len(steps) == 0 || steps[len(steps)-1].want != "" {
+						t.Fatalf("README walkthrough: answer %q follows no command", line)
+					}
+					steps[len(steps)-1].want = strings.TrimPrefix(line, "# ")
+				case strings.TrimSpace(line) != "":
+					steps = append(steps, walkStep{cmd: line})
 				}
-				steps[len(steps)-1].want = strings.TrimPrefix(line, "# ")
-			case strings.TrimSpace(line) != "":
-				steps = append(steps, walkStep{cmd: line})
 			}
 		}
 	}
@@ -66,33 +78,69 @@ func answerRE(want string) *regexp.Regexp {
 	return regexp.MustCompile(`(?s)^` + q + `$`)
 }
 
+// isRead says whether a walkthrough command only reads: one that may be
+// asked again until it shows the README's answer, as a newcomer would.
+func isRead(line string) bool {
+	if f := strings.Fields(line); len(f) > 1 && f[0] == "froog" {
+		switch f[1] {
+		case "info", "list", "jobs", "logs", "audit", "snapshots":
+			return true
+		}
+		return strings.HasPrefix(line, "froog url-token list ")
+	}
+	return !strings.Contains(line, " -d ") && !strings.Contains(line, " -X ")
+}
+
 // The README's walkthrough, its commands as written (the addresses
 // aside: this froogd listens on free ports), in a fresh froogd dev started
-// as make run starts it, in a folder of its own; every answer the README
-// shows is checked, so the README cannot drift from the product.
+// as make run starts it, in a folder of its own with the froog CLI in
+// bin/ as make build puts it there; every answer the README shows is
+// checked, and so are the lines of froogd's banner the README quotes, so
+// the README cannot drift from the product.
 func TestDevWalkthrough(t *testing.T) {
 	t.Parallel()
 	mk, err := os.ReadFile("../../Makefile")
 	if err != nil || !regexp.MustCompile(`(?m)^run: .*\n\t\./bin/froogd dev$`).Match(mk) {
 		t.Fatalf("make run is no longer ./bin/froogd dev: the walkthrough starts froogd dev as it did (%v)", err)
 	}
+	if !regexp.MustCompile(`(?m)^build: .*\n(\t.*\n)*\t.* -o bin/froog \./cmd/froog$`).Match(mk) {
+		t.Fatal("make build no longer builds bin/froog, which the README's walkthrough runs")
+	}
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("the walkthrough needs curl")
 	}
 	steps := readmeWalkthrough(t)
 	dir := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "froog"), "../froog").CombinedOutput(); err != nil {
+		t.Fatalf("build the froog CLI: %v\n%s", err, out)
+	}
 	edgePort := loopback.FreePort(t)
 	args := []string{"dev", "--api-addr", "127.0.0.1:0", "--edge-addr", fmt.Sprintf("127.0.0.1:%d", edgePort), "--edge-http-addr", "127.0.0.1:0"}
 	cmd := exec.Command(froogd, args...)
 	cmd.Dir = dir // make run's data folder, ./.froog, is this one's
-	p, m := startCmd(t, devReady, cmd, args)
+	p, m := startCmd(t, regexp.MustCompile(`(?s)API:\s+(http://\S+)/v1.*\n(  CLI: [^\n]*\n[^\n]*)\n`), cmd, args)
 	api := strings.TrimPrefix(m[1], "http://")
 	addrs := strings.NewReplacer("127.0.0.1:8080", api, ".froog.localhost:8443", fmt.Sprintf(".froog.localhost:%d", edgePort))
 
+	// The banner's lines for the CLI, as the README quotes them.
+	quoted := regexp.MustCompile("(?s)```text\n(  CLI: .*?)\n```").FindStringSubmatch(readmeSection(t, walkSections[0]))
+	if quoted == nil || addrs.Replace(quoted[1]) != m[2] {
+		t.Fatalf("the README quotes make run's CLI lines as\n%v\nfroogd dev prints\n%s", quoted, m[2])
+	}
+
+	// The shell of a newcomer: HOME here (froog login's config), nothing
+	// of FROOG_* from the test's environment.
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FROOG_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "HOME="+dir)
 	var (
 		prelude []string              // the lines that set the shell up: export, functions
 		seen    = map[string]string{} // the last id or token of each prefix seen, and RAND
-		idRE    = regexp.MustCompile(`\b(cmd|job|stop|utk|pt|pvt)_[A-Za-z0-9_-]+`)
+		idRE    = regexp.MustCompile(`\b(cmd|job|stop|utk|pt|pvt|dt)_[A-Za-z0-9_-]+`)
 		randRE  = regexp.MustCompile(`my-box-3000-([a-z0-9]{6})\.`)
 		holeRE  = regexp.MustCompile(`\b(cmd|job|stop|utk|pt|pvt)_…`)
 	)
@@ -115,7 +163,7 @@ func TestDevWalkthrough(t *testing.T) {
 		}
 		run := func() string {
 			sh := exec.Command("bash", "-c", strings.Join(append(prelude, line), "\n"))
-			sh.Dir = dir
+			sh.Dir, sh.Env = dir, env
 			var out, errOut bytes.Buffer
 			sh.Stdout, sh.Stderr = &out, &errOut
 			if err := sh.Run(); err != nil {
@@ -126,11 +174,7 @@ func TestDevWalkthrough(t *testing.T) {
 		out := run()
 		if s.want != "" {
 			re := answerRE(addrs.Replace(s.want))
-			// A read (no body, no method) is asked again until it shows the
-			// README's answer, as a newcomer would: a new sandbox runs a few
-			// milliseconds after its create.
-			read := !strings.Contains(line, " -d ") && !strings.Contains(line, " -X ")
-			for deadline := time.Now().Add(10 * time.Second); !re.MatchString(out) && read && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(10 * time.Second); !re.MatchString(out) && isRead(line) && time.Now().Before(deadline); {
 				time.Sleep(50 * time.Millisecond)
 				out = run()
 			}
@@ -150,7 +194,7 @@ func TestDevWalkthrough(t *testing.T) {
 	key, _ := os.ReadFile(filepath.Join(dir, ".froog", "api-key"))
 	p.stop(t)
 	logs := p.stderr.String()
-	for _, secret := range []string{strings.TrimSpace(string(key)), seen["pt"], seen["pvt"]} {
+	for _, secret := range []string{strings.TrimSpace(string(key)), seen["pt"], seen["pvt"], seen["dt"]} {
 		if secret == "" || strings.Contains(logs, secret) {
 			t.Fatalf("a secret (%d bytes) is missing from the walk or present in the logs", len(secret))
 		}
