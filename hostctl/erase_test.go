@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"froog.tech/froog/hostctl"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 )
@@ -20,7 +21,7 @@ import (
 func TestSnapshotsOffStopErases(t *testing.T) {
 	dir := t.TempDir()
 	drv := localIn(t, dir)
-	clk := &clockFake{}
+	clk := &testkit.FakeClock{}
 	r := newRig(t, drv, hostctl.Options{Now: clk.Now, WarmWindow: 3 * time.Hour})
 	off := r.create("off", func(s *store.Sandbox) { s.NoSnapshots = true })
 	timed := r.create("timed", func(s *store.Sandbox) { s.NoSnapshots = true })

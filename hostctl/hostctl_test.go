@@ -2,8 +2,6 @@ package hostctl_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -11,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
@@ -39,7 +35,7 @@ func newRig(t *testing.T, drv hostctl.Driver, o hostctl.Options) *rig {
 	}
 	t.Cleanup(func() { st.Close() })
 	if drv == nil {
-		drv = newLocal(t)
+		drv = localIn(t, "")
 	}
 	a, err := st.CreateAccount(ctx, store.Account{MaxSandboxes: 10, URLNamesPerDay: 20})
 	if err != nil {
@@ -48,19 +44,6 @@ func newRig(t *testing.T, drv hostctl.Driver, o hostctl.Options) *rig {
 	r := &rig{t: t, st: st, drv: drv, acct: a}
 	r.runController(o)
 	return r
-}
-
-// newLocal is a local driver, closed when the test ends.
-func newLocal(t *testing.T) *local.Driver {
-	t.Helper()
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
-	d, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
 }
 
 func (r *rig) runController(o hostctl.Options) {
@@ -405,7 +388,7 @@ func (d *checkBlocksDriverFake) Check(ctx context.Context, _ *store.Sandbox) err
 // A controller that shuts down in the middle of a driver call leaves the
 // sandbox as it is: running, not in error, not stopped.
 func TestShutdownIsNotAFailure(t *testing.T) {
-	drv := &checkBlocksDriverFake{Driver: newLocal(t), checking: make(chan struct{}, 1)}
+	drv := &checkBlocksDriverFake{Driver: localIn(t, ""), checking: make(chan struct{}, 1)}
 	r := newRig(t, drv, hostctl.Options{})
 	sb := r.create("box", nil)
 	r.waitState(sb.ID, store.StateRunning)

@@ -2,17 +2,14 @@ package hostctl_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 )
@@ -25,13 +22,7 @@ func TestTwoHosts(t *testing.T) {
 	beat := hostctl.Options{HostName: "a", Capacity: 3, Heartbeat: 100 * time.Millisecond, DownAfter: time.Second, Address: "127.0.0.1"}
 	r := newRig(t, nil, beat)
 
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
-	drvB, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey(), Addr: "127.0.0.2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drvB.Close() })
+	drvB, _ := live.Driver(t, local.Options{Addr: "127.0.0.2"})
 	beat.HostName, beat.Address, beat.Store, beat.Driver, beat.Rescan = "b", "127.0.0.2", r.st, drvB, 200*time.Millisecond
 	// runB runs a controller for b and returns what stops it.
 	runB := func() (stop func()) {

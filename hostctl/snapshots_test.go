@@ -1,50 +1,23 @@
 package hostctl_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/testkit"
+	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 )
 
-// clockFake is an injected clock that a test moves forward.
-type clockFake struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (c *clockFake) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.off)
-}
-
-func (c *clockFake) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.off += d
-	c.mu.Unlock()
-}
-
-// localIn is a local driver on dir, closed when the test ends.
+// localIn is a local driver on dir (a temporary folder when ""), closed
+// when the test ends.
 func localIn(t *testing.T, dir string) *local.Driver {
-	t.Helper()
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
-	d, err := local.New(local.Options{Dir: dir, ControlKey: signer.PublicKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	d, _ := live.Driver(t, local.Options{Dir: dir})
 	return d
 }
 
@@ -74,7 +47,7 @@ func readFile(t *testing.T, path string) string {
 func TestHourlySnapshots(t *testing.T) {
 	dir := t.TempDir()
 	drv := localIn(t, dir)
-	clk := &clockFake{}
+	clk := &testkit.FakeClock{}
 	r := newRig(t, drv, hostctl.Options{Now: clk.Now})
 	sb := r.create("box", func(s *store.Sandbox) { s.TTLSecs = 0 })
 	off := r.create("off", func(s *store.Sandbox) { s.TTLSecs, s.NoSnapshots = 0, true })

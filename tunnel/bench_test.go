@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/tunnel/sshdtest"
 )
 
@@ -43,7 +44,7 @@ type dialer func() (net.Conn, error)
 
 // paths returns the two ways to the same target.
 func paths(b *testing.B, target int) map[string]dialer {
-	signer, pemKey := newPEMKey(b)
+	signer, pemKey := testkit.NewKeyPEM(b)
 	srv := sshdtest.Start(b, signer.PublicKey())
 	tun, id := tunnelTo(b, srv, signer)
 	local := srv.Forward(b, pemKey, "127.0.0.1:"+strconv.Itoa(target))

@@ -2,10 +2,8 @@ package tunnel_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +14,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/tunnel"
@@ -25,7 +24,7 @@ import (
 // openSSHTunnel is a tunnel to a sandbox whose SSH server is OpenSSH.
 func openSSHTunnel(t testing.TB) (*tunnel.Tunnel, string, ssh.Signer, *sshdtest.Server) {
 	t.Helper()
-	signer := newKey(t)
+	signer := testkit.NewKey(t)
 	srv := sshdtest.Start(t, signer.PublicKey())
 	tun, id := tunnelTo(t, srv, signer)
 	return tun, id, signer, srv
@@ -52,20 +51,6 @@ func tunnelTo(t testing.TB, srv *sshdtest.Server, signer ssh.Signer) (*tunnel.Tu
 	}
 	t.Cleanup(func() { tun.Close() })
 	return tun, sb.ID
-}
-
-// newPEMKey makes a key and its OpenSSH PEM form, for the ssh client.
-func newPEMKey(t testing.TB) (ssh.Signer, []byte) {
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, pem.EncodeToMemory(block)
 }
 
 // The tunnel against OpenSSH's server: forwards, exec sessions, and a
@@ -111,7 +96,7 @@ func TestAgainstOpenSSH(t *testing.T) {
 // key of the same type other than the pinned one fails with
 // ErrHostKeyMismatch.
 func TestDialSSHRSAHostKey(t *testing.T) {
-	signer := newKey(t)
+	signer := testkit.NewKey(t)
 	srv := sshdtest.StartWithHostKey(t, signer.PublicKey(), "rsa")
 	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(srv.HostKey))
 	if err != nil {

@@ -2,8 +2,6 @@ package tunnel_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -22,20 +20,13 @@ import (
 
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/internal/syncbuf"
+	"froog.tech/froog/internal/testkit"
+	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/tunnel"
 )
-
-func newKey(t testing.TB) ssh.Signer {
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // proxy sits between the tunnel and a sandbox's SSH server, so tests can
 // count connections, cut them, or freeze them.
@@ -126,12 +117,7 @@ func newRig(t *testing.T, o tunnel.Options) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	signer := newKey(t)
-	drv, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drv.Close() })
+	drv, signer := live.Driver(t, local.Options{})
 	a, _ := st.CreateAccount(ctx, store.Account{MaxSandboxes: 10})
 	sb, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: a.ID, Name: "box", DesiredState: store.StateRunning, State: store.StateRunning, CreatedAt: time.Now()}, nil)
 	if err != nil {
@@ -208,7 +194,7 @@ func TestSharedConnection(t *testing.T) {
 
 func TestHostKeyMismatchRefused(t *testing.T) {
 	r := newRig(t, tunnel.Options{})
-	other := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(newKey(t).PublicKey())))
+	other := testkit.AuthorizedKey(testkit.NewKey(t))
 	if _, err := r.store.UpdateSandbox(context.Background(), r.sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error { s.SSHHostKey = other; return nil }, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ package drivertest
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/hostctl"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
@@ -183,9 +182,8 @@ func run(c *ssh.Client, cmd string) (string, error) {
 // accountKey adds a new SSH key to the account and returns its signer.
 func (r *rig) accountKey(comment string) (ssh.Signer, store.SSHKey) {
 	r.t.Helper()
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
-	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + " " + comment
+	signer := testkit.NewKey(r.t)
+	line := testkit.AuthorizedKey(signer) + " " + comment
 	k, err := r.st.CreateSSHKey(ctx, store.SSHKey{AccountID: r.acct.ID, Name: comment, PublicKey: line,
 		Fingerprint: ssh.FingerprintSHA256(signer.PublicKey()), CreatedAt: store.Micro(time.Now())}, nil)
 	if err != nil {

@@ -3,8 +3,6 @@ package local_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
@@ -23,22 +21,10 @@ import (
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/drivertest"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 )
-
-func newKey(t *testing.T) ssh.Signer {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 type rig struct {
 	t       *testing.T
@@ -48,7 +34,7 @@ type rig struct {
 }
 
 func newRig(t *testing.T) *rig {
-	control := newKey(t)
+	control := testkit.NewKey(t)
 	// A relative folder, as `make run` gives (./.froog): homes must still
 	// be absolute.
 	wd, _ := os.Getwd()
@@ -138,7 +124,7 @@ func TestExec(t *testing.T) {
 func TestOnlyTheControlKey(t *testing.T) {
 	r := newRig(t)
 	ep := r.start()
-	if _, err := r.dial(ep, newKey(t)); err == nil {
+	if _, err := r.dial(ep, testkit.NewKey(t)); err == nil {
 		t.Fatal("a stranger's key was accepted")
 	}
 }
@@ -343,16 +329,10 @@ func alive(pid int) bool {
 
 // procState is the state letter of /proc/PID/stat ("" when gone).
 func procState(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
+	if f := testkit.ProcStat(pid); len(f) > 0 {
+		return f[0]
 	}
-	s := string(b)
-	i := strings.LastIndex(s, ")")
-	if i < 0 || i+2 >= len(s) {
-		return ""
-	}
-	return s[i+2 : i+3]
+	return ""
 }
 
 // frozen reports whether pid is stopped (T), or waits (D) in vfork for a
@@ -363,12 +343,8 @@ func frozen(pid int) bool {
 	case "T":
 		return true
 	case "D":
-		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-		for _, f := range stats {
-			b, _ := os.ReadFile(f)
-			s := string(b)
-			fields := strings.Fields(s[strings.LastIndex(s, ")")+1:])
-			if len(fields) > 1 && fields[0] == "T" && fields[1] == strconv.Itoa(pid) {
+		for _, child := range testkit.Children(pid) {
+			if procState(child) == "T" {
 				return true
 			}
 		}
@@ -378,12 +354,7 @@ func frozen(pid int) bool {
 
 // sessionOf is the session id of /proc/PID/stat (0 when gone).
 func sessionOf(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndex(s, ")")+1:])
+	f := testkit.ProcStat(pid)
 	if len(f) < 4 {
 		return 0
 	}
@@ -400,8 +371,7 @@ func lines(t *testing.T, path string) int {
 // restarted controller finds the same driver (as in froogd dev); nothing
 // of it can crash on its own.
 func TestDriverSuite(t *testing.T) {
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
+	signer := testkit.NewKey(t)
 	drivers := map[string]*local.Driver{}
 	drivertest.Run(t, drivertest.Driver{
 		Signer: signer,
