@@ -3,6 +3,7 @@ package froog_test
 import (
 	"encoding/json"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -84,6 +85,39 @@ func TestBinaryLinksNoTesting(t *testing.T) {
 	for _, dep := range deps {
 		if dep == "testing" || strings.HasPrefix(dep, "testing/") {
 			t.Errorf("cmd/froogd links %s; find who imports it with go list -deps -f '{{.ImportPath}} {{.Imports}}' ./cmd/froogd", dep)
+		}
+	}
+}
+
+// Leaf packages: the host grammar, the in-guest program and the RFB
+// protocol import nothing of froog's (the guest runs inside sandboxes;
+// the other two are read by server packages and must not pull one in),
+// except the few froog packages listed for each.
+func TestImportRulesLeaves(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		deps[strings.TrimPrefix(f[0], "froog.tech/froog/")] = f[1:]
+	}
+	leaves := map[string][]string{
+		"names": nil,
+		"guest": nil,
+	}
+	for pkg, allowed := range leaves {
+		d, ok := deps[pkg]
+		if !ok {
+			t.Errorf("package %s not found", pkg)
+			continue
+		}
+		for _, dep := range d {
+			name, ours := strings.CutPrefix(dep, "froog.tech/froog/")
+			if ours && !slices.Contains(allowed, name) {
+				t.Errorf("%s imports %s; it may import of froog's only %v", pkg, dep, allowed)
+			}
 		}
 	}
 }

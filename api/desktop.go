@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strconv"
 
-	"froog.tech/froog/internal/desktopctl"
+	"froog.tech/froog/guest"
 	"froog.tech/froog/names"
 	"froog.tech/froog/store"
 )
@@ -77,7 +77,7 @@ func (s *Server) createBrowserLink(w http.ResponseWriter, r *http.Request) error
 // checkProfile accepts an absolute folder outside the system's own, by
 // the rule froog-desktop applies in the sandbox.
 func checkProfile(p string) error {
-	if err := desktopctl.ValidProfile(p); err != nil {
+	if err := guest.ValidProfile(p); err != nil {
 		return invalid("%s", err.Error())
 	}
 	return nil

@@ -11,7 +11,7 @@
 # tap isolation); TigerVNC's Xvnc, xsetroot, xwallpaper, XFCE's window
 # manager, panel and settings daemon (xfwm4, xfce4-panel, xfce4-settings:
 # the desktop froog-desktop runs for the local driver, as the OS image's;
-# internal/desktopctl) and openbox (its fallback);
+# guest/) and openbox (its fallback);
 # xev (x11-utils: the application the desktop tests type into); xclip
 # (the clipboard test copies and reads the sandbox's clipboard with it);
 # dpkg-dev, debhelper, lintian and systemd (the Debian package's test:

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"froog.tech/froog/internal/desktopctl"
+	"froog.tech/froog/guest"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/names"
 )
@@ -292,7 +292,7 @@ func TestBridgeBrowserProfile(t *testing.T) {
 	}
 	// The longest profile, of characters JSON escapes, still fits the
 	// cookie.
-	long := "/home/" + strings.Repeat("<", desktopctl.MaxProfile-6)
+	long := "/home/" + strings.Repeat("<", guest.MaxProfile-6)
 	h.links.add("dt_"+strings.Repeat("q", 20), Link{SandboxID: sbxA, Kind: names.ViewBrowser, Profile: long, Run: started, ExpiresAt: h.clock().Add(time.Minute)})
 	_, cookie := h.exchange("dt_"+strings.Repeat("q", 20), false)
 	if cookie == nil || len(cookie.Value) > 4000 {

@@ -80,7 +80,7 @@ func seal(key []byte, s session) string {
 }
 
 // maxCookie bounds a cookie's value: a session with the longest browser
-// profile (desktopctl.MaxProfile bytes, each escaped in JSON as up to six)
+// profile (guest.MaxProfile bytes, each escaped in JSON as up to six)
 // fits, within the 4 KiB browsers keep of a cookie.
 const maxCookie = 3072
 

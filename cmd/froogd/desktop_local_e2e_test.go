@@ -41,7 +41,7 @@ func TestLocalDesktopLooksLikeTheDocs(t *testing.T) {
 		sx, sy := float64(pic.Dx())/1920, float64(pic.Dy())/1080
 		return image.Rect(pic.Min.X+int(float64(x0)*sx), pic.Min.Y+int(float64(y0)*sy), pic.Min.X+int(float64(x1)*sx), pic.Min.Y+int(float64(y1)*sy))
 	}
-	background := [3]uint8{0x3b, 0x42, 0x52} // desktopctl.DefaultBackground
+	background := [3]uint8{0x3b, 0x42, 0x52} // guest.DefaultBackground
 	white := [3]uint8{255, 255, 255}
 	panel, beside := part(0, 0, 1920, 20), part(20, 300, 140, 700)
 	page := part(300, 300, 1300, 800) // about:blank, under the browser's tabs and address bar

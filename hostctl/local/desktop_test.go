@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"froog.tech/froog/internal/desktopctl"
+	"froog.tech/froog/guest"
 	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
@@ -23,8 +23,8 @@ import (
 // The test binary is froog-desktop when called by that name: the driver's
 // default DesktopExe is this binary, as it is froogd in production.
 func TestMain(m *testing.M) {
-	if filepath.Base(os.Args[0]) == desktopctl.Name {
-		os.Exit(desktopctl.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	if filepath.Base(os.Args[0]) == guest.Name {
+		os.Exit(guest.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -50,7 +50,7 @@ func TestDesktops(t *testing.T) {
 	}
 	r := newRig(t)
 	boxes := []*store.Sandbox{r.sb, {ID: store.NewID("sbx"), Name: "box2"}}
-	var states []desktopctl.State
+	var states []guest.State
 	for _, sb := range boxes {
 		ep, err := r.drv.Start(context.Background(), sb, nil)
 		if err != nil {
@@ -64,7 +64,7 @@ func TestDesktops(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("froog-desktop start in %s: exit %d: %s", sb.Name, code, errs)
 		}
-		var st desktopctl.State
+		var st guest.State
 		if err := json.Unmarshal([]byte(out), &st); err != nil || !st.Running {
 			t.Fatalf("froog-desktop start printed %q (%v)", out, err)
 		}
@@ -84,7 +84,7 @@ func TestDesktops(t *testing.T) {
 		}
 	}
 
-	pids := desktopctl.GroupPids(a.PID)
+	pids := guest.GroupPids(a.PID)
 	if len(pids) < 2 {
 		t.Fatalf("the first desktop's group has %v, want the supervisor and Xvnc", pids)
 	}
@@ -97,13 +97,13 @@ func TestDesktops(t *testing.T) {
 		}
 	}
 	wait.For(t, 5*time.Second, "the stopped sandbox's VNC port closes", func() bool { return !speaksRFB(a.VNCPort) })
-	if !speaksRFB(b.VNCPort) || len(desktopctl.GroupPids(b.PID)) < 2 {
+	if !speaksRFB(b.VNCPort) || len(guest.GroupPids(b.PID)) < 2 {
 		t.Fatalf("the other sandbox's desktop went with the first's stop")
 	}
 	// A cold start after the stop gets a desktop again.
 	c := r.client(r.start())
-	if _, errs, code := run(t, c, "froog-desktop status", nil, ""); code != desktopctl.ExitNotRunning {
-		t.Fatalf("status after the stop: exit %d (%s), want %d", code, errs, desktopctl.ExitNotRunning)
+	if _, errs, code := run(t, c, "froog-desktop status", nil, ""); code != guest.ExitNotRunning {
+		t.Fatalf("status after the stop: exit %d (%s), want %d", code, errs, guest.ExitNotRunning)
 	}
 	if out, errs, code := run(t, c, "froog-desktop start && froog-desktop stop", nil, ""); code != 0 {
 		t.Fatalf("start and stop after a cold start: exit %d: %s %s", code, out, errs)
@@ -133,7 +133,7 @@ func TestStopKillsDesktopGroups(t *testing.T) {
 	}
 	defer func() { stranger.Process.Kill(); stranger.Wait() }()
 
-	dir := desktopctl.StateDir(home, "")
+	dir := guest.StateDir(home, "")
 	os.MkdirAll(dir, 0o700)
 	write := func(kind string, pid int) {
 		b := fmt.Sprintf(`{"kind":%q,"running":true,"display":":10","vnc_port":5910,"pid":%d,"pid_start":1}`, kind, pid)

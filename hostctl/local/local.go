@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"froog.tech/froog/guest"
 	"froog.tech/froog/hostctl"
-	"froog.tech/froog/internal/desktopctl"
 	"froog.tech/froog/internal/sshkey"
 	"froog.tech/froog/store"
 )
@@ -197,7 +197,7 @@ func (d *Driver) bin() string {
 	}
 	// A name no sandbox id takes.
 	dir := filepath.Join(d.o.Dir, ".bin")
-	link := filepath.Join(dir, desktopctl.Name)
+	link := filepath.Join(dir, guest.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		d.o.Logger.Warn("local driver: sandboxes get no froog-desktop", "err", err)
 		return ""
@@ -220,7 +220,7 @@ func (d *Driver) bin() string {
 // A group is killed only if its leader is the sandbox's: the state files
 // are in the sandbox's home, which its commands can write.
 func killDesktops(id, home string) {
-	desktopctl.KillGroups(desktopctl.StateDir(home, ""), func(pgid int) bool { return tagged(pgid, id) })
+	guest.KillGroups(guest.StateDir(home, ""), func(pgid int) bool { return tagged(pgid, id) })
 }
 
 func (d *Driver) Delete(ctx context.Context, sb *store.Sandbox) error {

@@ -1,4 +1,4 @@
-package desktopctl
+package guest
 
 // Selkies, the fast stream (H.264 over one websocket), next to VNC:
 // froog-desktop runs it on a screen when it is installed (the OS image

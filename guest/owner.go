@@ -1,4 +1,4 @@
-package desktopctl
+package guest
 
 import (
 	"bufio"

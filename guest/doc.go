@@ -1,4 +1,4 @@
-// Package desktopctl runs a sandbox's desktop from inside the sandbox:
+// Package guest runs a sandbox's desktop from inside the sandbox:
 // the froog-desktop program (froogd desktop, or froogd run under the name
 // froog-desktop). Its start, status and stop manage one X display per
 // kind with a VNC server on it:
@@ -31,4 +31,4 @@
 // transport the screen offers.
 //
 // It imports nothing of froog's: it runs inside sandboxes.
-package desktopctl
+package guest
