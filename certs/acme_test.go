@@ -206,9 +206,9 @@ func TestRemovedURLIsNotRenewed(t *testing.T) {
 	r := newACMERig(t, 30*time.Second, func(o *certs.ACMEOptions) { o.RenewalWindowRatio = 0.95 })
 	u := r.url("renew-1-cccccc", 3000)
 	r.eventually("renew-1-cccccc." + domain)
-	// A clock that passes is what is tested: certmagic and Pebble read
-	// the real one.
-	time.Sleep(2 * time.Second) // past 5 % of 30 s: due for renewal
+	// certmagic and Pebble read the real clock: the certificate is due
+	// 1.5 s after it was issued (5 % of 30 s), and the handshakes go on
+	// until one of them renews it.
 	wait.For(t, 20*time.Second, "renewed (a second order)", func() bool {
 		r.handshake("renew-1-cccccc." + domain)
 		return r.ca.Orders() >= 2
@@ -222,10 +222,10 @@ func TestRemovedURLIsNotRenewed(t *testing.T) {
 		return err != nil
 	})
 	orders := r.ca.Orders()
-	time.Sleep(2 * time.Second) // due again (the real clock, as above)
-	// The certificate in memory may serve one more handshake, whose
-	// renewal the decision refuses; then it is dropped.
-	refused := wait.Until(5*time.Second, func() bool {
+	// The certificate in memory serves handshakes until it is due again
+	// (the real clock, as above), and one more, whose renewal the
+	// decision refuses; then it is dropped.
+	refused := wait.Until(15*time.Second, func() bool {
 		_, err := r.handshake("renew-1-cccccc." + domain)
 		return err != nil
 	})
