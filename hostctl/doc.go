@@ -21,4 +21,19 @@
 // DownAfter, whose sandboxes then go to error saying so; the host's next
 // heartbeat brings it back, and its controller starts again what should
 // run.
+//
+// The files, by concern:
+//
+//   - hostctl.go: the Controller, its options and Run.
+//   - heartbeat.go: the host's registration and heartbeat, and marking
+//     silent hosts down.
+//   - feed.go: following the change feed and rescans; one worker per
+//     sandbox, woken by its changes and its timers.
+//   - reconcile.go: the state machine for one sandbox: placement, start,
+//     fork, failure, erase.
+//   - stop.go: the timers (auto-stop, lifetime, warm window) and stopping.
+//   - snapshots.go: automatic and saved snapshots, restores, their files.
+//   - driver.go: the Driver interface and its optional parts.
+//   - memory.go: watching the host's free memory; warm sandboxes give up
+//     their processes when it runs low.
 package hostctl

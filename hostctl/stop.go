@@ -1,0 +1,174 @@
+package hostctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"froog.tech/froog/store"
+)
+
+// stopDue says whether a running sandbox's auto-stop timer or hard
+// lifetime has run out, and which.
+func (c *Controller) stopDue(sb *store.Sandbox, now time.Time) (string, bool) {
+	if sb.TTLSecs > 0 && sb.AutoStopAt != nil && !now.Before(*sb.AutoStopAt) {
+		return "auto-stop", true
+	}
+	if sb.MaxLifetimeSecs > 0 && sb.StartedAt != nil && !now.Before(sb.StartedAt.Add(time.Duration(sb.MaxLifetimeSecs)*time.Second)) {
+		return "max-lifetime", true
+	}
+	return "", false
+}
+
+// nextRun is when a running sandbox next needs a look: its stop, or its
+// next hourly snapshot, whichever comes first.
+func (c *Controller) nextRun(sb *store.Sandbox) time.Time {
+	next := c.nextStop(sb)
+	if due := c.snapshotDue(sb); !due.IsZero() && (next.IsZero() || due.Before(next)) {
+		next = due
+	}
+	return next
+}
+
+func (c *Controller) nextStop(sb *store.Sandbox) time.Time {
+	var next time.Time
+	if sb.TTLSecs > 0 && sb.AutoStopAt != nil {
+		next = *sb.AutoStopAt
+	}
+	if sb.MaxLifetimeSecs > 0 && sb.StartedAt != nil {
+		if t := sb.StartedAt.Add(time.Duration(sb.MaxLifetimeSecs) * time.Second); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// rest handles a sandbox that should be stopped.
+// release says the host needs the memory of this sandbox, if it is warm.
+func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time, release bool) (time.Time, bool, error) {
+	if store.Erasing(sb) {
+		return c.erase(ctx, sb)
+	}
+	switch sb.State {
+	case store.StateRunning, store.StateStarting, store.StateStopping:
+		if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State = store.StateStopping }); err != nil {
+			return time.Time{}, false, err
+		}
+		var warm *time.Time
+		var err error
+		if p, ok := c.o.Driver.(Pauser); ok {
+			err = p.Pause(ctx, sb)
+			t := c.now().Add(c.o.WarmWindow)
+			warm = &t
+		} else {
+			err = c.o.Driver.Stop(ctx, sb)
+		}
+		if err == nil {
+			// Each stop snapshots the disk (paused or stopped: at rest).
+			err = c.autoSnapshot(ctx, sb, store.SnapshotStop)
+		}
+		end := c.now()
+		if err != nil {
+			if _, werr := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.Error = store.StateError, err.Error() }); werr != nil {
+				return time.Time{}, false, werr
+			}
+			return time.Time{}, false, c.finishStop(ctx, sb, store.StopFailed, err.Error(), end)
+		}
+		up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
+			s.State, s.StoppedAt, s.WarmUntil, s.AutoStopAt = store.StateStopped, &end, warm, nil
+		})
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		if err := c.finishStop(ctx, sb, store.StopCompleted, "", end); err != nil {
+			return time.Time{}, false, err
+		}
+		return c.nextRest(&up), false, nil
+	case store.StateCreating, store.StateError:
+		// Never started, or broken: nothing runs; it is stopped.
+		c.o.Driver.Stop(ctx, sb)
+		up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.StoppedAt = store.StateStopped, &now })
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		return c.nextRest(&up), false, c.finishStop(ctx, sb, store.StopCompleted, "", now)
+	}
+	// Stopped.
+	if sb.PendingStopID != "" {
+		if err := c.finishStop(ctx, sb, store.StopCompleted, "", now); err != nil {
+			return time.Time{}, false, err
+		}
+	}
+	if sb.WarmUntil != nil && (!now.Before(*sb.WarmUntil) || release) {
+		if err := c.coolDown(ctx, sb, now); err != nil {
+			return time.Time{}, false, err
+		}
+	}
+	if sb.DeleteAfterSecs > 0 && sb.StoppedAt != nil && !now.Before(sb.StoppedAt.Add(time.Duration(sb.DeleteAfterSecs)*time.Second)) {
+		err := c.o.Store.DeleteSandbox(ctx, sb.ID, now, &store.AuditEvent{AccountID: sb.AccountID, At: now, Action: "sandbox.delete", Target: sb.Name, Actor: "auto-delete"})
+		return time.Time{}, false, err
+	}
+	return c.nextRest(sb), false, nil
+}
+
+// coolDown ends a warm sandbox's process: at the end of its warm window,
+// or early when the host needs the memory. Then a driver that can save
+// the paused sandbox's memory (Saver) does, and the sandbox stays warm
+// until its window ends; otherwise its next start boots from the disk.
+func (c *Controller) coolDown(ctx context.Context, sb *store.Sandbox, now time.Time) error {
+	c.mu.Lock()
+	saved := c.released[sb.ID]
+	c.mu.Unlock()
+	if now.Before(*sb.WarmUntil) && !saved {
+		s, ok := c.o.Driver.(Saver)
+		if ok {
+			err := s.Save(ctx, sb)
+			if err == nil {
+				c.mu.Lock()
+				c.released[sb.ID] = true
+				c.mu.Unlock()
+				c.o.Logger.Info("host low on memory: saved a warm sandbox's memory and ended its process", slog.String("sandbox", sb.ID))
+				return nil
+			}
+			c.o.Logger.Warn("host low on memory: saving a warm sandbox failed; stopping it", slog.String("sandbox", sb.ID), slog.String("error", err.Error()))
+		}
+	}
+	if err := c.o.Driver.Stop(ctx, sb); err != nil {
+		return fmt.Errorf("end warm window: %w", err)
+	}
+	up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.WarmUntil = nil })
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.released, sb.ID)
+	c.mu.Unlock()
+	*sb = up
+	return nil
+}
+
+func (c *Controller) finishStop(ctx context.Context, sb *store.Sandbox, status, msg string, at time.Time) error {
+	if sb.PendingStopID == "" {
+		return nil
+	}
+	err := c.o.Store.FinishStop(ctx, sb.PendingStopID, status, msg, at)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // finished already
+	}
+	return err
+}
+
+func (c *Controller) nextRest(sb *store.Sandbox) time.Time {
+	var next time.Time
+	if sb.WarmUntil != nil {
+		next = *sb.WarmUntil
+	}
+	if sb.DeleteAfterSecs > 0 && sb.StoppedAt != nil {
+		if t := sb.StoppedAt.Add(time.Duration(sb.DeleteAfterSecs) * time.Second); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
