@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"froog.tech/froog/api"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 )
 
@@ -269,18 +270,18 @@ func TestAPIKeysUseIsBatched(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			clock := &fakeClock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+			clock := testkit.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 			st := &useCountingStore{Store: b.open(t)}
 			e := newEnv(t, st, api.Options{Now: clock.Now})
 			k := e.key("busy", "sandbox.read")
 			for range 50 {
-				clock.Add(time.Second / 2)
+				clock.Advance(time.Second / 2)
 				e.do("GET", "/v1/sandboxes", k, nil).want(t, 200, "")
 			}
 			if n := st.writes.Load(); n != 1 {
 				t.Fatalf("50 requests in 25 s made %d use writes, want 1", n)
 			}
-			clock.Add(time.Minute)
+			clock.Advance(time.Minute)
 			e.do("GET", "/v1/sandboxes", k, nil).want(t, 200, "")
 			if n := st.writes.Load(); n != 2 {
 				t.Fatalf("a request a minute later: %d use writes, want 2", n)

@@ -5,26 +5,13 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"froog.tech/froog/api"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 )
-
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 type limitsJSON struct {
 	SandboxesAtOnce struct{ Max, Running int } `json:"sandboxes_at_once"`
@@ -47,11 +34,11 @@ func TestStartLimits(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			clock := &fakeClock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+			clock := testkit.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 			e := newEnv(t, b.open(t), api.Options{Now: clock.Now})
 			e.do("POST", "/v1/sandboxes", e.admin, `{"name":"box"}`).want(t, 202, "")
 			for i := 1; i < 20; i++ {
-				clock.Add(time.Second)
+				clock.Advance(time.Second)
 				e.stopped("box")
 				e.do("POST", "/v1/sandboxes/box/start", e.admin, nil).want(t, 202, "")
 			}
@@ -87,11 +74,11 @@ func TestStartLimits(t *testing.T) {
 			}
 
 			// Honour Retry-After: a second early is still refused, on time works.
-			clock.Add(40 * time.Second)
+			clock.Advance(40 * time.Second)
 			if r := e.do("POST", "/v1/sandboxes/box/start", e.admin, nil).want(t, 429, "limit_reached"); r.header.Get("Retry-After") != "1" {
 				t.Fatalf("a second early: Retry-After %q, want 1", r.header.Get("Retry-After"))
 			}
-			clock.Add(time.Second)
+			clock.Advance(time.Second)
 			e.do("POST", "/v1/sandboxes/box/start", e.admin, nil).want(t, 202, "")
 			e.do("GET", "/v1/limits", e.admin, nil).want(t, 200, "").json(t, &l)
 			if l.StartsPerMinute.Used != 20 || l.StartsPerHour.Used != 21 || l.SandboxesAtOnce.Running != 1 {
