@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Debian package dist/froogd_VERSION_amd64.deb with Debian's own
-# tools (debhelper, dpkg-buildpackage), offline: the binary is built here
-# with the Go toolchain and modules already on this machine, then handed
-# to debhelper with the systemd units (deploy/systemd), the system user
+# tools (debhelper, dpkg-buildpackage), offline: the binaries (froogd and
+# the froog CLI, with its shell completions) are built here with the Go
+# toolchain and modules already on this machine, then handed to debhelper
+# with the systemd units (deploy/systemd), the system user
 # (sysusers.d) and the example environment files, which `froogd
 # env-example` writes from the flag definitions so that they cannot drift.
 #
@@ -35,6 +36,12 @@ cp -r docs "$src/docs" # the guides the README links to, operators' among them
 CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$GO" build -trimpath \
   -ldflags "-s -w -buildid= -X froog.tech/froog/internal/version.stamped=$VERSION -X froog.tech/froog/internal/version.revision=$REVISION" \
   -o "$src/froogd" ./cmd/froogd
+# The froog CLI beside it (on the same API), and its shell completions.
+CGO_ENABLED=0 GOOS=linux GOARCH=amd64 "$GO" build -trimpath -ldflags "-s -w -buildid=" -o "$src/froog" ./cmd/froog
+mkdir -p "$src/completions/bash" "$src/completions/zsh" "$src/completions/fish"
+"$src/froog" completions bash > "$src/completions/bash/froog"
+"$src/froog" completions zsh > "$src/completions/zsh/_froog"
+"$src/froog" completions fish > "$src/completions/fish/froog.fish"
 
 # The example environment files, from the binary's own flags. The service
 # user's HOME is /var/lib/froog: defaults under it are shown as the units

@@ -73,20 +73,25 @@ func TestDebianPackage(t *testing.T) {
 
 	t.Run("layout", func(t *testing.T) {
 		files := map[string]os.FileMode{
-			"usr/bin/froogd":                            0o755,
-			"lib/systemd/system/froogd-edge.service":    0o644,
-			"lib/systemd/system/froogd-api.service":     0o644,
-			"lib/systemd/system/froogd-hostctl.service": 0o644,
-			"lib/systemd/system/froogd-migrate.service": 0o644,
-			"usr/lib/sysusers.d/froogd.conf":            0o644,
-			"usr/lib/tmpfiles.d/froogd.conf":            0o644,
-			"etc/froog/froog.env":                       0o644,
-			"etc/froog/edge.env":                        0o644,
-			"etc/froog/api.env":                         0o644,
-			"etc/froog/hostctl.env":                     0o644,
-			"etc/froog/migrate.env":                     0o644,
-			"usr/share/doc/froogd/copyright":            0o644,
-			"usr/share/man/man1/froogd.1.gz":            0o644,
+			"usr/bin/froogd": 0o755,
+			"usr/bin/froog":  0o755,
+			"usr/share/bash-completion/completions/froog":    0o644,
+			"usr/share/zsh/vendor-completions/_froog":        0o644,
+			"usr/share/fish/vendor_completions.d/froog.fish": 0o644,
+			"usr/share/man/man1/froog.1.gz":                  0o644,
+			"lib/systemd/system/froogd-edge.service":         0o644,
+			"lib/systemd/system/froogd-api.service":          0o644,
+			"lib/systemd/system/froogd-hostctl.service":      0o644,
+			"lib/systemd/system/froogd-migrate.service":      0o644,
+			"usr/lib/sysusers.d/froogd.conf":                 0o644,
+			"usr/lib/tmpfiles.d/froogd.conf":                 0o644,
+			"etc/froog/froog.env":                            0o644,
+			"etc/froog/edge.env":                             0o644,
+			"etc/froog/api.env":                              0o644,
+			"etc/froog/hostctl.env":                          0o644,
+			"etc/froog/migrate.env":                          0o644,
+			"usr/share/doc/froogd/copyright":                 0o644,
+			"usr/share/man/man1/froogd.1.gz":                 0o644,
 		}
 		for p, mode := range files {
 			fi, err := os.Stat(in(p))
@@ -107,6 +112,13 @@ func TestDebianPackage(t *testing.T) {
 		out, err := exec.Command(in("usr/bin/froogd"), "version").Output()
 		if err != nil || !strings.HasPrefix(string(out), "froogd "+version+" (revision ") || strings.Contains(string(out), "revision unknown") {
 			t.Errorf("froogd version: %q %v, want the package's version %s and its commit", out, err, version)
+		}
+		// The CLI runs, and its bash completions are its own.
+		if out, err := exec.Command(in("usr/bin/froog"), "--help").Output(); err != nil || !strings.Contains(string(out), "froog login") {
+			t.Errorf("froog --help: %v: %.200s", err, out)
+		}
+		if b, err := os.ReadFile(in("usr/share/bash-completion/completions/froog")); err != nil || !strings.Contains(string(b), "__start_froog") {
+			t.Errorf("froog's bash completions: %v: %.100s", err, b)
 		}
 	})
 
@@ -212,7 +224,7 @@ func TestDebianPackage(t *testing.T) {
 
 	t.Run("purge", func(t *testing.T) {
 		dpkg("--purge", "froogd")
-		for _, p := range []string{"usr/bin/froogd", "etc/froog/edge.env", "lib/systemd/system/froogd-edge.service"} {
+		for _, p := range []string{"usr/bin/froogd", "usr/bin/froog", "etc/froog/edge.env", "lib/systemd/system/froogd-edge.service"} {
 			if _, err := os.Stat(in(p)); !os.IsNotExist(err) {
 				t.Errorf("%s after purge: %v", p, err)
 			}
