@@ -5,6 +5,6 @@
 //
 // It writes intent to the store and reads it back; it never dials a VM
 // itself (commands, waits and files go through package tunnel: files over
-// an sftp subsystem session on the sandbox's connection, files*.go), and
+// an sftp subsystem session on the sandbox's connection), and
 // it must not import edge, hostctl or certs.
 package api

@@ -14,6 +14,9 @@
 //     (least recently used out past a bound); with a decision function
 //     (the edge's route table, as for ACME), only for names that route.
 //
+// Readiness for the edge's /readyz, whether a source can give
+// certificates now, is check.go's.
+//
 // The edge asks; certs never serves HTTP itself, but answers the ACME
 // challenges the edge hands it.
 package certs

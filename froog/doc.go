@@ -10,7 +10,11 @@
 //
 // Errors are *Error (status, code, message, request id); creates and forks
 // send an Idempotency-Key; 429 and 503 answers are retried after their
-// Retry-After; exec streams NDJSON events. This package holds no other HTTP
+// Retry-After; exec streams NDJSON events. The hand-written files:
+// client.go (New, Options, the retrying transport), errors.go (Error),
+// sandbox.go (creating, listing and handling sandboxes), exec.go
+// (commands, streamed or not), files.go (reading and writing files) and
+// urls.go (a sandbox's public URLs). This package holds no other HTTP
 // calls than the generated ones, and imports nothing else of froog's.
 package froog
 

@@ -30,5 +30,11 @@
 // in websocket mode on 127.0.0.1 (selkies.go); start and status say which
 // transport the screen offers.
 //
+// The files: cli.go (Main: the commands and their flags), guest.go
+// (Options, start, status and stop), daemon.go (the supervisor: Xvnc,
+// the window manager, the browser), state.go (the kinds and the state
+// files), owner.go (which process holds a port), wallpaper.go (the
+// wallpaper, checked and applied) and selkies.go (Selkies, above).
+//
 // It imports nothing of froog's: it runs inside sandboxes.
 package guest

@@ -19,7 +19,14 @@
 // the process (wiring.go); froogd dev calls all three, the other commands
 // one. The choice of certificate source is certs.Open's.
 //
-// Files by role: edge.go, api.go, hostctl.go, dev.go, admin.go (admin and
-// migrate), flags.go (flags and FROOG_*), wiring.go (the process, shared
-// parts, listeners).
+// Files by role: main.go (the commands), edge.go, api.go, hostctl.go,
+// dev.go, admin.go (admin and migrate), hosts.go (admin hosts: list,
+// drain, undrain), desktop.go (froog-desktop, when froogd runs under that
+// name: package guest), flags.go (flags and FROOG_*), envexample.go (the
+// Debian package's example environment files, from the flags),
+// wiring.go (the process, shared parts, listeners), notify.go (systemd's
+// sd_notify), pprof.go (profiles, in a build with -tags pprof) and
+// testclock.go (a clock run ahead for tests, in a build with -tags
+// froogtest; testclock_release.go is the real clock of every other
+// build).
 package main

@@ -18,6 +18,12 @@
 // FROOG_SANDBOX_ID in its environment, which is how Stop and Pause find
 // them all, including ones that left their process group.
 //
+// The files: local.go (the Driver: Start, Stop, Pause, Delete, the
+// folders), sshd.go (one sandbox's SSH server: exec sessions and
+// direct-tcpip), sftp.go (its sftp subsystem, confined to the home
+// folder), ports.go (which ports a sandbox's own processes listen on) and
+// snapshots.go (snapshots as copies of the home folder).
+//
 // Each sandbox's commands have froog-desktop on their PATH (a folder of
 // the driver's with a symlink to froogd, Options.DesktopExe), so the
 // desktop and the browser view run here as in the OS image: Xvnc and the

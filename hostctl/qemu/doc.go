@@ -7,10 +7,13 @@
 // one adopts them through their pid files and QMP sockets.
 //
 // New only checks Options (sizes, images, networking, binaries); the
-// first Start sets up tap networking. The files by concern:
-// lifecycle.go (Start, Stop, Pause, Delete, Fork, Check, host keys),
+// first Start sets up tap networking. The files by concern: qemu.go
+// (Options, sizes, New), lifecycle.go (Start, Stop, Pause, Delete, Fork, Check, host keys),
 // vm.go (the QEMU process: its arguments, launch, pid file, kill and
-// wait, the QMP attach, the wait for SSH), qmp.go (the monitor under go-qemu's QMP API), disk.go
+// wait, the QMP attach, the wait for SSH), bootwait.go (a boot given
+// time while it progresses), backup.go (a running VM's disk copied
+// without pausing it), snapshots.go (snapshots as copies of the
+// overlay), qmp.go (the monitor under go-qemu's QMP API), disk.go
 // (images, overlays, qemu-img, copies), warm.go (saving and restoring a
 // paused VM's memory), guestssh.go (commands in the guest over SSH, with
 // tunnel.DialSSH), tap.go (--net tap) and seed.go (the seed ISO).
