@@ -3,8 +3,6 @@ package api_test
 import (
 	"bufio"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -12,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,16 +17,15 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/api"
-	"froog.tech/froog/hostctl"
-	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/tunnel"
 )
 
-// liveEnv is an API whose sandboxes really run: hostctl with the local
-// driver, and the tunnel.
+// liveEnv is an API whose sandboxes really run (testkit/live): hostctl
+// with the local driver, and the tunnel.
 type liveEnv struct {
 	*env
 	tun *tunnel.Tunnel
@@ -40,27 +36,8 @@ func forEachLiveStore(t *testing.T, fn func(t *testing.T, e *liveEnv)) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			st := b.open(t)
-			_, priv, _ := ed25519.GenerateKey(rand.Reader)
-			signer, _ := ssh.NewSignerFromKey(priv)
-			drv, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: "test", Rescan: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			wg.Add(2)
-			go func() { defer wg.Done(); ctl.Run(ctx) }()
-			go func() { defer wg.Done(); tun.Watch(ctx, st) }()
-			t.Cleanup(func() { cancel(); wg.Wait(); tun.Close(); drv.Close() })
-			fn(t, &liveEnv{env: newEnv(t, st, api.Options{Sessions: tun}), tun: tun})
+			rig := live.Start(t, st)
+			fn(t, &liveEnv{env: newEnv(t, st, api.Options{Sessions: rig.Tunnel}), tun: rig.Tunnel})
 		})
 	}
 }

@@ -3,14 +3,9 @@
 package api_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/api"
 	"froog.tech/froog/internal/filesbench"
@@ -24,16 +19,13 @@ func TestFilesBench(t *testing.T) {
 		t.Skip("a benchmark: make bench runs it (FROOG_BENCH=1)")
 	}
 	st := backends[0].open(t)
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
-	e := liveWith(t, st, signer, api.Options{MaxFileBytes: 1 << 30})
+	e := liveWith(t, st, api.Options{MaxFileBytes: 1 << 30})
 	id := e.running("bench")
 
 	// The OpenSSH client logs in with the control plane's key, the only
 	// one the local driver's SSH server takes.
-	block, _ := ssh.MarshalPrivateKey(priv, "")
 	keyFile := filepath.Join(t.TempDir(), "key")
-	os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600)
+	os.WriteFile(keyFile, e.keyPEM, 0o600)
 	var at struct {
 		Host string
 		Port int

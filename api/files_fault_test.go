@@ -2,8 +2,6 @@ package api_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"net"
 	"strconv"
 	"strings"
@@ -13,6 +11,7 @@ import (
 
 	"froog.tech/froog/api"
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store/embedded"
 )
 
@@ -26,8 +25,7 @@ func (s sessionsTo) Session(context.Context, string) (*ssh.Session, error) { ret
 // are refused); it returns a client logged in to it.
 func sshServerFake(t *testing.T, subsystem func(ch ssh.Channel, req *ssh.Request)) *ssh.Client {
 	t.Helper()
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	hostKey, _ := ssh.NewSignerFromKey(priv)
+	hostKey := testkit.NewKey(t)
 	cfg := &ssh.ServerConfig{NoClientAuth: true}
 	cfg.AddHostKey(hostKey)
 	port := loopback.Serve(t, func(nc net.Conn) {

@@ -4,78 +4,47 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"froog.tech/froog/api"
-	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/internal/testdep"
+	"froog.tech/froog/internal/testkit"
+	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/store"
-	"froog.tech/froog/tunnel"
 )
 
 // filesEnv is a live API (local driver) whose clock a test can move, and
 // whose sandboxes' home folders it can see.
 type filesEnv struct {
 	*liveEnv
-	drv   *local.Driver
-	clock *shiftClock
+	drv    *local.Driver
+	keyPEM []byte             // the control key, for an OpenSSH client
+	clock  *testkit.FakeClock // real time plus what the test moved it
 }
-
-// shiftClock is real time plus an offset the test moves.
-type shiftClock struct{ off atomic.Int64 }
-
-func (c *shiftClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
-func (c *shiftClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 
 func forEachFilesStore(t *testing.T, o api.Options, fn func(t *testing.T, e *filesEnv)) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			_, priv, _ := ed25519.GenerateKey(rand.Reader)
-			signer, _ := ssh.NewSignerFromKey(priv)
-			fn(t, liveWith(t, b.open(t), signer, o))
+			fn(t, liveWith(t, b.open(t), o))
 		})
 	}
 }
 
-// liveWith is a filesEnv on st whose sandboxes take signer's key.
-func liveWith(t *testing.T, st store.Store, signer ssh.Signer, o api.Options) *filesEnv {
-	drv, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: "test", Rescan: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); ctl.Run(ctx) }()
-	go func() { defer wg.Done(); tun.Watch(ctx, st) }()
-	t.Cleanup(func() { cancel(); wg.Wait(); tun.Close(); drv.Close() })
-	clock := &shiftClock{}
-	o.Sessions, o.Now = tun, clock.now
-	return &filesEnv{liveEnv: &liveEnv{env: newEnv(t, st, o), tun: tun}, drv: drv, clock: clock}
+// liveWith is a filesEnv on st (testkit/live).
+func liveWith(t *testing.T, st store.Store, o api.Options) *filesEnv {
+	rig := live.Start(t, st)
+	clock := &testkit.FakeClock{}
+	o.Sessions, o.Now = rig.Tunnel, clock.Now
+	return &filesEnv{liveEnv: &liveEnv{env: newEnv(t, st, o), tun: rig.Tunnel}, drv: rig.Driver, keyPEM: rig.KeyPEM, clock: clock}
 }
 
 // home is the sandbox's home folder on this machine (local driver).
@@ -406,14 +375,14 @@ func TestFileLinks(t *testing.T) {
 			t.Fatalf("upload through the link: %q", b)
 		}
 		// Expired.
-		e.clock.advance(61 * time.Second)
+		e.clock.Advance(61 * time.Second)
 		e.raw("PUT", ul.URL, "", strings.NewReader("late")).want(t, 403, "link_expired")
 		// A key that expires takes its links with it.
-		short := e.keyWith("short", func(k *store.APIKey) { exp := e.clock.now().Add(time.Hour); k.ExpiresAt = &exp }, "file.read", "sandbox.read")
+		short := e.keyWith("short", func(k *store.APIKey) { exp := e.clock.Now().Add(time.Hour); k.ExpiresAt = &exp }, "file.read", "sandbox.read")
 		var kl linkJSON
 		e.do("POST", base+"/download-url", short, map[string]any{"path": "out/result.bin", "expires_in": 86400}).want(t, 200, "").json(t, &kl)
 		e.raw("GET", kl.URL, "", nil).want(t, 200, "")
-		e.clock.advance(2 * time.Hour)
+		e.clock.Advance(2 * time.Hour)
 		e.raw("GET", kl.URL, "", nil).want(t, 403, "link_revoked")
 	})
 }

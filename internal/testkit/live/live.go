@@ -20,7 +20,13 @@ import (
 // returns the driver and the key.
 func Driver(tb testing.TB, o local.Options) (*local.Driver, ssh.Signer) {
 	tb.Helper()
-	signer := testkit.NewKey(tb)
+	d, signer, _ := driver(tb, o)
+	return d, signer
+}
+
+func driver(tb testing.TB, o local.Options) (*local.Driver, ssh.Signer, []byte) {
+	tb.Helper()
+	signer, pem := testkit.NewKeyPEM(tb)
 	if o.Dir == "" {
 		o.Dir = tb.TempDir()
 	}
@@ -30,7 +36,7 @@ func Driver(tb testing.TB, o local.Options) (*local.Driver, ssh.Signer) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { d.Close() })
-	return d, signer
+	return d, signer, pem
 }
 
 // Rig is a controller (host "test", the local driver) running st's
@@ -39,12 +45,13 @@ type Rig struct {
 	Driver *local.Driver
 	Tunnel *tunnel.Tunnel
 	Signer ssh.Signer // the control key
+	KeyPEM []byte     // and its OpenSSH PEM, for an ssh client
 }
 
 // Start runs a Rig on st until the test ends.
 func Start(tb testing.TB, st store.Store) *Rig {
 	tb.Helper()
-	drv, signer := Driver(tb, local.Options{})
+	drv, signer, pem := driver(tb, local.Options{})
 	tun, err := tunnel.New(tunnel.Options{Sandboxes: st, Signer: signer})
 	if err != nil {
 		tb.Fatal(err)
@@ -60,5 +67,5 @@ func Start(tb testing.TB, st store.Store) *Rig {
 	go func() { defer wg.Done(); tun.Watch(ctx, st) }()
 	// Cleanups run last first: this one, then the driver's close.
 	tb.Cleanup(func() { cancel(); wg.Wait(); tun.Close() })
-	return &Rig{Driver: drv, Tunnel: tun, Signer: signer}
+	return &Rig{Driver: drv, Tunnel: tun, Signer: signer, KeyPEM: pem}
 }
