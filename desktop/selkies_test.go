@@ -38,11 +38,19 @@ type streamRecorder struct {
 	all    bytes.Buffer
 	texts  []string
 	frames map[byte]int
+	pings  int // the edge's, each answered with a pong
 	closed error
 }
 
 func record(ws *websocket.Conn) *streamRecorder {
 	r := &streamRecorder{frames: map[byte]int{}}
+	ws.SetPingHandler(func(data string) error {
+		r.mu.Lock()
+		r.pings++
+		r.mu.Unlock()
+		ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+		return nil // as the default handler: a pong that can't go is no read error
+	})
 	go func() {
 		for {
 			mt, b, err := ws.ReadMessage()
@@ -62,6 +70,12 @@ func record(ws *websocket.Conn) *streamRecorder {
 		}
 	}()
 	return r
+}
+
+func (r *streamRecorder) pingCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pings
 }
 
 func (r *streamRecorder) frameCount(typ byte) int {
@@ -344,10 +358,14 @@ func TestStreamIdle(t *testing.T) {
 	defer ws.Close()
 	rec := record(ws) // reading answers the edge's pings
 	wait.For(t, 10*time.Second, "the greeting", func() bool { return rec.hasText("MODE websockets") })
-	time.Sleep(5 * time.Second)
+	// Idle past the read deadline: more pings than it is long.
+	pings := rec.pingCount()
+	wait.For(t, 30*time.Second, "the edge's pings past its read deadline", func() bool {
+		return rec.pingCount() > pings+readDeadlinePingPeriods
+	})
 	ws.WriteMessage(websocket.TextMessage, []byte("REQUEST_KEYFRAME"))
 	if !wait.Until(10*time.Second, func() bool { return slices.Contains(fake.texts("controller"), "REQUEST_KEYFRAME") }) {
-		t.Fatalf("after 5 s idle the stream is gone (%v)", rec.closed)
+		t.Fatalf("after %d pings idle the stream is gone (%v)", readDeadlinePingPeriods+1, rec.closed)
 	}
 	if h.srv.Conns() != 1 {
 		t.Errorf("%d open bridges", h.srv.Conns())
