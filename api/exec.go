@@ -154,7 +154,7 @@ func (s *Server) runningSandbox(r *http.Request) (*store.Sandbox, error) {
 	if s.sessions == nil {
 		return nil, errorf(http.StatusServiceUnavailable, "unavailable", "this API has no connection to sandboxes")
 	}
-	return s.awake(r, sb, autoStartWait)
+	return s.awake(r, sb)
 }
 
 // commandSandbox is runningSandbox for a user's command (exec, a new
@@ -172,64 +172,6 @@ func (s *Server) commandSandbox(r *http.Request) (*store.Sandbox, func(), error)
 		return nil, nil, e
 	}
 	return sb, func() { s.slots.give(sb.ID) }, nil
-}
-
-// autoStartWait bounds how long a call waits for a sandbox it started.
-const autoStartWait = 60 * time.Second
-
-// errStarting answers a call whose sandbox is still starting.
-var errStarting = &Error{Status: http.StatusServiceUnavailable, Code: "sandbox_starting",
-	Message: "the sandbox is starting; try again in a few seconds", RetryAfter: 5}
-
-// awake returns sb running. A sandbox that is not running but has
-// auto_start is started (one sandbox.auto_start event, by the key, with
-// the limits of a start: a refusal is the start's error) and waited for
-// up to wait; then the call gets 503 sandbox_starting. Without
-// auto_start the call is refused (409), as it always was.
-func (s *Server) awake(r *http.Request, sb *store.Sandbox, wait time.Duration) (*store.Sandbox, error) {
-	if sb.State == store.StateRunning {
-		return sb, nil
-	}
-	if err := s.wake(r, sb); err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		cur, err := s.store.SandboxByID(r.Context(), sb.ID)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case cur.State == store.StateRunning:
-			return &cur, nil
-		case cur.State == store.StateError || cur.DesiredState != store.StateRunning:
-			return nil, errorf(http.StatusConflict, "conflict", "sandbox %q did not start (it is %s)", sb.Name, cur.State)
-		case time.Now().After(deadline):
-			return nil, errStarting
-		}
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-r.Context().Done():
-			return nil, r.Context().Err()
-		}
-	}
-}
-
-// wake asks for sb to run when it is not meant to and has auto_start; it
-// refuses (409) a sandbox that is neither.
-func (s *Server) wake(r *http.Request, sb *store.Sandbox) error {
-	if sb.DesiredState == store.StateRunning {
-		return nil
-	}
-	if !sb.AutoStart {
-		return errorf(http.StatusConflict, "conflict", "sandbox %q is not running (it is %s)", sb.Name, sb.State)
-	}
-	_, err := store.AutoStart(r.Context(), s.store, sb.ID, s.audit(r, "sandbox.auto_start", sb.Name, map[string]string{}), s.now())
-	var refused *store.StartRefusedError
-	if errors.As(err, &refused) {
-		return errorf(http.StatusConflict, "conflict", "sandbox %q cannot start on its own: it is %s", sb.Name, refused.State)
-	}
-	return err
 }
 
 // errLost: the connection to the sandbox broke under a command.

@@ -175,7 +175,7 @@ func (s *Server) linkFiles(r *http.Request, way string) (*fileLink, *fileConn, *
 	if s.sessions == nil {
 		return nil, nil, nil, errorf(http.StatusServiceUnavailable, "unavailable", "this API has no connection to sandboxes")
 	}
-	sb, err = s.awake(r, sb, autoStartWait)
+	sb, err = s.awake(r, sb)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
 	"froog.tech/froog/store/pg/pgtest"
+	"froog.tech/froog/wake"
 )
 
 // backends are the stores every API test runs against.
@@ -74,6 +75,9 @@ func newEnv(t testing.TB, s store.Store, o api.Options) *env {
 	rand.Read(key)
 	o.Store, o.Domain, o.SecretKey, o.PublicPort = s, "froog.test", key, 8443
 	o.Logger = slog.New(slog.NewJSONHandler(e.logs, nil))
+	if o.Sessions != nil && o.Waker == nil {
+		o.Waker = newWaker(t, s, o.Sessions)
+	}
 	srv, err := api.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +91,23 @@ func newEnv(t testing.TB, s store.Store, o api.Options) *env {
 	}
 	e.admin = e.key("admin", "*")
 	return e
+}
+
+// newWaker is the API's waker as froogd wires it: a Follower of the
+// store's feed, and the tunnel (when sessions is one) to reach ports.
+func newWaker(t testing.TB, s store.Store, sessions api.Sessions) *wake.Waker {
+	t.Helper()
+	fl := wake.NewFollower(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); fl.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	d, _ := sessions.(wake.Dialer)
+	w, err := wake.New(wake.Options{Store: s, Feed: fl, Dialer: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // key makes an API key with actions and returns its secret.

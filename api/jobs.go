@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"froog.tech/froog/store"
+	"froog.tech/froog/wake"
 )
 
 // Background jobs live on the sandbox's own disk, under ~/.froog/jobs/ID:
@@ -245,23 +246,6 @@ type waitRequest struct {
 	TimeoutSecs *int64 `json:"timeout_secs"`
 }
 
-// listening lists TCP ports something listens on, from /proc/net/tcp{,6}.
-const listening = `cat /proc/net/tcp /proc/net/tcp6 2>/dev/null`
-
-// listens reports whether /proc/net/tcp text shows port in LISTEN state.
-func listens(procNet []byte, port int) bool {
-	want := fmt.Sprintf(":%04X", port)
-	sc := bufio.NewScanner(bytes.NewReader(procNet))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		// sl local_address rem_address st ...; st 0A is LISTEN
-		if len(f) > 3 && f[3] == "0A" && strings.HasSuffix(f[1], want) {
-			return true
-		}
-	}
-	return false
-}
-
 func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
 	var req waitRequest
 	if err := readJSON(r, maxBody, &req, false); err != nil {
@@ -270,7 +254,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
 	if req.Port == nil || *req.Port < 1 || *req.Port > 65535 {
 		return invalid("port must be from 1 to 65535")
 	}
-	timeout := int64(60)
+	timeout := int64(wake.WaitTimeout / time.Second)
 	if req.TimeoutSecs != nil {
 		if *req.TimeoutSecs < 1 || *req.TimeoutSecs > 600 {
 			return invalid("timeout_secs must be from 1 to 600")
@@ -285,39 +269,11 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusServiceUnavailable, "unavailable", "this API has no connection to sandboxes")
 	}
 	start := time.Now()
-	deadline := start.Add(time.Duration(timeout) * time.Second)
-	answer := func(ready bool) error {
-		writeJSON(w, http.StatusOK, map[string]any{"port": *req.Port, "ready": ready, "waited_ms": time.Since(start).Milliseconds()})
-		return nil
+	// A sandbox that is still starting counts against the timeout.
+	err = s.await(r, sb, *req.Port, time.Duration(timeout)*time.Second)
+	if err != nil && !errors.Is(err, errWaitedOut) {
+		return err
 	}
-	for {
-		// A sandbox that is still starting counts against the timeout.
-		cur, err := s.store.SandboxByID(r.Context(), sb.ID)
-		if err != nil {
-			return err
-		}
-		if cur.DesiredState != store.StateRunning && cur.State != store.StateRunning {
-			if err := s.wake(r, &cur); err != nil { // the start counts against the timeout
-				return err
-			}
-		}
-		if cur.State == store.StateRunning {
-			out, errOut := &capped{max: 4 << 20}, &capped{max: 4096}
-			res, err := s.run(r.Context(), &cur, listening, nil, out, errOut, 10*time.Second)
-			if err == nil && res.code == 0 && listens(out.buf.Bytes(), *req.Port) {
-				return answer(true)
-			}
-			if r.Context().Err() != nil {
-				return r.Context().Err()
-			}
-		}
-		if time.Now().Add(250 * time.Millisecond).After(deadline) {
-			return answer(false)
-		}
-		select {
-		case <-time.After(250 * time.Millisecond):
-		case <-r.Context().Done():
-			return r.Context().Err()
-		}
-	}
+	writeJSON(w, http.StatusOK, map[string]any{"port": *req.Port, "ready": err == nil, "waited_ms": time.Since(start).Milliseconds()})
+	return nil
 }

@@ -30,6 +30,10 @@ type Options struct {
 	// Sessions runs commands in sandboxes; nil answers 503 to exec, wait
 	// and jobs.
 	Sessions Sessions
+	// Waker starts stopped sandboxes that have auto_start and waits for
+	// them and their ports (package wake); nil answers 503 to a call that
+	// must wait (exec, jobs and files of a stopped sandbox, wait).
+	Waker Waker
 	// Logger gets the access log; nil discards it.
 	Logger *slog.Logger
 	// RateLimit is requests per IP per RateWindow; 0 means 10,000 per 60 s.
@@ -57,6 +61,7 @@ type Server struct {
 	mux     *http.ServeMux
 
 	sessions  Sessions
+	waker     Waker
 	slots     slots
 	fileSlots waitSlots
 	apiURL    string
@@ -106,6 +111,7 @@ func New(o Options) (*Server, error) {
 		mux:     http.NewServeMux(),
 
 		sessions: o.Sessions,
+		waker:    o.Waker,
 		apiURL:   strings.TrimSuffix(o.APIURL, "/"),
 		maxFile:  o.MaxFileBytes,
 	}

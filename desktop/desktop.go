@@ -124,8 +124,9 @@ type Options struct {
 	// NoPictureAfter is how long a tile may hear nothing from its
 	// desktop before the wall says "no picture". Zero: 5 s.
 	NoPictureAfter time.Duration
-	// WallPoll is how often an open wall looks at Accounts and its
-	// tiles. Zero: 500 ms.
+	// WallPoll is how often an open wall looks at its tiles' pictures
+	// and states (its list of sandboxes follows Accounts.Changed). Zero:
+	// 500 ms.
 	WallPoll time.Duration
 }
 

@@ -22,14 +22,16 @@ type WallSandbox struct {
 	Since time.Time `json:"since"` // when this run started
 }
 
-// Accounts lists an account's running sandboxes. Every open wall calls
-// it every WallPoll, and every tile and live request calls it once, so it
-// must be an in-memory lookup (the edge's route table, indexed by
-// account). The wall learns of starts and stops by polling it: no feed
-// plumbing, one lookup per wall per poll, and a change shows within
-// WallPoll plus the table's own lag.
+// Accounts lists an account's running sandboxes, and says when that may
+// have changed. Every open wall calls Running when Changed fires, and
+// every tile and live request calls it once, so it must be an in-memory
+// lookup (the edge's route table, indexed by account, kept by the change
+// feed): a start or a stop shows on the wall as soon as the table has it.
 type Accounts interface {
 	Running(accountID string) []WallSandbox
+	// Changed returns a channel closed when the running sandboxes may
+	// next have changed.
+	Changed() <-chan struct{}
 }
 
 // Linker mints a fresh desktop link for a sandbox of the account (a
@@ -164,12 +166,17 @@ func (s *Server) wallEvents(w http.ResponseWriter, r *http.Request, v View) {
 			s.tiles.release(t)
 		}
 	}()
+	// The list follows the feed (changed); the tick is the tiles'
+	// pictures and states, which have no feed.
 	tick := time.NewTicker(s.o.WallPoll)
 	defer tick.Stop()
 	var (
 		lastList  []byte
 		lastWrite = time.Now()
 		buf       []byte
+		list      []WallSandbox
+		changed   <-chan struct{}
+		stale     = true
 	)
 	for {
 		buf = buf[:0]
@@ -181,12 +188,15 @@ func (s *Server) wallEvents(w http.ResponseWriter, r *http.Request, v View) {
 			rc.Flush()
 			return
 		}
-		list, _ := s.running(sess.SandboxID, "")
-		if list == nil {
-			list = []WallSandbox{}
+		if stale {
+			changed = s.o.Accounts.Changed() // before the read: no change slips between
+			list, _ = s.running(sess.SandboxID, "")
+			if list == nil {
+				list = []WallSandbox{}
+			}
+			stale = false
 		}
-		js, _ := json.Marshal(list)
-		if string(js) != string(lastList) {
+		if js, _ := json.Marshal(list); string(js) != string(lastList) {
 			lastList = js
 			buf = fmt.Appendf(buf, "event: sandboxes\ndata: %s\n\n", js)
 			shown := make(map[string]bool, len(list))
@@ -235,6 +245,8 @@ func (s *Server) wallEvents(w http.ResponseWriter, r *http.Request, v View) {
 			return
 		case <-s.done:
 			return
+		case <-changed:
+			stale = true
 		case <-tick.C:
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/names"
+	"froog.tech/froog/store"
 )
 
 const (
@@ -33,18 +34,22 @@ const (
 
 // fakeAccounts is an in-memory Accounts.
 type fakeAccounts struct {
-	mu sync.Mutex
-	m  map[string][]WallSandbox // by account
+	mu      sync.Mutex
+	m       map[string][]WallSandbox // by account
+	changed store.Signal
 }
 
 func (f *fakeAccounts) set(account string, sbs ...WallSandbox) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.m == nil {
 		f.m = map[string][]WallSandbox{}
 	}
 	f.m[account] = sbs
+	f.mu.Unlock()
+	f.changed.Wake()
 }
+
+func (f *fakeAccounts) Changed() <-chan struct{} { return f.changed.Changed() }
 
 func (f *fakeAccounts) Running(account string) []WallSandbox {
 	f.mu.Lock()
@@ -332,6 +337,22 @@ func TestWallSession(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The wall's list follows Accounts.Changed, not its tiles' clock: with
+// the tiles looked at once an hour, a start and a stop still show.
+func TestWallListFollowsTheFeed(t *testing.T) {
+	t.Parallel()
+	h := newWallHarness(t, Options{WallPoll: time.Hour})
+	h.accounts.set(acctA)
+	c := h.cookie(acctA)
+	ev, stop := h.events(acctA, c)
+	defer stop()
+	waitList(t, ev, 3*time.Second)
+	h.accounts.set(acctA, WallSandbox{ID: sbxA, Name: "alpha", Since: started})
+	waitList(t, ev, 3*time.Second, sbxA)
+	h.accounts.set(acctA)
+	waitList(t, ev, 3*time.Second)
 }
 
 // Sandboxes that start and stop show in the stream within 3 s, and two

@@ -26,6 +26,8 @@ func (a TableAccounts) Running(accountID string) []WallSandbox {
 	return out
 }
 
+func (a TableAccounts) Changed() <-chan struct{} { return a.Table.Changed() }
+
 var _ Accounts = TableAccounts{}
 
 // LinkStore keeps desktop links (the store).

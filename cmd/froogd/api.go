@@ -10,6 +10,7 @@ import (
 
 	"froog.tech/froog/api"
 	"froog.tech/froog/internal/keyfile"
+	"froog.tech/froog/wake"
 )
 
 // apiConfig is froogd api's configuration.
@@ -50,11 +51,18 @@ const secretKeySize = 32
 // sh's store, tunnel and logger, its goroutine in p.
 func startAPI(p *proc, c apiConfig, secret []byte, sh parts, ln net.Listener) error {
 	now, _ := testClock()
-	srv, err := api.New(api.Options{Store: sh.store, Domain: c.Domain, PublicPort: c.PublicPort, SecretKey: secret, Sessions: sh.tun, Logger: sh.log, APIURL: c.APIURL,
+	// The API keeps no route table: its waits follow the feed themselves.
+	fl := wake.NewFollower(sh.store)
+	wk, err := wake.New(wake.Options{Store: sh.store, Feed: fl, Dialer: sh.tun, Now: now})
+	if err != nil {
+		return err
+	}
+	srv, err := api.New(api.Options{Store: sh.store, Domain: c.Domain, PublicPort: c.PublicPort, SecretKey: secret, Sessions: sh.tun, Waker: wk, Logger: sh.log, APIURL: c.APIURL,
 		Now: now})
 	if err != nil {
 		return err
 	}
+	p.Go(func(ctx context.Context) error { fl.Run(ctx); return nil })
 	p.Go(func(ctx context.Context) error { return serveHTTP(ctx, ln, srv) })
 	return nil
 }

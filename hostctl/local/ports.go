@@ -15,16 +15,8 @@ import (
 // port would reach the first sandbox's app — its wait ready, its URL
 // serving another sandbox's files. So a port held by another sandbox's
 // process is never this sandbox's: direct-tcpip to it is refused, saying
-// why, and the listening sockets of other sandboxes are left out of the
-// port probe below.
-
-// listeningProbe is the command the API's wait runs to read the
-// listening ports (api/jobs.go, listening). In a VM it reads the
-// sandbox's own; here /proc/net/tcp is the host's, so the driver answers
-// it itself, with this sandbox's sockets and the host's, not other
-// sandboxes'. (The end-to-end test of two sandboxes on one port keeps
-// the two in step.)
-const listeningProbe = `cat /proc/net/tcp /proc/net/tcp6 2>/dev/null`
+// why (the API's wait and the edge dial a port through the tunnel, so
+// they see that refusal too).
 
 var procNet = []string{"/proc/net/tcp", "/proc/net/tcp6"}
 
@@ -46,35 +38,6 @@ func heldByOther(id string, port int) string {
 		}
 	}
 	return ""
-}
-
-// ownListeners is /proc/net/tcp and tcp6 as sandbox id may see them: the
-// listening sockets of other sandboxes' processes left out.
-func ownListeners(id string) []byte {
-	var files [][]byte
-	inodes := map[string]bool{}
-	for _, f := range procNet {
-		b, _ := os.ReadFile(f)
-		files = append(files, b)
-		for _, l := range listenLines(b) {
-			inodes[l.inode] = true
-		}
-	}
-	tags := socketTags(inodes)
-	var out bytes.Buffer
-	for _, b := range files {
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			if l, ok := parseListen(sc.Text()); ok {
-				if tag := tags[l.inode]; tag != "" && tag != id {
-					continue
-				}
-			}
-			out.Write(sc.Bytes())
-			out.WriteByte('\n')
-		}
-	}
-	return out.Bytes()
 }
 
 type listenLine struct {

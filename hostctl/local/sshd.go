@@ -233,13 +233,6 @@ func (s *sshd) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 					r.Reply(false, nil)
 					continue
 				}
-				if p.Command == listeningProbe { // ports.go
-					r.Reply(true, nil)
-					ch.Write(ownListeners(s.id))
-					ch.SendRequest("exit-status", false, binary.BigEndian.AppendUint32(nil, 0))
-					ch.CloseWrite()
-					return
-				}
 				c, err := s.start(ch, p.Command, env)
 				if err != nil {
 					fmt.Fprintf(ch.Stderr(), "froog: %v\n", err)
