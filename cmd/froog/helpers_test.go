@@ -72,6 +72,24 @@ func TestRecordHostKey(t *testing.T) {
 	}
 }
 
+// A listing shows a URL's address as the API gives it (the edge's port
+// included), never its token.
+func TestAddress(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		u    froog.URL
+		want string
+	}{
+		{froog.URL{Host: "web-3000-k7f2qx.froog.localhost", Url: "https://web-3000-k7f2qx.froog.localhost:8443/?_token=pt_x"}, "https://web-3000-k7f2qx.froog.localhost:8443/"},
+		{froog.URL{Host: "web-3000-k7f2qx.froog.test", Url: "https://web-3000-k7f2qx.froog.test/"}, "https://web-3000-k7f2qx.froog.test/"},
+		{froog.URL{Host: "web-3000-k7f2qx.froog.test"}, "https://web-3000-k7f2qx.froog.test/"},
+	} {
+		if got := address(&tc.u); got != tc.want {
+			t.Errorf("address(%+v) = %q, want %q", tc.u, got, tc.want)
+		}
+	}
+}
+
 func TestAutoStop(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 2, 14, 3, 0, 0, time.Local)

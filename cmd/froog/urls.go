@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,25 @@ func portArg(s string) (int, error) {
 		return 0, fmt.Errorf("%q is not a port (1 to 65535)", s)
 	}
 	return n, nil
+}
+
+// sandboxPort is the handle on the sandbox name and the port port names:
+// the NAME PORT that host and url-token take.
+func (a *app) sandboxPort(name, port string) (*froog.SandboxHandle, int, error) {
+	n, err := portArg(port)
+	if err != nil {
+		return nil, 0, err
+	}
+	h, err := a.sandbox(name)
+	return h, n, err
+}
+
+// address is a URL's address without its token: what a listing shows.
+func address(u *froog.URL) string {
+	if a, _, _ := strings.Cut(u.Url, "?"); a != "" {
+		return a
+	}
+	return "https://" + u.Host + "/"
 }
 
 func (a *app) hostCmd() *cobra.Command {
@@ -37,14 +57,14 @@ the port again without it makes a new one. Without PORT, list the URLs.`,
   froog host my-box 3000 --rm                  # remove`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			h, err := a.sandbox(args[0])
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
 			if len(args) == 1 {
 				if public || rm || subdomain != "" || cmd.Flags().Changed("title") {
 					return errors.New("--public, --subdomain, --title and --rm need a PORT")
+				}
+				h, err := a.sandbox(args[0])
+				if err != nil {
+					return err
 				}
 				urls, err := h.URLs(ctx)
 				if err != nil {
@@ -57,12 +77,12 @@ the port again without it makes a new one. Without PORT, list the URLs.`,
 						if froog.Text(u.Public) == "true" {
 							access = "public"
 						}
-						rows = append(rows, []string{froog.Text(u.Port), access, "https://" + froog.Text(u.Host) + "/", froog.Text(u.Title)})
+						rows = append(rows, []string{froog.Text(u.Port), access, address(&u), froog.Text(u.Title)})
 					}
 					table(w, []string{"PORT", "ACCESS", "URL", "TITLE"}, rows)
 				})
 			}
-			port, err := portArg(args[1])
+			h, port, err := a.sandboxPort(args[0], args[1])
 			if err != nil {
 				return err
 			}
@@ -114,17 +134,14 @@ day, 60 seconds to 30 days); every request is checked.`,
 		Short: "Make a viewer token and print its link (shown only this once)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			port, err := portArg(args[1])
-			if err != nil {
-				return err
-			}
 			var d time.Duration
 			if ttl != "" {
+				var err error
 				if d, err = parseDuration(ttl); err != nil {
 					return fmt.Errorf("--ttl: %w", err)
 				}
 			}
-			h, err := a.sandbox(args[0])
+			h, port, err := a.sandboxPort(args[0], args[1])
 			if err != nil {
 				return err
 			}
@@ -142,11 +159,7 @@ day, 60 seconds to 30 days); every request is checked.`,
 		Short: "List a URL's live viewer tokens",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			port, err := portArg(args[1])
-			if err != nil {
-				return err
-			}
-			h, err := a.sandbox(args[0])
+			h, port, err := a.sandboxPort(args[0], args[1])
 			if err != nil {
 				return err
 			}
@@ -168,11 +181,7 @@ day, 60 seconds to 30 days); every request is checked.`,
 		Short: "Revoke a viewer token: it fails at its next request",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			port, err := portArg(args[1])
-			if err != nil {
-				return err
-			}
-			h, err := a.sandbox(args[0])
+			h, port, err := a.sandboxPort(args[0], args[1])
 			if err != nil {
 				return err
 			}
