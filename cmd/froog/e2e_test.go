@@ -388,6 +388,7 @@ func TestCLIWalkthrough(t *testing.T) {
 			{"exit code passed through", []string{"exec", "jobs", "--", "exit 7"}, "", "", 7},
 			{"past --timeout exits 124", []string{"exec", "jobs", "--timeout", "1s", "--", "sleep 30"}, "", "", 124},
 			{"stdin", []string{"exec", "jobs", "--", "tr a-z A-Z"}, "shout\n", "SHOUT\n", 0},
+			{"--no-stdin", []string{"exec", "jobs", "--no-stdin", "--", "cat; echo done"}, "not sent\n", "done\n", 0},
 			{"--cwd and -e", []string{"exec", "jobs", "--cwd", "/tmp", "-e", "GREETING=hi", "--", "echo $GREETING; pwd"}, "", "hi\n/tmp\n", 0},
 			{"--timeout 0 streams a job to its end", []string{"exec", "jobs", "--timeout", "0", "--", "echo streamed; exit 3"}, "", "streamed\n", 3},
 		} {
@@ -445,6 +446,19 @@ func TestCLIWalkthrough(t *testing.T) {
 		if got := d.ok(t, "exec", "snap-2", "--", "cat version"); got != "v1" {
 			t.Fatalf("the fork from the snapshot has %q, want v1", got)
 		}
+		// A fork's own timer and variables, on top of the source's.
+		if got := d.ok(t, "fork", "snap", "snap-env", "--ttl", "15m", "-e", "GREETING=forked"); got != "snap-env" {
+			t.Fatalf("fork --ttl -e printed %q", got)
+		}
+		var forked struct {
+			TTLSecs int `json:"ttl_secs"`
+		}
+		if err := json.Unmarshal([]byte(d.ok(t, "info", "snap-env", "--json")), &forked); err != nil || forked.TTLSecs != 900 {
+			t.Fatalf("fork --ttl 15m: %v ttl_secs %d, want 900", err, forked.TTLSecs)
+		}
+		if got := d.ok(t, "exec", "snap-env", "--", "echo $GREETING"); got != "forked" {
+			t.Fatalf("fork -e: %q", got)
+		}
 		if got := d.ok(t, "fork", "snap", "try", "--count", "2"); got != "try-1\ntry-2" {
 			t.Fatalf("fork --count 2 printed %q", got)
 		}
@@ -459,6 +473,14 @@ func TestCLIWalkthrough(t *testing.T) {
 		}
 		if _, errOut, code := d.run(t, "", "restore", "snap"); code != 1 || !strings.Contains(errOut, "NAME@SNAPSHOT") {
 			t.Fatalf("restore without a snapshot: exit %d: %s", code, errOut)
+		}
+		// --delete removes one snapshot of the sandbox.
+		extra := strings.Fields(d.ok(t, "snapshot", "snap"))[0]
+		if got := d.ok(t, "snapshot", "snap", "--delete", extra); got != extra+" deleted" {
+			t.Fatalf("snapshot --delete printed %q", got)
+		}
+		if list := d.ok(t, "snapshots", "snap", "--json"); strings.Contains(list, extra) {
+			t.Fatalf("snapshot %s is still listed after --delete: %s", extra, list)
 		}
 		d.ok(t, "delete", "try-1", "-y")
 		if got := d.ok(t, "list", "--prefix", "try"); strings.Contains(got, "try-1") || !strings.Contains(got, "try-2") {
@@ -553,6 +575,23 @@ func TestCLIWalkthrough(t *testing.T) {
 		if _, errOut, code := d.run(t, "", "desktop", "desk", "--print"); code != 1 || !strings.Contains(errOut, "409") {
 			t.Fatalf("desktop of a stopped sandbox: exit %d: %s", code, errOut)
 		}
+
+		// start's settings, kept for later starts.
+		if _, errOut, code := d.run(t, "", "start", "desk", "--environment", "--no-environment"); code != 1 || !strings.Contains(errOut, "choose one") {
+			t.Fatalf("start with --environment and --no-environment: exit %d: %s", code, errOut)
+		}
+		if got := d.ok(t, "start", "desk", "--ttl", "2h", "-e", "STAGE=two"); got != "desk running" {
+			t.Fatalf("start --ttl -e printed %q", got)
+		}
+		var started struct {
+			TTLSecs int `json:"ttl_secs"`
+		}
+		if err := json.Unmarshal([]byte(d.ok(t, "info", "desk", "--json")), &started); err != nil || started.TTLSecs != 7200 {
+			t.Fatalf("start --ttl 2h: %v ttl_secs %d, want 7200", err, started.TTLSecs)
+		}
+		if got := d.ok(t, "exec", "desk", "--", "echo $STAGE"); got != "two" {
+			t.Fatalf("start -e: %q", got)
+		}
 	})
 }
 
@@ -565,8 +604,13 @@ func TestCLIHelp(t *testing.T) {
 		want []string
 	}{
 		{[]string{"--help"}, []string{"froog gives every agent its own Linux", "FROOG_API_KEY", "--json", "new", "exec", "host", "url-token", "desktop", "completions"}},
-		{[]string{"exec", "--help"}, []string{"froog exec my-box --detach --", "--timeout", "exits 124", "--cwd", "-e, --env"}},
+		{[]string{"exec", "--help"}, []string{"froog exec my-box --detach --", "--timeout", "exits 124", "--cwd", "-e, --env", "--no-stdin"}},
 		{[]string{"host", "--help"}, []string{"--public", "--subdomain", "--title", "--rm"}},
+		{[]string{"start", "--help"}, []string{"--size", "--ttl", "-e, --env", "--no-environment", "--environment "}},
+		{[]string{"fork", "--help"}, []string{"NAME@latest", "--count", "--size", "--ttl", "-e, --env", "--no-snapshots"}},
+		{[]string{"snapshot", "--help"}, []string{"--name", "--delete ", "--delete-auto"}},
+		{[]string{"restore", "--help"}, []string{"NAME@latest"}},
+		{[]string{"delete", "--help"}, []string{"saved snapshots stay", "-y, --yes"}},
 		{[]string{"url-token", "--help"}, []string{"froog url-token create my-box 3000 --ttl 2h --label alice", "revoke"}},
 		{[]string{"completions", "bash"}, []string{"bash completion"}},
 		{[]string{"completions", "zsh"}, []string{"#compdef froog"}},

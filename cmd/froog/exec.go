@@ -16,7 +16,7 @@ import (
 const maxStdin = 1 << 20
 
 func (a *app) execCmd() *cobra.Command {
-	var detach bool
+	var detach, noStdin bool
 	var cwd, timeout string
 	var envs []string
 	c := &cobra.Command{
@@ -24,7 +24,7 @@ func (a *app) execCmd() *cobra.Command {
 		Short: "Run a command in a sandbox, streaming its output",
 		Long: `Run a command (through sh) in a sandbox, stream its output and exit with its
 exit code; past --timeout it is killed and froog exits 124. Stdin, when it is
-a file or a pipe, is the command's (up to 1 MiB).
+a file or a pipe, is the command's (up to 1 MiB); --no-stdin skips it.
 
 --detach runs it as a background job and prints the job's id: it keeps
 running after you disconnect (froog logs, froog jobs, froog kill).
@@ -52,7 +52,7 @@ running after you disconnect (froog logs, froog jobs, froog kill).
 				return err
 			}
 			o := &froog.ExecOptions{Cwd: cwd, Env: env, Timeout: d}
-			if !isTerminal(a.stdin) {
+			if !noStdin && !isTerminal(a.stdin) {
 				b, err := io.ReadAll(io.LimitReader(a.stdin, maxStdin+1))
 				if err != nil {
 					return fmt.Errorf("read stdin: %w", err)
@@ -118,6 +118,7 @@ running after you disconnect (froog logs, froog jobs, froog kill).
 	f := c.Flags()
 	f.BoolVar(&detach, "detach", false, "run it in the background and print the job's id")
 	f.StringVar(&cwd, "cwd", "", "run it in this folder (relative to ~)")
+	f.BoolVar(&noStdin, "no-stdin", false, "send no stdin, even from a pipe or a file (like ssh -n)")
 	f.StringArrayVarP(&envs, "env", "e", nil, "a variable for this command only, KEY=VALUE; repeat it")
 	f.StringVar(&timeout, "timeout", "", "kill it after this long (exit 124; default 1h); 0: run it as a job, streamed to the end")
 	return c

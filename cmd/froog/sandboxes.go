@@ -56,17 +56,9 @@ is private). With --count N it makes NAME-1 … NAME-N.`,
 			case noAutoStop:
 				body["ttl_secs"] = 0
 			case ttl != "":
-				d, err := parseDuration(ttl)
-				if err != nil {
-					problems = append(problems, fmt.Errorf("--ttl: %w", err))
-				}
-				body["ttl_secs"] = int(d.Seconds())
+				problems = append(problems, ttlInto(body, ttl))
 			}
-			if env, err := keyValues("-e", envs); err != nil {
-				problems = append(problems, err)
-			} else if len(env) > 0 {
-				body["env"] = env
-			}
+			problems = append(problems, envInto(body, envs))
 			if l, err := keyValues("--label", labels); err != nil {
 				problems = append(problems, err)
 			} else if len(l) > 0 {
@@ -138,7 +130,7 @@ is private). With --count N it makes NAME-1 … NAME-N.`,
 	f.StringVar(&size, "size", "", "small, default or large")
 	f.StringVar(&ttl, "ttl", "", "auto-stop this long after each start (default 1h, at most 30d)")
 	f.BoolVar(&noAutoStop, "no-auto-stop", false, "never stop on its own")
-	f.BoolVar(&autoStart, "auto-start", false, "start when one of its URLs gets a request while it is stopped")
+	f.BoolVar(&autoStart, "auto-start", false, "start on a request to one of its URLs while it is stopped")
 	f.StringArrayVar(&hosts, "host", nil, "give PORT a URL: PORT (private) or PORT:public; repeat it")
 	f.StringArrayVarP(&envs, "env", "e", nil, "a variable of its own, KEY=VALUE; repeat it")
 	f.StringArrayVar(&labels, "label", nil, "a label, KEY=VALUE; repeat it")
@@ -153,7 +145,7 @@ func (a *app) listCmd() *cobra.Command {
 	var prefix, state string
 	c := &cobra.Command{
 		Use:   "list",
-		Short: "List sandboxes",
+		Short: "Show sandboxes; --label, --prefix and --state filter the list",
 		Example: `  froog list --label team=web --state running
   froog list --prefix ci-`,
 		Args: cobra.NoArgs,
@@ -220,19 +212,56 @@ func (a *app) oneSandbox(use, short, example string, act func(cmd *cobra.Command
 }
 
 func (a *app) infoCmd() *cobra.Command {
-	return a.oneSandbox("info", "Show a sandbox: state, error, timers", "  froog info my-box --json",
+	return a.oneSandbox("info", "Everything about one sandbox: state, error, auto-stop timer, settings", "  froog info my-box --json",
 		func(cmd *cobra.Command, h *froog.SandboxHandle) (*froog.Sandbox, error) { return h.Info(cmd.Context()) })
 }
 
 func (a *app) startCmd() *cobra.Command {
-	return a.oneSandbox("start", "Start a sandbox and wait until it runs", "  froog start my-box",
+	var size, ttl string
+	var envs []string
+	var noEnv, withEnv bool
+	c := a.oneSandbox("start", "Start a sandbox from its disk and wait until it runs", `  froog start my-box
+  froog start my-box --size large --ttl 2h   # both stay for later starts`,
 		func(cmd *cobra.Command, h *froog.SandboxHandle) (*froog.Sandbox, error) {
-			return h.Start(cmd.Context(), froog.StartSandbox{})
+			body := map[string]any{}
+			if size != "" {
+				body["size"] = size
+			}
+			problems := []error{envInto(body, envs)}
+			if cmd.Flags().Changed("ttl") {
+				problems = append(problems, ttlInto(body, ttl))
+			}
+			switch {
+			case noEnv && withEnv:
+				problems = append(problems, errors.New("--environment and --no-environment: choose one"))
+			case noEnv:
+				body["environment"] = false
+			case withEnv:
+				body["environment"] = true
+			}
+			if err := errors.Join(problems...); err != nil {
+				return nil, err
+			}
+			var req froog.StartSandbox
+			if err := into(&req, body); err != nil {
+				return nil, err
+			}
+			return h.Start(cmd.Context(), req)
 		})
+	c.Long = `Start a stopped sandbox from its disk and return once it runs; within the warm
+window (10 minutes after the stop) its processes carry on. --size, --ttl, -e
+and --no-environment (--environment with it again) stay for later starts.`
+	f := c.Flags()
+	f.StringVar(&size, "size", "", "start it at another size: small, default or large")
+	f.StringVar(&ttl, "ttl", "", "a new auto-stop timer, counted from this start (0: none)")
+	f.StringArrayVarP(&envs, "env", "e", nil, "add a variable of its own, KEY=VALUE; repeat it")
+	f.BoolVar(&noEnv, "no-environment", false, "boot without the account's environment")
+	f.BoolVar(&withEnv, "environment", false, "boot with the account's environment again")
+	return c
 }
 
 func (a *app) stopCmd() *cobra.Command {
-	return a.oneSandbox("stop", "Stop a sandbox (its disk is snapshotted) and wait until it has", "  froog stop my-box",
+	return a.oneSandbox("stop", "Snapshot a sandbox's disk and stop it; wait until it has", "  froog stop my-box",
 		func(cmd *cobra.Command, h *froog.SandboxHandle) (*froog.Sandbox, error) { return h.Stop(cmd.Context()) })
 }
 
@@ -240,7 +269,7 @@ func (a *app) deleteCmd() *cobra.Command {
 	var yes bool
 	c := &cobra.Command{
 		Use:     "delete NAME",
-		Short:   "Delete a sandbox and its disk",
+		Short:   "Delete a sandbox and its automatic snapshots; its saved snapshots stay",
 		Example: "  froog delete try-1 -y",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -264,32 +293,57 @@ func (a *app) deleteCmd() *cobra.Command {
 			return a.print(map[string]any{"name": args[0], "deleted": true}, func(w io.Writer) { fmt.Fprintf(w, "%s deleted\n", args[0]) })
 		},
 	}
-	c.Flags().BoolVarP(&yes, "yes", "y", false, "don't ask")
+	c.Flags().BoolVarP(&yes, "yes", "y", false, "skip the prompt")
 	return c
 }
 
 func (a *app) forkCmd() *cobra.Command {
 	var count int
+	var size, ttl string
+	var envs []string
+	var noSnapshots bool
 	c := &cobra.Command{
 		Use:   "fork NAME[@SNAPSHOT] NEW",
-		Short: "Make new sandboxes from a sandbox's disk (or one of its snapshots)",
+		Short: "New sandboxes from a sandbox's disk (default: its current state) or a snapshot",
+		Long: `Make a new sandbox from a sandbox's current disk, or from one of its snapshots
+(NAME@ID, NAME@LABEL or NAME@latest), and return once it runs. It keeps the
+source's size, auto-stop timer and variables unless --size, --ttl or -e say
+otherwise.`,
 		Example: `  froog fork my-box@before-upgrade my-box-2   # new sandbox from a snapshot
-  froog fork my-box try --count 5              # try-1 … try-5`,
+  froog fork my-box try --count 5              # try-1 … try-5
+  froog fork box box-2 -e KEY=VALUE --ttl 1h`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, snap, _ := strings.Cut(args[0], "@")
+			body := map[string]any{"name": args[1]}
+			if snap != "" {
+				body["snapshot"] = snap
+			}
+			if count > 0 {
+				body["count"] = count
+			}
+			if size != "" {
+				body["size"] = size
+			}
+			if noSnapshots {
+				body["snapshots"] = false
+			}
+			problems := []error{envInto(body, envs)}
+			if ttl != "" {
+				problems = append(problems, ttlInto(body, ttl))
+			}
+			if err := errors.Join(problems...); err != nil {
+				return err
+			}
+			var req froog.ForkSandbox
+			if err := into(&req, body); err != nil {
+				return err
+			}
 			h, err := a.sandbox(src)
 			if err != nil {
 				return err
 			}
-			body := froog.ForkSandbox{Name: args[1]}
-			if snap != "" {
-				body.Snapshot = &snap
-			}
-			if count > 0 {
-				body.Count = &count
-			}
-			made, err := h.ForkMany(cmd.Context(), body)
+			made, err := h.ForkMany(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -300,7 +354,12 @@ func (a *app) forkCmd() *cobra.Command {
 			return a.print(names, func(w io.Writer) { fmt.Fprintln(w, strings.Join(names, "\n")) })
 		},
 	}
-	c.Flags().IntVar(&count, "count", 0, "make N forks, NEW-1 … NEW-N")
+	f := c.Flags()
+	f.IntVar(&count, "count", 0, "make N forks, NEW-1 … NEW-N")
+	f.StringVar(&size, "size", "", "small, default or large (default: the source's)")
+	f.StringVar(&ttl, "ttl", "", "auto-stop this long after each start (default: the source's timer)")
+	f.StringArrayVarP(&envs, "env", "e", nil, "a variable on top of the source's own, KEY=VALUE; repeat it")
+	f.BoolVar(&noSnapshots, "no-snapshots", false, "a stop erases the copy")
 	return c
 }
 
@@ -308,10 +367,12 @@ func (a *app) restoreCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "restore NAME@SNAPSHOT",
 		Short: "Roll a sandbox back to a snapshot, in place",
-		Long: `Roll a sandbox back to one of its snapshots (an id) or a saved snapshot (its
-name). The current state is snapshotted first, so a restore can be undone.`,
-		Example: "  froog restore my-box@before-upgrade",
-		Args:    cobra.ExactArgs(1),
+		Long: `Roll a sandbox back to one of its snapshots (an id), a saved snapshot (its
+name), or its newest one (NAME@latest, e.g. to recover a sandbox in the error
+state). The current state is snapshotted first, so a restore can be undone.`,
+		Example: `  froog restore my-box@before-upgrade
+  froog restore my-box@latest`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, snap, ok := strings.Cut(args[0], "@")
 			if !ok || snap == "" {
@@ -350,4 +411,23 @@ func autoStop(sb *froog.Sandbox, now time.Time) string {
 		left = fmt.Sprintf("%dm", max(int(in.Minutes()), 0))
 	}
 	return fmt.Sprintf("at %s (in %s; %s after each start)", at.Format("15:04"), left, after)
+}
+
+// ttlInto sets body's ttl_secs from --ttl's value.
+func ttlInto(body map[string]any, ttl string) error {
+	d, err := parseDuration(ttl)
+	if err != nil {
+		return fmt.Errorf("--ttl: %w", err)
+	}
+	body["ttl_secs"] = int(d.Seconds())
+	return nil
+}
+
+// envInto sets body's env from the -e KEY=VALUE flags, if any.
+func envInto(body map[string]any, envs []string) error {
+	env, err := keyValues("-e", envs)
+	if err == nil && len(env) > 0 {
+		body["env"] = env
+	}
+	return err
 }

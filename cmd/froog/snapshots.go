@@ -11,7 +11,7 @@ import (
 )
 
 func (a *app) snapshotCmd() *cobra.Command {
-	var name string
+	var name, del string
 	var deleteAuto bool
 	c := &cobra.Command{
 		Use:   "snapshot NAME",
@@ -20,12 +20,22 @@ func (a *app) snapshotCmd() *cobra.Command {
 delete it and usable as a template (froog new --from NAME); saving a name
 again replaces it once the new copy is ready.`,
 		Example: `  froog snapshot my-box --name before-upgrade
-  froog snapshot my-box --delete-auto   # delete its automatic snapshots`,
+  froog snapshot my-box --delete snap_3f2a9c1d   # delete one of its snapshots
+  froog snapshot my-box --delete-auto            # delete its automatic snapshots`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := a.sandbox(args[0])
 			if err != nil {
 				return err
+			}
+			if del != "" {
+				if name != "" || deleteAuto {
+					return errors.New("--delete, --delete-auto and --name: choose one")
+				}
+				if _, err := a.client.DeleteSandboxSnapshotWithResponse(cmd.Context(), args[0], del); err != nil {
+					return err
+				}
+				return a.print(map[string]any{"id": del, "deleted": true}, func(w io.Writer) { fmt.Fprintf(w, "%s deleted\n", del) })
 			}
 			if deleteAuto {
 				if name != "" {
@@ -48,6 +58,7 @@ again replaces it once the new copy is ready.`,
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "save it under this name")
+	c.Flags().StringVar(&del, "delete", "", "delete this snapshot of the sandbox (an id or its name) instead")
 	c.Flags().BoolVar(&deleteAuto, "delete-auto", false, "delete its automatic snapshots instead")
 	return c
 }
