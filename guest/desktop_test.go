@@ -221,7 +221,7 @@ func pixelIs(t *testing.T, port int, want [3]byte, timeout time.Duration) {
 	var got [3]byte
 	var err error
 	if !wait.Until(timeout, func() bool {
-		got, err = rfbPixel(t, port, 100, 100)
+		got, err = screenPixel(port, 100, 100)
 		return err == nil && got == want
 	}) {
 		t.Fatalf("pixel (100,100) is %v (%v), want %v", got, err, want)
