@@ -269,16 +269,21 @@ func TestCLIWalkthrough(t *testing.T) {
 		t.Fatalf("list --json: %v %+v", err, listed)
 	}
 	// A URL from the start, labels and settings on new.
-	pre := d.ok(t, "new", "preview", "--ttl", "15m", "--auto-start", "--host", "3000:public", "--host", "3001", "--label", "team=web", "-e", "TENANT=42")
+	pre := d.ok(t, "new", "preview", "--ttl", "15m", "--auto-start", "--host", "3000:public", "--host", "3001", "--label", "team=web", "-e", "TENANT=42",
+		"--os", "debian", "--max-lifetime", "2h", "--delete-after", "1d")
 	if !regexp.MustCompile(`^preview\nhttps://preview-3000-[a-z0-9]{6}\.froog\.test/\nhttps://preview-3001-[a-z0-9]{6}\.froog\.test/\?_token=pt_\S+$`).MatchString(pre) {
 		t.Fatalf("new --host printed %q", pre)
 	}
 	var info struct {
-		AutoStart bool              `json:"auto_start"`
-		TTLSecs   int               `json:"ttl_secs"`
-		Labels    map[string]string `json:"labels"`
+		AutoStart       bool              `json:"auto_start"`
+		TTLSecs         int               `json:"ttl_secs"`
+		Labels          map[string]string `json:"labels"`
+		OS              string            `json:"os"`
+		MaxLifetimeSecs int               `json:"max_lifetime_secs"`
+		DeleteAfterSecs int               `json:"delete_after_secs"`
 	}
-	if err := json.Unmarshal([]byte(d.ok(t, "info", "preview", "--json")), &info); err != nil || !info.AutoStart || info.TTLSecs != 900 || info.Labels["team"] != "web" {
+	if err := json.Unmarshal([]byte(d.ok(t, "info", "preview", "--json")), &info); err != nil || !info.AutoStart || info.TTLSecs != 900 || info.Labels["team"] != "web" ||
+		info.OS != "debian-13" || info.MaxLifetimeSecs != 7200 || info.DeleteAfterSecs != 86400 {
 		t.Fatalf("info --json: %v %+v", err, info)
 	}
 	if got := d.ok(t, "exec", "preview", "--", "echo $TENANT"); got != "42" {
@@ -571,7 +576,17 @@ func TestCLIWalkthrough(t *testing.T) {
 		if _, errOut, code := d.run(t, "", "desktop", "desk", "--print", "--theme", "purple"); code != 1 || !strings.Contains(errOut, "400") {
 			t.Fatalf("--theme purple: exit %d: %s", code, errOut)
 		}
-		d.ok(t, "stop", "desk")
+		// stop --no-wait prints the stop's id; --status follows it.
+		stop := d.ok(t, "stop", "desk", "--no-wait")
+		if !strings.HasPrefix(stop, "stop_") {
+			t.Fatalf("stop --no-wait printed %q", stop)
+		}
+		wait.For(t, 30*time.Second, "the stop to complete", func() bool {
+			return d.ok(t, "stop", "--status", stop) == stop+" desk completed"
+		})
+		if _, errOut, code := d.run(t, "", "stop"); code != 1 || !strings.Contains(errOut, "--status") {
+			t.Fatalf("stop without a name: exit %d: %s", code, errOut)
+		}
 		if _, errOut, code := d.run(t, "", "desktop", "desk", "--print"); code != 1 || !strings.Contains(errOut, "409") {
 			t.Fatalf("desktop of a stopped sandbox: exit %d: %s", code, errOut)
 		}
@@ -606,6 +621,8 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"--help"}, []string{"froog gives every agent its own Linux", "FROOG_API_KEY", "--json", "new", "exec", "host", "url-token", "desktop", "completions"}},
 		{[]string{"exec", "--help"}, []string{"froog exec my-box --detach --", "--timeout", "exits 124", "--cwd", "-e, --env", "--no-stdin"}},
 		{[]string{"host", "--help"}, []string{"--public", "--subdomain", "--title", "--rm"}},
+		{[]string{"new", "--help"}, []string{"--os", "--max-lifetime", "--delete-after", "--no-snapshots", "--no-auto-stop", "--host"}},
+		{[]string{"stop", "--help"}, []string{"--no-wait", "--status"}},
 		{[]string{"start", "--help"}, []string{"--size", "--ttl", "-e, --env", "--no-environment", "--environment "}},
 		{[]string{"fork", "--help"}, []string{"NAME@latest", "--count", "--size", "--ttl", "-e, --env", "--no-snapshots"}},
 		{[]string{"snapshot", "--help"}, []string{"--name", "--delete ", "--delete-auto"}},

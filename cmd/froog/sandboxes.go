@@ -15,8 +15,8 @@ import (
 )
 
 func (a *app) newCmd() *cobra.Command {
-	var size, ttl, from string
-	var autoStart, noEnv, noAutoStop bool
+	var size, ttl, from, osName, maxLifetime, deleteAfter string
+	var autoStart, noEnv, noAutoStop, noSnapshots bool
 	var hosts, envs, labels []string
 	var count int
 	c := &cobra.Command{
@@ -24,12 +24,14 @@ func (a *app) newCmd() *cobra.Command {
 		Short: "Create a sandbox and wait until it runs",
 		Long: `Create a sandbox (a random name without NAME) and return once it runs.
 --host PORT[:public] gives a port a URL from the start (repeat it; PORT alone
-is private). With --count N it makes NAME-1 … NAME-N.`,
+is private). With --count N it makes NAME-1 … NAME-N. --ttl, --max-lifetime
+and --delete-after take 90s, 15m, 4h or 7d.`,
 		Example: `  froog new my-box
   froog new box --ttl 4h              # stops 4 hours after each start
   froog new preview --ttl 15m --auto-start --host 3000:public
   froog new ci-1 --label team=web --label job=1234
-  froog new app --from web-stack --count 5   # app-1 … app-5`,
+  froog new app --from web-stack --count 5   # app-1 … app-5
+  froog new ci-1 --max-lifetime 2h --delete-after 1d`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := map[string]any{}
@@ -51,6 +53,25 @@ is private). With --count N it makes NAME-1 … NAME-N.`,
 			}
 			if noEnv {
 				body["environment"] = false
+			}
+			if noSnapshots {
+				body["snapshots"] = false
+			}
+			if osName != "" {
+				if long, ok := osNames[osName]; ok {
+					osName = long
+				}
+				body["os"] = osName
+			}
+			for _, d := range []struct{ flag, val, field string }{{"--max-lifetime", maxLifetime, "max_lifetime_secs"}, {"--delete-after", deleteAfter, "delete_after_secs"}} {
+				if d.val == "" {
+					continue
+				}
+				v, err := parseDuration(d.val)
+				if err != nil {
+					problems = append(problems, fmt.Errorf("%s: %w", d.flag, err))
+				}
+				body[d.field] = int(v.Seconds())
 			}
 			switch {
 			case noAutoStop:
@@ -128,7 +149,11 @@ is private). With --count N it makes NAME-1 … NAME-N.`,
 	}
 	f := c.Flags()
 	f.StringVar(&size, "size", "", "small, default or large")
+	f.StringVar(&osName, "os", "", "ubuntu (24.04, the default), ubuntu-26.04, debian (13) or omarchy")
 	f.StringVar(&ttl, "ttl", "", "auto-stop this long after each start (default 1h, at most 30d)")
+	f.StringVar(&maxLifetime, "max-lifetime", "", "stop this long after each start, even while busy (at most 30d)")
+	f.StringVar(&deleteAfter, "delete-after", "", "delete it once it has stayed stopped this long (at most 365d)")
+	f.BoolVar(&noSnapshots, "no-snapshots", false, "no copies of its disk: a stop erases it")
 	f.BoolVar(&noAutoStop, "no-auto-stop", false, "never stop on its own")
 	f.BoolVar(&autoStart, "auto-start", false, "start on a request to one of its URLs while it is stopped")
 	f.StringArrayVar(&hosts, "host", nil, "give PORT a URL: PORT (private) or PORT:public; repeat it")
@@ -260,9 +285,61 @@ and --no-environment (--environment with it again) stay for later starts.`
 	return c
 }
 
+// osNames are the short names --os takes, as the docs give them.
+var osNames = map[string]string{"ubuntu": "ubuntu-24.04", "debian": "debian-13"}
+
 func (a *app) stopCmd() *cobra.Command {
-	return a.oneSandbox("stop", "Snapshot a sandbox's disk and stop it; wait until it has", "  froog stop my-box",
-		func(cmd *cobra.Command, h *froog.SandboxHandle) (*froog.Sandbox, error) { return h.Stop(cmd.Context()) })
+	var noWait bool
+	var status string
+	c := &cobra.Command{
+		Use:   "stop NAME",
+		Short: "Snapshot a sandbox's disk and stop it; wait until it has",
+		Long: `Snapshot the sandbox's disk and stop it, and return once it has stopped.
+--no-wait prints the stop's id instead, and froog stop --status ID shows it
+(pending, completed or failed).`,
+		Example: `  froog stop my-box
+  froog stop my-box --no-wait    # prints stop_…
+  froog stop --status stop_…`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (status != "") == (len(args) == 1) {
+				return errors.New("give a NAME, or --status ID")
+			}
+			c, err := a.sdk()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if status != "" {
+				res, err := c.GetStopWithResponse(ctx, status)
+				if err != nil {
+					return err
+				}
+				st := res.JSON200
+				return a.print(st, func(w io.Writer) {
+					fmt.Fprintf(w, "%s %s %s\n", st.Id, st.Sandbox, froog.Text(st.Status))
+					if st.Error != nil {
+						fmt.Fprintf(w, "error: %s\n", *st.Error)
+					}
+				})
+			}
+			if noWait {
+				res, err := c.StopSandboxWithResponse(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return a.print(res.JSON202, func(w io.Writer) { fmt.Fprintln(w, res.JSON202.Id) })
+			}
+			sb, err := c.Sandbox(args[0]).Stop(ctx)
+			if err != nil {
+				return err
+			}
+			return a.print(sb, func(w io.Writer) { fmt.Fprintf(w, "%s %s\n", froog.Text(sb.Name), froog.Text(sb.State)) })
+		},
+	}
+	c.Flags().BoolVar(&noWait, "no-wait", false, "print the stop's id and return at once")
+	c.Flags().StringVar(&status, "status", "", "show the stop with this id: pending, completed or failed")
+	return c
 }
 
 func (a *app) deleteCmd() *cobra.Command {
