@@ -1,8 +1,13 @@
 package froog_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -104,8 +109,9 @@ func TestImportRulesLeaves(t *testing.T) {
 		deps[strings.TrimPrefix(f[0], "froog.tech/froog/")] = f[1:]
 	}
 	leaves := map[string][]string{
-		"names": nil,
-		"guest": nil,
+		"names":       nil,
+		"guest":       nil,
+		"desktop/rfb": nil,
 	}
 	for pkg, allowed := range leaves {
 		d, ok := deps[pkg]
@@ -117,6 +123,103 @@ func TestImportRulesLeaves(t *testing.T) {
 			name, ours := strings.CutPrefix(dep, "froog.tech/froog/")
 			if ours && !slices.Contains(allowed, name) {
 				t.Errorf("%s imports %s; it may import of froog's only %v", pkg, dep, allowed)
+			}
+		}
+	}
+}
+
+// No production Go file is over 800 lines (STYLE.md: at 800, split it by
+// concern). Generated files are exempt: froog/api.gen.go, the OpenAPI
+// client, is the one there is.
+func TestNoLongFiles(t *testing.T) {
+	const max = 800
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if generated.Match(b) {
+			return nil
+		}
+		if n := bytes.Count(b, []byte("\n")); n > max {
+			t.Errorf("%s has %d lines, over %d: split it by concern", path, n, max)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// generated matches the header the Go tools recognise as generated code.
+var generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
+
+// docFile is a file name in a doc comment: a word ending in .go, not part
+// of a path into another package; "files*.go" names every file it
+// matches.
+var docFile = regexp.MustCompile(`(?:^|[^\w/*.-])([\w*-]+(?:\.[\w*-]+)*\.go)\b`)
+
+// A package's doc.go that names its files names all of them: every
+// non-test .go file of the package is named there, and every file named
+// there exists.
+func TestDocFileLists(t *testing.T) {
+	docs, err := filepath.Glob("*/doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob("*/*/doc.go")
+	deeper, _ := filepath.Glob("*/*/*/doc.go")
+	for _, doc := range append(append(docs, more...), deeper...) {
+		dir := filepath.Dir(doc)
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A test file named is one of the package's or the module root's
+		// (arch_test.go); only production files make a list.
+		var named []string
+		for _, m := range docFile.FindAllSubmatch(b, -1) {
+			n := string(m[1])
+			if !strings.HasSuffix(n, "_test.go") {
+				named = append(named, n)
+				continue
+			}
+			here, _ := filepath.Glob(filepath.Join(dir, n))
+			root, _ := filepath.Glob(n)
+			if len(here) == 0 && len(root) == 0 {
+				t.Errorf("%s names %s, which is not a test file of the package or the module root", doc, n)
+			}
+		}
+		if len(named) == 0 {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		var have []string
+		for _, f := range files {
+			if f := filepath.Base(f); !strings.HasSuffix(f, "_test.go") && f != "doc.go" {
+				have = append(have, f)
+			}
+		}
+		for _, n := range named {
+			if !slices.ContainsFunc(have, func(f string) bool { ok, _ := filepath.Match(n, f); return ok }) {
+				t.Errorf("%s names %s, which is not a file of the package", doc, n)
+			}
+		}
+		for _, f := range have {
+			if !slices.ContainsFunc(named, func(n string) bool { ok, _ := filepath.Match(n, f); return ok }) {
+				t.Errorf("%s names files but not %s", doc, f)
 			}
 		}
 	}

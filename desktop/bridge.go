@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"froog.tech/froog/desktop/rfb"
 )
 
 // Websocket close codes the page turns into error pages; the close
@@ -114,7 +116,7 @@ func (b *bridge) serve(ctx context.Context) {
 	b.ws.SetPongHandler(func(string) error {
 		return b.ws.SetReadDeadline(time.Now().Add(readDeadlinePingPeriods * b.s.o.PingEvery))
 	})
-	f := NewFilter(b.viewOnly)
+	f := rfb.NewFilter(b.viewOnly)
 	wg.Add(1)
 	go func() { defer wg.Done(); b.toViewer(vnc, f.Server()) }()
 	b.toVNC(vnc, f)
@@ -139,7 +141,7 @@ func (b *bridge) dial(ctx context.Context) (net.Conn, error) {
 
 // toVNC reads the viewer's messages, filters them and writes what may go
 // to the VNC server.
-func (b *bridge) toVNC(vnc net.Conn, f *Filter) {
+func (b *bridge) toVNC(vnc net.Conn, f *rfb.Filter) {
 	var out []byte
 	for {
 		mt, data, err := b.ws.ReadMessage()
@@ -170,7 +172,7 @@ func (b *bridge) toVNC(vnc net.Conn, f *Filter) {
 
 // toViewer copies the VNC server's stream to the viewer as binary frames;
 // sf, for a view-only viewer, takes the server's clipboard out of it.
-func (b *bridge) toViewer(vnc net.Conn, sf *ServerFilter) {
+func (b *bridge) toViewer(vnc net.Conn, sf *rfb.ServerFilter) {
 	buf := make([]byte, vncReadBuffer)
 	var out []byte
 	for {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"froog.tech/froog/desktop/rfb"
 	"froog.tech/froog/guest"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/names"
@@ -252,16 +253,18 @@ func TestBridgeFakeRFB(t *testing.T) {
 			if got := rc.frameColour(64, 48); got != magenta {
 				t.Fatalf("got colour %v, want %v", got, magenta)
 			}
-			rc.send(keyEvent(1, 'a'), pointerEvent(1), keyEvent(0, 'a'), cutText(5, []byte("hello")))
+			// A key down, a click, the key up, a cut text of "hello".
+			rc.send([]byte{rfb.MsgKeyEvent, 1, 0, 0, 0, 0, 0, 'a'}, []byte{rfb.MsgPointerEvent, 1, 0, 10, 0, 20},
+				[]byte{rfb.MsgKeyEvent, 0, 0, 0, 0, 0, 0, 'a'}, []byte{rfb.MsgClientCutText, 0, 0, 0, 0, 0, 0, 5, 'h', 'e', 'l', 'l', 'o'})
 			if got := rc.frameColour(64, 48); got != magenta {
 				t.Fatalf("after input: got colour %v, want %v", got, magenta)
 			}
 			// The second frame request came after the input on the same
 			// stream, so the input (if let through) reached the fake first.
-			if got := fake.count(rfbFramebufferUpdateRequest); got != 2 {
+			if got := fake.count(rfb.MsgFramebufferUpdateRequest); got != 2 {
 				t.Errorf("got %d update requests at the server, want 2", got)
 			}
-			if k, p, ct := fake.count(rfbKeyEvent), fake.count(rfbPointerEvent), fake.count(rfbClientCutText); k != c.wantKeys || p != c.wantPointer || ct != c.wantCT {
+			if k, p, ct := fake.count(rfb.MsgKeyEvent), fake.count(rfb.MsgPointerEvent), fake.count(rfb.MsgClientCutText); k != c.wantKeys || p != c.wantPointer || ct != c.wantCT {
 				t.Errorf("at the server: %d key, %d pointer, %d cut text events; want %d, %d, %d", k, p, ct, c.wantKeys, c.wantPointer, c.wantCT)
 			}
 			fake.mu.Lock()

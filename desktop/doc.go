@@ -1,13 +1,26 @@
 // Package desktop serves the view hosts of sandboxes' desktops and
-// browser views: the viewer page (noVNC, vendored by deploy/novnc.sh and
-// embedded), desktop-link sessions (a dt_ token exchanged for an
-// HMAC-signed __Host- cookie), and the websocket-to-VNC bridge with
-// view-only enforced by an RFB client-stream filter; the fast stream
-// (selkies.go): the page's websocket carried to Selkies in the sandbox,
-// the edge holding Selkies' credentials and filtering a view-only page's
-// messages (selkiesfilter.go), with VNC as the page's fallback; and an account's
-// wall (wall.go): tiles kept by one small RFB client per shown desktop
-// (rfbclient.go, tiles.go), pushed to the page by server-sent events.
+// browser views and of accounts' walls. By concept:
+//
+//   - the viewer and sessions: desktop.go (Options, the interfaces, the
+//     handler and its routing by view), http.go (the pages, the link
+//     exchange, the session checks), session.go (a dt_ token exchanged
+//     for an HMAC-signed __Host- cookie, for one run of one sandbox) and
+//     starter.go (SSHStarter: froog-desktop start run in the sandbox over
+//     SSH); the viewer page is noVNC, vendored by deploy/novnc.sh and
+//     embedded;
+//   - the bridge: bridge.go, the websocket to the sandbox's VNC server,
+//     view-only enforced by package desktop/rfb's filters both ways (no
+//     input up, no clipboard down);
+//   - the fast stream: selkies.go (the page's websocket carried to
+//     Selkies in the sandbox, the edge holding Selkies' credentials) and
+//     selkiesfilter.go (a view-only page's messages filtered), with VNC as
+//     the page's fallback;
+//   - the wall: wall.go (an account's running sandboxes, following the
+//     feed, pushed to the page by server-sent events) and tiles.go (one
+//     small RFB client, rfb.Client, per shown desktop, its picture a
+//     JPEG);
+//   - wiring.go: adapters from the store and the route table to the
+//     interfaces, for cmd to use.
 //
 // It declares the small interfaces it needs — Links, Starter, Dialer,
 // Sandboxes, and for the wall Accounts and Linker — and imports neither

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"froog.tech/froog/desktop/rfb"
 	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/store"
 )
@@ -237,23 +238,23 @@ func (f *fakeRFB) serve(c net.Conn) {
 		typ := buf[0]
 		var rest int
 		switch typ {
-		case rfbSetPixelFormat:
+		case rfb.MsgSetPixelFormat:
 			if _, err := io.ReadFull(c, buf[:19]); err != nil {
 				return
 			}
 			shifts = [3]byte{buf[13], buf[14], buf[15]}
-		case rfbSetEncodings:
+		case rfb.MsgSetEncodings:
 			if _, err := io.ReadFull(c, buf[:3]); err != nil {
 				return
 			}
 			rest = 4 * int(binary.BigEndian.Uint16(buf[1:3]))
-		case rfbFramebufferUpdateRequest:
+		case rfb.MsgFramebufferUpdateRequest:
 			rest = 9
-		case rfbKeyEvent:
+		case rfb.MsgKeyEvent:
 			rest = 7
-		case rfbPointerEvent:
+		case rfb.MsgPointerEvent:
 			rest = 5
-		case rfbClientCutText:
+		case rfb.MsgClientCutText:
 			if _, err := io.ReadFull(c, buf[:7]); err != nil {
 				return
 			}
@@ -267,7 +268,7 @@ func (f *fakeRFB) serve(c net.Conn) {
 		f.mu.Lock()
 		f.types[typ]++
 		f.mu.Unlock()
-		if typ == rfbFramebufferUpdateRequest {
+		if typ == rfb.MsgFramebufferUpdateRequest {
 			c.Write(f.frame(shifts))
 		}
 	}
@@ -451,7 +452,7 @@ func handshake(t *testing.T, ws *websocket.Conn) *rfbClient {
 	c.bpp, c.big = int(init[4]), init[6] != 0
 	c.shifts = [3]uint8{init[14], init[15], init[16]}
 	c.read(int(binary.BigEndian.Uint32(init[20:])))
-	c.send(setEncodings(0)) // Raw only
+	c.send([]byte{rfb.MsgSetEncodings, 0, 0, 1, 0, 0, 0, 0}) // Raw only
 	return c
 }
 
@@ -460,7 +461,7 @@ func handshake(t *testing.T, ws *websocket.Conn) *rfbClient {
 // (only Raw was asked for).
 func (c *rfbClient) frameColour(w, h int) [3]byte {
 	c.t.Helper()
-	c.send([]byte{rfbFramebufferUpdateRequest, 0, 0, 0, 0, 0, byte(w >> 8), byte(w), byte(h >> 8), byte(h)})
+	c.send([]byte{rfb.MsgFramebufferUpdateRequest, 0, 0, 0, 0, 0, byte(w >> 8), byte(w), byte(h >> 8), byte(h)})
 	for {
 		typ := c.read(1)[0]
 		switch typ {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"froog.tech/froog/desktop/rfb"
 	"froog.tech/froog/names"
 )
 
@@ -198,7 +199,7 @@ func (ts *tileSet) connect(ctx context.Context, t *tile) (got bool, err error) {
 
 	conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	pc := &progressConn{Conn: conn}
-	c, err := newTileClient(pc, o.TileWidth)
+	c, err := rfb.NewClient(pc, o.TileWidth)
 	if err != nil {
 		return false, err
 	}
@@ -224,7 +225,7 @@ func (ts *tileSet) connect(ctx context.Context, t *tile) (got bool, err error) {
 	go func() {
 		var buf bytes.Buffer
 		for {
-			update, err := c.next()
+			update, err := c.Next()
 			if err != nil {
 				errc <- err
 				return
@@ -234,19 +235,19 @@ func (ts *tileSet) connect(ctx context.Context, t *tile) (got bool, err error) {
 				continue
 			}
 			pending.Store(false)
-			if !c.refresh.Empty() {
+			if !c.Refresh.Empty() {
 				refreshMu.Lock()
-				refresh = refresh.Union(c.refresh)
+				refresh = refresh.Union(c.Refresh)
 				refreshMu.Unlock()
-				c.refresh = image.Rectangle{}
+				c.Refresh = image.Rectangle{}
 			}
-			if !c.dirty {
+			if !c.Dirty {
 				t.answered()
 				continue
 			}
-			c.dirty = false
+			c.Dirty = false
 			buf.Reset()
-			if err := jpeg.Encode(&buf, c.pic, &jpeg.Options{Quality: jpegQuality}); err != nil {
+			if err := jpeg.Encode(&buf, c.Pic, &jpeg.Options{Quality: jpegQuality}); err != nil {
 				errc <- err
 				return
 			}
@@ -268,10 +269,10 @@ func (ts *tileSet) connect(ctx context.Context, t *tile) (got bool, err error) {
 		}
 		msg = msg[:0]
 		if !pending.Load() {
-			msg = appendRequest(msg, true, image.Rect(0, 0, c.fbW, c.fbH))
+			msg = rfb.AppendRequest(msg, true, image.Rect(0, 0, c.Width, c.Height))
 			refreshMu.Lock()
 			if !refresh.Empty() {
-				msg = appendRequest(msg, false, refresh)
+				msg = rfb.AppendRequest(msg, false, refresh)
 				refresh = image.Rectangle{}
 			}
 			refreshMu.Unlock()
@@ -279,7 +280,7 @@ func (ts *tileSet) connect(ctx context.Context, t *tile) (got bool, err error) {
 		} else if time.Since(time.Unix(0, heard.Load())) >= 2*o.TileEvery {
 			// A still screen answers no incremental request: a 1x1
 			// non-incremental one tells a live desktop from a dead one.
-			msg = appendRequest(msg, false, image.Rect(0, 0, 1, 1))
+			msg = rfb.AppendRequest(msg, false, image.Rect(0, 0, 1, 1))
 			heard.Store(time.Now().UnixNano())
 		}
 		if len(msg) == 0 {

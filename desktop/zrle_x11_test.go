@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"froog.tech/froog/desktop/rfb"
 )
 
 // Xvnc takes the tile client's ZRLE: the first picture comes in ZRLE
@@ -17,12 +19,12 @@ func TestTileClientXvncZRLE(t *testing.T) {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	c, err := newTileClient(conn, 480)
+	c, err := rfb.NewClient(conn, 480)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
-		up, err := c.next()
+		up, err := c.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,10 +32,10 @@ func TestTileClientXvncZRLE(t *testing.T) {
 			break
 		}
 	}
-	if c.z == nil {
+	if !c.ZRLE() {
 		t.Fatal("the first update had no ZRLE rectangle")
 	}
-	if got := rgbAt(c.pic, 120, 70); !near(got, [3]byte{0, 255, 0}) {
+	if got := rgbAt(c.Pic, 120, 70); !near(got, [3]byte{0, 255, 0}) {
 		t.Errorf("pixel 120,70: %v, want green", got)
 	}
 }

@@ -1,4 +1,4 @@
-package desktop
+package rfb
 
 import (
 	"bytes"
@@ -122,8 +122,8 @@ func TestServerFilterRefuses(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			out, err := viewServer(8, serverHello(8), c.in)
-			if !errors.Is(err, ErrRFBServerRefused) || !bytes.HasPrefix(out, serverHello(8)) || len(out) > len(serverHello(8))+4 {
-				t.Fatalf("got %q, %v; want the hello (and an update's header) and ErrRFBServerRefused", out, err)
+			if !errors.Is(err, ErrServerRefused) || !bytes.HasPrefix(out, serverHello(8)) || len(out) > len(serverHello(8))+4 {
+				t.Fatalf("got %q, %v; want the hello (and an update's header) and ErrServerRefused", out, err)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package desktop
+package rfb
 
 import (
 	"encoding/binary"
@@ -20,9 +20,9 @@ import (
 // asked for. Since ServerFilter needs the pixel size, a view-only client
 // may set its pixel format only before its first update request.
 
-// ErrRFBServerRefused is wrapped by every error of ServerFilter: the
+// ErrServerRefused is wrapped by every error of ServerFilter: the
 // server's stream has something a view-only connection cannot frame.
-var ErrRFBServerRefused = errors.New("rfb: server stream refused for a view-only viewer")
+var ErrServerRefused = errors.New("rfb: server stream refused for a view-only viewer")
 
 // Encodings a view-only connection may ask for: their rectangles, and
 // the server messages they enable, are framed by ServerFilter.
@@ -139,7 +139,7 @@ func (f *ServerFilter) Feed(dst, src []byte) ([]byte, error) {
 }
 
 func (f *ServerFilter) fail(err error) {
-	f.err = fmt.Errorf("%w: %w", ErrRFBServerRefused, err)
+	f.err = fmt.Errorf("%w: %w", ErrServerRefused, err)
 	f.buf = f.buf[:0]
 }
 

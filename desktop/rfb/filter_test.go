@@ -1,4 +1,4 @@
-package desktop
+package rfb
 
 import (
 	"bytes"
@@ -11,13 +11,13 @@ import (
 // Client messages, built by hand as the spec lays them out.
 func setPixelFormat() []byte {
 	b := make([]byte, 20)
-	b[0] = rfbSetPixelFormat
+	b[0] = MsgSetPixelFormat
 	b[4], b[5], b[7] = 32, 24, 1 // bpp, depth, true colour
 	return b
 }
 
 func setEncodings(encs ...int32) []byte {
-	b := []byte{rfbSetEncodings, 0, 0, 0}
+	b := []byte{MsgSetEncodings, 0, 0, 0}
 	binary.BigEndian.PutUint16(b[2:], uint16(len(encs)))
 	for _, e := range encs {
 		b = binary.BigEndian.AppendUint32(b, uint32(e))
@@ -26,30 +26,30 @@ func setEncodings(encs ...int32) []byte {
 }
 
 func fbur(incremental byte) []byte {
-	return []byte{rfbFramebufferUpdateRequest, incremental, 0, 0, 0, 0, 7, 128, 4, 56}
+	return []byte{MsgFramebufferUpdateRequest, incremental, 0, 0, 0, 0, 7, 128, 4, 56}
 }
 
 func keyEvent(down byte, keysym uint32) []byte {
-	b := []byte{rfbKeyEvent, down, 0, 0}
+	b := []byte{MsgKeyEvent, down, 0, 0}
 	return binary.BigEndian.AppendUint32(b, keysym)
 }
 
 func pointerEvent(mask byte, ext ...byte) []byte {
-	return append([]byte{rfbPointerEvent, mask, 0, 10, 0, 20}, ext...)
+	return append([]byte{MsgPointerEvent, mask, 0, 10, 0, 20}, ext...)
 }
 
 func cutText(length int32, payload []byte) []byte {
-	b := []byte{rfbClientCutText, 0, 0, 0}
+	b := []byte{MsgClientCutText, 0, 0, 0}
 	return append(binary.BigEndian.AppendUint32(b, uint32(length)), payload...)
 }
 
 func fence(payload []byte) []byte {
-	b := []byte{rfbClientFence, 0, 0, 0, 0x80, 0, 0, 0x03, byte(len(payload))}
+	b := []byte{MsgClientFence, 0, 0, 0, 0x80, 0, 0, 0x03, byte(len(payload))}
 	return append(b, payload...)
 }
 
 func setDesktopSize(screens int) []byte {
-	b := []byte{rfbSetDesktopSize, 0, 0x07, 0x80, 0x04, 0x38, byte(screens), 0}
+	b := []byte{MsgSetDesktopSize, 0, 0x07, 0x80, 0x04, 0x38, byte(screens), 0}
 	return append(b, make([]byte, 16*screens)...)
 }
 
@@ -58,7 +58,7 @@ func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 var (
 	clientHello   = []byte("RFB 003.008\n\x01\x00") // version, security None, ClientInit not shared
 	forwardHello  = []byte("RFB 003.008\n\x01\x01") // what reaches the server: shared
-	continuousOn  = []byte{rfbEnableContinuousUpdates, 1, 0, 0, 0, 0, 7, 128, 4, 56}
+	continuousOn  = []byte{MsgEnableContinuousUpdates, 1, 0, 0, 0, 0, 7, 128, 4, 56}
 	extMouseOn    = setEncodings(7, 16, 0, encExtendedMouseButtons)
 	extMouseSent  = setEncodings(16, 0, encExtendedMouseButtons) // Tight is not asked for on a view-only connection
 	manyEncodings = setEncodings(make([]int32, maxEncodings+1)...)
@@ -100,22 +100,22 @@ func filterCases() []filterCase {
 		{name: "ClientCutText empty", viewOnly: true, in: cat(cutText(0, nil), fbur(0)), want: fbur(0)},
 		{name: "ClientCutText extended clipboard", viewOnly: true,
 			in: cat(cutText(-10, []byte("\x10\x00\x00\x01\x00\x00\x00\x02hi")), fbur(0)), want: fbur(0)},
-		{name: "xvp", viewOnly: true, in: cat([]byte{rfbXvp, 0, 1, 2}, fbur(0)), want: fbur(0)},
+		{name: "xvp", viewOnly: true, in: cat([]byte{MsgXvp, 0, 1, 2}, fbur(0)), want: fbur(0)},
 		{name: "SetDesktopSize", viewOnly: true, in: cat(setDesktopSize(2), fbur(0)), want: fbur(0)},
 		{name: "SetDesktopSize no screens", viewOnly: true, in: cat(setDesktopSize(0), fbur(0)), want: fbur(0)},
 		{name: "QEMU extended key event", viewOnly: true,
-			in: cat([]byte{rfbQEMU, 0, 0, 1, 0, 0, 0, 'a', 0, 0, 0, 30}, fbur(0)), want: fbur(0)},
-		{name: "QEMU audio enable", viewOnly: true, in: cat([]byte{rfbQEMU, 1, 0, 0}, fbur(0)), want: fbur(0)},
+			in: cat([]byte{MsgQEMU, 0, 0, 1, 0, 0, 0, 'a', 0, 0, 0, 30}, fbur(0)), want: fbur(0)},
+		{name: "QEMU audio enable", viewOnly: true, in: cat([]byte{MsgQEMU, 1, 0, 0}, fbur(0)), want: fbur(0)},
 		{name: "QEMU audio set format", viewOnly: true,
-			in: cat([]byte{rfbQEMU, 1, 0, 2, 3, 2, 0, 0, 0xac, 0x44}, fbur(0)), want: fbur(0)},
+			in: cat([]byte{MsgQEMU, 1, 0, 2, 3, 2, 0, 0, 0xac, 0x44}, fbur(0)), want: fbur(0)},
 
 		// Anything unknown or out of bounds closes; what came before stays.
 		{name: "unknown type 1", viewOnly: true, in: cat(fbur(0), []byte{1, 0, 0, 0}), want: fbur(0), refused: true},
 		{name: "unknown type 7 (FileTransfer)", viewOnly: true, in: []byte{7}, refused: true},
 		{name: "unknown type 253 (gii)", viewOnly: true, in: []byte{253, 0, 0, 4, 1, 2, 3, 4}, refused: true},
 		{name: "unknown type 127", viewOnly: true, in: []byte{127}, refused: true},
-		{name: "QEMU unknown submessage", viewOnly: true, in: []byte{rfbQEMU, 9, 0, 0}, refused: true},
-		{name: "QEMU audio unknown operation", viewOnly: true, in: []byte{rfbQEMU, 1, 0, 3}, refused: true},
+		{name: "QEMU unknown submessage", viewOnly: true, in: []byte{MsgQEMU, 9, 0, 0}, refused: true},
+		{name: "QEMU audio unknown operation", viewOnly: true, in: []byte{MsgQEMU, 1, 0, 3}, refused: true},
 		{name: "ClientFence payload over 64", viewOnly: true, in: fence(make([]byte, 65)), refused: true},
 		{name: "too many encodings", viewOnly: true, in: manyEncodings, refused: true},
 		{name: "refused after input", viewOnly: true, in: cat(keyEvent(1, 'a'), []byte{99}), refused: true},
@@ -165,7 +165,7 @@ func TestFilter(t *testing.T) {
 				if !bytes.Equal(got, want) {
 					t.Errorf("%s: got %q, want %q", how, got, want)
 				}
-				if refused := errors.Is(err, ErrRFBRefused); refused != c.refused || (err != nil && !refused) {
+				if refused := errors.Is(err, ErrClientRefused); refused != c.refused || (err != nil && !refused) {
 					t.Errorf("%s: got error %v, want refused %v", how, err, c.refused)
 				}
 			}
@@ -188,11 +188,11 @@ func TestFilter(t *testing.T) {
 // A refused filter stays refused.
 func TestFilterStaysClosed(t *testing.T) {
 	f := NewFilter(true)
-	if _, err := f.Feed(nil, cat(clientHello, []byte{42})); !errors.Is(err, ErrRFBRefused) {
-		t.Fatalf("got %v, want ErrRFBRefused", err)
+	if _, err := f.Feed(nil, cat(clientHello, []byte{42})); !errors.Is(err, ErrClientRefused) {
+		t.Fatalf("got %v, want ErrClientRefused", err)
 	}
-	if out, err := f.Feed(nil, fbur(0)); len(out) != 0 || !errors.Is(err, ErrRFBRefused) {
-		t.Fatalf("after refusal: got %q, %v, want nothing and ErrRFBRefused", out, err)
+	if out, err := f.Feed(nil, fbur(0)); len(out) != 0 || !errors.Is(err, ErrClientRefused) {
+		t.Fatalf("after refusal: got %q, %v, want nothing and ErrClientRefused", out, err)
 	}
 }
 
@@ -240,8 +240,8 @@ func FuzzViewOnly(f *testing.F) {
 		if !bytes.Equal(whole, split) || (wholeErr == nil) != (splitErr == nil) {
 			t.Fatalf("whole gave %q, %v; in chunks of %d: %q, %v", whole, wholeErr, step, split, splitErr)
 		}
-		if wholeErr != nil && !errors.Is(wholeErr, ErrRFBRefused) {
-			t.Fatalf("error %v does not wrap ErrRFBRefused", wholeErr)
+		if wholeErr != nil && !errors.Is(wholeErr, ErrClientRefused) {
+			t.Fatalf("error %v does not wrap ErrClientRefused", wholeErr)
 		}
 		if !bytes.HasPrefix(whole, forwardHello) {
 			t.Fatalf("output %q does not start with the shared hello", whole)
@@ -257,16 +257,16 @@ func checkReadOnly(t *testing.T, out []byte) {
 	for len(out) > 0 {
 		var n int
 		switch out[0] {
-		case rfbSetPixelFormat:
+		case MsgSetPixelFormat:
 			n = 20
-		case rfbFramebufferUpdateRequest, rfbEnableContinuousUpdates:
+		case MsgFramebufferUpdateRequest, MsgEnableContinuousUpdates:
 			n = 10
-		case rfbSetEncodings:
+		case MsgSetEncodings:
 			if len(out) < 4 {
 				t.Fatalf("partial SetEncodings header %q", out)
 			}
 			n = 4 + 4*int(binary.BigEndian.Uint16(out[2:]))
-		case rfbClientFence:
+		case MsgClientFence:
 			if len(out) < 9 {
 				t.Fatalf("partial ClientFence header %q", out)
 			}

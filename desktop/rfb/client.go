@@ -1,4 +1,4 @@
-package desktop
+package rfb
 
 import (
 	"bufio"
@@ -29,9 +29,9 @@ import (
 // next request: the tile shows the moved area one request later (about a
 // second), exactly.
 
-// ErrRFBServer is wrapped by every error of the wall's RFB client about
+// ErrServer is wrapped by every error of the wall's RFB client about
 // what the server sent.
-var ErrRFBServer = errors.New("rfb: server stream refused")
+var ErrServer = errors.New("rfb: server stream refused")
 
 // RFB server→client message types and the encodings the client asks for.
 const (
@@ -51,38 +51,38 @@ const (
 	maxCutText    = 16 << 20
 )
 
-// tileClient reads one RFB server's stream into a tile picture.
-type tileClient struct {
+// Client reads one RFB server's stream into a tile picture.
+type Client struct {
 	r *bufio.Reader
 	w io.Writer
 
-	fbW, fbH int             // the desktop's size
-	pic      *image.YCbCr    // the tile: fbW, fbH averaged down, 4:2:0 as its JPEG is
-	colOf    []int32         // desktop column → the tile column whose block holds it
-	colEnd   []int32         // tile column → the desktop column after its block
-	rowOf    []int32         // desktop row → the tile row whose block holds it
-	row      []byte          // one row of a Raw rectangle
-	acc      []uint32        // per tile column: red, green, blue sums and a count, for one tile row
-	z        *zrleDecoder    // the ZRLE stream, from its first rectangle
-	dirty    bool            // pic changed since the last take
-	refresh  image.Rectangle // desktop area to ask for again (CopyRects)
+	Width, Height int             // the desktop's size
+	Pic           *image.YCbCr    // the tile: fbW, fbH averaged down, 4:2:0 as its JPEG is
+	colOf         []int32         // desktop column → the tile column whose block holds it
+	colEnd        []int32         // tile column → the desktop column after its block
+	rowOf         []int32         // desktop row → the tile row whose block holds it
+	row           []byte          // one row of a Raw rectangle
+	acc           []uint32        // per tile column: red, green, blue sums and a count, for one tile row
+	z             *zrleDecoder    // the ZRLE stream, from its first rectangle
+	Dirty         bool            // pic changed since the last take
+	Refresh       image.Rectangle // desktop area to ask for again (CopyRects)
 }
 
 // pixelFormat is what SetPixelFormat asks for: 32 bpp, depth 24, little
 // endian, true colour, 255 per channel, red at bit 0, green 8, blue 16.
 var pixelFormat = [16]byte{32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 0, 8, 16, 0, 0, 0}
 
-// newTileClient does the client's side of the handshake on rw (RFB 3.8,
+// NewClient does the client's side of the handshake on rw (RFB 3.8,
 // security None, shared), asks for its pixel format and encodings, and
 // sizes the tile to at most width pixels wide.
-func newTileClient(rw io.ReadWriter, width int) (*tileClient, error) {
-	c := &tileClient{r: bufio.NewReaderSize(rw, 16<<10), w: rw}
+func NewClient(rw io.ReadWriter, width int) (*Client, error) {
+	c := &Client{r: bufio.NewReaderSize(rw, 16<<10), w: rw}
 	var b [24]byte
 	if _, err := io.ReadFull(c.r, b[:12]); err != nil {
 		return nil, err
 	}
 	if v := string(b[:12]); v[:8] != "RFB 003." || v[11] != '\n' || v < "RFB 003.008\n" {
-		return nil, fmt.Errorf("%w: protocol version %q", ErrRFBServer, sanitize(b[:12]))
+		return nil, fmt.Errorf("%w: protocol version %q", ErrServer, sanitize(b[:12]))
 	}
 	if _, err := rw.Write([]byte("RFB 003.008\n")); err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func newTileClient(rw io.ReadWriter, width int) (*tileClient, error) {
 		none = none || t == 1
 	}
 	if !none {
-		return nil, fmt.Errorf("%w: security types %v, no None", ErrRFBServer, types)
+		return nil, fmt.Errorf("%w: security types %v, no None", ErrServer, types)
 	}
 	if _, err := rw.Write([]byte{1}); err != nil {
 		return nil, err
@@ -121,17 +121,17 @@ func newTileClient(rw io.ReadWriter, width int) (*tileClient, error) {
 	}
 	w, h := int(binary.BigEndian.Uint16(b[0:])), int(binary.BigEndian.Uint16(b[2:]))
 	if w == 0 || h == 0 || w > maxScreen || h > maxScreen {
-		return nil, fmt.Errorf("%w: framebuffer %dx%d", ErrRFBServer, w, h)
+		return nil, fmt.Errorf("%w: framebuffer %dx%d", ErrServer, w, h)
 	}
 	if err := c.skip(uint64(binary.BigEndian.Uint32(b[20:])), maxServerName); err != nil {
 		return nil, err
 	}
 	c.size(w, h, width)
-	msg := append([]byte{rfbSetPixelFormat, 0, 0, 0}, pixelFormat[:]...)
+	msg := append([]byte{MsgSetPixelFormat, 0, 0, 0}, pixelFormat[:]...)
 	// ZRLE first: Xvnc sends a changed screen of text in tens of KB
 	// instead of megabytes in Raw; Raw stays for a server without it.
-	msg = append(msg, rfbSetEncodings, 0, 0, 3, 0, 0, 0, encZRLE, 0, 0, 0, encCopyRect, 0, 0, 0, encRaw)
-	msg = appendRequest(msg, false, image.Rect(0, 0, w, h))
+	msg = append(msg, MsgSetEncodings, 0, 0, 3, 0, 0, 0, encZRLE, 0, 0, 0, encCopyRect, 0, 0, 0, encRaw)
+	msg = AppendRequest(msg, false, image.Rect(0, 0, w, h))
 	if _, err := rw.Write(msg); err != nil {
 		return nil, err
 	}
@@ -139,32 +139,32 @@ func newTileClient(rw io.ReadWriter, width int) (*tileClient, error) {
 }
 
 // reason reads a refusal's reason string and returns it as an error.
-func (c *tileClient) reason(what string) error {
+func (c *Client) reason(what string) error {
 	var b [4]byte
 	if _, err := io.ReadFull(c.r, b[:]); err != nil {
-		return fmt.Errorf("%w: %s", ErrRFBServer, what)
+		return fmt.Errorf("%w: %s", ErrServer, what)
 	}
 	n := binary.BigEndian.Uint32(b[:])
 	if n > maxServerName {
-		return fmt.Errorf("%w: %s", ErrRFBServer, what)
+		return fmt.Errorf("%w: %s", ErrServer, what)
 	}
 	msg := make([]byte, n)
 	io.ReadFull(c.r, msg)
-	return fmt.Errorf("%w: %s: %q", ErrRFBServer, what, sanitize(msg))
+	return fmt.Errorf("%w: %s: %q", ErrServer, what, sanitize(msg))
 }
 
 // size sets up the tile for a w×h desktop and a tile at most width wide
 // and as high (a tall screen makes a narrower tile).
-func (c *tileClient) size(w, h, width int) {
+func (c *Client) size(w, h, width int) {
 	tw := min(w, width)
 	th := max(1, (h*tw+w/2)/w)
 	if th > width {
 		th, tw = width, max(1, w*width/h)
 	}
-	c.fbW, c.fbH = w, h
-	c.pic = image.NewYCbCr(image.Rect(0, 0, tw, th), image.YCbCrSubsampleRatio420)
-	for i := range c.pic.Cb { // black
-		c.pic.Cb[i], c.pic.Cr[i] = 128, 128
+	c.Width, c.Height = w, h
+	c.Pic = image.NewYCbCr(image.Rect(0, 0, tw, th), image.YCbCrSubsampleRatio420)
+	for i := range c.Pic.Cb { // black
+		c.Pic.Cb[i], c.Pic.Cr[i] = 128, 128
 	}
 	c.colOf, c.rowOf = blocks(w, tw), blocks(h, th)
 	c.colEnd = make([]int32, tw)
@@ -173,7 +173,7 @@ func (c *tileClient) size(w, h, width int) {
 	}
 	c.row = make([]byte, 0, 4*w)
 	c.acc = make([]uint32, 4*tw)
-	c.dirty = true // the first update makes the first picture, even of a black screen
+	c.Dirty = true // the first update makes the first picture, even of a black screen
 }
 
 // blocks maps n source positions onto m ≤ n blocks of about n/m each.
@@ -187,22 +187,22 @@ func blocks(n, m int) []int32 {
 
 // request asks for an incremental update of the whole desktop, and a
 // non-incremental one of the area a CopyRect left approximate.
-func (c *tileClient) request(dst []byte) []byte {
-	dst = appendRequest(dst, true, image.Rect(0, 0, c.fbW, c.fbH))
-	if !c.refresh.Empty() {
-		dst = appendRequest(dst, false, c.refresh)
-		c.refresh = image.Rectangle{}
+func (c *Client) Request(dst []byte) []byte {
+	dst = AppendRequest(dst, true, image.Rect(0, 0, c.Width, c.Height))
+	if !c.Refresh.Empty() {
+		dst = AppendRequest(dst, false, c.Refresh)
+		c.Refresh = image.Rectangle{}
 	}
 	return dst
 }
 
-// appendRequest appends a FramebufferUpdateRequest for r.
-func appendRequest(dst []byte, incremental bool, r image.Rectangle) []byte {
+// AppendRequest appends a FramebufferUpdateRequest for r.
+func AppendRequest(dst []byte, incremental bool, r image.Rectangle) []byte {
 	inc := byte(0)
 	if incremental {
 		inc = 1
 	}
-	dst = append(dst, rfbFramebufferUpdateRequest, inc)
+	dst = append(dst, MsgFramebufferUpdateRequest, inc)
 	for _, v := range []int{r.Min.X, r.Min.Y, r.Dx(), r.Dy()} {
 		dst = binary.BigEndian.AppendUint16(dst, uint16(v))
 	}
@@ -211,7 +211,7 @@ func appendRequest(dst []byte, incremental bool, r image.Rectangle) []byte {
 
 // next reads one server message and applies it; update says it was a
 // FramebufferUpdate (the answer to a request).
-func (c *tileClient) next() (update bool, err error) {
+func (c *Client) Next() (update bool, err error) {
 	typ, err := c.r.ReadByte()
 	if err != nil {
 		return false, err
@@ -241,11 +241,11 @@ func (c *tileClient) next() (update bool, err error) {
 		}
 		return false, c.skip(uint64(binary.BigEndian.Uint32(b[3:])), maxCutText)
 	}
-	return false, fmt.Errorf("%w: message type %d", ErrRFBServer, typ)
+	return false, fmt.Errorf("%w: message type %d", ErrServer, typ)
 }
 
 // rect reads one rectangle of a FramebufferUpdate.
-func (c *tileClient) rect() error {
+func (c *Client) rect() error {
 	var b [12]byte
 	if _, err := io.ReadFull(c.r, b[:12]); err != nil {
 		return err
@@ -253,8 +253,8 @@ func (c *tileClient) rect() error {
 	x, y := int(binary.BigEndian.Uint16(b[0:])), int(binary.BigEndian.Uint16(b[2:]))
 	w, h := int(binary.BigEndian.Uint16(b[4:])), int(binary.BigEndian.Uint16(b[6:]))
 	enc := int32(binary.BigEndian.Uint32(b[8:]))
-	if x+w > c.fbW || y+h > c.fbH {
-		return fmt.Errorf("%w: rectangle %dx%d at %d,%d outside the %dx%d framebuffer", ErrRFBServer, w, h, x, y, c.fbW, c.fbH)
+	if x+w > c.Width || y+h > c.Height {
+		return fmt.Errorf("%w: rectangle %dx%d at %d,%d outside the %dx%d framebuffer", ErrServer, w, h, x, y, c.Width, c.Height)
 	}
 	switch enc {
 	case encRaw:
@@ -271,17 +271,17 @@ func (c *tileClient) rect() error {
 			return err
 		}
 		sx, sy := int(binary.BigEndian.Uint16(b[0:])), int(binary.BigEndian.Uint16(b[2:]))
-		if sx+w > c.fbW || sy+h > c.fbH {
-			return fmt.Errorf("%w: CopyRect source outside the framebuffer", ErrRFBServer)
+		if sx+w > c.Width || sy+h > c.Height {
+			return fmt.Errorf("%w: CopyRect source outside the framebuffer", ErrServer)
 		}
 		c.copyRect(x, y, w, h)
 		return nil
 	}
-	return fmt.Errorf("%w: encoding %d, asked for ZRLE, CopyRect and Raw", ErrRFBServer, enc)
+	return fmt.Errorf("%w: encoding %d, asked for ZRLE, CopyRect and Raw", ErrServer, enc)
 }
 
 // raw reads a Raw rectangle row by row and averages it into the tile.
-func (c *tileClient) raw(x, y, w, h int) error {
+func (c *Client) raw(x, y, w, h int) error {
 	row := c.row[:4*w]
 	return c.average(x, y, w, h, func(int) ([]byte, error) {
 		_, err := io.ReadFull(c.r, row)
@@ -294,7 +294,7 @@ func (c *tileClient) raw(x, y, w, h int) error {
 // rows of one tile row's blocks add up in acc, and each tile pixel the
 // rectangle touched becomes their mean when the rectangle leaves the tile
 // row.
-func (c *tileClient) average(x, y, w, h int, next func(i int) ([]byte, error)) error {
+func (c *Client) average(x, y, w, h int, next func(i int) ([]byte, error)) error {
 	if w == 0 || h == 0 {
 		return nil
 	}
@@ -326,7 +326,7 @@ func (c *tileClient) average(x, y, w, h int, next func(i int) ([]byte, error)) e
 		if j := c.rowOf[yy]; yy == y+h-1 || c.rowOf[yy+1] != j {
 			// A tile pixel sets its luma and its 2x2 block's chroma (the
 			// last pixel written of a block gives it its colour).
-			pic := c.pic
+			pic := c.Pic
 			for k := 0; k < len(acc); k += 4 {
 				a := acc[k : k+4 : k+4]
 				lum, cb, cr := color.RGBToYCbCr(byte(a[0]/a[3]), byte(a[1]/a[3]), byte(a[2]/a[3]))
@@ -334,7 +334,7 @@ func (c *tileClient) average(x, y, w, h int, next func(i int) ([]byte, error)) e
 				yo, co := int(j)*pic.YStride+i, int(j)/2*pic.CStride+i/2
 				if pic.Y[yo] != lum || pic.Cb[co] != cb || pic.Cr[co] != cr {
 					pic.Y[yo], pic.Cb[co], pic.Cr[co] = lum, cb, cr
-					c.dirty = true
+					c.Dirty = true
 				}
 			}
 			clear(acc)
@@ -346,17 +346,20 @@ func (c *tileClient) average(x, y, w, h int, next func(i int) ([]byte, error)) e
 // copyRect remembers the rectangle to ask for again: the tile keeps no
 // framebuffer to copy from, and a copy within the samples would cost the
 // edge a tile's worth of work for 16 bytes from the desktop.
-func (c *tileClient) copyRect(x, y, w, h int) {
+func (c *Client) copyRect(x, y, w, h int) {
 	if w > 0 && h > 0 {
-		c.refresh = c.refresh.Union(image.Rect(x, y, x+w, y+h))
+		c.Refresh = c.Refresh.Union(image.Rect(x, y, x+w, y+h))
 	}
 }
 
 // skip reads n bytes away, refusing more than limit.
-func (c *tileClient) skip(n, limit uint64) error {
+func (c *Client) skip(n, limit uint64) error {
 	if n > limit {
-		return fmt.Errorf("%w: %d bytes to skip (at most %d)", ErrRFBServer, n, limit)
+		return fmt.Errorf("%w: %d bytes to skip (at most %d)", ErrServer, n, limit)
 	}
 	_, err := c.r.Discard(int(n))
 	return err
 }
+
+// ZRLE reports whether the server has sent a ZRLE rectangle yet.
+func (c *Client) ZRLE() bool { return c.z != nil }

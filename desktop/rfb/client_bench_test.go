@@ -1,4 +1,4 @@
-package desktop
+package rfb
 
 import (
 	"bytes"
@@ -14,12 +14,12 @@ func BenchmarkTileRaw(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		in := append(append([]byte(nil), head...), frame...)
-		c, err := newTileClient(&streamRW{Reader: bytes.NewReader(in)}, 480)
+		c, err := NewClient(&streamRW{Reader: bytes.NewReader(in)}, 480)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		if _, err := c.next(); err != nil {
+		if _, err := c.Next(); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -56,12 +56,12 @@ func BenchmarkTileZRLE(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		in := append(append([]byte(nil), head...), append(upd, newZRLEStream().rect(tiles)...)...)
-		c, err := newTileClient(&streamRW{Reader: bytes.NewReader(in)}, 480)
+		c, err := NewClient(&streamRW{Reader: bytes.NewReader(in)}, 480)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		if _, err := c.next(); err != nil {
+		if _, err := c.Next(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package desktop
+package rfb
 
 import (
 	"bufio"
@@ -95,19 +95,19 @@ func (z *zrleDecoder) rect(r *bufio.Reader, w, h int, put func(x, y, w, h int, r
 	}
 	n := int(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
 	if n > maxZRLE {
-		return fmt.Errorf("%w: ZRLE rectangle of %d bytes", ErrRFBServer, n)
+		return fmt.Errorf("%w: ZRLE rectangle of %d bytes", ErrServer, n)
 	}
 	z.src.r, z.src.left = r, n
 	if z.zr == nil {
 		if n == 0 {
-			return fmt.Errorf("%w: empty ZRLE rectangle", ErrRFBServer)
+			return fmt.Errorf("%w: empty ZRLE rectangle", ErrServer)
 		}
 		zr, err := zlib.NewReader(&z.src)
 		if err != nil {
 			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				return fmt.Errorf("%w: ZRLE rectangle ends inside its tiles", ErrRFBServer)
+				return fmt.Errorf("%w: ZRLE rectangle ends inside its tiles", ErrServer)
 			}
-			return fmt.Errorf("%w: ZRLE: %v", ErrRFBServer, err)
+			return fmt.Errorf("%w: ZRLE: %v", ErrServer, err)
 		}
 		z.zr, z.in = zr, bufio.NewReaderSize(zr, 4096)
 	}
@@ -119,9 +119,9 @@ func (z *zrleDecoder) rect(r *bufio.Reader, w, h int, put func(x, y, w, h int, r
 				var corrupt flate.CorruptInputError
 				switch {
 				case err == io.EOF || err == io.ErrUnexpectedEOF:
-					err = fmt.Errorf("%w: ZRLE rectangle ends inside its tiles", ErrRFBServer)
+					err = fmt.Errorf("%w: ZRLE rectangle ends inside its tiles", ErrServer)
 				case errors.As(err, &corrupt) || errors.Is(err, zlib.ErrHeader) || errors.Is(err, zlib.ErrDictionary):
-					err = fmt.Errorf("%w: ZRLE: %v", ErrRFBServer, err)
+					err = fmt.Errorf("%w: ZRLE: %v", ErrServer, err)
 				}
 				return err
 			}
@@ -132,12 +132,12 @@ func (z *zrleDecoder) rect(r *bufio.Reader, w, h int, put func(x, y, w, h int, r
 		}
 	}
 	if n := z.in.Buffered(); n > 0 {
-		return fmt.Errorf("%w: ZRLE rectangle has %d bytes after its tiles", ErrRFBServer, n)
+		return fmt.Errorf("%w: ZRLE rectangle has %d bytes after its tiles", ErrServer, n)
 	}
 	// What the rectangle has left is the end of its flush: keep it for
 	// the next one.
 	if z.src.left > maxZRLETail-len(z.src.carry) {
-		return fmt.Errorf("%w: ZRLE rectangle has %d bytes after its tiles", ErrRFBServer, z.src.left)
+		return fmt.Errorf("%w: ZRLE rectangle has %d bytes after its tiles", ErrServer, z.src.left)
 	}
 	k := copy(z.src.tail[:], z.src.carry)
 	if _, err := io.ReadFull(r, z.src.tail[k:k+z.src.left]); err != nil {
@@ -197,7 +197,7 @@ func (z *zrleDecoder) decodeTile(w, h int) error {
 				left -= bits
 				idx := int(cur >> left & mask)
 				if idx >= size {
-					return fmt.Errorf("%w: ZRLE palette index %d of %d", ErrRFBServer, idx, size)
+					return fmt.Errorf("%w: ZRLE palette index %d of %d", ErrServer, idx, size)
 				}
 				p := pix[4*(y*w+x):]
 				p[0], p[1], p[2] = z.pal[idx][0], z.pal[idx][1], z.pal[idx][2]
@@ -235,7 +235,7 @@ func (z *zrleDecoder) decodeTile(w, h int) error {
 				}
 			}
 			if int(idx) >= size {
-				return fmt.Errorf("%w: ZRLE palette index %d of %d", ErrRFBServer, idx, size)
+				return fmt.Errorf("%w: ZRLE palette index %d of %d", ErrServer, idx, size)
 			}
 			c := z.pal[idx]
 			for end := i + 4*n; i < end; i += 4 {
@@ -243,7 +243,7 @@ func (z *zrleDecoder) decodeTile(w, h int) error {
 			}
 		}
 	default:
-		return fmt.Errorf("%w: ZRLE subencoding %d", ErrRFBServer, sub)
+		return fmt.Errorf("%w: ZRLE subencoding %d", ErrServer, sub)
 	}
 	return nil
 }
@@ -273,7 +273,7 @@ func (z *zrleDecoder) run(limit int) (int, error) {
 		}
 		n += int(b)
 		if n > limit {
-			return 0, fmt.Errorf("%w: ZRLE run of %d or more pixels where %d are left", ErrRFBServer, n, limit)
+			return 0, fmt.Errorf("%w: ZRLE run of %d or more pixels where %d are left", ErrServer, n, limit)
 		}
 		if b != 255 {
 			return n, nil

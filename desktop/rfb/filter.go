@@ -1,4 +1,4 @@
-package desktop
+package rfb
 
 import (
 	"encoding/binary"
@@ -6,23 +6,23 @@ import (
 	"fmt"
 )
 
-// ErrRFBRefused is wrapped by every error of the RFB filter: the client's
+// ErrClientRefused is wrapped by every error of the RFB filter: the client's
 // stream broke a rule and the connection must close.
-var ErrRFBRefused = errors.New("rfb: client stream refused")
+var ErrClientRefused = errors.New("rfb: client stream refused")
 
 // RFB client→server message types (rfbproto, "Client to Server Messages").
 const (
-	rfbSetPixelFormat           = 0
-	rfbSetEncodings             = 2
-	rfbFramebufferUpdateRequest = 3
-	rfbKeyEvent                 = 4
-	rfbPointerEvent             = 5
-	rfbClientCutText            = 6
-	rfbEnableContinuousUpdates  = 150
-	rfbClientFence              = 248
-	rfbXvp                      = 250
-	rfbSetDesktopSize           = 251
-	rfbQEMU                     = 255
+	MsgSetPixelFormat           = 0
+	MsgSetEncodings             = 2
+	MsgFramebufferUpdateRequest = 3
+	MsgKeyEvent                 = 4
+	MsgPointerEvent             = 5
+	MsgClientCutText            = 6
+	MsgEnableContinuousUpdates  = 150
+	MsgClientFence              = 248
+	MsgXvp                      = 250
+	MsgSetDesktopSize           = 251
+	MsgQEMU                     = 255
 
 	// encExtendedMouseButtons is the pseudo-encoding after which a
 	// PointerEvent whose button mask has its top bit set is 7 bytes long.
@@ -129,15 +129,15 @@ func (f *Filter) Feed(dst, src []byte) ([]byte, error) {
 				case whole && len(f.buf) == n:
 					msg := f.buf
 					switch msg[0] {
-					case rfbSetEncodings:
+					case MsgSetEncodings:
 						f.noteEncodings(msg[4:])
 						msg = viewEncodings(msg)
-					case rfbSetPixelFormat:
+					case MsgSetPixelFormat:
 						if err := f.notePixelFormat(msg); err != nil {
 							f.fail(err)
 							continue
 						}
-					case rfbFramebufferUpdateRequest, rfbEnableContinuousUpdates:
+					case MsgFramebufferUpdateRequest, MsgEnableContinuousUpdates:
 						f.sh.mu.Lock()
 						f.sh.requested = true
 						f.sh.mu.Unlock()
@@ -224,23 +224,23 @@ func (f *Filter) size(h []byte) (n int, whole, drop bool, err error) {
 		return header, false, drop, nil
 	}
 	switch h[0] {
-	case rfbSetEncodings:
+	case MsgSetEncodings:
 		c := int(binary.BigEndian.Uint16(h[2:4]))
 		if c > maxEncodings {
 			return 0, false, false, fmt.Errorf("SetEncodings with %d encodings (at most %d)", c, maxEncodings)
 		}
 		return 4 + 4*c, true, false, nil
-	case rfbClientFence:
+	case MsgClientFence:
 		if h[8] > maxFencePayload {
 			return 0, false, false, fmt.Errorf("ClientFence payload of %d bytes (at most %d)", h[8], maxFencePayload)
 		}
 		return 9 + int(h[8]), true, false, nil
-	case rfbPointerEvent:
+	case MsgPointerEvent:
 		if h[1]&0x80 != 0 {
 			return 7, true, true, nil
 		}
 		return 6, true, true, nil
-	case rfbClientCutText:
+	case MsgClientCutText:
 		// A negative length is the Extended Clipboard form: |length|
 		// bytes of flags and data follow.
 		l := int64(int32(binary.BigEndian.Uint32(h[4:8])))
@@ -248,9 +248,9 @@ func (f *Filter) size(h []byte) (n int, whole, drop bool, err error) {
 			l = -l
 		}
 		return 8 + int(l), true, true, nil
-	case rfbSetDesktopSize:
+	case MsgSetDesktopSize:
 		return 8 + 16*int(h[6]), true, true, nil
-	case rfbQEMU:
+	case MsgQEMU:
 		switch h[1] {
 		case 0: // extended key event
 			return 12, true, true, nil
@@ -272,30 +272,30 @@ func (f *Filter) size(h []byte) (n int, whole, drop bool, err error) {
 // session drops it, and how many bytes of header decide its length.
 func messageShape(typ byte, extMouse bool, h []byte) (n int, drop bool, header int) {
 	switch typ {
-	case rfbSetPixelFormat:
+	case MsgSetPixelFormat:
 		return 20, false, 1
-	case rfbSetEncodings:
+	case MsgSetEncodings:
 		return 0, false, 4
-	case rfbFramebufferUpdateRequest:
+	case MsgFramebufferUpdateRequest:
 		return 10, false, 1
-	case rfbEnableContinuousUpdates:
+	case MsgEnableContinuousUpdates:
 		return 10, false, 1
-	case rfbClientFence:
+	case MsgClientFence:
 		return 0, false, 9
-	case rfbKeyEvent:
+	case MsgKeyEvent:
 		return 8, true, 1
-	case rfbPointerEvent:
+	case MsgPointerEvent:
 		if extMouse {
 			return 0, true, 2
 		}
 		return 6, true, 1
-	case rfbClientCutText:
+	case MsgClientCutText:
 		return 0, true, 8
-	case rfbXvp:
+	case MsgXvp:
 		return 4, true, 1
-	case rfbSetDesktopSize:
+	case MsgSetDesktopSize:
 		return 0, true, 8
-	case rfbQEMU:
+	case MsgQEMU:
 		if len(h) >= 2 && h[1] == 1 {
 			return 0, true, 4
 		}
@@ -333,7 +333,7 @@ func (f *Filter) notePixelFormat(m []byte) error {
 }
 
 func (f *Filter) fail(err error) {
-	f.err = fmt.Errorf("%w: %w", ErrRFBRefused, err)
+	f.err = fmt.Errorf("%w: %w", ErrClientRefused, err)
 	f.stage = stClosed
 	f.buf = f.buf[:0]
 }
