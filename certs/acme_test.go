@@ -83,7 +83,7 @@ func newACMERig(t testing.TB, validity time.Duration, edit func(*certs.ACMEOptio
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := edge.New(edge.Options{Routes: routes, Sandboxes: st, Dialer: noDialer{}, GetCertificate: a.GetCertificate, HTTPChallenge: a.HTTPChallenge})
+	srv, err := edge.New(edge.Options{Routes: routes, Sandboxes: st, Dialer: fakeNoDialer{}, GetCertificate: a.GetCertificate, HTTPChallenge: a.HTTPChallenge})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +105,10 @@ func (r *acmeRig) known(name string) {
 	wait.For(r.t, 10*time.Second, name+" reaches the edge", func() bool { _, err := r.routes.Owner(name); return err == nil })
 }
 
-// noDialer: these tests are about certificates; nothing is proxied.
-type noDialer struct{}
+// fakeNoDialer: these tests are about certificates; nothing is proxied.
+type fakeNoDialer struct{}
 
-func (noDialer) DialContext(context.Context, string, int) (net.Conn, error) {
+func (fakeNoDialer) DialContext(context.Context, string, int) (net.Conn, error) {
 	return nil, errors.New("no sandbox here")
 }
 

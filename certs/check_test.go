@@ -11,13 +11,13 @@ import (
 	"froog.tech/froog/store"
 )
 
-// kvFake is a certificate storage that answers KVGet with err.
-type kvFake struct {
+// fakeKV is a certificate storage that answers KVGet with err.
+type fakeKV struct {
 	certs.Store
 	err error
 }
 
-func (f kvFake) KVGet(context.Context, string) (store.KV, error) { return store.KV{}, f.err }
+func (f fakeKV) KVGet(context.Context, string) (store.KV, error) { return store.KV{}, f.err }
 
 // Each source's readiness: what makes it not ready, and what does not.
 func TestSourceCheck(t *testing.T) {
@@ -61,7 +61,7 @@ func TestSourceCheck(t *testing.T) {
 		{"acme, storage down", errors.New("connection refused"), "certificate storage does not answer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := open(t, certs.Config{}, certs.Deps{Store: kvFake{err: tc.kvErr}, Names: namesFake{}, HTTPPort: 1, TLSPort: 2})
+			src := open(t, certs.Config{}, certs.Deps{Store: fakeKV{err: tc.kvErr}, Names: fakeNames{}, HTTPPort: 1, TLSPort: 2})
 			err := src.Check(ctx)
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("got %v, want %q", err, tc.wantErr)

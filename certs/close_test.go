@@ -11,14 +11,14 @@ import (
 	"froog.tech/froog/internal/wait"
 )
 
-// slowNamesFake gives every name an owner; a name in slow waits until
+// fakeSlowNames gives every name an owner; a name in slow waits until
 // its channel closes, telling entered first.
-type slowNamesFake struct {
+type fakeSlowNames struct {
 	slow    map[string]chan struct{}
 	entered chan string
 }
 
-func (n slowNamesFake) Owner(name string) (string, error) {
+func (n fakeSlowNames) Owner(name string) (string, error) {
 	if c, ok := n.slow[name]; ok {
 		n.entered <- name
 		<-c
@@ -52,7 +52,7 @@ func TestACMECloseStopsMaintenance(t *testing.T) {
 	// Not parallel: it counts the process's certmagic goroutines.
 	const maintenance = "certmagic.(*Cache).maintainAssets"
 	before := settledGoroutinesIn(t, maintenance)
-	src, err := certs.Open(certs.Config{Domain: domain}, certs.Deps{Store: storeFake{}, Names: slowNamesFake{}, HTTPPort: 80, TLSPort: 443})
+	src, err := certs.Open(certs.Config{Domain: domain}, certs.Deps{Store: fakeStore{}, Names: fakeSlowNames{}, HTTPPort: 80, TLSPort: 443})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestACMECloseStopsMaintenance(t *testing.T) {
 func TestLocalCADecidesOutsideItsLock(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	names := slowNamesFake{slow: map[string]chan struct{}{"slow." + domain: release}, entered: make(chan string, 1)}
+	names := fakeSlowNames{slow: map[string]chan struct{}{"slow." + domain: release}, entered: make(chan string, 1)}
 	ca, err := certs.NewLocalCA(certs.LocalCAOptions{Dir: t.TempDir(), Domains: []string{domain}, Names: names})
 	if err != nil {
 		t.Fatal(err)

@@ -54,10 +54,10 @@ func TestLocalCA(t *testing.T) {
 	}
 }
 
-// namesFake is a route table holding a fixed set of names.
-type namesFake map[string]string
+// fakeNames is a route table holding a fixed set of names.
+type fakeNames map[string]string
 
-func (n namesFake) Owner(name string) (string, error) {
+func (n fakeNames) Owner(name string) (string, error) {
 	if acct, ok := n[name]; ok {
 		return acct, nil
 	}
@@ -67,7 +67,7 @@ func (n namesFake) Owner(name string) (string, error) {
 // With a decision function, the local CA issues only for names that
 // route, like the ACME path.
 func TestLocalCANames(t *testing.T) {
-	names := namesFake{"box-3000-abc123.froog.localhost": "acct_1", "froog.localhost": "acct_1"}
+	names := fakeNames{"box-3000-abc123.froog.localhost": "acct_1", "froog.localhost": "acct_1"}
 	ca, err := certs.NewLocalCA(certs.LocalCAOptions{Dir: t.TempDir(), Domains: []string{"froog.localhost"}, Names: names})
 	if err != nil {
 		t.Fatal(err)

@@ -54,9 +54,9 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// storeFake stands in for the store where nothing may touch it: ACME
+// fakeStore stands in for the store where nothing may touch it: ACME
 // reads it only when a certificate is needed.
-type storeFake struct{ certs.Store }
+type fakeStore struct{ certs.Store }
 
 // writeWildcard writes a certificate for *.domain and its key, from a
 // local CA of its own, and gives their paths.
@@ -83,12 +83,12 @@ func writeWildcard(t *testing.T) (certFile, keyFile string) {
 
 func TestOpen(t *testing.T) {
 	const routed, stranger = "box-3000-abc123." + domain, "nobody-80-zzzzzz." + domain
-	names := namesFake{routed: "acct_1"}
+	names := fakeNames{routed: "acct_1"}
 	caDir := t.TempDir()
 	wCert, wKey := writeWildcard(t)
 	notPEM := filepath.Join(t.TempDir(), "roots.pem")
 	os.WriteFile(notPEM, []byte("not a certificate"), 0o600)
-	deps := certs.Deps{Store: storeFake{}, Names: names, HTTPPort: 8081, TLSPort: 8443}
+	deps := certs.Deps{Store: fakeStore{}, Names: names, HTTPPort: 8081, TLSPort: 8443}
 	for _, tc := range []struct {
 		name    string
 		c       certs.Config
@@ -107,7 +107,7 @@ func TestOpen(t *testing.T) {
 		{name: "wildcard for another domain", c: certs.Config{Domain: "other.test", WildcardCert: wCert, WildcardKey: wKey}, d: deps, wantErr: "not a wildcard"},
 		{name: "missing wildcard", c: certs.Config{Domain: domain, WildcardCert: wCert + ".gone", WildcardKey: wKey}, d: deps, wantErr: "wildcard"},
 		{name: "acme without a store", c: certs.Config{Domain: domain}, d: certs.Deps{Names: names, HTTPPort: 1, TLSPort: 2}, wantErr: "store"},
-		{name: "acme without ports", c: certs.Config{Domain: domain}, d: certs.Deps{Store: storeFake{}, Names: names}, wantErr: "ports"},
+		{name: "acme without ports", c: certs.Config{Domain: domain}, d: certs.Deps{Store: fakeStore{}, Names: names}, wantErr: "ports"},
 		{name: "acme roots not PEM", c: certs.Config{Domain: domain, ACME: certs.ACMEConfig{RootsFile: notPEM}}, d: deps, wantErr: "no PEM"},
 		{name: "acme roots missing", c: certs.Config{Domain: domain, ACME: certs.ACMEConfig{RootsFile: notPEM + ".gone"}}, d: deps, wantErr: "roots"},
 	} {

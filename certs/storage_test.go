@@ -131,24 +131,24 @@ func testFolderTree(t *testing.T, o func() backend) {
 	same("List after Delete", list("tree", true))
 }
 
-// brokenKV is a store whose database has gone away.
-type brokenKV struct{ store.CertStorage }
+// fakeBrokenKV is a store whose database has gone away.
+type fakeBrokenKV struct{ store.CertStorage }
 
 var errDown = errors.New("dial tcp 127.0.0.1:5432: connection refused")
 
-func (brokenKV) KVGet(context.Context, string) (store.KV, error)    { return store.KV{}, errDown }
-func (brokenKV) KVList(context.Context, string) ([]string, error)   { return nil, errDown }
-func (brokenKV) KVPut(context.Context, string, []byte) error        { return errDown }
-func (brokenKV) KVDelete(context.Context, string) error             { return errDown }
-func (brokenKV) ReleaseLease(context.Context, string, string) error { return errDown }
-func (brokenKV) AcquireLease(context.Context, string, string, time.Duration) (bool, error) {
+func (fakeBrokenKV) KVGet(context.Context, string) (store.KV, error)    { return store.KV{}, errDown }
+func (fakeBrokenKV) KVList(context.Context, string) ([]string, error)   { return nil, errDown }
+func (fakeBrokenKV) KVPut(context.Context, string, []byte) error        { return errDown }
+func (fakeBrokenKV) KVDelete(context.Context, string) error             { return errDown }
+func (fakeBrokenKV) ReleaseLease(context.Context, string, string) error { return errDown }
+func (fakeBrokenKV) AcquireLease(context.Context, string, string, time.Duration) (bool, error) {
 	return false, errDown
 }
 
 // testErrors: a store that fails is never "not found" (certmagic would
 // order a certificate it may have), and a closed Postgres store fails.
 func testErrors(t *testing.T, o func() backend) {
-	s := NewStorage(brokenKV{}, nil)
+	s := NewStorage(fakeBrokenKV{}, nil)
 	for what, err := range map[string]error{
 		"Load":   func() error { _, err := s.Load(ctx, "x"); return err }(),
 		"Stat":   func() error { _, err := s.Stat(ctx, "x"); return err }(),

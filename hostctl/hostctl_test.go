@@ -219,15 +219,15 @@ func TestTimers(t *testing.T) {
 	}
 }
 
-// failingDriverFake refuses to start; a fake because the point is a driver
+// fakeFailingDriver refuses to start; a fake because the point is a driver
 // error, which a real driver gives only by accident.
-type failingDriverFake struct {
+type fakeFailingDriver struct {
 	mu     sync.Mutex
 	starts int
 	fail   bool
 }
 
-func (d *failingDriverFake) Start(context.Context, *store.Sandbox, []string) (hostctl.Endpoint, error) {
+func (d *fakeFailingDriver) Start(context.Context, *store.Sandbox, []string) (hostctl.Endpoint, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.starts++
@@ -236,11 +236,11 @@ func (d *failingDriverFake) Start(context.Context, *store.Sandbox, []string) (ho
 	}
 	return hostctl.Endpoint{Host: "127.0.0.1", Port: 2222, HostKey: "ssh-ed25519 AAAA"}, nil
 }
-func (d *failingDriverFake) Stop(context.Context, *store.Sandbox) error   { return nil }
-func (d *failingDriverFake) Delete(context.Context, *store.Sandbox) error { return nil }
+func (d *fakeFailingDriver) Stop(context.Context, *store.Sandbox) error   { return nil }
+func (d *fakeFailingDriver) Delete(context.Context, *store.Sandbox) error { return nil }
 
 func TestDriverErrorLeavesError(t *testing.T) {
-	drv := &failingDriverFake{fail: true}
+	drv := &fakeFailingDriver{fail: true}
 	r := newRig(t, drv, hostctl.Options{})
 	sb := r.create("box", nil)
 	bad := r.waitState(sb.ID, store.StateError)
@@ -283,7 +283,7 @@ func TestRestartAdopts(t *testing.T) {
 }
 
 func TestCapacity(t *testing.T) {
-	r := newRig(t, &failingDriverFake{}, hostctl.Options{Capacity: 1})
+	r := newRig(t, &fakeFailingDriver{}, hostctl.Options{Capacity: 1})
 	first := r.create("one", nil)
 	r.waitState(first.ID, store.StateRunning)
 	second := r.create("two", nil)
@@ -368,15 +368,15 @@ func TestLowMemoryEndsWarmSandboxes(t *testing.T) {
 	}
 }
 
-// checkBlocksDriverFake is the local driver with a Check that waits until
+// fakeCheckBlocksDriver is the local driver with a Check that waits until
 // its context ends: a fake, because the point is a driver call cut short
 // by hostctl's own shutdown.
-type checkBlocksDriverFake struct {
+type fakeCheckBlocksDriver struct {
 	*local.Driver
 	checking chan struct{}
 }
 
-func (d *checkBlocksDriverFake) Check(ctx context.Context, _ *store.Sandbox) error {
+func (d *fakeCheckBlocksDriver) Check(ctx context.Context, _ *store.Sandbox) error {
 	select {
 	case d.checking <- struct{}{}:
 	default:
@@ -388,7 +388,7 @@ func (d *checkBlocksDriverFake) Check(ctx context.Context, _ *store.Sandbox) err
 // A controller that shuts down in the middle of a driver call leaves the
 // sandbox as it is: running, not in error, not stopped.
 func TestShutdownIsNotAFailure(t *testing.T) {
-	drv := &checkBlocksDriverFake{Driver: localIn(t, ""), checking: make(chan struct{}, 1)}
+	drv := &fakeCheckBlocksDriver{Driver: localIn(t, ""), checking: make(chan struct{}, 1)}
 	r := newRig(t, drv, hostctl.Options{})
 	sb := r.create("box", nil)
 	r.waitState(sb.ID, store.StateRunning)

@@ -11,14 +11,14 @@ import (
 	"froog.tech/froog/tunnel"
 )
 
-// flakyFeedFake is a store whose change feed refuses the first few
+// fakeFlakyFeed is a store whose change feed refuses the first few
 // subscriptions, as Postgres does while it is down.
-type flakyFeedFake struct {
+type fakeFlakyFeed struct {
 	store.Feed
 	refuse atomic.Int32
 }
 
-func (f *flakyFeedFake) Subscribe(ctx context.Context, after int64) (*store.Subscription, error) {
+func (f *fakeFlakyFeed) Subscribe(ctx context.Context, after int64) (*store.Subscription, error) {
 	if f.refuse.Add(-1) >= 0 {
 		return nil, errors.New("fake: the store is away")
 	}
@@ -30,7 +30,7 @@ func (f *flakyFeedFake) Subscribe(ctx context.Context, after int64) (*store.Subs
 // store is back.
 func TestWatchWaitsForTheStore(t *testing.T) {
 	r := newRig(t, tunnel.Options{})
-	feed := &flakyFeedFake{Feed: r.store}
+	feed := &fakeFlakyFeed{Feed: r.store}
 	feed.refuse.Store(2)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
