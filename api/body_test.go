@@ -16,10 +16,10 @@ import (
 	"froog.tech/froog/api"
 )
 
-// readFake is a request body that records whether anyone read it.
-type readFake struct{ read atomic.Bool }
+// fakeBody is a request body that records whether anyone read it.
+type fakeBody struct{ read atomic.Bool }
 
-func (b *readFake) Read(p []byte) (int, error) {
+func (b *fakeBody) Read(p []byte) (int, error) {
 	b.read.Store(true)
 	return 0, errors.New("the body of an unauthenticated request was read")
 }
@@ -36,7 +36,7 @@ func TestAuthBeforeBody(t *testing.T) {
 			t.Run(fmt.Sprintf("%s key=%t", rt, key != ""), func(t *testing.T) {
 				method, path, _ := strings.Cut(rt, " ")
 				path = strings.NewReplacer("{name}", "x", "{port}", "1", "{id}", "x").Replace(path)
-				body := &readFake{}
+				body := &fakeBody{}
 				req := httptest.NewRequest(method, path, io.NopCloser(body))
 				req.ContentLength = 1 << 20
 				if key != "" {

@@ -330,11 +330,11 @@ func TestJobsAndWait(t *testing.T) {
 	})
 }
 
-// sessionsRefusedFake is api.Sessions whose every dial fails the way the
+// fakeSessionsRefused is api.Sessions whose every dial fails the way the
 // tunnel's does when a sandbox's SSH server is gone: with its address.
-type sessionsRefusedFake struct{}
+type fakeSessionsRefused struct{}
 
-func (sessionsRefusedFake) Session(context.Context, string) (*ssh.Session, error) {
+func (fakeSessionsRefused) Session(context.Context, string) (*ssh.Session, error) {
 	return nil, fmt.Errorf("dial sandbox sbx_1 at 10.1.2.3:2222: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
 }
 
@@ -348,7 +348,7 @@ func TestUnreachableSaysLittle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, st, api.Options{Sessions: sessionsRefusedFake{}})
+	e := newEnv(t, st, api.Options{Sessions: fakeSessionsRefused{}})
 	e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 	e.ran("box")
 	const fixed = `cannot reach sandbox "box"; try again, or stop and start it`

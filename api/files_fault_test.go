@@ -15,15 +15,17 @@ import (
 	"froog.tech/froog/store/embedded"
 )
 
-// sessionsTo is api.Sessions on one SSH connection, whatever the sandbox.
-type sessionsTo struct{ c *ssh.Client }
+// fakeSessionsTo is api.Sessions on one SSH connection, whatever the sandbox.
+type fakeSessionsTo struct{ c *ssh.Client }
 
-func (s sessionsTo) Session(context.Context, string) (*ssh.Session, error) { return s.c.NewSession() }
+func (s fakeSessionsTo) Session(context.Context, string) (*ssh.Session, error) {
+	return s.c.NewSession()
+}
 
-// sshServerFake is an SSH server on loopback that takes any client and
+// fakeSSHServer is an SSH server on loopback that takes any client and
 // answers a session's subsystem request with subsystem (other requests
 // are refused); it returns a client logged in to it.
-func sshServerFake(t *testing.T, subsystem func(ch ssh.Channel, req *ssh.Request)) *ssh.Client {
+func fakeSSHServer(t *testing.T, subsystem func(ch ssh.Channel, req *ssh.Request)) *ssh.Client {
 	t.Helper()
 	hostKey := testkit.NewKey(t)
 	cfg := &ssh.ServerConfig{NoClientAuth: true}
@@ -77,7 +79,7 @@ func TestFilesSFTPFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := newEnv(t, st, api.Options{Sessions: sessionsTo{sshServerFake(t, c.answer)}})
+			e := newEnv(t, st, api.Options{Sessions: fakeSessionsTo{fakeSSHServer(t, c.answer)}})
 			e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 			e.ran("box")
 			r := e.do("GET", "/v1/sandboxes/box/files?path=.", e.admin, nil).want(t, 502, "sandbox_unreachable")

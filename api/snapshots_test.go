@@ -287,16 +287,16 @@ func TestSavedSnapshotScopes(t *testing.T) {
 	})
 }
 
-// rivalStoreFake is a store in which, the moment the API writes a saved
+// fakeRivalStore is a store in which, the moment the API writes a saved
 // snapshot, another sandbox's copy under the same name asked a moment
 // earlier appears (a save by another key that raced this one).
-type rivalStoreFake struct {
+type fakeRivalStore struct {
 	store.Store
 	mu    sync.Mutex
 	rival *store.Snapshot
 }
 
-func (s *rivalStoreFake) CreateSnapshot(ctx context.Context, sn store.Snapshot, ev *store.AuditEvent) (store.Snapshot, error) {
+func (s *fakeRivalStore) CreateSnapshot(ctx context.Context, sn store.Snapshot, ev *store.AuditEvent) (store.Snapshot, error) {
 	s.mu.Lock()
 	rival := s.rival
 	s.rival = nil
@@ -318,7 +318,7 @@ func TestSavedSnapshotRace(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			st := &rivalStoreFake{Store: b.open(t)}
+			st := &fakeRivalStore{Store: b.open(t)}
 			e := newEnv(t, st, api.Options{})
 			for _, n := range []string{"b1", "a1"} {
 				e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": n}).want(t, 202, "")
