@@ -8,15 +8,19 @@ FUZZTIME ?= 20s
 # make test runs in two phases, so that CPU-heavy VM boots (TCG: minutes
 # of a core each) never share the machine with the end-to-end tests: an
 # OS image's boot beside cmd/froogd ran past its budget (issue #34).
-# The first phase is every package but VM_PKGS, cmd/froogd (the longest)
-# first and without its VM tests (VM_TESTS, by name: its tinyGuest fails
-# a test that boots a VM under another name); go test runs packages in
-# the order given, GOMAXPROCS at a time, and names each package once.
+# The first phase is every package but VM_PKGS, e2e (the longest) first
+# and without its VM tests (VM_TESTS, by name: its tinyGuest fails a test
+# that boots a VM under another name); go test runs packages in the
+# order given, GOMAXPROCS at a time, and names each package once. e2e's
+# tests mostly wait on the processes they start, so E2E_PARALLEL of them
+# run at once (go test's default is GOMAXPROCS, 2 here; the flag is every
+# package's of the phase, whose tests mostly wait too).
 # The VM phase follows: VM_PKGS, the OS image's suite (the longest)
-# first, then cmd/froogd's VM_TESTS. Every phase runs, and make test
-# fails if any did.
+# first, then e2e's VM_TESTS. Every phase runs, and make test fails if
+# any did.
 VM_PKGS := ./hostctl/qemu/ostest/ ./hostctl/qemu/... ./deploy/
 VM_TESTS := ^TestQEMU
+E2E_PARALLEL ?= 8
 TEST_PKGS = $(filter-out $(shell $(GO) list $(VM_PKGS)),$(shell $(GO) list ./...))
 # TEST_TIMEOUT bounds one package's run: VM boots under TCG on a busy
 # 2-core machine take minutes, and go test's default of 10 is too tight.
@@ -53,10 +57,10 @@ test: ## install what the tests need, then run every test with the race detector
 	./deploy/testdeps.sh
 	$(GO) vet -tags bench ./...
 	rc=0; \
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '$(VM_TESTS)' ./cmd/froogd/ $(TEST_PKGS) || rc=1; \
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -parallel $(E2E_PARALLEL) -skip '$(VM_TESTS)' ./e2e/ $(TEST_PKGS) || rc=1; \
 	echo "make test: the VM phase"; \
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(VM_PKGS) || rc=1; \
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '$(VM_TESTS)' ./cmd/froogd/ || rc=1; \
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '$(VM_TESTS)' ./e2e/ || rc=1; \
 	exit $$rc
 
 test-short: ## the short tier: go test -short, in-process only (no VM, no browser, no froogd binary run); a few minutes
@@ -65,7 +69,7 @@ test-short: ## the short tier: go test -short, in-process only (no VM, no browse
 bench: ## run the benchmarks into .bench/ (the edge against nginx and Caddy, auto-start, desktops, the wall, files), then write docs/performance.md
 	./deploy/testdeps.sh --bench
 	FROOG_BENCH=1 $(GO) test -tags bench -count=1 -run '^TestEdgeBench$$' -v -timeout 30m .
-	FROOG_BENCH=1 FROOG_LOAD=full $(GO) test -tags bench -count=1 -run '^(TestLoad|TestDesktopBench|TestWallBench|TestAutoStartBench|TestFilesBenchQEMU)$$' -v -timeout 40m ./cmd/froogd
+	FROOG_BENCH=1 FROOG_LOAD=full $(GO) test -tags bench -count=1 -run '^(TestLoad|TestDesktopBench|TestWallBench|TestAutoStartBench|TestFilesBenchQEMU)$$' -v -timeout 40m ./e2e
 	FROOG_BENCH=1 $(GO) test -tags bench -count=1 -run '^TestFilesBench$$' -v -timeout 10m ./api
 	$(GO) test -tags bench -run '^$$' -bench . -benchmem $(BENCH_PKGS)
 	FROOG_BENCH=1 $(GO) test -tags bench -count=1 -run '^TestPerformanceReport$$' .

@@ -1,0 +1,138 @@
+package e2e_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/internal/testimage"
+	"froog.tech/froog/internal/wait"
+)
+
+// The qemu driver's end-to-end check against the real binary: froogd dev
+// with a VM per sandbox (the test guest under TCG here), a sandbox created
+// through the API reaches running, and a command runs in it through the
+// API (SSH against the pinned host key, inside the tunnel).
+func TestQEMUSandboxThroughTheAPI(t *testing.T) {
+	// Alone: it boots a VM under TCG (a core for minutes); the VM phase boots one at a time.
+	tiny := tinyGuest(t)
+	data := t.TempDir()
+	// VMs outlive froogd by design; whatever the test leaves, it ends.
+	t.Cleanup(func() { exec.Command("pkill", "-9", "-f", filepath.Join(data, "vms")).Run() })
+	_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--domain", "froog.test",
+		"--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--driver", "qemu",
+		"--kernel", filepath.Join(tiny, "vmlinux"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
+		"--vm-cpus", "1", "--vm-memory-mb", "256", "--vm-disk-gb", "1")
+	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
+	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+	// The account's SSH key, added before the sandbox exists.
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	mine, _ := ssh.NewSignerFromKey(priv)
+	pub, _ := json.Marshal(strings.TrimSpace(string(ssh.MarshalAuthorizedKey(mine.PublicKey()))) + " me@laptop")
+	c.call("POST", "/v1/ssh-keys", `{"public_key": `+string(pub)+`}`, 201, nil)
+	c.call("POST", "/v1/sandboxes", `{"name": "vm-box"}`, 202, nil)
+	runs(t, c, "vm-box")
+	var res struct {
+		ExitCode int `json:"exit_code"`
+		Stdout   string
+	}
+	c.call("POST", "/v1/sandboxes/vm-box/exec", `{"command": "echo hi from $(hostname) as $USER in $HOME"}`, 200, &res)
+	if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "hi from vm-box as user in /home/user" {
+		t.Fatalf("exec: %+v", res)
+	}
+	// The user logs in with their own key, where the API says, against
+	// the host key it says.
+	var at struct {
+		Host, User string
+		Port       int
+		HostKey    string `json:"host_key"`
+	}
+	c.call("GET", "/v1/sandboxes/vm-box/ssh", "", 200, &at)
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(at.HostKey))
+	if err != nil {
+		t.Fatalf("host key %q: %v", at.HostKey, err)
+	}
+	conn, err := ssh.Dial("tcp", net.JoinHostPort(at.Host, strconv.Itoa(at.Port)), &ssh.ClientConfig{User: at.User,
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(mine)}, HostKeyCallback: ssh.FixedHostKey(hostKey), HostKeyAlgorithms: []string{hostKey.Type()}, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("ssh with the account's key: %v", err)
+	}
+	sess, _ := conn.NewSession()
+	out, err := sess.Output("hostname")
+	conn.Close()
+	if err != nil || strings.TrimSpace(string(out)) != "vm-box" {
+		t.Fatalf("over ssh: %q, %v", out, err)
+	}
+	// A fork through the API: a VM of its own with the source's files.
+	c.call("POST", "/v1/sandboxes/vm-box/exec", `{"command": "echo from-the-source > ~/note"}`, 200, nil)
+	c.call("POST", "/v1/sandboxes/vm-box/fork", `{"name": "vm-fork"}`, 202, nil)
+	runs(t, c, "vm-fork")
+	c.call("POST", "/v1/sandboxes/vm-fork/exec", `{"command": "cat ~/note; hostname"}`, 200, &res)
+	if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "from-the-source\nvm-fork" {
+		t.Fatalf("in the fork: %+v", res)
+	}
+	// Auto-start after a warm stop: a request to the sandbox's URL wakes
+	// the paused VM and gets the app's answer (busybox's httpd in the
+	// test guest, which outlives the exec that starts it).
+	c.call("POST", "/v1/sandboxes/vm-box/exec", `{"command": "echo hello-from-the-vm > ~/index.html; busybox httpd -p 8080 -h ~"}`, 200, nil)
+	c.call("POST", "/v1/sandboxes/vm-box/wait", `{"port": 8080, "timeout_secs": 30}`, 200, nil)
+	var u struct{ Host string }
+	c.call("POST", "/v1/sandboxes/vm-box/urls", `{"port": 8080, "public": true}`, 201, &u)
+	c.call("PATCH", "/v1/sandboxes/vm-box", `{"auto_start": true}`, 200, nil)
+	c.call("POST", "/v1/sandboxes/vm-box/stop", "", 202, nil)
+	var sb struct{ State string }
+	wait.For(t, time.Minute, "vm-box stops", func() bool {
+		c.call("GET", "/v1/sandboxes/vm-box", "", 200, &sb)
+		return sb.State == "stopped"
+	})
+	web := edgeClient(t, m[2], filepath.Join(data, "ca.pem"), false)
+	held, body := visit(t, web, "GET", "https://"+u.Host+"/index.html")
+	if held.StatusCode != 200 || strings.TrimSpace(body) != "hello-from-the-vm" {
+		t.Fatalf("a held request after a warm stop: %d %q", held.StatusCode, body)
+	}
+	c.call("DELETE", "/v1/sandboxes/vm-fork", "", 202, nil)
+	c.call("DELETE", "/v1/sandboxes/vm-box", "", 202, nil)
+	wait.For(t, time.Minute, "the VMs end with their sandboxes", func() bool {
+		out, _ := exec.Command("pgrep", "-f", filepath.Join(data, "vms")).Output()
+		return len(out) == 0
+	})
+}
+
+// tinyGuest finds the test guest testdeps built (or builds it) and
+// returns its folder. Every froogd test that boots a VM gets its guest
+// here, and is named TestQEMU…: make test runs those in a phase of their
+// own, after the end-to-end tests (VM_TESTS in the Makefile), and this
+// fails one that would run beside them (benchmarks aside: make bench).
+func tinyGuest(t *testing.T) string {
+	t.Helper()
+	if name := t.Name(); !strings.HasPrefix(name, vmTests) && !strings.Contains(name, "Bench") {
+		t.Fatalf("%s boots a VM: name it %s… so that make test runs it in its VM phase", name, vmTests)
+	}
+	return testimage.Dir(t, "tinyvm")
+}
+
+// vmTests begins the name of every froogd test that boots a VM.
+const vmTests = "TestQEMU"
+
+// runs waits until the VM sandbox name runs; an error state ends the wait.
+func runs(t *testing.T, c client, name string) {
+	t.Helper()
+	var sb struct{ State, Error string }
+	if !wait.Until(2*time.Minute, func() bool {
+		c.call("GET", "/v1/sandboxes/"+name, "", 200, &sb)
+		return sb.State == "running" || sb.State == "error"
+	}) || sb.State != "running" {
+		t.Fatalf("%s never ran: %+v", name, sb)
+	}
+}
