@@ -48,7 +48,7 @@ type urlView struct {
 // viewURL shows u; a private URL's link carries its token only for a key
 // that can host (it is the URL's password).
 func (s *Server) viewURL(u *store.URL, k *store.APIKey) (urlView, error) {
-	v := urlView{Port: u.Port, Host: u.Hostname + "." + s.domain, Public: u.Public, Title: u.Title, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
+	v := urlView{Port: u.Port, Host: names.Host(u.Hostname, s.domain), Public: u.Public, Title: u.Title, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
 	token := ""
 	if !u.Public && can(k, "host") {
 		t, err := s.sealer.open(u.TokenSealed, u.ID)

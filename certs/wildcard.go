@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"froog.tech/froog/names"
 )
 
 // Wildcard serves an operator's certificate for *.DOMAIN to every
@@ -58,10 +60,8 @@ func (w *Wildcard) load() error {
 // GetCertificate serves the wildcard for a name one label under the
 // domain, and nothing for any other name.
 func (w *Wildcard) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
-	label, ok := strings.CutSuffix(name, "."+w.domain)
-	if !ok || label == "" || strings.Contains(label, ".") {
-		return nil, errors.New("certs: the wildcard does not cover " + name)
+	if names.Label(hello.ServerName, w.domain) == "" {
+		return nil, errors.New("certs: the wildcard does not cover " + hello.ServerName)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -206,10 +206,13 @@ func ValidDomain(d string) bool {
 	return d != "" && !strings.ContainsAny(d, "/: ") && !strings.HasPrefix(d, ".") && !strings.HasSuffix(d, ".") && strings.Contains(d, ".")
 }
 
+// Host is the host name of a label under domain.
+func Host(label, domain string) string { return label + "." + domain }
+
 // HostURL is the address of a host label under domain, with the HTTPS
 // port visitors reach it on (none for 0 or 443).
 func HostURL(label, domain string, port int) string {
-	host := label + "." + domain
+	host := Host(label, domain)
 	if port != 0 && port != 443 {
 		host += ":" + strconv.Itoa(port)
 	}

@@ -162,3 +162,23 @@ func TestValidDomain(t *testing.T) {
 		}
 	}
 }
+
+func TestHostURL(t *testing.T) {
+	tests := []struct {
+		label, domain string
+		port          int
+		want          string
+	}{
+		{"my-box-3000-k7f2qx", "froog.test", 0, "https://my-box-3000-k7f2qx.froog.test/"},
+		{"acme-demo", "froog.test", 443, "https://acme-demo.froog.test/"},
+		{"desktop--00000000000000ff", "froog.test", 8443, "https://desktop--00000000000000ff.froog.test:8443/"},
+	}
+	for _, tt := range tests {
+		if got := HostURL(tt.label, tt.domain, tt.port); got != tt.want {
+			t.Errorf("HostURL(%q, %q, %d): got %q, want %q", tt.label, tt.domain, tt.port, got, tt.want)
+		}
+		if got, want := Label(Host(tt.label, tt.domain), tt.domain), tt.label; got != want {
+			t.Errorf("Label(Host(%q, %q)): got %q, want %q", tt.label, tt.domain, got, want)
+		}
+	}
+}
