@@ -15,7 +15,7 @@ func (a *app) apiKeyCmd() *cobra.Command {
 		Use:   "api-key",
 		Short: "API keys: create, list, rotate, revoke",
 		Long: `API keys for scripts, CI and agents. A key expires after 90 days unless you
-choose otherwise (--ttl up to 365d, or --never-expires); it is printed once.
+choose otherwise (--ttl up to 365d, or --ttl never); it is printed once.
 --preset (ci, read-only…) or --actions limit what it may do; --sandbox and
 --label limit it to some sandboxes.`,
 		Example: `  froog api-key create ci-bot --preset ci --ttl 30d   # prints the key once
@@ -50,6 +50,9 @@ choose otherwise (--ttl up to 365d, or --never-expires); it is printed once.
 			if len(l) > 0 {
 				body["labels"] = l
 			}
+			if ttl == "never" {
+				never, ttl = true, ""
+			}
 			if never {
 				body["never_expires"] = true
 			}
@@ -80,8 +83,8 @@ choose otherwise (--ttl up to 365d, or --never-expires); it is printed once.
 	f.StringVar(&actions, "actions", "", "what it may do: actions, comma-separated")
 	f.StringArrayVar(&sandboxes, "sandbox", nil, "only this sandbox; repeat it")
 	f.StringArrayVar(&labels, "label", nil, "only sandboxes with this label, KEY=VALUE; repeat it")
-	f.StringVar(&ttl, "ttl", "", "expire after this long (default 90d, at most 365d)")
-	f.BoolVar(&never, "never-expires", false, "never expire")
+	f.StringVar(&ttl, "ttl", "", "expire after this long (default 90d, at most 365d), or never")
+	f.BoolVar(&never, "never-expires", false, "never expire (as --ttl never)")
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List keys: scope, expiry, last use",

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -541,6 +542,44 @@ func TestCLIWalkthrough(t *testing.T) {
 		}
 		if b, err := os.ReadFile(filepath.Join(d.home, ".config", "froog", "known_hosts")); err != nil || !strings.Contains(string(b), "ssh-ed25519 ") {
 			t.Fatalf("froog's known_hosts: %q %v", b, err)
+		}
+	})
+
+	t.Run("api keys", func(t *testing.T) {
+		t.Parallel()
+		var k struct {
+			ID        string     `json:"id"`
+			Key       string     `json:"key"`
+			Actions   []string   `json:"actions"`
+			ExpiresAt *time.Time `json:"expires_at"`
+		}
+		if err := json.Unmarshal([]byte(d.ok(t, "api-key", "create", "watcher", "--preset", "read-only", "--ttl", "never", "--json")), &k); err != nil ||
+			!strings.HasPrefix(k.Key, "froog_") || k.ExpiresAt != nil || slices.Contains(k.Actions, "sandbox.create") {
+			t.Fatalf("api-key create --preset read-only --ttl never: %v id %s, expires %v, actions %v", err, k.ID, k.ExpiresAt, k.Actions)
+		}
+		if list := d.ok(t, "api-key", "list"); !strings.Contains(list, k.ID) || !strings.Contains(list, "watcher") || strings.Contains(list, k.Key) {
+			t.Fatalf("api-key list: %s", list)
+		}
+		as := func(key string, args ...string) (string, int) {
+			_, errOut, code := d.runEnv(t, []string{"FROOG_API_KEY=" + key}, "", args...)
+			return errOut, code
+		}
+		if errOut, code := as(k.Key, "list"); code != 0 {
+			t.Fatalf("list with the read-only key: exit %d: %s", code, errOut)
+		}
+		if errOut, code := as(k.Key, "new", "nope"); code != 1 || !strings.Contains(errOut, "403 api_key_action_forbidden") {
+			t.Fatalf("new with the read-only key: exit %d: %s", code, errOut)
+		}
+		rotated := d.ok(t, "api-key", "rotate", k.ID)
+		if errOut, code := as(k.Key, "list"); code != 1 || !strings.Contains(errOut, "401") {
+			t.Fatalf("the key before its rotate: exit %d: %s", code, errOut)
+		}
+		if errOut, code := as(rotated, "list"); code != 0 {
+			t.Fatalf("the rotated key: exit %d: %s", code, errOut)
+		}
+		d.ok(t, "api-key", "revoke", k.ID)
+		if errOut, code := as(rotated, "list"); code != 1 || !strings.Contains(errOut, "401") {
+			t.Fatalf("a revoked key: exit %d: %s", code, errOut)
 		}
 	})
 

@@ -45,7 +45,7 @@ func (a *app) hostCmd() *cobra.Command {
 	var subdomain, title string
 	c := &cobra.Command{
 		Use:   "host NAME [PORT]",
-		Short: "Give a port a public HTTPS URL, or list a sandbox's URLs",
+		Short: "An HTTPS URL for a port, private (with a token) unless --public; without PORT, the list",
 		Long: `Give a port inside the sandbox an HTTPS address. A new URL is private: its link
 carries a _token (treat it like a password). --public drops the token; hosting
 the port again without it makes a new one. Without PORT, list the URLs.`,
