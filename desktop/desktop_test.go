@@ -250,13 +250,13 @@ func TestBridgeFakeRFB(t *testing.T) {
 			}
 			defer ws.Close()
 			rc := handshake(t, ws)
-			if got := rc.frameColour(64, 48); got != magenta {
+			if got := rc.frameColour(); got != magenta {
 				t.Fatalf("got colour %v, want %v", got, magenta)
 			}
 			// A key down, a click, the key up, a cut text of "hello".
 			rc.send([]byte{rfb.MsgKeyEvent, 1, 0, 0, 0, 0, 0, 'a'}, []byte{rfb.MsgPointerEvent, 1, 0, 10, 0, 20},
 				[]byte{rfb.MsgKeyEvent, 0, 0, 0, 0, 0, 0, 'a'}, []byte{rfb.MsgClientCutText, 0, 0, 0, 0, 0, 0, 5, 'h', 'e', 'l', 'l', 'o'})
-			if got := rc.frameColour(64, 48); got != magenta {
+			if got := rc.frameColour(); got != magenta {
 				t.Fatalf("after input: got colour %v, want %v", got, magenta)
 			}
 			// The second frame request came after the input on the same
@@ -325,7 +325,7 @@ func TestBridgeCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handshake(t, ws).frameColour(8, 8)
+	handshake(t, ws).frameColour()
 	h.sandboxes.set(sbxA, time.Time{}, false)
 	if code, reason := closeOf(t, ws); code != closeSandboxStopped || reason != CodeSandboxStopped {
 		t.Errorf("after a stop: close %d %q, want %d %q", code, reason, closeSandboxStopped, CodeSandboxStopped)

@@ -21,6 +21,7 @@ import (
 
 	"froog.tech/froog/desktop/rfb"
 	"froog.tech/froog/internal/syncbuf"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 )
 
@@ -133,11 +134,11 @@ func (f *fakeStarter) StartDesktop(_ context.Context, sandboxID, kind, profile s
 	return f.port, f.err
 }
 
-// loopbackDialer stands in for the tunnel: the sandbox's port is a port
+// fakeLoopbackDialer stands in for the tunnel: the sandbox's port is a port
 // on 127.0.0.1.
-type loopbackDialer struct{}
+type fakeLoopbackDialer struct{}
 
-func (loopbackDialer) DialContext(ctx context.Context, sandboxID string, port int) (net.Conn, error) {
+func (fakeLoopbackDialer) DialContext(ctx context.Context, sandboxID string, port int) (net.Conn, error) {
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", port))
 }
@@ -307,7 +308,7 @@ func newHarness(t *testing.T, v View, port int) *harness {
 		now: started.Add(time.Minute), logs: &syncbuf.Buffer{}, view: v}
 	h.sandboxes.set(sbxA, started, true)
 	h.sandboxes.set(sbxB, started, true)
-	srv, err := New(Options{Links: h.links, Starter: h.starter, Dialer: loopbackDialer{}, Sandboxes: h.sandboxes,
+	srv, err := New(Options{Links: h.links, Starter: h.starter, Dialer: fakeLoopbackDialer{}, Sandboxes: h.sandboxes,
 		Key: testKey, Domain: "froog.test", Log: slog.New(slog.NewJSONHandler(h.logs, nil)), Now: h.clock,
 		PingEvery: time.Second, CheckEvery: 50 * time.Millisecond})
 	if err != nil {
@@ -401,104 +402,51 @@ func (s *wsStream) Read(p []byte) (int, error) {
 	}
 }
 
-// rfbClient is the test's VNC client, speaking through the bridge.
+// rfbClient is the test's VNC client (testkit.RFB), speaking through
+// the bridge.
 type rfbClient struct {
-	t      *testing.T
-	ws     *websocket.Conn
-	r      *wsStream
-	w, h   int
-	bpp    int
-	shifts [3]uint8 // red, green, blue
-	big    bool
+	t *testing.T
+	*testkit.RFB
 }
 
-func (c *rfbClient) read(n int) []byte {
-	c.t.Helper()
-	b := make([]byte, n)
-	c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadFull(c.r, b); err != nil {
-		c.t.Fatalf("read %d bytes from the bridge: %v", n, err)
+// wsConn is a websocket as the byte stream an RFB client reads and
+// writes: each Write is one binary message.
+type wsConn struct{ *wsStream }
+
+func (c wsConn) Write(p []byte) (int, error) {
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, p); err != nil {
+		return 0, err
 	}
-	return b
+	return len(p), nil
 }
 
-func (c *rfbClient) send(b ...[]byte) {
-	c.t.Helper()
-	if err := c.ws.WriteMessage(websocket.BinaryMessage, bytes.Join(b, nil)); err != nil {
-		c.t.Fatalf("send: %v", err)
-	}
-}
+func (c wsConn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(t) }
 
 // handshake does RFB 3.8 with security None; shared 0 on purpose (the
 // bridge must make it 1).
 func handshake(t *testing.T, ws *websocket.Conn) *rfbClient {
-	c := &rfbClient{t: t, ws: ws, r: &wsStream{ws: ws}}
-	if v := string(c.read(12)); !strings.HasPrefix(v, "RFB 003.") {
-		t.Fatalf("server version %q", v)
+	t.Helper()
+	c, err := testkit.NewRFB(wsConn{&wsStream{ws: ws}}, false)
+	if err != nil {
+		t.Fatalf("RFB through the bridge: %v", err)
 	}
-	c.send([]byte("RFB 003.008\n"))
-	n := int(c.read(1)[0])
-	types := c.read(n)
-	if !bytes.Contains(types, []byte{1}) {
-		t.Fatalf("security types %v: no None", types)
-	}
-	c.send([]byte{1})
-	if r := c.read(4); binary.BigEndian.Uint32(r) != 0 {
-		t.Fatalf("security result %v", r)
-	}
-	c.send([]byte{0})
-	init := c.read(24)
-	c.w, c.h = int(binary.BigEndian.Uint16(init[0:])), int(binary.BigEndian.Uint16(init[2:]))
-	c.bpp, c.big = int(init[4]), init[6] != 0
-	c.shifts = [3]uint8{init[14], init[15], init[16]}
-	c.read(int(binary.BigEndian.Uint32(init[20:])))
-	c.send([]byte{rfb.MsgSetEncodings, 0, 0, 1, 0, 0, 0, 0}) // Raw only
-	return c
+	return &rfbClient{t: t, RFB: c}
 }
 
-// frameColour asks for a w×h rectangle at the origin and returns the
-// colour of its first pixel, skipping whatever else the server sends
-// (only Raw was asked for).
-func (c *rfbClient) frameColour(w, h int) [3]byte {
+func (c *rfbClient) send(b ...[]byte) {
 	c.t.Helper()
-	c.send([]byte{rfb.MsgFramebufferUpdateRequest, 0, 0, 0, 0, 0, byte(w >> 8), byte(w), byte(h >> 8), byte(h)})
-	for {
-		typ := c.read(1)[0]
-		switch typ {
-		case 0: // FramebufferUpdate
-		case 2: // Bell
-			continue
-		case 3: // ServerCutText
-			n := binary.BigEndian.Uint32(c.read(7)[3:])
-			c.read(int(n))
-			continue
-		default:
-			c.t.Fatalf("server message type %d", typ)
-		}
-		rects := int(binary.BigEndian.Uint16(c.read(3)[1:]))
-		var colour [3]byte
-		got := false
-		for i := 0; i < rects; i++ {
-			r := c.read(12)
-			rw, rh := int(binary.BigEndian.Uint16(r[4:])), int(binary.BigEndian.Uint16(r[6:]))
-			if enc := int32(binary.BigEndian.Uint32(r[8:])); enc != 0 {
-				if enc < 0 && rw*rh == 0 {
-					continue // an empty pseudo-rectangle
-				}
-				c.t.Fatalf("rectangle encoding %d, asked for Raw", enc)
-			}
-			px := c.read(rw * rh * c.bpp / 8)
-			if !got && len(px) >= 4 && c.bpp == 32 {
-				v := binary.LittleEndian.Uint32(px)
-				if c.big {
-					v = binary.BigEndian.Uint32(px)
-				}
-				colour = [3]byte{byte(v >> c.shifts[0]), byte(v >> c.shifts[1]), byte(v >> c.shifts[2])}
-				got = true
-			}
-		}
-		if got {
-			return colour
-		}
+	if err := c.Send(b...); err != nil {
+		c.t.Fatalf("send: %v", err)
 	}
+}
+
+// frameColour is the colour of the screen's first pixel (a fake's
+// screen is all one colour).
+func (c *rfbClient) frameColour() [3]byte {
+	c.t.Helper()
+	px, err := c.Pixel(0, 0)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return px
 }

@@ -328,7 +328,7 @@ func newStreamHarness(t testing.TB, v View, vncPort, selkiesPort int) (*harness,
 	if selkiesPort < 0 {
 		st = h.starter
 	}
-	srv, err := New(Options{Links: h.links, Starter: st, Dialer: loopbackDialer{}, Sandboxes: h.sandboxes,
+	srv, err := New(Options{Links: h.links, Starter: st, Dialer: fakeLoopbackDialer{}, Sandboxes: h.sandboxes,
 		Key: testKey, Domain: "froog.test", Log: slog.New(slog.NewJSONHandler(h.logs, nil)), Now: h.clock,
 		PingEvery: time.Second, CheckEvery: 50 * time.Millisecond})
 	if err != nil {

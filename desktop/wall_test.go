@@ -56,14 +56,14 @@ func (f *fakeAccounts) Running(account string) []WallSandbox {
 	return slices.Clone(f.m[account])
 }
 
-// portStarter gives each sandbox's desktop its own loopback port.
-type portStarter struct {
+// fakePortStarter gives each sandbox's desktop its own loopback port.
+type fakePortStarter struct {
 	mu    sync.Mutex
 	ports map[string]int
 	calls int
 }
 
-func (p *portStarter) set(id string, port int) {
+func (p *fakePortStarter) set(id string, port int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ports == nil {
@@ -72,7 +72,7 @@ func (p *portStarter) set(id string, port int) {
 	p.ports[id] = port
 }
 
-func (p *portStarter) StartDesktop(_ context.Context, id, kind, _ string) (int, error) {
+func (p *fakePortStarter) StartDesktop(_ context.Context, id, kind, _ string) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls++
@@ -114,14 +114,14 @@ type wallHarness struct {
 	links    *fakeLinks
 	sbs      *fakeSandboxes
 	accounts *fakeAccounts
-	starter  *portStarter
+	starter  *fakePortStarter
 	logs     *syncbuf.Buffer
 	linker   fakeLinker
 }
 
 func newWallHarness(t *testing.T, o Options) *wallHarness {
-	h := &wallHarness{t: t, links: &fakeLinks{}, sbs: &fakeSandboxes{}, accounts: &fakeAccounts{}, starter: &portStarter{}, logs: &syncbuf.Buffer{}}
-	o.Links, o.Starter, o.Dialer, o.Sandboxes, o.Accounts = h.links, h.starter, loopbackDialer{}, h.sbs, h.accounts
+	h := &wallHarness{t: t, links: &fakeLinks{}, sbs: &fakeSandboxes{}, accounts: &fakeAccounts{}, starter: &fakePortStarter{}, logs: &syncbuf.Buffer{}}
+	o.Links, o.Starter, o.Dialer, o.Sandboxes, o.Accounts = h.links, h.starter, fakeLoopbackDialer{}, h.sbs, h.accounts
 	o.Key, o.Domain, o.Log = testKey, "froog.test", slog.New(slog.NewJSONHandler(h.logs, nil))
 	o.Linker = linkerFunc(func(ctx context.Context, r LinkRequest) (string, error) { return h.linker.DesktopLink(ctx, r) })
 	if o.TileGrace == 0 {

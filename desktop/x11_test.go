@@ -108,7 +108,7 @@ func TestBridgeXvnc(t *testing.T) {
 			rc := handshake(t, ws)
 			// The first frames may predate the paint.
 			wait.Until(10*time.Second, func() bool {
-				c.got = rc.frameColour(16, 16)
+				c.got = rc.frameColour()
 				return c.got == [3]byte{255, 0, 255}
 			})
 			if c.got != [3]byte{255, 0, 255} {
