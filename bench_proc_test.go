@@ -27,6 +27,7 @@ import (
 	"froog.tech/froog/certs"
 	"froog.tech/froog/edge"
 	"froog.tech/froog/edge/route"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
@@ -38,61 +39,10 @@ import (
 // with FROOG_BENCH_CHILD naming its role. The parent drives it with one
 // command a line on its stdin and reads "bench: " lines from its stdout.
 
-// clockTick is the unit of /proc/PID/stat's utime and stime (USER_HZ,
-// 100 on every Linux the bench runs on).
-const clockTick = 10 * time.Millisecond
-
-// cpuTime is the user plus system time every process in pids has used.
-func cpuTime(pids ...int) time.Duration {
-	var total time.Duration
-	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		// after the command: state(0) ppid(1) ... utime(11) stime(12)
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(u+st) * clockTick
-	}
-	return total
-}
-
-// rssKiB is a process's resident set (VmRSS).
-func rssKiB(pid int) int {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			n, _ := strconv.Atoi(strings.Fields(v)[0])
-			return n
-		}
-	}
-	return 0
-}
-
 // withChildren is pid and its child processes (nginx's master and its
 // workers).
 func withChildren(pid int) []int {
-	out := []int{pid}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
-			out = append(out, child)
-		}
-	}
-	return out
+	return append([]int{pid}, testkit.Children(pid)...)
 }
 
 // raiseNoFile lifts the soft open-files limit to the hard one.
@@ -295,7 +245,7 @@ func benchRoutesProcess(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	rssBefore := rssKiB(os.Getpid())
+	rssBefore := testkit.RSSKiB(os.Getpid())
 	start := time.Now()
 	routes, err := route.New(route.Options{Store: st, Domain: "froog.test"})
 	if err != nil {
@@ -310,7 +260,7 @@ func benchRoutesProcess(t *testing.T) {
 	if routes.Lookup("r1.froog.test") == nil {
 		t.Fatal("route r1 is not in the table")
 	}
-	say("loaded %d %d %d", load.Milliseconds(), after.HeapInuse-before.HeapInuse, rssKiB(os.Getpid())-rssBefore)
+	say("loaded %d %d %d", load.Milliseconds(), after.HeapInuse-before.HeapInuse, testkit.RSSKiB(os.Getpid())-rssBefore)
 	// Changes: a new URL on a sandbox of its own, each a new name; the
 	// time is from the store's commit returning to the table serving it.
 	sbID := os.Getenv("FROOG_BENCH_PG_SANDBOX")

@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/jackc/pgx/v5"
 
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/pg"
 	"froog.tech/froog/store/pg/pgtest"
@@ -37,12 +38,12 @@ func benchScale(t *testing.T, edge *child, out, edgeAddr, nginxAddr string, ngin
 		h, _ := strconv.ParseFloat(f[0], 64)
 		stack, _ = strconv.ParseFloat(f[2], 64)
 		stack /= 1024
-		return rssKiB(edge.Pid), h / 1024
+		return testkit.RSSKiB(edge.Pid), h / 1024
 	}
 	idleCPU := func(d time.Duration) float64 { // ms of CPU a second
-		c0 := cpuTime(edge.Pid)
+		c0 := testkit.CPUTime(edge.Pid)
 		time.Sleep(d)
-		return float64((cpuTime(edge.Pid) - c0).Microseconds()) / 1000 / d.Seconds()
+		return float64((testkit.CPUTime(edge.Pid) - c0).Microseconds()) / 1000 / d.Seconds()
 	}
 
 	// TLS handshakes: the edge and nginx alternately, the server's CPU per
@@ -51,13 +52,13 @@ func benchScale(t *testing.T, edge *child, out, edgeAddr, nginxAddr string, ngin
 	// alone); then the edge alone with the X25519MLKEM768 hybrid that
 	// current browsers offer first.
 	hs := func(addr, name string, pids []int, curves []tls.CurveID) (rate, cpu float64) {
-		c0 := cpuTime(pids...)
+		c0 := testkit.CPUTime(pids...)
 		d := 2 * time.Second
 		n, err := handshakes(addr, name, curves, 8, d)
 		if err != nil {
 			t.Fatalf("handshakes with %s: %v", name, err)
 		}
-		return float64(n) / d.Seconds(), float64((cpuTime(pids...) - c0).Microseconds()) / float64(n)
+		return float64(n) / d.Seconds(), float64((testkit.CPUTime(pids...) - c0).Microseconds()) / float64(n)
 	}
 	x25519 := []tls.CurveID{tls.X25519, tls.CurveP256}
 	var edgeHS, nginxHS, edgeHSCPU, nginxHSCPU, mlkemHS, mlkemCPU []float64

@@ -31,6 +31,7 @@ import (
 
 	"froog.tech/froog/certs"
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/tunnel/sshdtest"
@@ -211,9 +212,9 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 				client := benchClient(ca.Pool(), s.addr)
 				fr := runFixedRate(client, s.url, s.cookie, rate, warm, dur, func(begin bool) {
 					if begin {
-						c0 = cpuTime(s.pids()...)
+						c0 = testkit.CPUTime(s.pids()...)
 					} else {
-						c0 = cpuTime(s.pids()...) - c0
+						c0 = testkit.CPUTime(s.pids()...) - c0
 					}
 				})
 				client.CloseIdleConnections()
@@ -436,7 +437,7 @@ func bulk(t *testing.T, caFile, url, cookie, upload string, pids func() []int) (
 	args = append(args, "--resolve", resolveFor(url), url)
 	var c0 time.Duration
 	if pids != nil {
-		c0 = cpuTime(pids()...)
+		c0 = testkit.CPUTime(pids()...)
 	}
 	out, err := exec.Command("curl", args...).Output()
 	if err != nil {
@@ -444,7 +445,7 @@ func bulk(t *testing.T, caFile, url, cookie, upload string, pids func() []int) (
 	}
 	var cpu time.Duration
 	if pids != nil {
-		cpu = cpuTime(pids()...) - c0
+		cpu = testkit.CPUTime(pids()...) - c0
 	}
 	var speed float64
 	var code, size int64
