@@ -3,8 +3,11 @@
 // X-Request-Id, per-IP rate limits, Idempotency-Key on creates, and the
 // OpenAPI document that describes every route.
 //
-// It writes intent to the store and reads it back; it never dials a VM
-// itself (commands, waits and files go through package tunnel: files over
-// an sftp subsystem session on the sandbox's connection), and
+// It writes intent to the store and reads it back, and is HTTP only: what
+// it does inside a sandbox (commands, jobs, SFTP sessions for the files
+// routes) is package sandboxio's, behind the small interfaces Commands,
+// Jobs and FileSessions; starting a stopped sandbox and waiting for it
+// or for a port (exec, jobs and files of a stopped auto-start sandbox,
+// wait) is package wake's, behind Waker. It never dials a VM itself, and
 // it must not import edge, hostctl or certs.
 package api

@@ -1,16 +1,13 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -18,14 +15,23 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"froog.tech/froog/sandboxio"
 	"froog.tech/froog/store"
 	"froog.tech/froog/tunnel"
 )
 
-// Sessions opens exec sessions in sandboxes (package tunnel).
+// Sessions opens SSH sessions in sandboxes (package tunnel); the API's
+// commands, jobs and SFTP sessions run on them through sandboxio.
 type Sessions interface {
 	Session(ctx context.Context, sandboxID string) (*ssh.Session, error)
 }
+
+// Commands runs shell commands in sandboxes (package sandboxio).
+type Commands interface {
+	Run(ctx context.Context, sandboxID, command string, stdin []byte, stdout, stderr io.Writer, timeout time.Duration) (sandboxio.Result, error)
+}
+
+var _ Commands = (*sandboxio.Shell)(nil)
 
 // Limits of commands (the docs' Limits section).
 const (
@@ -64,28 +70,6 @@ func (s *slots) give(id string) {
 	if s.used[id]--; s.used[id] <= 0 {
 		delete(s.used, id)
 	}
-}
-
-// shellQuote quotes s for sh.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// prelude is the shell that puts a command in its directory and
-// environment: cwd relative to ~ or absolute, variables for it alone.
-func prelude(cwd string, env map[string]string) string {
-	var b strings.Builder
-	b.WriteString("cd && ")
-	if cwd != "" {
-		b.WriteString("cd -- " + shellQuote(cwd) + " && ")
-	}
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		b.WriteString("export " + k + "=" + shellQuote(env[k]) + " && ")
-	}
-	return b.String()
 }
 
 // commandRequest is what exec and jobs share.
@@ -151,7 +135,7 @@ func (s *Server) runningSandbox(r *http.Request) (*store.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.sessions == nil {
+	if s.commands == nil {
 		return nil, errorf(http.StatusServiceUnavailable, "unavailable", "this API has no connection to sandboxes")
 	}
 	return s.awake(r, sb)
@@ -175,57 +159,23 @@ func (s *Server) commandSandbox(r *http.Request) (*store.Sandbox, func(), error)
 }
 
 // errLost: the connection to the sandbox broke under a command.
-var errLost = errors.New("the connection to the sandbox was lost")
+var errLost = sandboxio.ErrLost
 
-// runResult is how a command ended.
-type runResult struct {
-	code     int
-	timedOut bool
+// run runs a shell command in sb (sandboxio's Run), its refusals to
+// reach the sandbox made the API's answer.
+func (s *Server) run(ctx context.Context, sb *store.Sandbox, command string, stdin []byte, stdout, stderr io.Writer, timeout time.Duration) (sandboxio.Result, error) {
+	res, err := s.commands.Run(ctx, sb.ID, command, stdin, stdout, stderr, timeout)
+	return res, ioError(sb, err)
 }
 
-// run runs a shell command in the sandbox, wired to stdin, stdout and
-// stderr. Past timeout (when positive) it is killed (exit 124); when ctx
-// ends (the client hung up) it is killed too.
-func (s *Server) run(ctx context.Context, sb *store.Sandbox, command string, stdin []byte, stdout, stderr io.Writer, timeout time.Duration) (runResult, error) {
-	sess, err := s.sessions.Session(ctx, sb.ID)
-	if err != nil {
-		return runResult{}, unreachable(sb, err)
+// ioError makes sandboxio's refusal to reach sb the API's answer; other
+// errors are returned as they are.
+func ioError(sb *store.Sandbox, err error) error {
+	var ue *sandboxio.UnreachableError
+	if errors.As(err, &ue) {
+		return unreachable(sb, ue.Err)
 	}
-	defer sess.Close()
-	sess.Stdin = bytes.NewReader(stdin)
-	sess.Stdout, sess.Stderr = stdout, stderr
-	if err := sess.Start(command); err != nil {
-		return runResult{}, unreachable(sb, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- sess.Wait() }()
-	var expired <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		expired = t.C
-	}
-	select {
-	case err := <-done:
-		var ee *ssh.ExitError
-		switch {
-		case err == nil:
-			return runResult{}, nil
-		case errors.As(err, &ee):
-			return runResult{code: ee.ExitStatus()}, nil
-		}
-		return runResult{}, fmt.Errorf("%w: %w", errLost, err)
-	case <-expired:
-		sess.Signal(ssh.SIGKILL)
-		sess.Close()
-		<-done
-		return runResult{code: 124, timedOut: true}, nil
-	case <-ctx.Done():
-		sess.Signal(ssh.SIGKILL)
-		sess.Close()
-		<-done
-		return runResult{}, ctx.Err()
-	}
+	return err
 }
 
 // unreachable answers a call whose sandbox the tunnel could not reach.
@@ -241,19 +191,6 @@ func unreachable(sb *store.Sandbox, err error) error {
 // lostWhileRunning answers a command whose connection broke under it.
 func lostWhileRunning(err error) error {
 	return withCause(errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost while the command ran"), err)
-}
-
-// capped keeps the first max bytes written to it and drops the rest.
-type capped struct {
-	buf bytes.Buffer
-	max int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.buf.Len(); room > 0 {
-		c.buf.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
@@ -283,11 +220,11 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := store.NewID("cmd")
-	command := prelude(req.cwd(), env) + "exec sh -c " + shellQuote(*req.Command)
+	command := sandboxio.Prelude(req.cwd(), env) + "exec sh -c " + sandboxio.Quote(*req.Command)
 	if stream {
 		return s.execStream(w, r, sb, id, command, stdin, time.Duration(timeout)*time.Second)
 	}
-	stdout, stderr := &capped{max: maxOutput}, &capped{max: maxOutput}
+	stdout, stderr := &sandboxio.Capped{Max: maxOutput}, &sandboxio.Capped{Max: maxOutput}
 	res, err := s.run(r.Context(), sb, command, stdin, stdout, stderr, time.Duration(timeout)*time.Second)
 	if errors.Is(err, errLost) {
 		return lostWhileRunning(err)
@@ -296,8 +233,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"exit_code": res.code, "stdout": strings.ToValidUTF8(stdout.buf.String(), "\uFFFD"),
-		"stderr": strings.ToValidUTF8(stderr.buf.String(), "\uFFFD"), "timed_out": res.timedOut, "command_id": id,
+		"exit_code": res.Code, "stdout": strings.ToValidUTF8(stdout.String(), "\uFFFD"),
+		"stderr": strings.ToValidUTF8(stderr.String(), "\uFFFD"), "timed_out": res.TimedOut, "command_id": id,
 	})
 	return nil
 }
@@ -360,7 +297,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sb *store.Sa
 	stderr.flush()
 	switch {
 	case err == nil:
-		out.send(map[string]any{"type": "exit", "exit_code": res.code, "timed_out": res.timedOut})
+		out.send(map[string]any{"type": "exit", "exit_code": res.Code, "timed_out": res.TimedOut})
 	case r.Context().Err() != nil:
 		// The client hung up: the command was killed, nobody to tell.
 	default:

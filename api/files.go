@@ -16,6 +16,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"froog.tech/froog/sandboxio"
 	"froog.tech/froog/store"
 )
 
@@ -44,20 +45,24 @@ const (
 	maxFindFile = 50 << 20
 )
 
-// fileConn is one SFTP session in a sandbox.
+// FileSessions opens SFTP sessions in sandboxes (package sandboxio).
+type FileSessions interface {
+	OpenFiles(ctx context.Context, sandboxID string) (*sandboxio.Files, error)
+}
+
+var _ FileSessions = (*sandboxio.Shell)(nil)
+
+// fileConn is one SFTP session in a sandbox, and the slot it holds.
 type fileConn struct {
-	*sftp.Client
+	*sandboxio.Files
 	home    string
-	stop    func() bool
 	sb      *store.Sandbox
 	release func()
 }
 
-// Close ends the session, then the client (a write blocked on the
-// session ends with it).
+// Close ends the session and gives its slot back.
 func (c *fileConn) Close() {
-	c.stop()
-	c.Client.Close()
+	c.Files.Close()
 	c.release()
 }
 
@@ -117,44 +122,14 @@ func (s *Server) openFiles(ctx context.Context, sb *store.Sandbox) (_ *fileConn,
 			release()
 		}
 	}()
-	sess, err := s.sessions.Session(ctx, sb.ID)
-	if err != nil {
-		return nil, unreachable(sb, err)
-	}
-	in, err := sess.StdinPipe()
-	if err != nil {
-		sess.Close()
-		return nil, unreachable(sb, err)
-	}
-	out, err := sess.StdoutPipe()
-	if err != nil {
-		sess.Close()
-		return nil, unreachable(sb, err)
-	}
-	if err := sess.RequestSubsystem("sftp"); err != nil {
-		sess.Close()
-		if errors.Is(err, io.EOF) { // the channel or the connection ended: no answer
-			return nil, unreachable(sb, err)
-		}
+	f, err := s.fileSessions.OpenFiles(ctx, sb.ID)
+	if errors.Is(err, sandboxio.ErrNoSFTP) {
 		return nil, withCause(errorf(http.StatusBadGateway, "sandbox_unreachable", "sandbox %q has no SFTP server", sb.Name), err)
 	}
-	wr := newCoalescer(in)
-	c, err := sftp.NewClientPipe(out, wr, sftp.UseConcurrentWrites(true), sftp.UseConcurrentReads(true), sftp.MaxPacketUnchecked(64<<10))
 	if err != nil {
-		sess.Close()
-		wr.Close()
-		return nil, unreachable(sb, err)
+		return nil, ioError(sb, err)
 	}
-	// The session first: a write blocked on it ends, then the client.
-	stop := context.AfterFunc(ctx, func() { sess.Close(); c.Close() })
-	home, err := c.Getwd()
-	if err != nil {
-		stop()
-		sess.Close()
-		c.Close()
-		return nil, unreachable(sb, err)
-	}
-	return &fileConn{Client: c, home: home, sb: sb, stop: func() bool { stop(); sess.Close(); return true }, release: release}, nil
+	return &fileConn{Files: f, home: f.Home, sb: sb, release: release}, nil
 }
 
 // files finds the path's sandbox, running (auto-start as for exec), and

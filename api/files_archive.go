@@ -602,7 +602,7 @@ func (s *Server) putArchive(w http.ResponseWriter, r *http.Request) error {
 	case !fi.IsDir():
 		return errorf(http.StatusConflict, "not_a_folder", "%s is not a folder", p)
 	}
-	res, err := unpack(r.Context(), sftpFS{c.Client}, dir, &limitBody{r: r.Body, left: s.maxFile}, maxUnpackBytes)
+	res, err := unpack(r.Context(), sftpFS{c.Files.Client}, dir, &limitBody{r: r.Body, left: s.maxFile}, maxUnpackBytes)
 	if err != nil {
 		if made != "" {
 			c.RemoveAll(made)

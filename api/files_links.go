@@ -172,7 +172,7 @@ func (s *Server) linkFiles(r *http.Request, way string) (*fileLink, *fileConn, *
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if s.sessions == nil {
+	if s.fileSessions == nil {
 		return nil, nil, nil, errorf(http.StatusServiceUnavailable, "unavailable", "this API has no connection to sandboxes")
 	}
 	sb, err = s.awake(r, sb)

@@ -1,53 +1,45 @@
 package api
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"froog.tech/froog/sandboxio"
 	"froog.tech/froog/store"
 	"froog.tech/froog/wake"
 )
 
-// Background jobs live on the sandbox's own disk, under ~/.froog/jobs/ID:
-// command, stdin, output (stdout and stderr together), pid, exit_code once
-// it ends, and killed once it was stopped. So they survive a stop, and
-// every state is read from there: running (its process group is alive),
-// exited, killed, or lost (it was running when the sandbox stopped).
+// Jobs are background commands kept on a sandbox's own disk (package
+// sandboxio, which says how).
+type Jobs interface {
+	StartJob(ctx context.Context, sandboxID, id, prelude, command string, stdin []byte) (sandboxio.Job, error)
+	JobOutput(ctx context.Context, sandboxID, id string, offset int64) (sandboxio.Job, []byte, error)
+	Jobs(ctx context.Context, sandboxID string, valid func(id string) bool) ([]sandboxio.Job, error)
+	StopJob(ctx context.Context, sandboxID, id string) (sandboxio.Job, error)
+}
+
+var _ Jobs = (*sandboxio.Shell)(nil)
 
 var jobID = regexp.MustCompile(`^job_[0-9a-f]{16}$`)
 
-const (
-	jobDir      = `"$HOME/.froog/jobs/`
-	maxJobChunk = 1 << 20
-)
-
-// script runs a short shell script of our own in the sandbox and returns
-// its stdout; exit 3 means the job does not exist.
-func (s *Server) script(r *http.Request, sb *store.Sandbox, script string, stdin []byte) ([]byte, error) {
-	out, errOut := &capped{max: maxJobChunk + 4096}, &capped{max: 4096}
-	res, err := s.run(r.Context(), sb, script, stdin, out, errOut, time.Minute)
-	if errors.Is(err, errLost) {
-		return nil, withCause(errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost"), err)
+// jobError is the answer to a job call's error in sb.
+func jobError(sb *store.Sandbox, err error) error {
+	var se *sandboxio.ScriptError
+	switch {
+	case errors.Is(err, sandboxio.ErrNoJob):
+		return errorf(http.StatusNotFound, "not_found", "no such job")
+	case errors.As(err, &se):
+		return errorf(http.StatusBadGateway, "sandbox_error", "the sandbox could not do it: %s", se.Stderr)
+	case errors.Is(err, errLost):
+		return withCause(errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost"), err)
 	}
-	if err != nil {
-		return nil, err
-	}
-	switch res.code {
-	case 0:
-		return out.buf.Bytes(), nil
-	case 3:
-		return nil, errorf(http.StatusNotFound, "not_found", "no such job")
-	}
-	return nil, errorf(http.StatusBadGateway, "sandbox_error", "the sandbox could not do it: %s", strings.TrimSpace(errOut.buf.String()))
+	return ioError(sb, err)
 }
 
 func (s *Server) startJob(w http.ResponseWriter, r *http.Request) error {
@@ -69,37 +61,14 @@ func (s *Server) startJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := store.NewID("job")
-	// The job runs in a session of its own (setsid: its process group is
-	// its id for stop), reads the stdin file, and records its exit code.
-	inner := "(" + prelude(req.cwd(), env) + "sh -c " + shellQuote(*req.Command) + ")"
-	wrap := `d=$1; ` + inner + `; echo $? > "$d/exit_code.tmp" && mv "$d/exit_code.tmp" "$d/exit_code"`
-	script := `d=` + jobDir + id + `" && mkdir -p "$d" && cat > "$d/stdin" && printf %s ` + shellQuote(*req.Command) + ` > "$d/command" && date +%s > "$d/started_at" && ` +
-		`{ setsid sh -c ` + shellQuote(wrap) + ` sh "$d" < "$d/stdin" > "$d/output" 2>&1 & echo $! > "$d/pid"; } && cat "$d/started_at"`
-	out, err := s.script(r, sb, script, stdin)
+	j, err := s.jobs.StartJob(r.Context(), sb.ID, id, sandboxio.Prelude(req.cwd(), env), *req.Command, stdin)
 	if err != nil {
-		return err
+		return jobError(sb, err)
 	}
 	// The answer is the job as a read of it shows it (the document's Job).
-	writeJSON(w, http.StatusCreated, jobView{ID: id, CommandID: id, State: "running", StartedAt: unixTime(strings.TrimSpace(string(out)))})
+	writeJSON(w, http.StatusCreated, viewJob(j))
 	return nil
 }
-
-// unixTime reads the unix seconds a job's started_at file holds; nil when
-// it holds none.
-func unixTime(secs string) *time.Time {
-	n, err := strconv.ParseInt(secs, 10, 64)
-	if err != nil || n <= 0 {
-		return nil
-	}
-	t := time.Unix(n, 0).UTC()
-	return &t
-}
-
-// jobState is the shell that prints a job's "state code size started" line.
-const jobState = `st=running; code=-
-if [ -f "$d/exit_code" ]; then st=exited; code=$(cat "$d/exit_code"); [ -f "$d/killed" ] && st=killed
-elif ! kill -s 0 -- "-$(cat "$d/pid" 2>/dev/null)" 2>/dev/null; then st=lost; [ -f "$d/killed" ] && st=killed; fi
-printf '%s %s %s %s\n' "$st" "$code" "$(wc -c < "$d/output")" "$(cat "$d/started_at" 2>/dev/null || echo 0)"`
 
 // jobView is the document's Job. Its command_id, its record in the
 // command history, is its id here; started_at is RFC 3339 as every time
@@ -114,20 +83,9 @@ type jobView struct {
 	OutputSize int64      `json:"output_size"`
 }
 
-// parseJobLine reads jobState's line.
-func parseJobLine(id, line string) (jobView, error) {
-	f := strings.Fields(line)
-	if len(f) != 4 {
-		return jobView{}, fmt.Errorf("job %s: unexpected state line %q", id, line)
-	}
-	v := jobView{ID: id, CommandID: id, State: f[0], StartedAt: unixTime(f[3])}
-	if f[1] != "-" {
-		if n, err := strconv.Atoi(f[1]); err == nil {
-			v.ExitCode = &n
-		}
-	}
-	v.OutputSize, _ = strconv.ParseInt(f[2], 10, 64)
-	return v, nil
+// viewJob is j as the document's Job.
+func viewJob(j sandboxio.Job) jobView {
+	return jobView{ID: j.ID, CommandID: j.ID, State: j.State, ExitCode: j.ExitCode, Command: j.Command, StartedAt: j.StartedAt, OutputSize: j.OutputSize}
 }
 
 // jobFor finds the path's job and its running sandbox. Reading or
@@ -159,17 +117,9 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	script := `d=` + jobDir + id + `"; [ -d "$d" ] || exit 3
-` + jobState + `
-tail -c +` + strconv.FormatInt(offset+1, 10) + ` "$d/output" | head -c ` + strconv.Itoa(maxJobChunk)
-	out, err := s.script(r, sb, script, nil)
+	v, data, err := s.jobs.JobOutput(r.Context(), sb.ID, id, offset)
 	if err != nil {
-		return err
-	}
-	line, data, _ := bytes.Cut(out, []byte("\n"))
-	v, err := parseJobLine(id, string(line))
-	if err != nil {
-		return err
+		return jobError(sb, err)
 	}
 	next := min(offset, v.OutputSize) + int64(len(data))
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -188,30 +138,13 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	script := `for d in "$HOME"/.froog/jobs/job_*; do [ -d "$d" ] || continue
-printf '%s ' "${d##*/}"; printf '%s' "$(head -c 200 "$d/command" | od -An -tx1 | tr -d ' \n')"; printf ' '
-` + jobState + `
-done`
-	out, err := s.script(r, sb, script, nil)
+	list, err := s.jobs.Jobs(r.Context(), sb.ID, jobID.MatchString)
 	if err != nil {
-		return err
+		return jobError(sb, err)
 	}
-	jobs := []jobView{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		id, rest, _ := strings.Cut(sc.Text(), " ")
-		cmdHex, rest, _ := strings.Cut(rest, " ")
-		if !jobID.MatchString(id) {
-			continue
-		}
-		v, err := parseJobLine(id, rest)
-		if err != nil {
-			continue
-		}
-		if b, err := hex.DecodeString(cmdHex); err == nil {
-			v.Command = strings.ToValidUTF8(string(b), "\uFFFD")
-		}
-		jobs = append(jobs, v)
+	jobs := make([]jobView, 0, len(list))
+	for _, j := range list {
+		jobs = append(jobs, viewJob(j))
 	}
 	writeJSON(w, http.StatusOK, jobs)
 	return nil
@@ -222,21 +155,11 @@ func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// TERM to the job's process group, up to 5 s to go, then KILL.
-	script := `d=` + jobDir + id + `"; [ -d "$d" ] || exit 3
-pid=$(cat "$d/pid"); [ -f "$d/exit_code" ] || touch "$d/killed"
-kill -s TERM -- "-$pid" 2>/dev/null
-i=0; while kill -s 0 -- "-$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
-kill -s KILL -- "-$pid" 2>/dev/null
-` + jobState
-	out, err := s.script(r, sb, script, nil)
+	j, err := s.jobs.StopJob(r.Context(), sb.ID, id)
 	if err != nil {
-		return err
+		return jobError(sb, err)
 	}
-	v, err := parseJobLine(id, strings.TrimSpace(string(out)))
-	if err != nil {
-		return err
-	}
+	v := viewJob(j)
 	writeJSON(w, http.StatusOK, v)
 	return nil
 }
@@ -265,7 +188,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if s.sessions == nil {
+	if s.commands == nil {
 		return errorf(http.StatusServiceUnavailable, "unavailable", "this API has no connection to sandboxes")
 	}
 	start := time.Now()

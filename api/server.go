@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"froog.tech/froog/internal/requestid"
+	"froog.tech/froog/sandboxio"
 	"froog.tech/froog/store"
 )
 
@@ -60,13 +61,17 @@ type Server struct {
 	clock   func() time.Time
 	mux     *http.ServeMux
 
-	sessions  Sessions
-	waker     Waker
-	slots     slots
-	fileSlots waitSlots
-	apiURL    string
-	maxFile   int64
-	uses      keyUses // API keys' requests, written in batches (apikeys.go)
+	// commands, jobs and fileSessions are sandboxio's (nil without
+	// Sessions).
+	commands     Commands
+	jobs         Jobs
+	fileSessions FileSessions
+	waker        Waker
+	slots        slots
+	fileSlots    waitSlots
+	apiURL       string
+	maxFile      int64
+	uses         keyUses // API keys' requests, written in batches (apikeys.go)
 }
 
 // New checks the options and builds the handler; it starts nothing.
@@ -110,10 +115,13 @@ func New(o Options) (*Server, error) {
 		clock:   o.Now,
 		mux:     http.NewServeMux(),
 
-		sessions: o.Sessions,
-		waker:    o.Waker,
-		apiURL:   strings.TrimSuffix(o.APIURL, "/"),
-		maxFile:  o.MaxFileBytes,
+		waker:   o.Waker,
+		apiURL:  strings.TrimSuffix(o.APIURL, "/"),
+		maxFile: o.MaxFileBytes,
+	}
+	if o.Sessions != nil {
+		sh := sandboxio.New(o.Sessions)
+		s.commands, s.jobs, s.fileSessions = sh, sh, sh
 	}
 	methods := map[string][]string{} // pattern → its methods
 	for _, rt := range routes {

@@ -1,4 +1,4 @@
-package api
+package sandboxio
 
 import (
 	"io"
