@@ -57,6 +57,12 @@ func TestImportRules(t *testing.T) {
 		{"hostctl", "froog.tech/froog/api"},
 		{"desktop", "froog.tech/froog/edge"},
 		{"desktop", "froog.tech/froog/api"},
+		{"sandboxio", "net/http"},
+		{"sandboxio", "froog.tech/froog/api"},
+		{"wake", "net/http"},
+		{"wake", "froog.tech/froog/api"},
+		{"wake", "froog.tech/froog/edge"},
+		{"wake", "froog.tech/froog/edge/route"},
 	}
 	for _, r := range rules {
 		d, ok := deps[r.pkg]

@@ -12,5 +12,5 @@
 // Waiting for a sandbox to run, or for a port to answer, is package
 // wake's (a dial through the tunnel), not a command here.
 //
-// Files: doc.go, exec.go, jobs.go, sftp.go, pipe.go.
+// Files: exec.go, jobs.go, sftp.go, pipe.go.
 package sandboxio
