@@ -21,6 +21,7 @@ import (
 
 	"froog.tech/froog/desktop/rfb"
 	"froog.tech/froog/internal/syncbuf"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/names"
 	"froog.tech/froog/store"
@@ -391,7 +392,7 @@ func TestWallEventsAndTiles(t *testing.T) {
 	if b := pic.Bounds(); b.Dx() != 64 || b.Dy() != 48 {
 		t.Errorf("tile %v, want 64x48 (the desktop is narrower than a tile)", b)
 	}
-	if got := rgbAt(pic, 32, 24); !near(got, green) {
+	if got := testkit.RGBAt(pic, 32, 24); !testkit.Near(got, green) {
 		t.Errorf("tile colour %v, want %v", got, green)
 	}
 	if acc, open := fake.conns(); acc != 1 || open != 1 {
@@ -411,7 +412,7 @@ func TestWallEventsAndTiles(t *testing.T) {
 		res := h.do("GET", h.host(names.ViewWall, acctA), PathWallTile+sbxA+".jpg", nil, c, nil)
 		defer res.Body.Close()
 		img, err := jpeg.Decode(res.Body)
-		return err == nil && near(rgbAt(img, 32, 24), blue)
+		return err == nil && testkit.Near(testkit.RGBAt(img, 32, 24), blue)
 	})
 
 	// A second sandbox starts; the first stops.
@@ -509,21 +510,6 @@ func TestWallLive(t *testing.T) {
 	}
 }
 
-func rgbAt(img image.Image, x, y int) [3]byte {
-	r, g, b, _ := img.At(x, y).RGBA()
-	return [3]byte{byte(r >> 8), byte(g >> 8), byte(b >> 8)}
-}
-
-// near: within JPEG's error.
-func near(a, b [3]byte) bool {
-	for i := range a {
-		if d := int(a[i]) - int(b[i]); d > 24 || d < -24 {
-			return false
-		}
-	}
-	return true
-}
-
 // The client against the fake RFB server, through the tile machinery.
 func TestTileClientFakeRFB(t *testing.T) {
 	fake := newFakeRFB(t, [3]byte{10, 200, 30})
@@ -545,7 +531,7 @@ func TestTileClientFakeRFB(t *testing.T) {
 	if b := c.Pic.Bounds(); b.Dx() != 32 || b.Dy() != 24 {
 		t.Errorf("tile %v, want 32x24", b)
 	}
-	if got := rgbAt(c.Pic, 5, 5); !near(got, [3]byte{10, 200, 30}) {
+	if got := testkit.RGBAt(c.Pic, 5, 5); !testkit.Near(got, [3]byte{10, 200, 30}) {
 		t.Errorf("colour %v", got)
 	}
 	fake.setColour([3]byte{1, 2, 3})
@@ -555,7 +541,7 @@ func TestTileClientFakeRFB(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := rgbAt(c.Pic, 31, 23); !near(got, [3]byte{1, 2, 3}) || !c.Dirty {
+	if got := testkit.RGBAt(c.Pic, 31, 23); !testkit.Near(got, [3]byte{1, 2, 3}) || !c.Dirty {
 		t.Errorf("after a change: colour %v, dirty %v", got, c.Dirty)
 	}
 	if fake.shared[0] != 1 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"froog.tech/froog/internal/browser"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/names"
 	"image/jpeg"
 	"image/png"
@@ -42,14 +43,14 @@ func TestTileXvnc(t *testing.T) {
 		if b := img.Bounds(); b.Dx() != 480 || b.Dy() != 270 {
 			t.Errorf("tile %v, want 480x270", b)
 		}
-		return rgbAt(img, 120, 70) // away from the middle, where a pointer may be
+		return testkit.RGBAt(img, 120, 70) // away from the middle, where a pointer may be
 	}
-	wait.For(t, 10*time.Second, "a green tile", func() bool { return near(colour(), [3]byte{0, 255, 0}) })
+	wait.For(t, 10*time.Second, "a green tile", func() bool { return testkit.Near(colour(), [3]byte{0, 255, 0}) })
 	if out, err := exec.Command("xsetroot", "-display", display, "-solid", "#0000ff").CombinedOutput(); err != nil {
 		t.Fatalf("xsetroot: %v: %s", err, out)
 	}
 	at := time.Now()
-	wait.For(t, 5*time.Second, "a blue tile", func() bool { return near(colour(), [3]byte{0, 0, 255}) })
+	wait.For(t, 5*time.Second, "a blue tile", func() bool { return testkit.Near(colour(), [3]byte{0, 0, 255}) })
 	t.Logf("the new colour showed after %v", time.Since(at).Round(10*time.Millisecond))
 	if n := h.srv.tiles.dials.Load(); n != 1 {
 		t.Errorf("%d RFB connections, want 1", n)
@@ -140,7 +141,7 @@ func TestWallChromium(t *testing.T) {
 		}
 		out := map[string][3]byte{}
 		for _, r := range rects {
-			out[r.ID] = rgbAt(img, int(r.X), int(r.Y))
+			out[r.ID] = testkit.RGBAt(img, int(r.X), int(r.Y))
 		}
 		return out
 	}
@@ -151,7 +152,7 @@ func TestWallChromium(t *testing.T) {
 				return false
 			}
 			for _, i := range n {
-				if c, ok := got[ids[i]]; !ok || !near(c, want[ids[i]]) {
+				if c, ok := got[ids[i]]; !ok || !testkit.Near(c, want[ids[i]]) {
 					return false
 				}
 			}
@@ -297,7 +298,7 @@ func TestWallFiftyChromium(t *testing.T) {
 		}
 		ok := 0
 		for _, tl := range tiles {
-			if near(tl.RGB, want[tl.ID]) {
+			if testkit.Near(tl.RGB, want[tl.ID]) {
 				ok++
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"froog.tech/froog/desktop/rfb"
+	"froog.tech/froog/internal/testkit"
 )
 
 // Xvnc takes the tile client's ZRLE: the first picture comes in ZRLE
@@ -35,7 +36,7 @@ func TestTileClientXvncZRLE(t *testing.T) {
 	if !c.ZRLE() {
 		t.Fatal("the first update had no ZRLE rectangle")
 	}
-	if got := rgbAt(c.Pic, 120, 70); !near(got, [3]byte{0, 255, 0}) {
+	if got := testkit.RGBAt(c.Pic, 120, 70); !testkit.Near(got, [3]byte{0, 255, 0}) {
 		t.Errorf("pixel 120,70: %v, want green", got)
 	}
 }

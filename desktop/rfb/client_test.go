@@ -7,22 +7,9 @@ import (
 	"image"
 	"io"
 	"testing"
+
+	"froog.tech/froog/internal/testkit"
 )
-
-func rgbAt(img image.Image, x, y int) [3]byte {
-	r, g, b, _ := img.At(x, y).RGBA()
-	return [3]byte{byte(r >> 8), byte(g >> 8), byte(b >> 8)}
-}
-
-// near: within JPEG's error.
-func near(a, b [3]byte) bool {
-	for i := range a {
-		if d := int(a[i]) - int(b[i]); d > 24 || d < -24 {
-			return false
-		}
-	}
-	return true
-}
 
 // serverStream is an RFB server's side as bytes: version, security None,
 // ServerInit of w×h, then msgs.
@@ -123,7 +110,7 @@ func TestTileClient(t *testing.T) {
 		x, y int
 		want [3]byte
 	}{{10, 10, blue}, {239, 133, blue}, {240, 10, red}, {10, 136, green}, {239, 269, green}, {470, 260, red}, {250, 140, red}, {1, 0, white}, {2, 0, blue}} {
-		if got := rgbAt(c.Pic, p.x, p.y); !near(got, p.want) {
+		if got := testkit.RGBAt(c.Pic, p.x, p.y); !testkit.Near(got, p.want) {
 			t.Errorf("pixel %d,%d: %v, want %v", p.x, p.y, got, p.want)
 		}
 	}

@@ -1,7 +1,8 @@
 // Package testkit is what the module's tests share instead of copying it:
 // control keys (NewKey, NewKeyPEM), a fake clock (FakeClock), a VNC client
-// (RFB), a process's CPU time and /proc fields (CPUTime, ProcStat). Waiting
-// with a deadline is internal/wait; sandboxes that really run, with the
+// (RFB), the colours of a picture (RGBAt, Near), a process's CPU time and
+// /proc fields (CPUTime, ProcStat). Waiting with a deadline is
+// internal/wait; sandboxes that really run, with the
 // tunnel to them, are internal/testkit/live.
 //
 // Only tests import it: the shipped binary links no package "testing"
