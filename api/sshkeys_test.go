@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/api"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 )
 
@@ -31,10 +32,10 @@ func pubLine(t testing.TB, key any, comment string) string {
 }
 
 func TestSSHKeys(t *testing.T) {
-	edPub, _, _ := ed25519.GenerateKey(rand.Reader)
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	weak, _ := rsa.GenerateKey(rand.Reader, 1024)
-	ed := pubLine(t, edPub, "me@laptop")
+	edKey := testkit.NewKey(t)
+	ed := testkit.AuthorizedKey(edKey) + " me@laptop"
 	forEachStore(t, func(t *testing.T, e *env) {
 		reader := e.key("reader", "account.read")
 		boxKey := e.keyWith("box", func(k *store.APIKey) { k.Sandboxes = []string{"mine"} }, "*")
@@ -81,8 +82,7 @@ func TestSSHKeys(t *testing.T) {
 		var k struct{ ID, Name, PublicKey, Fingerprint string }
 		// A key pasted with its trailing newline; the name comes from its comment.
 		e.do("POST", "/v1/ssh-keys", e.admin, map[string]any{"public_key": ed + "\n"}).want(t, 201, "").json(t, &k)
-		pub, _ := ssh.NewPublicKey(edPub)
-		if k.Name != "me@laptop" || k.Fingerprint != ssh.FingerprintSHA256(pub) || k.ID == "" {
+		if k.Name != "me@laptop" || k.Fingerprint != ssh.FingerprintSHA256(edKey.PublicKey()) || k.ID == "" {
 			t.Fatalf("added: %+v", k)
 		}
 		e.do("POST", "/v1/ssh-keys", e.admin, map[string]any{"public_key": strings.TrimSuffix(ed, " me@laptop"), "name": "again"}).want(t, 409, "ssh_key_exists")
@@ -159,8 +159,8 @@ func TestSandboxSSH(t *testing.T) {
 }
 
 func FuzzParseSSHKey(f *testing.F) {
-	edPub, _, _ := ed25519.GenerateKey(rand.Reader)
-	for _, s := range []string{pubLine(f, edPub, "me@laptop"), "ssh-rsa AAAA", `no-pty ` + pubLine(f, edPub, ""), "", "\x00"} {
+	ed := testkit.AuthorizedKey(testkit.NewKey(f))
+	for _, s := range []string{ed + " me@laptop", "ssh-rsa AAAA", `no-pty ` + ed, "", "\x00"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {

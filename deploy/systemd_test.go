@@ -3,8 +3,6 @@ package deploy_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"os"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 	"froog.tech/froog/hostctl/qemu/qemutest"
 	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/testimage"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/pg/pgtest"
@@ -73,8 +72,7 @@ func TestPackageUnderSystemd(t *testing.T) {
 	if !strings.Contains(db, "10.0.2.2") {
 		t.Fatalf("the test database %s is not on 127.0.0.1: the guest reaches the host's loopback only", db)
 	}
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
+	signer := testkit.NewKey(t)
 	dir := t.TempDir()
 	d, err := qemu.New(qemu.Options{Dir: dir, Images: map[string]qemu.Image{"debian-13": img}, ControlKey: signer,
 		DiskSize: 4 << 30, Sizes: map[string]qemu.Size{"default": {CPUs: 2, MemoryMB: 1024}}})

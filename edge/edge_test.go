@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -21,7 +19,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/certs"
 	"froog.tech/froog/edge"
@@ -30,6 +27,7 @@ import (
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/internal/testdep"
+	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
@@ -58,13 +56,7 @@ type rig struct {
 
 func newRig(t *testing.T, st store.Store) *rig {
 	t.Helper()
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
-	drv, err := local.New(local.Options{Dir: t.TempDir(), ControlKey: signer.PublicKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drv.Close() })
+	drv, signer := live.Driver(t, local.Options{})
 	a, err := st.CreateAccount(ctx, store.Account{MaxSandboxes: 10, URLNamesPerDay: 100})
 	if err != nil {
 		t.Fatal(err)
