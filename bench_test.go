@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -26,8 +24,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/certs"
 	"froog.tech/froog/internal/loopback"
@@ -110,10 +106,7 @@ func TestEdgeBench(t *testing.T) {
 	sinkAddr := sinkLn.Addr().String()
 
 	// OpenSSH's sshd, and `ssh -L` through it to the upstream and the sink.
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
-	block, _ := ssh.MarshalPrivateKey(priv, "")
-	keyPEM := pem.EncodeToMemory(block)
+	signer, keyPEM := testkit.NewKeyPEM(t)
 	sshd := sshdtest.Start(t, signer.PublicKey())
 	forward, forwardPid := sshd.ForwardProcess(t, keyPEM, upstream)
 	forwardUp, forwardUpPid := sshd.ForwardProcess(t, keyPEM, sinkAddr)
@@ -160,9 +153,7 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 	// froog's edge in a process of its own, its tunnel reaching the same
 	// sshd; and, for the scale figures, sandboxes behind an SSH server in
 	// this process.
-	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
-	hostKey, _ := ssh.NewSignerFromKey(hostPriv)
-	goSSH, err := startGoSSH(signer.PublicKey(), hostKey)
+	goSSH, err := startGoSSH(signer.PublicKey(), testkit.NewKey(t))
 	if err != nil {
 		t.Fatal(err)
 	}
