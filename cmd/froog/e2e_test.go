@@ -452,6 +452,7 @@ func TestCLIWalkthrough(t *testing.T) {
 		if got := d.ok(t, "exec", "snap-2", "--", "cat version"); got != "v1" {
 			t.Fatalf("the fork from the snapshot has %q, want v1", got)
 		}
+		d.ok(t, "delete", "snap-2", "-y") // the account runs 10 at once
 		// A fork's own timer and variables, on top of the source's.
 		if got := d.ok(t, "fork", "snap", "snap-env", "--ttl", "15m", "-e", "GREETING=forked"); got != "snap-env" {
 			t.Fatalf("fork --ttl -e printed %q", got)
@@ -465,6 +466,7 @@ func TestCLIWalkthrough(t *testing.T) {
 		if got := d.ok(t, "exec", "snap-env", "--", "echo $GREETING"); got != "forked" {
 			t.Fatalf("fork -e: %q", got)
 		}
+		d.ok(t, "delete", "snap-env", "-y")
 		if got := d.ok(t, "fork", "snap", "try", "--count", "2"); got != "try-1\ntry-2" {
 			t.Fatalf("fork --count 2 printed %q", got)
 		}
@@ -480,6 +482,22 @@ func TestCLIWalkthrough(t *testing.T) {
 		if _, errOut, code := d.run(t, "", "restore", "snap"); code != 1 || !strings.Contains(errOut, "NAME@SNAPSHOT") {
 			t.Fatalf("restore without a snapshot: exit %d: %s", code, errOut)
 		}
+		// A saved snapshot is a template for new; --all lists every
+		// snapshot, and --rm removes a saved one.
+		if got := d.ok(t, "new", "from-saved", "--from", "before-upgrade"); got != "from-saved" {
+			t.Fatalf("new --from printed %q", got)
+		}
+		if got := d.ok(t, "exec", "from-saved", "--", "cat version"); got != "v1" {
+			t.Fatalf("new --from before-upgrade has %q, want v1", got)
+		}
+		if all := d.ok(t, "snapshots", "--all"); !strings.Contains(all, "before-upgrade") || !strings.Contains(all, "snap") {
+			t.Fatalf("snapshots --all: %s", all)
+		}
+		d.ok(t, "snapshots", "--rm", "before-upgrade")
+		if saved := d.ok(t, "snapshots"); strings.Contains(saved, "before-upgrade") {
+			t.Fatalf("snapshots after --rm: %s", saved)
+		}
+
 		// --delete removes one snapshot of the sandbox.
 		extra := strings.Fields(d.ok(t, "snapshot", "snap"))[0]
 		if got := d.ok(t, "snapshot", "snap", "--delete", extra); got != extra+" deleted" {
