@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +18,7 @@ import (
 
 	"froog.tech/froog/api"
 	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store/embedded"
@@ -121,9 +122,13 @@ func TestExec(t *testing.T) {
 
 func waitGone(t *testing.T, pid string) {
 	t.Helper()
+	n, err := strconv.Atoi(pid)
+	if err != nil {
+		t.Fatalf("pid %q: %v", pid, err)
+	}
 	wait.For(t, 10*time.Second, "process "+pid+" ends", func() bool {
-		b, err := os.ReadFile("/proc/" + pid + "/stat")
-		return err != nil || strings.Contains(string(b), ") Z ")
+		f := testkit.ProcStat(n)
+		return f == nil || f[0] == "Z"
 	})
 }
 
