@@ -99,7 +99,7 @@ func (b *bridge) serve(ctx context.Context) {
 
 	vnc, err := b.dial(ctx)
 	if err != nil {
-		b.s.log.Info("desktop failed", "sandbox", b.view.SandboxID, "kind", b.view.Kind, "err", err.Error())
+		b.s.log.Info("desktop failed", "sandbox", b.view.ID, "kind", b.view.Kind, "err", err.Error())
 		b.stop(closeDesktopFailed, CodeDesktopFailed)
 		return
 	}
@@ -121,20 +121,20 @@ func (b *bridge) serve(ctx context.Context) {
 	go func() { defer wg.Done(); b.toViewer(vnc, f.Server()) }()
 	b.toVNC(vnc, f)
 	wg.Wait()
-	b.s.log.Info("desktop closed", "sandbox", b.view.SandboxID, "kind", b.view.Kind, "view_only", b.viewOnly,
+	b.s.log.Info("desktop closed", "sandbox", b.view.ID, "kind", b.view.Kind, "view_only", b.viewOnly,
 		"reason", b.reason, "bytes_in", b.in.Load(), "bytes_out", b.out.Load(), "duration", time.Since(b.startedAt).Round(time.Millisecond).String())
 }
 
 func (b *bridge) dial(ctx context.Context) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.s.o.StartTimeout)
 	defer cancel()
-	port, err := b.s.o.Starter.StartDesktop(ctx, b.view.SandboxID, b.view.Kind, b.profile)
+	port, err := b.s.o.Starter.StartDesktop(ctx, b.view.ID, b.view.Kind, b.profile)
 	if err != nil {
-		return nil, fmt.Errorf("start %s of sandbox %s: %w", b.view.Kind, b.view.SandboxID, err)
+		return nil, fmt.Errorf("start %s of sandbox %s: %w", b.view.Kind, b.view.ID, err)
 	}
-	c, err := b.s.o.Dialer.DialContext(ctx, b.view.SandboxID, port)
+	c, err := b.s.o.Dialer.DialContext(ctx, b.view.ID, port)
 	if err != nil {
-		return nil, fmt.Errorf("dial sandbox %s port %d: %w", b.view.SandboxID, port, err)
+		return nil, fmt.Errorf("dial sandbox %s port %d: %w", b.view.ID, port, err)
 	}
 	return c, nil
 }
@@ -163,7 +163,7 @@ func (b *bridge) toVNC(vnc net.Conn, f *rfb.Filter) {
 			}
 		}
 		if err != nil {
-			b.s.log.Info("desktop viewer refused", "sandbox", b.view.SandboxID, "kind", b.view.Kind, "err", err.Error())
+			b.s.log.Info("desktop viewer refused", "sandbox", b.view.ID, "kind", b.view.Kind, "err", err.Error())
 			b.stop(closeRefused, CodeRefused)
 			return
 		}
@@ -181,7 +181,7 @@ func (b *bridge) toViewer(vnc net.Conn, sf *rfb.ServerFilter) {
 		if sf != nil && n > 0 {
 			var ferr error
 			if out, ferr = sf.Feed(out[:0], msg); ferr != nil {
-				b.s.log.Info("desktop server refused", "sandbox", b.view.SandboxID, "kind", b.view.Kind, "err", ferr.Error())
+				b.s.log.Info("desktop server refused", "sandbox", b.view.ID, "kind", b.view.Kind, "err", ferr.Error())
 				b.stop(closeDesktopFailed, CodeDesktopFailed)
 				return
 			}
@@ -218,7 +218,7 @@ func (b *bridge) watch(ctx context.Context) {
 				return
 			}
 		case <-check.C:
-			since, ok := b.s.o.Sandboxes.Running(b.view.SandboxID)
+			since, ok := b.s.o.Sandboxes.Running(b.view.ID)
 			if !ok || since.UnixMicro() != b.run {
 				b.stop(closeSandboxStopped, CodeSandboxStopped)
 				return

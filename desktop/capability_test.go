@@ -22,7 +22,7 @@ func TestExchangeRefusesAnotherRunsLink(t *testing.T) {
 	for _, kind := range []string{names.ViewDesktop, names.ViewBrowser} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, View{Kind: kind, SandboxID: sbxA}, 0)
+			h := newHarness(t, View{Kind: kind, ID: sbxA}, 0)
 			cases := []struct {
 				name   string
 				run    time.Time
@@ -51,7 +51,7 @@ func TestViewOnlyExchangeSticks(t *testing.T) {
 	for _, kind := range []string{names.ViewDesktop, names.ViewBrowser} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, View{Kind: kind, SandboxID: sbxA}, 0)
+			h := newHarness(t, View{Kind: kind, ID: sbxA}, 0)
 			tok := h.link(false)
 			_, first := h.exchange(tok, true)
 			if first == nil {
@@ -183,7 +183,7 @@ func TestLinksEndWithTheirKey(t *testing.T) {
 		for name, end := range ends {
 			t.Run(kind+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				h := newHarness(t, View{Kind: kind, SandboxID: sbxA}, 0)
+				h := newHarness(t, View{Kind: kind, ID: sbxA}, 0)
 				made := h.clock()
 				key := store.APIKey{ID: "key_" + name, CreatedAt: made.Add(-time.Hour)}
 				h.links.setKey(key)

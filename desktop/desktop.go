@@ -17,12 +17,10 @@ import (
 	"froog.tech/froog/store"
 )
 
-// View is what a view host shows: the caller parses the host (see
-// names.ParseView) and hands it in with every request.
-type View struct {
-	Kind      string // names.ViewDesktop, names.ViewBrowser or names.ViewWall (SandboxID is then the account id)
-	SandboxID string
-}
+// View is what a view host shows, its kind and the sandbox's id (the
+// account's for a wall): the caller parses the host (names.ParseView) and
+// hands it in with every request.
+type View = names.View
 
 // Link is a desktop link as the store keeps it: the sandbox and kind it
 // opens, whether every session it makes is view-only (whatever the page
@@ -217,7 +215,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, "not_found")
 		return
 	}
-	s.ServeView(w, r, View{Kind: v.Kind, SandboxID: v.ID})
+	s.ServeView(w, r, v)
 }
 
 // Handler returns an http.Handler for one view host.

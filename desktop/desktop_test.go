@@ -19,7 +19,7 @@ import (
 	"froog.tech/froog/names"
 )
 
-var viewA = View{Kind: names.ViewDesktop, SandboxID: sbxA}
+var viewA = View{Kind: names.ViewDesktop, ID: sbxA}
 
 func TestNewReportsEveryProblem(t *testing.T) {
 	_, err := New(Options{Key: []byte("short")})
@@ -281,7 +281,7 @@ func TestBridgeFakeRFB(t *testing.T) {
 // starts the browser view with it; a link without one asks the default.
 func TestBridgeBrowserProfile(t *testing.T) {
 	fake := newFakeRFB(t, [3]byte{1, 2, 3})
-	h := newHarness(t, View{Kind: names.ViewBrowser, SandboxID: sbxA}, fake.port())
+	h := newHarness(t, View{Kind: names.ViewBrowser, ID: sbxA}, fake.port())
 	for i, profile := range []string{"/home/u/work", ""} {
 		tok := "dt_" + strings.Repeat("p", 20) + fmt.Sprint(i)
 		h.links.add(tok, Link{SandboxID: sbxA, Kind: names.ViewBrowser, Profile: profile, Run: started, ExpiresAt: h.clock().Add(time.Minute)})

@@ -338,7 +338,7 @@ func (h *harness) advance(d time.Duration) {
 // link makes a link for the harness's view, expiring in 10 minutes.
 func (h *harness) link(viewOnly bool) string {
 	tok := "dt_" + strings.Repeat("x", 20) + fmt.Sprint(time.Now().UnixNano())
-	h.links.add(tok, Link{SandboxID: h.view.SandboxID, Kind: h.view.Kind, ViewOnly: viewOnly, Run: started, ExpiresAt: h.clock().Add(10 * time.Minute)})
+	h.links.add(tok, Link{SandboxID: h.view.ID, Kind: h.view.Kind, ViewOnly: viewOnly, Run: started, ExpiresAt: h.clock().Add(10 * time.Minute)})
 	return tok
 }
 

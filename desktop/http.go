@@ -169,7 +169,7 @@ func (s *Server) exchange(r *http.Request, v View, req exchangeRequest) (session
 	}
 	now := s.o.Now()
 	switch {
-	case linkTarget(l) != v.SandboxID || l.Kind != v.Kind:
+	case linkTarget(l) != v.ID || l.Kind != v.Kind:
 		return session{}, refuse(CodeWrongView, errors.New("link for "+linkTarget(l)+" "+l.Kind))
 	case !now.Before(l.ExpiresAt):
 		return session{}, refuse(CodeLinkExpired, errors.New("link expired at "+l.ExpiresAt.UTC().Format(time.RFC3339)))
@@ -178,15 +178,15 @@ func (s *Server) exchange(r *http.Request, v View, req exchangeRequest) (session
 		return session{}, refuse(CodeLinkInvalid, err)
 	}
 	if v.Kind == names.ViewWall { // an account's: no sandbox run to belong to
-		return session{SandboxID: v.SandboxID, Kind: v.Kind, ViewOnly: true, Locked: true, Key: l.KeyID, Minted: l.CreatedAt.UnixMicro(),
+		return session{SandboxID: v.ID, Kind: v.Kind, ViewOnly: true, Locked: true, Key: l.KeyID, Minted: l.CreatedAt.UnixMicro(),
 			Expires: now.Add(s.o.SessionTTL).Unix(), Input: l.ExpiresAt.Unix()}, nil
 	}
-	since, ok := s.o.Sandboxes.Running(v.SandboxID)
+	since, ok := s.o.Sandboxes.Running(v.ID)
 	switch {
 	case !ok:
 		return session{}, refuse(CodeSandboxStopped, errors.New("sandbox not running"))
 	case l.Run.IsZero() || l.Run.UnixMicro() != since.UnixMicro():
-		return session{}, refuse(CodeSandboxStopped, fmt.Errorf("link made in another run of sandbox %s", v.SandboxID))
+		return session{}, refuse(CodeSandboxStopped, fmt.Errorf("link made in another run of sandbox %s", v.ID))
 	}
 	if req.ViewOnly && !l.ViewOnly {
 		if l, err = s.o.Links.LockDesktopLinkViewOnly(r.Context(), hash); err != nil {
@@ -194,7 +194,7 @@ func (s *Server) exchange(r *http.Request, v View, req exchangeRequest) (session
 		}
 	}
 	return session{
-		SandboxID: v.SandboxID,
+		SandboxID: v.ID,
 		Kind:      v.Kind,
 		ViewOnly:  l.ViewOnly || req.ViewOnly,
 		Locked:    l.ViewOnly,
@@ -245,7 +245,7 @@ func (s *Server) cookieSession(r *http.Request, v View) (session, error) {
 	if err != nil {
 		return session{}, refuse(CodeNoSession, err)
 	}
-	since, ok := s.o.Sandboxes.Running(v.SandboxID)
+	since, ok := s.o.Sandboxes.Running(v.ID)
 	now := s.o.Now()
 	if err := sess.check(v, now, since, ok); err != nil {
 		return session{}, err
@@ -265,7 +265,7 @@ func (s *Server) writeRefusal(w http.ResponseWriter, r *http.Request, v View, er
 		t := errorTexts[e.Code]
 		code, status, msg = e.Code, t.status, t.title
 	}
-	s.log.Info("desktop refused", "sandbox", v.SandboxID, "kind", v.Kind, "path", r.URL.Path, "code", code, "err", err.Error())
+	s.log.Info("desktop refused", "sandbox", v.ID, "kind", v.Kind, "path", r.URL.Path, "code", code, "err", err.Error())
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})

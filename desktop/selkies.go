@@ -160,7 +160,7 @@ func (b *bridge) serveSelkies(ctx context.Context) {
 
 	up, err := b.dialSelkies(ctx)
 	if err != nil {
-		b.s.log.Info("desktop stream unavailable", "sandbox", b.view.SandboxID, "kind", b.view.Kind, "err", err.Error())
+		b.s.log.Info("desktop stream unavailable", "sandbox", b.view.ID, "kind", b.view.Kind, "err", err.Error())
 		b.stop(closeNoStream, reasonNoStream)
 		return
 	}
@@ -183,7 +183,7 @@ func (b *bridge) serveSelkies(ctx context.Context) {
 	go func() { defer wg.Done(); b.fromSelkies(up) }()
 	dropped = b.toSelkies(up)
 	wg.Wait()
-	b.s.log.Info("desktop stream closed", "sandbox", b.view.SandboxID, "kind", b.view.Kind, "view_only", b.viewOnly,
+	b.s.log.Info("desktop stream closed", "sandbox", b.view.ID, "kind", b.view.Kind, "view_only", b.viewOnly,
 		"reason", b.reason, "bytes_in", b.in.Load(), "bytes_out", b.out.Load(), "dropped", dropped,
 		"duration", time.Since(b.startedAt).Round(time.Millisecond).String())
 }
@@ -197,22 +197,22 @@ func (b *bridge) dialSelkies(ctx context.Context) (*websocket.Conn, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.s.o.StartTimeout)
 	defer cancel()
-	master := SelkiesMaster(b.s.o.Key, b.view.SandboxID, b.view.Kind)
-	st, err := ss.StartStream(ctx, b.view.SandboxID, b.view.Kind, b.profile, master)
+	master := SelkiesMaster(b.s.o.Key, b.view.ID, b.view.Kind)
+	st, err := ss.StartStream(ctx, b.view.ID, b.view.Kind, b.profile, master)
 	if err != nil {
-		return nil, fmt.Errorf("start %s of sandbox %s: %w", b.view.Kind, b.view.SandboxID, err)
+		return nil, fmt.Errorf("start %s of sandbox %s: %w", b.view.Kind, b.view.ID, err)
 	}
 	if st.SelkiesPort <= 0 || st.SelkiesPort > 65535 {
 		return nil, errors.New("selkies is not installed in the sandbox")
 	}
 	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return b.s.o.Dialer.DialContext(ctx, b.view.SandboxID, st.SelkiesPort)
+		return b.s.o.Dialer.DialContext(ctx, b.view.ID, st.SelkiesPort)
 	}
 	// Selkies not answering may have moved (its desktop stopped and
 	// started again): the starter asks the sandbox afresh next time.
 	forget := func() {
 		if f, ok := ss.(interface{ Forget(sandboxID, kind string) }); ok {
-			f.Forget(b.view.SandboxID, b.view.Kind)
+			f.Forget(b.view.ID, b.view.Kind)
 		}
 	}
 	if err := provisionSelkies(ctx, dial, st.SelkiesPort, master); err != nil {

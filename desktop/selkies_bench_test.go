@@ -36,7 +36,7 @@ func BenchmarkStreamRelay(b *testing.B) {
 	for _, viewers := range []int{1, 3} {
 		for _, path := range []string{"direct", "edge"} {
 			b.Run(fmt.Sprintf("%s/viewers=%d", path, viewers), func(b *testing.B) {
-				master := SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind)
+				master := SelkiesMaster(testKey, viewA.ID, viewA.Kind)
 				fake := newFakeSelkies(b, master, fakeGreen)
 				fake.feed = make(chan []byte)
 				defer close(fake.feed)

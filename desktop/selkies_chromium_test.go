@@ -58,7 +58,7 @@ func TestViewerStreamChromium(t *testing.T) {
 	browser.Watching(t)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancel()
-	master := SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind)
+	master := SelkiesMaster(testKey, viewA.ID, viewA.Kind)
 
 	open := func(t *testing.T, h *harness, viewOnly bool, query string) context.Context {
 		ctx, cancel := chromedp.NewContext(actx)

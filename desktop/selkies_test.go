@@ -98,7 +98,7 @@ func (r *streamRecorder) bytes() []byte {
 
 // secrets are Selkies' credentials for the harness's view.
 func secrets(v View) []string {
-	m := SelkiesMaster(testKey, v.SandboxID, v.Kind)
+	m := SelkiesMaster(testKey, v.ID, v.Kind)
 	c, w := selkiesTokens(m)
 	return []string{m, c, w}
 }
@@ -108,7 +108,7 @@ func secrets(v View) []string {
 // controller's token, and relays Selkies' frames; no credential reaches
 // the page, its headers or the log.
 func TestStreamSelkies(t *testing.T) {
-	master := SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind)
+	master := SelkiesMaster(testKey, viewA.ID, viewA.Kind)
 	fake := newFakeSelkies(t, master, fakeGreen)
 	h, ss := newStreamHarness(t, viewA, 1, fake.port())
 	_, cookie := h.exchange(h.link(false), false)
@@ -171,7 +171,7 @@ func TestStreamSelkies(t *testing.T) {
 // messages only a watcher's reach Selkies (SETTINGS rewritten); a full
 // session's page that asks for view-only is a watcher too.
 func TestStreamViewOnly(t *testing.T) {
-	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind), fakeGreen)
+	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.ID, viewA.Kind), fakeGreen)
 	h, _ := newStreamHarness(t, viewA, 1, fake.port())
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
@@ -244,7 +244,7 @@ func TestStreamViewOnly(t *testing.T) {
 // Three pages on one desktop — a controller and two watchers — share one
 // encode at Selkies, and all three get its frames.
 func TestStreamThreePagesOneEncode(t *testing.T) {
-	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind), fakeGreen)
+	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.ID, viewA.Kind), fakeGreen)
 	h, _ := newStreamHarness(t, viewA, 1, fake.port())
 	var recs []*streamRecorder
 	for i, viewOnly := range []bool{false, true, true} {
@@ -314,7 +314,7 @@ func TestStreamUnavailable(t *testing.T) {
 
 // The stream's websocket checks the session as the VNC one does.
 func TestStreamRefusals(t *testing.T) {
-	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind), fakeGreen)
+	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.ID, viewA.Kind), fakeGreen)
 	h, _ := newStreamHarness(t, viewA, 1, fake.port())
 	_, cookie := h.exchange(h.link(false), false)
 	if _, res, err := h.dialStream(nil, ""); err == nil || res == nil || res.StatusCode != http.StatusForbidden {
@@ -347,7 +347,7 @@ func TestStreamRefusals(t *testing.T) {
 // pongs, and the next message still goes through. The edge has no idle
 // timeout of its own.
 func TestStreamIdle(t *testing.T) {
-	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind), fakeGreen)
+	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.ID, viewA.Kind), fakeGreen)
 	fake.silent = true
 	h, _ := newStreamHarness(t, viewA, 1, fake.port()) // PingEvery 1 s
 	_, cookie := h.exchange(h.link(false), false)
@@ -394,8 +394,8 @@ func TestStreamWrongMaster(t *testing.T) {
 
 // The stream starts a browser view with its link's profile, as VNC does.
 func TestStreamBrowserProfile(t *testing.T) {
-	v := View{Kind: names.ViewBrowser, SandboxID: sbxA}
-	fake := newFakeSelkies(t, SelkiesMaster(testKey, v.SandboxID, v.Kind), fakeGreen)
+	v := View{Kind: names.ViewBrowser, ID: sbxA}
+	fake := newFakeSelkies(t, SelkiesMaster(testKey, v.ID, v.Kind), fakeGreen)
 	h, ss := newStreamHarness(t, v, 1, fake.port())
 	tok := "dt_" + strings.Repeat("s", 21)
 	h.links.add(tok, Link{SandboxID: sbxA, Kind: names.ViewBrowser, Profile: "/home/u/work", Run: started, ExpiresAt: h.clock().Add(time.Minute)})

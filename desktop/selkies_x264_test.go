@@ -149,7 +149,7 @@ func TestViewerStreamX264Chromium(t *testing.T) {
 	}
 	orange, cyan := color.RGBA{255, 128, 0, 255}, color.RGBA{0, 200, 200, 255}
 	vncPort, display := xDesktop(t, 320, 240, "#ff8000")
-	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind), orange)
+	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.ID, viewA.Kind), orange)
 	fake.w, fake.h = 320, 240
 	x264Source(t, display, 320, 240, 30, fake)
 	h, _ := newStreamHarness(t, viewA, vncPort, fake.port())
@@ -234,7 +234,7 @@ func BenchmarkStreamVsVNC(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { motion.Process.Kill(); motion.Wait() }()
-	fake := newFakeSelkies(b, SelkiesMaster(testKey, viewA.SandboxID, viewA.Kind), fakeGreen)
+	fake := newFakeSelkies(b, SelkiesMaster(testKey, viewA.ID, viewA.Kind), fakeGreen)
 	fake.w, fake.h = w, h
 	x264Source(b, display, w, h, fps, fake)
 	hs, _ := newStreamHarness(b, viewA, vncPort, fake.port())

@@ -141,7 +141,7 @@ func validToken(t string) bool {
 // current run.
 func (s session) check(v View, now time.Time, run time.Time, running bool) error {
 	switch {
-	case s.SandboxID != v.SandboxID || s.Kind != v.Kind:
+	case s.SandboxID != v.ID || s.Kind != v.Kind:
 		return refuse(CodeNoSession, errors.New("session cookie for another view"))
 	case now.Unix() >= s.Expires:
 		return refuse(CodeNoSession, fmt.Errorf("session expired at %s", time.Unix(s.Expires, 0).UTC().Format(time.RFC3339)))
