@@ -88,7 +88,7 @@ func accountKeys(t *testing.T, where ...string) scopeKeys {
 // accountKeys (the embedded store is froogd dev's alone once it runs).
 func devWithKeys(t *testing.T) (client, scopeKeys, *proc) {
 	var keys scopeKeys
-	d := startDev(t, devOptions{args: []string{"--rate-limit", "0"}, key: func(data string) string {
+	d := startDev(t, devOptions{args: []string{"--rate-limit", "0"}, prepare: func(data string) string {
 		keys = accountKeys(t, "--data", data)
 		return keys.owner
 	}})

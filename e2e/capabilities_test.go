@@ -304,7 +304,7 @@ type capRig struct {
 func newCapRig(t *testing.T) *capRig {
 	// An account with room: every case makes sandboxes, starts and URL
 	// names of its own, past the docs' limits for one account.
-	d := startDev(t, devOptions{clock: true, args: []string{"--rate-limit", "0", "--capacity", "100"}, key: func(data string) string {
+	d := startDev(t, devOptions{clock: true, args: []string{"--rate-limit", "0", "--capacity", "100"}, prepare: func(data string) string {
 		acct := froogdRun(t, "admin", "create-account", "--data", data, "--name", "capabilities", "--max-sandboxes", "100",
 			"--starts-per-minute", "500", "--starts-per-hour", "5000", "--starts-per-day", "50000", "--url-names-per-day", "500")
 		return froogdRun(t, "admin", "api-key", "create", "--data", data, "--account", acct, "--preset", "admin")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -174,7 +175,7 @@ func (e *benchEdge) bridgeBench(t *testing.T, paint *xPainter, host, cookie stri
 	loop := func(path string, d time.Duration) phase {
 		s := open(path)
 		defer s.close()
-		cpu0, n0, began := procCPU(t, e.pid()), s.n.Load(), time.Now()
+		cpu0, n0, began := testkit.CPUTime(e.pid()), s.n.Load(), time.Now()
 		p := phase{Path: path}
 		for time.Since(began) < d {
 			var err error
@@ -201,7 +202,7 @@ func (e *benchEdge) bridgeBench(t *testing.T, paint *xPainter, host, cookie stri
 			}
 		}
 		took := time.Since(began)
-		p.Seconds, p.Bytes, p.EdgeCPU = took.Seconds(), s.n.Load()-n0, (procCPU(t, e.pid()) - cpu0).Seconds()
+		p.Seconds, p.Bytes, p.EdgeCPU = took.Seconds(), s.n.Load()-n0, (testkit.CPUTime(e.pid()) - cpu0).Seconds()
 		p.FPS, p.MBps = float64(p.Frames)/took.Seconds(), float64(p.Bytes)/1e6/took.Seconds()
 		t.Logf("%s %-6s %6.1f frames/s (%d of %d whole-screen) %7.1f MB/s  froogd CPU %.2f s", enc, path, p.FPS, p.FullFrames, p.Frames, p.MBps, p.EdgeCPU)
 		return p

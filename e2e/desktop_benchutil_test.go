@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"froog.tech/froog/internal/testkit"
 )
 
 // What the desktop and wall benchmarks share: a minimal X11 client that
@@ -349,41 +351,13 @@ func (s *rfbStream) update() (int, error) {
 	return area, nil
 }
 
-// procCPU is a process's user and system CPU time so far.
-func procCPU(t *testing.T, pid int) time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Fields after the command's closing parenthesis: state is field 3,
-	// utime 14 and stime 15, in clock ticks (100 a second on Linux).
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
-}
-
-// procRSS is a process's resident memory in bytes.
-func procRSS(t *testing.T, pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("no VmRSS in /proc/%d/status", pid)
-	}
-	kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
-	return kb << 10
-}
-
 // memory is froogd's resident memory and Go heap in use, after a pause
 // for the garbage collector's next cycle to settle.
 type memory struct{ RSS, Heap, Retained, Goroutines float64 }
 
 func memoryOf(t *testing.T, pid int, metrics string) memory {
 	time.Sleep(3 * time.Second)
-	return memory{RSS: float64(procRSS(t, pid)), Heap: float64(metric(t, metrics, "go_memstats_heap_inuse_bytes")),
+	return memory{RSS: float64(testkit.RSSKiB(pid) << 10), Heap: float64(metric(t, metrics, "go_memstats_heap_inuse_bytes")),
 		Goroutines: float64(metric(t, metrics, "go_goroutines")),
 		// Freed heap the runtime has not yet given back to the OS: part
 		// of the RSS, not of the heap in use.

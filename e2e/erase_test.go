@@ -27,18 +27,14 @@ func TestSnapshotsOffEndToEnd(t *testing.T) {
 	t.Parallel()
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
-		data, clock := t.TempDir(), clockFile(t)
-		cmd := exec.Command(froogd, "dev", "--data", data, "--api-addr", "127.0.0.1:0")
-		cmd.Env = append(os.Environ(), "FROOG_TEST_CLOCK_FILE="+clock)
-		p, m := startCmd(t, devReady, cmd, cmd.Args[1:])
+		d := startDev(t, devOptions{clock: true})
 		t.Cleanup(func() {
 			if t.Failed() {
-				t.Logf("froogd dev's log:\n%s", tail(noRequests(p.stderr.String()), 6000))
+				t.Logf("froogd dev's log:\n%s", tail(noRequests(d.p.stderr.String()), 6000))
 			}
 		})
-		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
-		c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
-		eraseWalkthrough(t, c, clock, filepath.Join(data, "sandboxes"))
+		c := d.c
+		eraseWalkthrough(t, c, d.clock, filepath.Join(d.data, "sandboxes"))
 		templateEnvWalkthrough(t, c)
 	})
 	t.Run("postgres", func(t *testing.T) {

@@ -4,12 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
@@ -23,9 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"froog.tech/froog/internal/syncbuf"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store/pg/pgtest"
 )
 
@@ -187,16 +183,9 @@ func adminAccount(t testing.TB, where []string, flags ...string) (key string) {
 // writeControlKey writes a new control-plane SSH key and returns its path.
 func writeControlKey(t *testing.T) string {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, pemBytes := testkit.NewKeyPEM(t)
 	path := filepath.Join(t.TempDir(), "control_key")
-	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+	if err := os.WriteFile(path, pemBytes, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -274,9 +263,11 @@ type devOptions struct {
 	// clock starts froogd with its clock read from a test clock file
 	// (clockFile), which dev.advance moves.
 	clock bool
-	// key, when set, is the API key dev.c uses, written as the data
-	// folder's api-key before froogd starts; account makes one.
-	key func(data string) string
+	// prepare, when set, runs on the data folder before froogd starts
+	// (froogd admin on the embedded store: accounts, keys). A key it
+	// returns is the one dev.c uses, written as the folder's api-key;
+	// with "" dev.c uses the key froogd dev makes.
+	prepare func(data string) (key string)
 }
 
 // dev is a running froogd dev: its process, the API client with the
@@ -300,8 +291,10 @@ func startDev(t *testing.T, o devOptions) *dev {
 	t.Helper()
 	d := &dev{data: t.TempDir()}
 	key := ""
-	if o.key != nil {
-		key = o.key(d.data)
+	if o.prepare != nil {
+		key = o.prepare(d.data)
+	}
+	if key != "" {
 		if err := os.WriteFile(filepath.Join(d.data, "api-key"), []byte(key+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -158,9 +159,15 @@ func TestHostsThroughOutage(t *testing.T) {
 	t.Parallel()
 	pg := privatePostgres(t)
 	db, key, ctlKey, secret := selfHostedOn(t, pg.url())
+	// The host controllers read their clock from clock: the outage's
+	// length is a move of it, not a wait.
+	clock := clockFile(t)
 	hosts := map[string]*proc{}
 	for name, addr := range map[string]string{"h1": "127.0.0.1", "h2": "127.0.0.2"} {
-		hosts[name], _ = start(t, regexp.MustCompile(`hostctl `+name+` running`), hostctlArgs(t, db, ctlKey, name, addr)...)
+		args := hostctlArgs(t, db, ctlKey, name, addr)
+		cmd := exec.Command(froogd, args...)
+		cmd.Env = append(os.Environ(), "FROOG_TEST_CLOCK_FILE="+clock)
+		hosts[name], _ = startCmd(t, regexp.MustCompile(`hostctl `+name+` running`), cmd, args)
 	}
 	_, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), "api", "--database-url", db, "--api-addr", "127.0.0.1:0",
 		"--domain", "froog.test", "--secret-key-file", secret, "--control-key-file", ctlKey)
@@ -176,17 +183,33 @@ func TestHostsThroughOutage(t *testing.T) {
 	}
 
 	pg.stop()
-	time.Sleep(5 * time.Second) // longer than --host-down-secs: every host is silent
+	for name, p := range hosts {
+		wait.For(t, 15*time.Second, name+"'s heartbeat fails", func() bool { return strings.Contains(p.stderr.String(), "heartbeat failed") })
+	}
+	// 5 s on the hosts' clock: longer than --host-down-secs, every host
+	// is silent.
+	if err := os.WriteFile(clock, []byte("5s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	pg.start()
 	wait.For(t, 30*time.Second, "the API reads the store again", func() bool {
 		res, err := exec.Command(froogd, "admin", "hosts", "--database-url", db).CombinedOutput()
 		return err == nil && strings.Count(string(res), " up ") == 2
 	})
-	// Several heartbeats past --host-down-secs since: no host was judged.
-	time.Sleep(5 * time.Second)
-	for name, p := range hosts {
-		if log := p.stderr.String(); strings.Contains(log, "host marked down") {
-			t.Errorf("%s marked a host down after the outage: %s", name, log)
+	// Several heartbeats past --host-down-secs since (each controller
+	// judges others once its own beats have gone through for that long):
+	// no host is judged.
+	markedDown := func() bool {
+		for _, p := range hosts {
+			if strings.Contains(p.stderr.String(), "host marked down") {
+				return true
+			}
+		}
+		return false
+	}
+	if wait.Until(5*time.Second, markedDown) {
+		for name, p := range hosts {
+			t.Errorf("%s's log after the outage: %s", name, p.stderr.String())
 		}
 	}
 	for _, name := range []string{"a", "b"} {

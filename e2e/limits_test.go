@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,11 +16,11 @@ import (
 // operator made with other limits keeps to its own.
 func TestStartLimitE2E(t *testing.T) {
 	t.Parallel()
-	data := t.TempDir()
-	opsKey := adminAccount(t, []string{"--data", data}, "--name", "ops", "--starts-per-minute", "3")
-	_, m := start(t, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--rate-limit", "0")
-	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
-	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+	var opsKey string
+	c := startDev(t, devOptions{args: []string{"--rate-limit", "0"}, prepare: func(data string) string {
+		opsKey = adminAccount(t, []string{"--data", data}, "--name", "ops", "--starts-per-minute", "3")
+		return ""
+	}}).c
 	// startsThenRefused starts n sandboxes (each deleted at once, which
 	// frees its place, not its start), then one more, which must be
 	// refused under policy; it returns the refusal's Retry-After.
@@ -57,7 +56,7 @@ func TestStartLimitE2E(t *testing.T) {
 	if l.StartsPerMinute.Used != 20 || l.StartsPerMinute.Remaining != 0 || l.StartsPerMinute.RetryAfter < 1 || l.StartsPerMinute.RetryAfter > ra {
 		t.Fatalf("limits: %+v (Retry-After %d)", l.StartsPerMinute, ra)
 	}
-	startsThenRefused(client{t: t, base: m[1], key: opsKey}, 3, "3;w=60")
+	startsThenRefused(client{t: t, base: c.base, key: opsKey}, 3, "3;w=60")
 }
 
 // froogd admin create-account refuses a limit under 1, naming the flag.

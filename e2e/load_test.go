@@ -3,14 +3,12 @@ package e2e_test
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -40,15 +38,13 @@ func TestLoad(t *testing.T) {
 	if os.Getenv("FROOG_LOAD") == "full" {
 		clients, urls, dur = 1000, 100, 60*time.Second
 	}
-	data := t.TempDir()
-	// An account of its own, made as an operator would, with a name for
-	// every URL a day (the dev account has 20).
-	key := adminAccount(t, []string{"--data", data}, "--name", "load", "--url-names-per-day", fmt.Sprint(urls))
 	metrics := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
-	p, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
-		"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test",
-		"--metrics-addr", metrics, "--rate-limit", "0")
-	c := client{t: t, base: m[1], key: key}
+	d := startDev(t, devOptions{args: []string{"--metrics-addr", metrics, "--rate-limit", "0"}, prepare: func(data string) string {
+		// An account of its own, made as an operator would, with a name
+		// for every URL a day (the dev account has 20).
+		return adminAccount(t, []string{"--data", data}, "--name", "load", "--url-names-per-day", fmt.Sprint(urls))
+	}})
+	p, c := d.p, d.c
 	// A sandbox has up to 50 URLs: the URLs are spread over as many as
 	// they need.
 	const perSandbox = 50
@@ -88,10 +84,7 @@ func TestLoad(t *testing.T) {
 		c.call("POST", sandbox(i)+"/urls", fmt.Sprintf(`{"port": %d, "public": true}`, port), 201, &u)
 		hosts = append(hosts, u.Host)
 	}
-	pool := x509.NewCertPool()
-	caPEM, _ := os.ReadFile(filepath.Join(data, "ca.pem"))
-	pool.AppendCertsFromPEM(caPEM)
-	edge := m[2]
+	pool, edge := d.pool, d.edge
 	dialFrom := func(i int) func(ctx context.Context, network, _ string) (net.Conn, error) {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(1+i%20))}}
 		return func(ctx context.Context, network, _ string) (net.Conn, error) {

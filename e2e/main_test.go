@@ -151,10 +151,8 @@ func TestSandboxesRun(t *testing.T) {
 	}
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
-		data, clock := t.TempDir(), clockFile(t)
-		m := withClock(t, clock, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0")
-		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
-		sandboxWalkthrough(t, client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, clock)
+		d := startDev(t, devOptions{clock: true})
+		sandboxWalkthrough(t, d.c, d.clock)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
@@ -310,11 +308,9 @@ func TestPublicURLs(t *testing.T) {
 	t.Parallel()
 	t.Run("dev", func(t *testing.T) {
 		t.Parallel()
-		data := t.TempDir()
 		metrics := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
-		_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
-			"--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test",
-			"--metrics-addr", metrics)
+		d := startDev(t, devOptions{args: []string{"--metrics-addr", metrics}})
+		data, edge := d.data, d.edge
 		defer func() {
 			res, err := http.Get("http://" + metrics + "/metrics")
 			if err != nil {
@@ -329,11 +325,10 @@ func TestPublicURLs(t *testing.T) {
 				}
 			}
 		}()
-		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
-		c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+		c := d.c
 		link, host := hostEcho(t, c)
 		for _, h2 := range []bool{true, false} {
-			web := edgeClient(t, m[2], filepath.Join(data, "ca.pem"), h2)
+			web := edgeClient(t, edge, filepath.Join(data, "ca.pem"), h2)
 			if res, _ := visit(t, web, "GET", "https://"+host+"/"); res.StatusCode != 401 {
 				t.Fatalf("no token: %d", res.StatusCode)
 			}
@@ -369,7 +364,7 @@ func TestPublicURLs(t *testing.T) {
 		caPEM, _ := os.ReadFile(filepath.Join(data, "ca.pem"))
 		pool.AppendCertsFromPEM(caPEM)
 		dialer := websocket.Dialer{NetDialContext: func(ctx context.Context, n, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, n, m[2])
+			return (&net.Dialer{}).DialContext(ctx, n, edge)
 		},
 			TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}}}
 		ws, _, err := dialer.Dial(strings.Replace(wsURL.URL, "https://", "wss://", 1), nil)
@@ -394,7 +389,7 @@ func TestPublicURLs(t *testing.T) {
 			fmt.Fprintf(w, `<!doctype html><title>site</title><iframe src="%s"></iframe>`, strings.Replace(link, "/?_token=", "/framed?_token=", 1))
 		}))
 		defer site.Close()
-		_, edgePort, _ := net.SplitHostPort(m[2])
+		_, edgePort, _ := net.SplitHostPort(edge)
 		_, sitePort, _ := net.SplitHostPort(site.Listener.Addr().String())
 		browser.Chromium(t, "MAP *.froog.test 127.0.0.1:"+edgePort+", MAP embedder.example 127.0.0.1:"+sitePort,
 			"--virtual-time-budget=5000", "--dump-dom", "http://embedder.example/")

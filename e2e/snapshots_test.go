@@ -22,17 +22,13 @@ func TestSnapshotsEndToEnd(t *testing.T) {
 	t.Parallel()
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
-		data, clock := t.TempDir(), clockFile(t)
-		cmd := exec.Command(froogd, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0")
-		cmd.Env = append(os.Environ(), "FROOG_TEST_CLOCK_FILE="+clock)
-		p, m := startCmd(t, devReady, cmd, cmd.Args[1:])
+		d := startDev(t, devOptions{clock: true})
 		t.Cleanup(func() {
 			if t.Failed() {
-				t.Logf("froogd dev's log:\n%s", tail(noRequests(p.stderr.String()), 6000))
+				t.Logf("froogd dev's log:\n%s", tail(noRequests(d.p.stderr.String()), 6000))
 			}
 		})
-		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
-		snapshotWalkthrough(t, client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, clock, 30*time.Second)
+		snapshotWalkthrough(t, d.c, d.clock, 30*time.Second)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()

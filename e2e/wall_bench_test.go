@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -69,9 +70,9 @@ func TestWallBench(t *testing.T) {
 
 	// The baseline: the sandboxes running, no wall.
 	cpuRate := func(d time.Duration) float64 {
-		c0 := procCPU(t, e.pid())
+		c0 := testkit.CPUTime(e.pid())
 		time.Sleep(d)
-		return (procCPU(t, e.pid()) - c0).Seconds() / d.Seconds()
+		return (testkit.CPUTime(e.pid()) - c0).Seconds() / d.Seconds()
 	}
 	time.Sleep(2 * time.Second)
 	background := cpuRate(5 * time.Second)
@@ -140,9 +141,9 @@ func TestWallBench(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); during(stop) }()
 		}
-		c0, n0, f0, l0, began := procCPU(t, e.pid()), page.wire.Load(), page.fetchedN(), lost(), time.Now()
+		c0, n0, f0, l0, began := testkit.CPUTime(e.pid()), page.wire.Load(), page.fetchedN(), lost(), time.Now()
 		time.Sleep(d)
-		cpu, took := (procCPU(t, e.pid()) - c0).Seconds(), time.Since(began).Seconds()
+		cpu, took := (testkit.CPUTime(e.pid()) - c0).Seconds(), time.Since(began).Seconds()
 		bytes, fetched := page.wire.Load()-n0, page.fetchedN()-f0
 		m := memoryOf(t, e.pid(), e.metrics) // while the load goes on
 		close(stop)
