@@ -70,7 +70,7 @@ func (s *Server) decide(c *call) decision {
 	if rt == nil {
 		return decision{problem: &errNotFound}
 	}
-	d := decision{rt: rt, host: rt.Host + "." + s.domain}
+	d := decision{rt: rt, host: names.Host(rt.Host, s.domain)}
 	if port != "" {
 		d.host += ":" + port
 	}
