@@ -6,19 +6,15 @@ import (
 	"time"
 
 	"froog.tech/froog/edge/route"
+	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/names"
 	"froog.tech/froog/store"
-	"froog.tech/froog/store/embedded"
 )
 
 // Names signs for the wall of every account the store has, sandboxes or
 // none, and for nothing else the route table does not name.
 func TestNames(t *testing.T) {
-	st, err := embedded.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := live.EmbeddedStore(t)
 	acct, err := st.CreateAccount(context.Background(), store.Account{Name: "a", MaxSandboxes: 1, CreatedAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)

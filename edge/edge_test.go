@@ -29,7 +29,6 @@ import (
 	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/store"
-	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
 	"froog.tech/froog/store/pg/pgtest"
 	"froog.tech/froog/tunnel"
@@ -221,12 +220,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func embeddedStore(t *testing.T) store.Store {
-	s, err := embedded.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return live.EmbeddedStore(t)
 }
 
 func TestPrivateURL(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
@@ -29,11 +30,7 @@ type rig struct {
 
 func newRig(t *testing.T, drv hostctl.Driver, o hostctl.Options) *rig {
 	t.Helper()
-	st, err := embedded.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := live.EmbeddedStore(t)
 	if drv == nil {
 		drv = localIn(t, "")
 	}

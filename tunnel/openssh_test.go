@@ -15,8 +15,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/internal/testkit"
+	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/store"
-	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/tunnel"
 	"froog.tech/froog/tunnel/sshdtest"
 )
@@ -32,11 +32,7 @@ func openSSHTunnel(t testing.TB) (*tunnel.Tunnel, string, ssh.Signer, *sshdtest.
 
 // tunnelTo records srv as a running sandbox and returns a tunnel to it.
 func tunnelTo(t testing.TB, srv *sshdtest.Server, signer ssh.Signer) (*tunnel.Tunnel, string) {
-	st, err := embedded.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := live.EmbeddedStore(t)
 	ctx := context.Background()
 	a, _ := st.CreateAccount(ctx, store.Account{MaxSandboxes: 1})
 	host, port, _ := net.SplitHostPort(srv.Addr)

@@ -112,11 +112,7 @@ type rig struct {
 func newRig(t *testing.T, o tunnel.Options) *rig {
 	t.Helper()
 	ctx := context.Background()
-	st, err := embedded.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := live.EmbeddedStore(t)
 	drv, signer := live.Driver(t, local.Options{})
 	a, _ := st.CreateAccount(ctx, store.Account{MaxSandboxes: 10})
 	sb, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: a.ID, Name: "box", DesiredState: store.StateRunning, State: store.StateRunning, CreatedAt: time.Now()}, nil)
