@@ -34,13 +34,9 @@ const (
 	maxFileBytes     = 100 << 20 // files/content, archives, links
 	maxPathBytes     = 4096
 	maxSearchResults = 10000
-	maxFindMatches   = 1000
-	maxFindLine      = 500 // characters
 	maxReplaceFiles  = 100
 	maxReplaceBytes  = 5 << 20
 	maxListEntries   = 10000
-	// maxWalk bounds the entries a search or find visits.
-	maxWalk = 1000000
 	// maxFindFile: find skips larger files.
 	maxFindFile = 50 << 20
 )
@@ -731,7 +727,7 @@ func (s *Server) chmodFiles(w http.ResponseWriter, r *http.Request) error {
 	changed := 1
 	if req.Recursive != nil && *req.Recursive && fi.IsDir() {
 		var errs []string
-		walkFiles(r.Context(), c, abs, func(p string, fi os.FileInfo) bool {
+		c.Walk(r.Context(), abs, func(p string, fi os.FileInfo) bool {
 			if fi.Mode()&os.ModeSymlink != 0 {
 				return true
 			}

@@ -2,15 +2,12 @@ package api_test
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/api"
-	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store/embedded"
 )
@@ -27,38 +24,15 @@ func (s fakeSessionsTo) Session(context.Context, string) (*ssh.Session, error) {
 // are refused); it returns a client logged in to it.
 func fakeSSHServer(t *testing.T, subsystem func(ch ssh.Channel, req *ssh.Request)) *ssh.Client {
 	t.Helper()
-	hostKey := testkit.NewKey(t)
-	cfg := &ssh.ServerConfig{NoClientAuth: true}
-	cfg.AddHostKey(hostKey)
-	port := loopback.Serve(t, func(nc net.Conn) {
-		_, chans, reqs, err := ssh.NewServerConn(nc, cfg)
-		if err != nil {
-			nc.Close()
-			return
-		}
-		go ssh.DiscardRequests(reqs)
-		for nch := range chans {
-			ch, chReqs, err := nch.Accept()
-			if err != nil {
+	return testkit.FakeSSHServer(t, func(ch ssh.Channel, reqs <-chan *ssh.Request) {
+		for req := range reqs {
+			if req.Type == "subsystem" {
+				subsystem(ch, req)
 				continue
 			}
-			go func() {
-				for req := range chReqs {
-					if req.Type == "subsystem" {
-						subsystem(ch, req)
-						continue
-					}
-					req.Reply(false, nil)
-				}
-			}()
+			req.Reply(false, nil)
 		}
 	})
-	c, err := ssh.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), &ssh.ClientConfig{User: "user", HostKeyCallback: ssh.FixedHostKey(hostKey.PublicKey())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // A sandbox whose SSH server refuses the sftp subsystem has no SFTP

@@ -1,9 +1,7 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -12,79 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
-	"unicode/utf8"
 )
-
-// walkFiles visits everything under root (not root itself), folders
-// before their contents, without following symlinks, until fn returns
-// false, maxWalk entries were seen or ctx ends. Folders are read several
-// at once. onErr (may be nil) hears of folders that could not be read.
-// It reports whether it stopped early.
-func walkFiles(ctx context.Context, c *fileConn, root string, fn func(p string, fi os.FileInfo) bool, onErr func(p string, err error)) bool {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type listing struct {
-		dir  string
-		list []os.FileInfo
-		err  error
-	}
-	const readers = 8
-	var (
-		pending = []string{root}
-		results = make(chan listing)
-		running = 0
-		seen    = 0
-		stopped = false
-	)
-	read := func(dir string) {
-		list, err := c.ReadDirContext(ctx, dir)
-		sort.Slice(list, func(i, j int) bool { return list[i].Name() < list[j].Name() })
-		select {
-		case results <- listing{dir, list, err}:
-		case <-ctx.Done():
-		}
-	}
-	for len(pending) > 0 || running > 0 {
-		for !stopped && running < readers && len(pending) > 0 {
-			dir := pending[0]
-			pending = pending[1:]
-			running++
-			go read(dir)
-		}
-		if running == 0 {
-			break
-		}
-		var l listing
-		select {
-		case l = <-results:
-		case <-ctx.Done():
-			return true
-		}
-		running--
-		if stopped {
-			continue
-		}
-		if l.err != nil {
-			if onErr != nil {
-				onErr(l.dir, l.err)
-			}
-			continue
-		}
-		for _, fi := range l.list {
-			p := path.Join(l.dir, fi.Name())
-			if seen++; seen > maxWalk || !fn(p, fi) {
-				stopped = true
-				cancel()
-				break
-			}
-			if fi.IsDir() {
-				pending = append(pending, p)
-			}
-		}
-	}
-	return stopped
-}
 
 // GET files/search?pattern=*.py&path=~: paths whose name matches a glob.
 func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) error {
@@ -116,7 +42,7 @@ func (s *Server) searchFiles(w http.ResponseWriter, r *http.Request) error {
 			files = append(files, root)
 		}
 	} else {
-		truncated = walkFiles(r.Context(), c, root, func(p string, fi os.FileInfo) bool {
+		truncated = c.Walk(r.Context(), root, func(p string, fi os.FileInfo) bool {
 			if ok, _ := path.Match(pattern, fi.Name()); ok {
 				if len(files) == maxSearchResults {
 					return false
@@ -204,7 +130,7 @@ func (s *Server) findFiles(w http.ResponseWriter, r *http.Request) error {
 	case fi.Mode().IsRegular():
 		files = []string{root}
 	case fi.IsDir():
-		truncated = walkFiles(r.Context(), c, root, func(p string, fi os.FileInfo) bool {
+		truncated = c.Walk(r.Context(), root, func(p string, fi os.FileInfo) bool {
 			if fi.Mode().IsRegular() && fi.Size() > 0 && fi.Size() <= maxFindFile {
 				files = append(files, p)
 			}
@@ -212,125 +138,16 @@ func (s *Server) findFiles(w http.ResponseWriter, r *http.Request) error {
 		}, nil)
 		sort.Strings(files)
 	}
-	matches, more := findIn(r.Context(), c, files, match)
+	found, more := c.Find(r.Context(), files, match)
 	if err := r.Context().Err(); err != nil {
 		return err
 	}
+	matches := make([]findMatch, 0, len(found))
+	for _, m := range found {
+		matches = append(matches, findMatch(m))
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"matches": matches, "truncated": truncated || more})
 	return nil
-}
-
-// findIn reads files several at once and gives their matches in order,
-// up to maxFindMatches; more reports that there were more.
-func findIn(ctx context.Context, c *fileConn, files []string, match func([]byte) bool) (matches []findMatch, more bool) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	const readers = 8
-	slots := make([]chan []findMatch, len(files))
-	for i := range slots {
-		slots[i] = make(chan []findMatch, 1)
-	}
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(readers, len(files)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				slots[i] <- findInFile(ctx, c, files[i], match)
-			}
-		}()
-	}
-	go func() {
-		defer close(next)
-		for i := range files {
-			select {
-			case next <- i:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	matches = []findMatch{}
-	for i := range files {
-		var m []findMatch
-		select {
-		case m = <-slots[i]:
-		case <-ctx.Done():
-			return matches, false
-		}
-		if len(matches)+len(m) > maxFindMatches {
-			matches = append(matches, m[:maxFindMatches-len(matches)]...)
-			more = true
-			break
-		}
-		matches = append(matches, m...)
-	}
-	cancel()
-	wg.Wait()
-	return matches, more
-}
-
-// findInFile returns up to maxFindMatches+1 matching lines of one file;
-// nil for a binary file or one that cannot be read.
-func findInFile(ctx context.Context, c *fileConn, p string, match func([]byte) bool) []findMatch {
-	if ctx.Err() != nil {
-		return nil
-	}
-	f, err := c.Open(p)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 64<<10)
-	head, _ := br.Peek(8 << 10)
-	if bytes.IndexByte(head, 0) >= 0 {
-		return nil
-	}
-	var out []findMatch
-	var long []byte
-	for n := 1; ; n++ {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A long line: keep its first 1 MiB, skip the rest.
-			long = append(long[:0], line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = br.ReadSlice('\n')
-				if len(long) < 1<<20 {
-					long = append(long, line[:min(len(line), 1<<20-len(long))]...)
-				}
-			}
-			line = long
-		}
-		if len(line) > 0 {
-			text := bytes.TrimSuffix(line, []byte("\n"))
-			if match(text) {
-				out = append(out, findMatch{File: p, Line: n, Content: cutLine(text)})
-				if len(out) > maxFindMatches {
-					return out
-				}
-			}
-		}
-		if err != nil || ctx.Err() != nil {
-			return out
-		}
-	}
-}
-
-// cutLine is a line as valid UTF-8 of at most maxFindLine characters.
-func cutLine(b []byte) string {
-	s := strings.ToValidUTF8(string(b[:min(len(b), maxFindLine*utf8.UTFMax)]), "\uFFFD")
-	if utf8.RuneCountInString(s) <= maxFindLine {
-		return s
-	}
-	i, n := 0, 0
-	for i = range s {
-		if n == maxFindLine {
-			break
-		}
-		n++
-	}
-	return s[:i]
 }
 
 type replaceRequest struct {

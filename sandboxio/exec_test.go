@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"net"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,7 +13,6 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/sandboxio"
@@ -26,35 +23,14 @@ import (
 // sees it.
 type fakeSandbox struct{ client *ssh.Client }
 
-func (f fakeSandbox) Session(context.Context, string) (*ssh.Session, error) { return f.client.NewSession() }
+func (f fakeSandbox) Session(context.Context, string) (*ssh.Session, error) {
+	return f.client.NewSession()
+}
 
 func newFakeSandbox(t *testing.T) fakeSandbox {
 	t.Helper()
 	home := t.TempDir()
-	hostKey := testkit.NewKey(t)
-	cfg := &ssh.ServerConfig{NoClientAuth: true}
-	cfg.AddHostKey(hostKey)
-	port := loopback.Serve(t, func(nc net.Conn) {
-		_, chans, reqs, err := ssh.NewServerConn(nc, cfg)
-		if err != nil {
-			nc.Close()
-			return
-		}
-		go ssh.DiscardRequests(reqs)
-		for nch := range chans {
-			ch, chReqs, err := nch.Accept()
-			if err != nil {
-				continue
-			}
-			go serveExec(ch, chReqs, home)
-		}
-	})
-	c, err := ssh.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), &ssh.ClientConfig{User: "user", HostKeyCallback: ssh.FixedHostKey(hostKey.PublicKey())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return fakeSandbox{client: c}
+	return fakeSandbox{client: testkit.FakeSSHServer(t, func(ch ssh.Channel, reqs <-chan *ssh.Request) { serveExec(ch, reqs, home) })}
 }
 
 func serveExec(ch ssh.Channel, reqs <-chan *ssh.Request, home string) {
