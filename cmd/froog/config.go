@@ -206,3 +206,78 @@ func keyValues(flag string, kvs []string) (map[string]string, error) {
 	}
 	return m, nil
 }
+
+func (a *app) statusCmd() *cobra.Command {
+	var check bool
+	c := &cobra.Command{
+		Use:   "status [NAME]",
+		Short: "The API's health, the signed-in key and where the config lives; with NAME, as info",
+		Long: `Without NAME: the API's address and whether it answers this key, where the key
+comes from (FROOG_API_KEY or the config file; never the key itself), and where
+the config file and this CLI are. --check exits 1 when no key is set or the API
+can't be reached with it. With NAME: the same as froog info NAME.`,
+		Example: `  froog status --check
+  froog status my-box`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				return a.infoCmd().RunE(cmd, args)
+			}
+			cfg, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			path, _ := configPath()
+			cli, _ := os.Executable()
+			st := struct {
+				APIURL   string `json:"api_url"`
+				APIOK    bool   `json:"api_ok"`
+				APIError string `json:"api_error,omitempty"`
+				Key      string `json:"key"`
+				Config   string `json:"config"`
+				CLI      string `json:"cli"`
+			}{APIURL: cfg.APIURL, Key: "not set", Config: path, CLI: cli}
+			if st.APIURL == "" {
+				st.APIURL = froog.DefaultURL
+			}
+			switch {
+			case os.Getenv("FROOG_API_KEY") != "":
+				st.Key = "FROOG_API_KEY"
+			case cfg.APIKey != "":
+				st.Key = "the config file"
+			}
+			var problem error
+			if cfg.APIKey == "" {
+				problem = errors.New("not logged in: run froog login, or set FROOG_API_KEY")
+				st.APIError = "no key to ask with"
+			} else if c, err := a.sdk(); err != nil {
+				problem, st.APIError = err, err.Error()
+			} else {
+				// As login: a key limited to other actions may be refused
+				// the list (403), which still says the API knows it.
+				var fe *froog.Error
+				_, err := c.ListSandboxesWithResponse(cmd.Context(), &froog.ListSandboxesParams{Limit: froog.Ptr(1)})
+				if err != nil && !(errors.As(err, &fe) && fe.Status == 403) {
+					problem = fmt.Errorf("the API at %s: %w", st.APIURL, err)
+					st.APIError = err.Error()
+				}
+				st.APIOK = problem == nil
+			}
+			if err := a.print(st, func(w io.Writer) {
+				answer := "answers"
+				if !st.APIOK {
+					answer = "does not answer: " + st.APIError
+				}
+				fmt.Fprintf(w, "api:    %s (%s)\nkey:    %s\nconfig: %s\ncli:    %s\n", st.APIURL, answer, st.Key, st.Config, st.CLI)
+			}); err != nil {
+				return err
+			}
+			if check && problem != nil {
+				return problem
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&check, "check", false, "exit 1 when not signed in or the API can't be reached")
+	return c
+}

@@ -225,6 +225,9 @@ func TestCLIWalkthrough(t *testing.T) {
 	if _, errOut, code := d.run(t, "", "list"); code != 1 || !strings.Contains(errOut, "froog login") {
 		t.Fatalf("list before login: exit %d: %s", code, errOut)
 	}
+	if out, errOut, code := d.run(t, "", "status", "--check"); code != 1 || !strings.Contains(errOut, "froog login") || !strings.Contains(out, "key:    not set") {
+		t.Fatalf("status --check before login: exit %d: %s%s", code, out, errOut)
+	}
 	if _, errOut, code := d.run(t, "froog_wrong\n", "login", "--url", d.api); code != 1 || !strings.Contains(errOut, "401") {
 		t.Fatalf("login with a wrong key: exit %d: %s", code, errOut)
 	}
@@ -234,6 +237,16 @@ func TestCLIWalkthrough(t *testing.T) {
 	cfg := filepath.Join(d.home, ".config", "froog", "config.json")
 	if st, err := os.Stat(cfg); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("config file: %v %v, want mode 600", st, err)
+	}
+
+	// status says where the key comes from (never the key) and that the
+	// API answers; --check fails when it does not.
+	if out := d.ok(t, "status", "--check"); !strings.Contains(out, d.api+"/v1 (answers)") || !strings.Contains(out, "key:    the config file") ||
+		!strings.Contains(out, cfg) || strings.Contains(out, strings.TrimSpace(string(key))) {
+		t.Fatalf("status --check after login: %s", out)
+	}
+	if out, errOut, code := d.runEnv(t, []string{"FROOG_API_URL=http://127.0.0.1:1"}, "", "status", "--check"); code != 1 || !strings.Contains(errOut, "connection refused") || !strings.Contains(out, "does not answer") {
+		t.Fatalf("status --check with no API there: exit %d: %s%s", code, out, errOut)
 	}
 
 	// FROOG_API_KEY and FROOG_API_URL override the file.
@@ -264,6 +277,9 @@ func TestCLIWalkthrough(t *testing.T) {
 		if got := d.ok(t, "new", name); got != name {
 			t.Fatalf("froog new %s printed %q", name, got)
 		}
+	}
+	if got := d.ok(t, "status", "web"); !strings.Contains(got, "name: web\n") || !strings.Contains(got, "state: running") {
+		t.Fatalf("status web: %s", got)
 	}
 	var listed []struct{ Name, State string }
 	if err := json.Unmarshal([]byte(d.ok(t, "list", "--json")), &listed); err != nil || len(listed) != 5 || listed[0].State != "running" {
@@ -680,6 +696,7 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"host", "--help"}, []string{"--public", "--subdomain", "--title", "--rm"}},
 		{[]string{"new", "--help"}, []string{"--os", "--max-lifetime", "--delete-after", "--no-snapshots", "--no-auto-stop", "--host"}},
 		{[]string{"stop", "--help"}, []string{"--no-wait", "--status"}},
+		{[]string{"status", "--help"}, []string{"--check", "froog info NAME"}},
 		{[]string{"start", "--help"}, []string{"--size", "--ttl", "-e, --env", "--no-environment", "--environment "}},
 		{[]string{"fork", "--help"}, []string{"NAME@latest", "--count", "--size", "--ttl", "-e, --env", "--no-snapshots"}},
 		{[]string{"snapshot", "--help"}, []string{"--name", "--delete ", "--delete-auto"}},

@@ -93,7 +93,7 @@ accepts --json for machine-readable output.`,
 		a.snapshotCmd(), a.snapshotsCmd(), a.restoreCmd())
 	add("run", a.execCmd(), a.jobsCmd(), a.logsCmd(), a.killCmd(), a.waitCmd(), a.sshCmd(), a.pushCmd(), a.scpCmd())
 	add("web", a.hostCmd(), a.urlTokenCmd(), a.desktopCmd(), a.browserCmd(), a.wallCmd())
-	add("account", a.loginCmd(), a.logoutCmd(), a.apiKeyCmd(), a.auditCmd(), a.limitsCmd())
+	add("account", a.loginCmd(), a.logoutCmd(), a.statusCmd(), a.apiKeyCmd(), a.auditCmd(), a.limitsCmd())
 	root.AddCommand(a.completionsCmd())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
