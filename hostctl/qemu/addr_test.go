@@ -2,8 +2,6 @@ package qemu_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"net"
 	"testing"
@@ -13,6 +11,7 @@ import (
 
 	"froog.tech/froog/hostctl/qemu"
 	"froog.tech/froog/hostctl/qemu/qemutest"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 	"froog.tech/froog/tunnel"
 )
@@ -22,8 +21,7 @@ import (
 // control plane logs in there against the pinned host key.
 func TestAdvertisedAddress(t *testing.T) {
 	kernel, initrd := tinyvm(t)
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
+	signer := testkit.NewKey(t)
 	dir := t.TempDir()
 	d, err := qemu.New(qemu.Options{Dir: dir, Kernel: kernel, Initrd: initrd, ControlKey: signer, Addr: "127.0.0.2",
 		DiskSize: 256 << 20, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 256}}})

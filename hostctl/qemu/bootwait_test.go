@@ -2,8 +2,6 @@ package qemu
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"net"
 	"os"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/internal/testkit"
 )
 
 // standIn makes what endpoint reads of a VM: a live process whose command
@@ -115,8 +115,7 @@ func TestEndpointFollowsBootProgress(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, priv, _ := ed25519.GenerateKey(rand.Reader)
-			signer, _ := ssh.NewSignerFromKey(priv)
+			signer := testkit.NewKey(t)
 			d, err := New(Options{Dir: t.TempDir(), Kernel: "vmlinux", Initrd: "initrd", ControlKey: signer, BootTimeout: stall})
 			if err != nil {
 				t.Fatal(err)

@@ -1,15 +1,13 @@
 package qemu
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
+	"froog.tech/froog/internal/testkit"
 )
 
 func TestSizes(t *testing.T) {
@@ -53,8 +51,7 @@ func fakeImageDir(t *testing.T, kernel string) string {
 }
 
 func TestNewImageDirs(t *testing.T) {
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
+	signer := testkit.NewKey(t)
 	img, old := fakeImageDir(t, "vmlinux"), fakeImageDir(t, "vmlinuz")
 	d, err := New(Options{Dir: t.TempDir(), ImageDirs: map[string]string{"debian-13": img, "debian-12": old}, ControlKey: signer})
 	if err != nil {

@@ -2,8 +2,6 @@ package qemu_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 	"froog.tech/froog/hostctl/qemu"
 	"froog.tech/froog/hostctl/qemu/qemutest"
 	"froog.tech/froog/internal/testimage"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 )
 
@@ -42,8 +41,7 @@ func tinyvm(t testing.TB) (kernel, initrd string) {
 // its whole life, a crash being a kill -9 of its QEMU process.
 func TestDriverSuite(t *testing.T) {
 	kernel, initrd := tinyvm(t)
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
+	signer := testkit.NewKey(t)
 	drivertest.Run(t, drivertest.Driver{
 		Signer: signer,
 		// The driver's own limit for a boot that keeps progressing (5 × its
@@ -79,8 +77,7 @@ func newDriver(t testing.TB, dir, kernel, initrd string, signer ssh.Signer) *qem
 // start includes writing the authorized keys over SSH.
 func BenchmarkVM(b *testing.B) {
 	kernel, initrd := tinyvm(b)
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
+	signer := testkit.NewKey(b)
 	dir := b.TempDir()
 	d := newDriver(b, dir, kernel, initrd, signer)
 	b.Cleanup(func() { qemutest.StopAll(d, dir) })

@@ -1,16 +1,13 @@
 package qemu_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"froog.tech/froog/hostctl/qemu"
 	"froog.tech/froog/hostctl/qemu/qemutest"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 )
 
@@ -20,8 +17,7 @@ import (
 // -benchtime=1x: each iteration copies about a GiB.
 func BenchmarkSnapshot1GiB(b *testing.B) {
 	kernel, initrd := tinyvm(b)
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
+	signer := testkit.NewKey(b)
 	dir := b.TempDir()
 	d, err := qemu.New(qemu.Options{Dir: dir, Kernel: kernel, Initrd: initrd, ControlKey: signer,
 		DiskSize: 1 << 30, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 256}}})

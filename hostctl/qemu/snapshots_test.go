@@ -1,8 +1,6 @@
 package qemu_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -10,12 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
-
 	"froog.tech/froog/hostctl/qemu"
 	"froog.tech/froog/internal/syncbuf"
 
 	"froog.tech/froog/hostctl/qemu/qemutest"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 )
 
@@ -27,8 +24,7 @@ import (
 // running source; a deleted snapshot's file is gone.
 func TestSnapshots(t *testing.T) {
 	kernel, initrd := tinyvm(t)
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
+	signer := testkit.NewKey(t)
 	dir := t.TempDir()
 	var logs syncbuf.Buffer
 	d, err := qemu.New(qemu.Options{Dir: dir, Kernel: kernel, Initrd: initrd, ControlKey: signer, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),

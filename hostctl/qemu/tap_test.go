@@ -1,8 +1,6 @@
 package qemu_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"net"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"froog.tech/froog/hostctl/qemu"
 	"froog.tech/froog/hostctl/qemu/qemutest"
 	"froog.tech/froog/internal/testdep"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 )
 
@@ -51,8 +50,7 @@ func TestTapIsolation(t *testing.T) {
 
 func tapIsolationInside(t *testing.T) {
 	exec.Command("ip", "link", "set", "lo", "up").Run()
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
+	signer := testkit.NewKey(t)
 	dir := t.TempDir()
 	d, err := qemu.New(qemu.Options{Dir: dir, Kernel: os.Getenv("FROOG_KERNEL"), Initrd: os.Getenv("FROOG_INITRD"), Net: "tap",
 		ControlKey: signer, DiskSize: 256 << 20, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 256}}})

@@ -4,18 +4,15 @@
 package ostest
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/drivertest"
 	"froog.tech/froog/hostctl/qemu"
 	"froog.tech/froog/hostctl/qemu/qemutest"
 	"froog.tech/froog/internal/testimage"
+	"froog.tech/froog/internal/testkit"
 )
 
 // The driver suite on an OS image: Debian 13 with systemd and cloud-init,
@@ -27,8 +24,7 @@ func TestDriverSuiteOSImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromKey(priv)
+	signer := testkit.NewKey(t)
 	// The driver's own limit for a boot that keeps progressing (5 × its 3
 	// minutes without progress): a stalled boot fails before it, in the
 	// driver, saying at which stage.
