@@ -1,6 +1,3 @@
-// Command froog is the CLI of froog's docs, on the Go SDK (package
-// froog.tech/froog/froog): every call it makes is one of the SDK's
-// generated ones. It holds no logic beyond flags, output and exit codes.
 package main
 
 import (

@@ -1,0 +1,20 @@
+// Command froog is the CLI of froog's docs, on the Go SDK (package
+// froog.tech/froog/froog): every call it makes is one of the SDK's
+// generated ones. It holds no logic beyond flags, output and exit codes,
+// and imports nothing of froog's but the SDK (imports_test.go).
+//
+// It reads FROOG_API_KEY and FROOG_API_URL, which override
+// ~/.config/froog/config.json (froog login writes it). Exit codes: 0, 1
+// for an error (the API's status, code, message and request id on
+// stderr), the command's own for exec and logs -f, 124 for exec past its
+// --timeout.
+//
+// Files by concern: main.go (the root command, --json output, exit
+// codes), config.go (login, logout, status, the config file, durations
+// and KEY=VALUE flags), sandboxes.go (new, list, info, start, stop,
+// delete, fork, restore), snapshots.go (snapshot, snapshots), exec.go
+// (exec, jobs, logs, kill, wait), files.go (push, scp, ssh), urls.go
+// (host, url-token), views.go (desktop, browser, wall) and account.go
+// (api-key, audit, limits, completions). The end-to-end tests run the
+// froog binary against froogd dev (e2e_test.go).
+package main
