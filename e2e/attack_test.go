@@ -17,7 +17,6 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"froog.tech/froog/internal/loopback"
-	"froog.tech/froog/internal/wait"
 )
 
 // rawApp is the app behind the attack corpus: it appends every byte it
@@ -84,12 +83,7 @@ type attackRig struct {
 func newAttackRig(t *testing.T) *attackRig {
 	d := startDev(t, devOptions{args: []string{"--rate-limit", "0"}})
 	r := &attackRig{t: t, c: d.c, edge: d.edge, pool: d.pool}
-	r.c.call("POST", "/v1/sandboxes", `{"name": "atk"}`, 202, nil)
-	wait.For(t, 15*time.Second, "atk runs", func() bool {
-		var sb struct{ State string }
-		r.c.call("GET", "/v1/sandboxes/atk", "", 200, &sb)
-		return sb.State == "running"
-	})
+	newSandbox(t, r.c, "atk", 15*time.Second)
 	script, _ := json.Marshal(rawApp)
 	r.c.call("POST", "/v1/sandboxes/atk/exec", `{"command": "cat > app.py", "stdin": `+string(script)+`}`, 200, nil)
 	for _, public := range []bool{false, true} {

@@ -109,19 +109,6 @@ func startCluster(t *testing.T, db, key, ctlKey, secret string, edges int, drive
 	return cl
 }
 
-// newSandbox creates sandbox name and waits until it runs.
-func newSandbox(t *testing.T, c client, name string, within time.Duration) {
-	t.Helper()
-	c.call("POST", "/v1/sandboxes", `{"name": "`+name+`"}`, 202, nil)
-	var sb struct{ State, Error string }
-	for deadline := time.Now().Add(within); sb.State != "running"; time.Sleep(50 * time.Millisecond) {
-		c.call("GET", "/v1/sandboxes/"+name, "", 200, &sb)
-		if sb.State == "error" || time.Now().After(deadline) {
-			t.Fatalf("sandbox %s never ran: %+v", name, sb)
-		}
-	}
-}
-
 // serveApp writes script to file in sandbox sb, runs `python3 file PORT`
 // on a free port and returns the port once it listens.
 func serveApp(t *testing.T, c client, sb, file, script string) int {

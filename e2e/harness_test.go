@@ -22,6 +22,7 @@ import (
 
 	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/internal/testkit"
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store/pg/pgtest"
 )
 
@@ -260,6 +261,8 @@ func selfHostedOn(t *testing.T, db string) (_, key, ctlKey, secret string) {
 type devOptions struct {
 	// args are more flags for froogd dev (--rate-limit 0, --capacity 100).
 	args []string
+	// env is more of froogd's environment (NAME=value), after the test's.
+	env []string
 	// clock starts froogd with its clock read from a test clock file
 	// (clockFile), which dev.advance moves.
 	clock bool
@@ -302,9 +305,13 @@ func startDev(t *testing.T, o devOptions) *dev {
 	args := append([]string{"dev", "--data", d.data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0",
 		"--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test"}, o.args...)
 	cmd := exec.Command(froogd, args...)
+	env := o.env
 	if o.clock {
 		d.clock = clockFile(t)
-		cmd.Env = append(os.Environ(), "FROOG_TEST_CLOCK_FILE="+d.clock)
+		env = append(env, "FROOG_TEST_CLOCK_FILE="+d.clock)
+	}
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
 	}
 	p, m := startCmd(t, devEdgeReady, cmd, args)
 	if key == "" {
@@ -352,4 +359,27 @@ func keep(t *testing.T, name string, b []byte) {
 	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 		t.Errorf("artefacts: %v", err)
 	}
+}
+
+// runsWithin waits until sandbox name runs, with no restore under way.
+func runsWithin(t *testing.T, c client, name string, within time.Duration) {
+	t.Helper()
+	var sb struct {
+		State, Error string
+		RestoreFrom  string `json:"restore_from"`
+	}
+	if !wait.Until(within, func() bool {
+		sb.RestoreFrom = "" // omitted once done
+		c.call("GET", "/v1/sandboxes/"+name, "", 200, &sb)
+		return sb.State == "running" && sb.RestoreFrom == "" || sb.State == "error"
+	}) || sb.State != "running" {
+		t.Fatalf("%s never ran: %+v", name, sb)
+	}
+}
+
+// newSandbox creates sandbox name and waits until it runs.
+func newSandbox(t *testing.T, c client, name string, within time.Duration) {
+	t.Helper()
+	c.call("POST", "/v1/sandboxes", `{"name": "`+name+`"}`, 202, nil)
+	runsWithin(t, c, name, within)
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -144,10 +143,7 @@ func TestSystemdNotify(t *testing.T) {
 			got <- string(buf[:n])
 		}
 	}()
-	args := []string{"dev", "--data", t.TempDir(), "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0"}
-	cmd := exec.Command(froogd, args...)
-	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
-	p, _ := startCmd(t, devReady, cmd, args)
+	p := startDev(t, devOptions{env: []string{"NOTIFY_SOCKET=" + sock}}).p
 	for _, want := range []string{"READY=1", "STOPPING=1"} {
 		select {
 		case msg := <-got:

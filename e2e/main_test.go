@@ -450,12 +450,7 @@ func TestPublicURLs(t *testing.T) {
 // hostEcho creates sandbox e2e running the header echo, hosts its port
 // privately, and returns the link and the host name.
 func hostEcho(t *testing.T, c client) (string, string) {
-	c.call("POST", "/v1/sandboxes", `{"name": "e2e"}`, 202, nil)
-	wait.For(t, 15*time.Second, "e2e runs", func() bool {
-		var sb struct{ State string }
-		c.call("GET", "/v1/sandboxes/e2e", "", 200, &sb)
-		return sb.State == "running"
-	})
+	newSandbox(t, c, "e2e", 15*time.Second)
 	script, _ := json.Marshal(headerEcho)
 	c.call("POST", "/v1/sandboxes/e2e/exec", `{"command": "cat > echo.py", "stdin": `+string(script)+`}`, 200, nil)
 	port := serve(t, c, "python3 echo.py %d")

@@ -128,11 +128,5 @@ const vmTests = "TestQEMU"
 // runs waits until the VM sandbox name runs; an error state ends the wait.
 func runs(t *testing.T, c client, name string) {
 	t.Helper()
-	var sb struct{ State, Error string }
-	if !wait.Until(2*time.Minute, func() bool {
-		c.call("GET", "/v1/sandboxes/"+name, "", 200, &sb)
-		return sb.State == "running" || sb.State == "error"
-	}) || sb.State != "running" {
-		t.Fatalf("%s never ran: %+v", name, sb)
-	}
+	runsWithin(t, c, name, 2*time.Minute)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -44,23 +42,16 @@ func newStreamEdge(t *testing.T, sbx, path string) *streamEdge {
 	if _, err := exec.LookPath("Xvnc"); err != nil {
 		testdep.Missing(t, "Xvnc is not installed (deploy/testdeps.sh installs it)")
 	}
-	data := t.TempDir()
-	args := []string{"dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0",
-		"--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test"}
-	cmd := exec.Command(froogd, args...)
+	var o devOptions
 	if path != "" {
-		cmd.Env = append(os.Environ(), "PATH="+path+":"+os.Getenv("PATH"))
+		o.env = []string{"PATH=" + path + ":" + os.Getenv("PATH")}
 	}
-	p, m := startCmd(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), cmd, args)
-	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
-	e := &streamEdge{t: t, p: p, c: client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, sbx: sbx}
+	d := startDev(t, o)
+	e := &streamEdge{t: t, p: d.p, c: d.c, sbx: sbx}
 	t.Cleanup(func() { e.c.call("POST", "/v1/sandboxes/"+sbx+"/exec", `{"command": "froog-desktop stop"}`, 200, nil) })
 	e.c.call("POST", "/v1/sandboxes", `{"name": "`+sbx+`"}`, 202, nil)
 	runs(t, e.c, sbx)
-	pool := x509.NewCertPool()
-	caPEM, _ := os.ReadFile(filepath.Join(data, "ca.pem"))
-	pool.AppendCertsFromPEM(caPEM)
-	edge := m[2]
+	pool, edge := d.pool, d.edge
 	dial := func(ctx context.Context, n, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, n, edge)
 	}

@@ -92,22 +92,6 @@ func write(t *testing.T, c client, name, content string) {
 	}
 }
 
-// runsWithin waits until sandbox name runs, with no restore under way.
-func runsWithin(t *testing.T, c client, name string, within time.Duration) {
-	t.Helper()
-	var sb struct {
-		State, Error string
-		RestoreFrom  string `json:"restore_from"`
-	}
-	if !wait.Until(within, func() bool {
-		sb.RestoreFrom = "" // omitted once done
-		c.call("GET", "/v1/sandboxes/"+name, "", 200, &sb)
-		return sb.State == "running" && sb.RestoreFrom == "" || sb.State == "error"
-	}) || sb.State != "running" {
-		t.Fatalf("%s never ran: %+v", name, sb)
-	}
-}
-
 // snapshotWalkthrough is the snapshots' story through the API; within
 // is how long a start may take (seconds locally, more for VMs under TCG).
 func snapshotWalkthrough(t *testing.T, c client, clock string, within time.Duration) {

@@ -14,7 +14,7 @@ import (
 // end-to-end tests of what time ends or starts (automatic snapshots,
 // auto-stop, the expiry of keys, tokens, links and sessions), is
 // read at every look at the clock, and is only honoured by test builds
-// (the froogtest build tag, which cmd/froogd's TestMain sets; a release
+// (the froogtest build tag, which e2e's TestMain sets; a release
 // build has testclock_release.go instead). With it set, hostctl also
 // looks at every sandbox every second, so that a move of the clock is
 // acted on at once.
