@@ -9,14 +9,14 @@ import (
 	"testing"
 )
 
-// listenerFake gives the errors and connections of its script, in order,
+// fakeListener gives the errors and connections of its script, in order,
 // then net.ErrClosed.
-type listenerFake struct {
+type fakeListener struct {
 	net.Listener
 	script []any // error or net.Conn
 }
 
-func (l *listenerFake) Accept() (net.Conn, error) {
+func (l *fakeListener) Accept() (net.Conn, error) {
 	if len(l.script) == 0 {
 		return nil, net.ErrClosed
 	}
@@ -28,7 +28,7 @@ func (l *listenerFake) Accept() (net.Conn, error) {
 	return x.(net.Conn), nil
 }
 
-func (l *listenerFake) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 443} }
+func (l *fakeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 443} }
 
 // The accept loop waits out what passes (EMFILE under a flood) and
 // accepts again; it returns what does not (issue #33).
@@ -48,7 +48,7 @@ func TestAcceptRetriesTemporaryErrors(t *testing.T) {
 	for _, tt := range tests {
 		s := &Server{o: Options{Logger: slog.New(slog.DiscardHandler), MaxConnsPerIP: 10}, m: newMetrics(nil)}
 		served := 0
-		err := s.accept(context.Background(), &listenerFake{script: tt.script}, func(c net.Conn) { served++; c.Close() })
+		err := s.accept(context.Background(), &fakeListener{script: tt.script}, func(c net.Conn) { served++; c.Close() })
 		if served != tt.served || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
 			t.Errorf("%s: served %d, error %v; want %d, %v", tt.name, served, err, tt.served, tt.wantErr)
 		}

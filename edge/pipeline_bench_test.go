@@ -55,15 +55,15 @@ func (f *fakeRoutes) Sandbox(id string) *route.Sandbox {
 
 func (f *fakeRoutes) Domain() string { return "froog.test" }
 
-// pipeDialer reaches an app served in memory over net.Pipe; it counts
+// fakePipeDialer reaches an app served in memory over net.Pipe; it counts
 // the connections it made.
-type pipeDialer struct {
+type fakePipeDialer struct {
 	app   fasthttp.RequestHandler
 	mu    sync.Mutex
 	dials int
 }
 
-func (d *pipeDialer) DialContext(ctx context.Context, sandboxID string, port int) (net.Conn, error) {
+func (d *fakePipeDialer) DialContext(ctx context.Context, sandboxID string, port int) (net.Conn, error) {
 	d.mu.Lock()
 	d.dials++
 	d.mu.Unlock()
@@ -72,13 +72,13 @@ func (d *pipeDialer) DialContext(ctx context.Context, sandboxID string, port int
 	return c, nil
 }
 
-type noStarts struct{ store.SandboxUpdater }
+type fakeNoStarts struct{ store.SandboxUpdater }
 
 const benchToken = "tok-0123456789abcdef0123456789abcdef"
 
 // newFakeEdge is an edge whose route table holds app (private, token
 // benchToken) and pub (public), both on sandbox sb1 port 8080, running.
-func newFakeEdge(tb testing.TB, app fasthttp.RequestHandler) (*Server, *fakeRoutes, *pipeDialer) {
+func newFakeEdge(tb testing.TB, app fasthttp.RequestHandler) (*Server, *fakeRoutes, *fakePipeDialer) {
 	tb.Helper()
 	rts := &fakeRoutes{
 		routes: map[string]*route.Route{
@@ -87,8 +87,8 @@ func newFakeEdge(tb testing.TB, app fasthttp.RequestHandler) (*Server, *fakeRout
 		},
 		boxes: map[string]*route.Sandbox{"sb1": {ID: "sb1", AccountID: "a1", State: store.StateRunning, DesiredState: store.StateRunning, Endpoint: "h:22"}},
 	}
-	d := &pipeDialer{app: app}
-	s, err := New(Options{Routes: rts, Dialer: d, Sandboxes: noStarts{}, RateLimit: -1,
+	d := &fakePipeDialer{app: app}
+	s, err := New(Options{Routes: rts, Dialer: d, Sandboxes: fakeNoStarts{}, RateLimit: -1,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return nil, nil }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)

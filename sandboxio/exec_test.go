@@ -121,7 +121,7 @@ func TestRun(t *testing.T) {
 func TestRunUnreachable(t *testing.T) {
 	t.Parallel()
 	cause := errors.New("fake: no route")
-	sh := sandboxio.New(sessionsFailFake{cause})
+	sh := sandboxio.New(fakeSessionsFail{cause})
 	_, err := sh.Run(context.Background(), "sbx_1", "true", nil, io.Discard, io.Discard, 0)
 	var ue *sandboxio.UnreachableError
 	if !errors.As(err, &ue) || !errors.Is(err, cause) {
@@ -129,9 +129,9 @@ func TestRunUnreachable(t *testing.T) {
 	}
 }
 
-type sessionsFailFake struct{ err error }
+type fakeSessionsFail struct{ err error }
 
-func (f sessionsFailFake) Session(context.Context, string) (*ssh.Session, error) { return nil, f.err }
+func (f fakeSessionsFail) Session(context.Context, string) (*ssh.Session, error) { return nil, f.err }
 
 // A job starts, is read, listed and stopped, all from its folder on the
 // sandbox's disk.

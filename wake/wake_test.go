@@ -184,7 +184,7 @@ func TestWaitDoesNotPoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		starting := wake.Sandbox{State: store.StateStarting, DesiredState: store.StateRunning, AutoStart: true}
 		feed := &fakeFeed{m: map[string]wake.Sandbox{"sbx_1": starting}}
-		w, err := wake.New(wake.Options{Store: noStoreFake{}, Feed: feed})
+		w, err := wake.New(wake.Options{Store: fakeNoStore{}, Feed: feed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,10 +223,10 @@ func (f *seenFeed) Sandbox(id string) (wake.Sandbox, bool) {
 	return sb, ok
 }
 
-// noStoreFake is a store no test writes to.
-type noStoreFake struct{}
+// fakeNoStore is a store no test writes to.
+type fakeNoStore struct{}
 
-func (noStoreFake) UpdateSandbox(context.Context, string, func(*store.Sandbox, *store.AuditEvent) error, *store.AuditEvent) (store.Sandbox, error) {
+func (fakeNoStore) UpdateSandbox(context.Context, string, func(*store.Sandbox, *store.AuditEvent) error, *store.AuditEvent) (store.Sandbox, error) {
 	return store.Sandbox{}, errors.New("fake: no store")
 }
 

@@ -13,16 +13,16 @@ import (
 	"froog.tech/froog/store"
 )
 
-// headFake is a store whose feed is at head; it counts the reads of it.
+// fakeHead is a store whose feed is at head; it counts the reads of it.
 // Nothing else of it is used.
-type headFake struct {
+type fakeHead struct {
 	Store
 	head   atomic.Int64
 	reads  atomic.Int64
 	onHead func() // run (in a goroutine of its own) after each read
 }
 
-func (s *headFake) Head(context.Context) (int64, error) {
+func (s *fakeHead) Head(context.Context) (int64, error) {
 	s.reads.Add(1)
 	if s.onHead != nil {
 		go s.onHead()
@@ -30,7 +30,7 @@ func (s *headFake) Head(context.Context) (int64, error) {
 	return s.head.Load(), nil
 }
 
-func readThroughTable(st *headFake, seq int64) *Table {
+func readThroughTable(st *fakeHead, seq int64) *Table {
 	rs := &Table{o: Options{Store: st, Domain: "froog.test", Now: time.Now}, routes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "routes"})}
 	rs.cur.Store(newTable())
 	rs.current.Store(true)
@@ -43,7 +43,7 @@ func readThroughTable(st *headFake, seq int64) *Table {
 // (issue #33: a new URL's first handshake).
 func TestOwnerReadsThrough(t *testing.T) {
 	t.Parallel()
-	st := &headFake{}
+	st := &fakeHead{}
 	st.head.Store(5)
 	rs := readThroughTable(st, 4)
 	// The feed brings the URL after the miss has read the store's head.
@@ -63,7 +63,7 @@ func TestOwnerReadsThrough(t *testing.T) {
 // round.
 func TestOwnerMissesCostLittle(t *testing.T) {
 	t.Parallel()
-	st := &headFake{}
+	st := &fakeHead{}
 	rs := readThroughTable(st, 0)
 	for range 100 {
 		if _, err := rs.Owner("nope-1-abcdef.froog.test"); err != ErrUnknownName {

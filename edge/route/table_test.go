@@ -69,7 +69,7 @@ func BenchmarkCheck(b *testing.B) {
 func TestOwnerOfViews(t *testing.T) {
 	tb := newTable()
 	tb.putSandbox(&store.Sandbox{ID: "sbx_0123456789abcdef", AccountID: "acct_00000000000000aa"})
-	rs := &Table{o: Options{Store: &headFake{}, Domain: "froog.test", Now: time.Now}}
+	rs := &Table{o: Options{Store: &fakeHead{}, Domain: "froog.test", Now: time.Now}}
 	rs.cur.Store(tb)
 	rs.current.Store(true)
 	for name, want := range map[string]string{

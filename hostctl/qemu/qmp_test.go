@@ -12,11 +12,11 @@ import (
 	"time"
 )
 
-// qmpServerFake speaks QMP on a unix socket as QEMU does, with events
+// fakeQMPServer speaks QMP on a unix socket as QEMU does, with events
 // where QEMU may send them: a fake, because the point is the order of
 // lines on the wire, which a real QEMU gives only by chance. serve gets
 // each command's name and arguments and writes what it likes.
-func qmpServerFake(t *testing.T, greet bool, serve func(w *bufio.Writer, command string, args json.RawMessage)) string {
+func fakeQMPServer(t *testing.T, greet bool, serve func(w *bufio.Writer, command string, args json.RawMessage)) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "qmp.sock")
 	ln, err := net.Listen("unix", sock)
@@ -70,7 +70,7 @@ const event = `{"timestamp": {"seconds": 1, "microseconds": 2}, "event": "JOB_ST
 // lines arrive (run with -race).
 func TestQMPClient(t *testing.T) {
 	big := strings.Repeat("x", 200<<10)
-	sock := qmpServerFake(t, true, func(w *bufio.Writer, command string, args json.RawMessage) {
+	sock := fakeQMPServer(t, true, func(w *bufio.Writer, command string, args json.RawMessage) {
 		switch command {
 		case "qmp_capabilities":
 			w.WriteString(event + `{"return": {}}` + "\r\n")
@@ -141,7 +141,7 @@ func TestQMPClient(t *testing.T) {
 // does.
 func TestQMPEvents(t *testing.T) {
 	const n = 300
-	sock := qmpServerFake(t, true, func(w *bufio.Writer, command string, _ json.RawMessage) {
+	sock := fakeQMPServer(t, true, func(w *bufio.Writer, command string, _ json.RawMessage) {
 		switch command {
 		case "qmp_capabilities":
 			w.WriteString(`{"return": {}}` + "\r\n")
@@ -196,10 +196,10 @@ func TestQMPEvents(t *testing.T) {
 // fails at its deadline (the context's, through go-qemu's API too) and
 // drops the connection, so a late reply can never answer another command.
 func TestQMPDeadlines(t *testing.T) {
-	if _, err := dialMonitor(qmpServerFake(t, false, nil), 300*time.Millisecond); err == nil || !strings.Contains(err.Error(), "no greeting") {
+	if _, err := dialMonitor(fakeQMPServer(t, false, nil), 300*time.Millisecond); err == nil || !strings.Contains(err.Error(), "no greeting") {
 		t.Fatalf("a monitor that never greets: %v", err)
 	}
-	sock := qmpServerFake(t, true, func(w *bufio.Writer, command string, _ json.RawMessage) {
+	sock := fakeQMPServer(t, true, func(w *bufio.Writer, command string, _ json.RawMessage) {
 		if command == "qmp_capabilities" {
 			w.WriteString(`{"return": {}}` + "\r\n")
 		}
