@@ -2,6 +2,7 @@ package wake
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -43,8 +44,9 @@ func (f *Follower) Sandbox(id string) (Sandbox, bool) {
 func (f *Follower) Changed() <-chan struct{} { return f.sig.Changed() }
 
 // Run follows the feed from its head until ctx ends, subscribing again
-// after an error (from where it was; after a gap, from the head, with
-// what it knew forgotten). It returns ctx's error.
+// after an error: from where it was, or, after a gap in the feed
+// (store.ErrFeedGap), from the head, with what it knew forgotten (the
+// askers' reads hold until the next change). It returns ctx's error.
 func (f *Follower) Run(ctx context.Context) error {
 	after := int64(-1)
 	for {
@@ -52,7 +54,8 @@ func (f *Follower) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err != nil && after < 0 {
+		if errors.Is(err, store.ErrFeedGap) {
+			after = -1
 			f.forget()
 		}
 		select {
@@ -66,13 +69,11 @@ func (f *Follower) Run(ctx context.Context) error {
 func (f *Follower) follow(ctx context.Context, after *int64) error {
 	sub, err := f.feed.Subscribe(ctx, *after)
 	if err != nil {
-		*after = -1 // a gap, or a store away: start from the head again
 		return err
 	}
 	for {
 		c, err := sub.Next(ctx)
 		if err != nil {
-			*after = sub.Seq()
 			return err
 		}
 		*after = c.Seq

@@ -307,3 +307,69 @@ func TestStartOutlivesItsAsker(t *testing.T) {
 	wg.Wait()
 	wait.For(t, 10*time.Second, "the start recorded", func() bool { return r.get(t, sb.ID).DesiredState == store.StateRunning })
 }
+
+// fakeChangeLog is a store.ChangeLog that holds one change, then says
+// the subscriber fell behind (store.ErrFeedGap) until it reads from the
+// head again.
+type fakeChangeLog struct {
+	mu   sync.Mutex
+	gap  bool
+	sig  store.Signal
+	head int64
+}
+
+func (l *fakeChangeLog) ChangesAfter(_ context.Context, after int64, _ int) ([]store.Change, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.gap && after < l.head:
+		return nil, store.ErrFeedGap
+	case after == 0 && !l.gap:
+		return []store.Change{{Seq: 1, Kind: store.KindSandbox, ID: "sbx_1", Sandbox: &store.Sandbox{ID: "sbx_1", State: store.StateRunning}}}, nil
+	}
+	return nil, nil
+}
+
+func (l *fakeChangeLog) Head(context.Context) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.head, nil
+}
+
+func (l *fakeChangeLog) Changed() <-chan struct{} { return l.sig.Changed() }
+
+type fakeFeedOf struct{ log *fakeChangeLog }
+
+func (f fakeFeedOf) Subscribe(ctx context.Context, after int64) (*store.Subscription, error) {
+	return store.NewSubscription(ctx, f.log, after)
+}
+
+func (f fakeFeedOf) Head(ctx context.Context) (int64, error) { return f.log.Head(ctx) }
+
+// After a gap in the feed the Follower forgets what it knew (the askers'
+// reads hold again) and follows on from the head.
+func TestFollowerForgetsAfterAGap(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		log := &fakeChangeLog{}
+		fl := wake.NewFollower(fakeFeedOf{log})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go fl.Run(ctx)
+		synctest.Wait()
+		if sb, ok := fl.Sandbox("sbx_1"); !ok || sb.State != store.StateRunning {
+			t.Fatalf("before the gap: got %+v %v, want sbx_1 running", sb, ok)
+		}
+		log.mu.Lock()
+		log.gap, log.head = true, 100
+		log.mu.Unlock()
+		log.sig.Wake()
+		time.Sleep(time.Second) // the bubble's clock: past the retry
+		synctest.Wait()
+		if sb, ok := fl.Sandbox("sbx_1"); ok {
+			t.Fatalf("after the gap: got %+v, want it forgotten", sb)
+		}
+		cancel()
+		synctest.Wait()
+	})
+}
