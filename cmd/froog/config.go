@@ -194,6 +194,34 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// envValues parses repeated -e flags: KEY=VALUE, or KEY alone for the
+// value this shell has (the docs' "-e KEY copies it from your shell").
+func envValues(kvs []string) (map[string]string, error) {
+	var withValue []string
+	copied := map[string]string{}
+	var problems []error
+	for _, kv := range kvs {
+		if strings.Contains(kv, "=") {
+			withValue = append(withValue, kv)
+			continue
+		}
+		v, ok := os.LookupEnv(kv)
+		if !ok || kv == "" {
+			problems = append(problems, fmt.Errorf("-e %s: not set in this shell (give KEY=VALUE)", kv))
+			continue
+		}
+		copied[kv] = v
+	}
+	m, err := keyValues("-e", withValue)
+	if err := errors.Join(append(problems, err)...); err != nil {
+		return nil, err
+	}
+	for k, v := range copied {
+		m[k] = v
+	}
+	return m, nil
+}
+
 // keyValues parses repeated KEY=VALUE flags.
 func keyValues(flag string, kvs []string) (map[string]string, error) {
 	m := map[string]string{}

@@ -40,7 +40,7 @@ running after you disconnect (froog logs, froog jobs, froog kill).
 				return errors.New("give the command after --: froog exec NAME -- COMMAND")
 			}
 			var problems []error
-			env, err := keyValues("-e", envs)
+			env, err := envValues(envs)
 			problems = append(problems, err)
 			var d time.Duration
 			if timeout != "" {
@@ -119,7 +119,7 @@ running after you disconnect (froog logs, froog jobs, froog kill).
 	f.BoolVar(&detach, "detach", false, "run it in the background and print the job's id")
 	f.StringVar(&cwd, "cwd", "", "run it in this folder (relative to ~)")
 	f.BoolVar(&noStdin, "no-stdin", false, "send no stdin, even from a pipe or a file (like ssh -n)")
-	f.StringArrayVarP(&envs, "env", "e", nil, "a variable for this command only, KEY=VALUE; repeat it")
+	f.StringArrayVarP(&envs, "env", "e", nil, "a variable for this command only, KEY=VALUE (KEY alone: this shell's); repeat it")
 	f.StringVar(&timeout, "timeout", "", "kill it after this long (exit 124; default 1h); 0: run it as a job, streamed to the end")
 	return c
 }

@@ -109,3 +109,16 @@ func TestAutoStop(t *testing.T) {
 		}
 	}
 }
+
+// -e KEY takes this shell's value; KEY=VALUE its own; an unset KEY is an
+// error that names it.
+func TestEnvValues(t *testing.T) {
+	t.Setenv("FROOG_TEST_SHELL", "from the shell") // no t.Parallel: Setenv
+	got, err := envValues([]string{"A=1", "FROOG_TEST_SHELL", "B=x=y"})
+	if err != nil || len(got) != 3 || got["A"] != "1" || got["FROOG_TEST_SHELL"] != "from the shell" || got["B"] != "x=y" {
+		t.Fatalf("envValues: %v %v", got, err)
+	}
+	if _, err := envValues([]string{"FROOG_TEST_UNSET_VAR", "=v"}); err == nil || !strings.Contains(err.Error(), "FROOG_TEST_UNSET_VAR") || !strings.Contains(err.Error(), `"=v"`) {
+		t.Fatalf("envValues of an unset KEY and an empty key: %v, want both named", err)
+	}
+}

@@ -157,7 +157,7 @@ and --delete-after take 90s, 15m, 4h or 7d.`,
 	f.BoolVar(&noAutoStop, "no-auto-stop", false, "never stop on its own")
 	f.BoolVar(&autoStart, "auto-start", false, "start on a request to one of its URLs while it is stopped")
 	f.StringArrayVar(&hosts, "host", nil, "give PORT a URL: PORT (private) or PORT:public; repeat it")
-	f.StringArrayVarP(&envs, "env", "e", nil, "a variable of its own, KEY=VALUE; repeat it")
+	f.StringArrayVarP(&envs, "env", "e", nil, "a variable of its own, KEY=VALUE (KEY alone: this shell's); repeat it")
 	f.StringArrayVar(&labels, "label", nil, "a label, KEY=VALUE; repeat it")
 	f.BoolVar(&noEnv, "no-environment", false, "without the account's environment")
 	f.StringVar(&from, "from", "", "start from a saved snapshot (its name)")
@@ -279,7 +279,7 @@ and --no-environment (--environment with it again) stay for later starts.`
 	f := c.Flags()
 	f.StringVar(&size, "size", "", "start it at another size: small, default or large")
 	f.StringVar(&ttl, "ttl", "", "a new auto-stop timer, counted from this start (0: none)")
-	f.StringArrayVarP(&envs, "env", "e", nil, "add a variable of its own, KEY=VALUE; repeat it")
+	f.StringArrayVarP(&envs, "env", "e", nil, "add a variable of its own, KEY=VALUE (KEY alone: this shell's); repeat it")
 	f.BoolVar(&noEnv, "no-environment", false, "boot without the account's environment")
 	f.BoolVar(&withEnv, "environment", false, "boot with the account's environment again")
 	return c
@@ -435,7 +435,7 @@ otherwise.`,
 	f.IntVar(&count, "count", 0, "make N forks, NEW-1 … NEW-N")
 	f.StringVar(&size, "size", "", "small, default or large (default: the source's)")
 	f.StringVar(&ttl, "ttl", "", "auto-stop this long after each start (default: the source's timer)")
-	f.StringArrayVarP(&envs, "env", "e", nil, "a variable on top of the source's own, KEY=VALUE; repeat it")
+	f.StringArrayVarP(&envs, "env", "e", nil, "a variable on top of the source's own, KEY=VALUE (KEY alone: this shell's); repeat it")
 	f.BoolVar(&noSnapshots, "no-snapshots", false, "a stop erases the copy")
 	return c
 }
@@ -502,7 +502,7 @@ func ttlInto(body map[string]any, ttl string) error {
 
 // envInto sets body's env from the -e KEY=VALUE flags, if any.
 func envInto(body map[string]any, envs []string) error {
-	env, err := keyValues("-e", envs)
+	env, err := envValues(envs)
 	if err == nil && len(env) > 0 {
 		body["env"] = env
 	}
