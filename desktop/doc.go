@@ -19,11 +19,10 @@
 //     feed, pushed to the page by server-sent events) and tiles.go (one
 //     small RFB client, rfb.Client, per shown desktop, its picture a
 //     JPEG);
-//   - wiring.go: adapters from the store and the route table to the
-//     interfaces, for cmd to use.
 //
 // It declares the small interfaces it needs — Links, Starter, Dialer,
-// Sandboxes, and for the wall Accounts and Linker — and imports neither
-// edge nor api: the caller parses the host into a View and hands it in
-// with every request.
+// Sandboxes, and for the wall Accounts and Linker — and holds no adapters
+// of the store to them (cmd/froogd has those); it imports neither edge
+// nor api: the caller parses the host into a View and hands it in with
+// every request.
 package desktop

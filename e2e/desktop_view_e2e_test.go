@@ -675,7 +675,7 @@ func TestWallInChromium(t *testing.T) {
 	t.Parallel()
 	e := devDesktop(t)
 	// The account has no sandbox yet: its wall host is named by no route,
-	// and still has a certificate (desktop.Names).
+	// and still has a certificate (viewNames in cmd/froogd).
 	ctx := e.browser(t, 1280, 800)
 	if err := chromedp.Do(ctx, chromedp.Navigate(e.wallLink(t)), chromedp.WaitVisible("#empty")); err != nil {
 		t.Fatal(err)

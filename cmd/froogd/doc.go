@@ -24,7 +24,8 @@
 // drain, undrain), desktop.go (froog-desktop, when froogd runs under that
 // name: package guest), flags.go (flags and FROOG_*), envexample.go (the
 // Debian package's example environment files, from the flags),
-// wiring.go (the process, shared parts, listeners), notify.go (systemd's
+// wiring.go (the process, shared parts, listeners), views.go (the
+// desktop server's adapters to the route table and the store), notify.go (systemd's
 // sd_notify), pprof.go (profiles, in a build with -tags pprof) and
 // testclock.go (a clock run ahead for tests, in a build with -tags
 // froogtest; testclock_release.go is the real clock of every other

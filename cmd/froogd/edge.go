@@ -115,7 +115,7 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	cc.Domain = c.Domain
 	var names certs.Names = routes
 	if secret != nil { // the desktops' view hosts, walls among them
-		names = desktop.Names{Table: routes, Accounts: sh.store, Domain: c.Domain}
+		names = viewNames{Table: routes, Accounts: sh.store, Domain: c.Domain}
 	}
 	src, err := certs.Open(cc, certs.Deps{Store: sh.store, Names: names, HTTPPort: port(httpLn), TLSPort: port(tlsLn), Registerer: sh.reg, Logger: sh.log})
 	if err != nil {
@@ -130,7 +130,7 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	if secret != nil {
 		dsk, err := desktop.New(desktop.Options{Links: sh.store, Starter: &desktop.SSHStarter{Sessions: sh.tun, Sandboxes: routes},
 			Dialer: sh.tun, Sandboxes: routes, Key: desktop.KeyFrom(secret), Domain: c.Domain, Log: sh.log, Now: now,
-			Accounts: desktop.TableAccounts{Table: routes}, Linker: desktop.StoreLinker{Store: sh.store, Domain: c.Domain, Port: c.PublicPort, Now: now}})
+			Accounts: wallAccounts{Table: routes}, Linker: wallLinker{Store: sh.store, Domain: c.Domain, Port: c.PublicPort, Now: now}})
 		if err != nil {
 			return nil, err
 		}

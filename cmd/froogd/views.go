@@ -1,4 +1,4 @@
-package desktop
+package main
 
 import (
 	"context"
@@ -6,48 +6,50 @@ import (
 	"strconv"
 	"time"
 
+	"froog.tech/froog/desktop"
 	"froog.tech/froog/edge/route"
 	"froog.tech/froog/names"
 	"froog.tech/froog/store"
 )
 
-// What the Server needs, made of the route table and the store: the
-// edge wires these.
+// The desktop server's adapters, made of the route table and the store:
+// the wall's list of running sandboxes, the wall's desktop links, and
+// which view hosts get certificates. startEdge wires them.
 
-// TableAccounts lists an account's running sandboxes from the route
+// wallAccounts lists an account's running sandboxes from the route
 // table (in memory, kept by the store's change feed).
-type TableAccounts struct{ Table *route.Table }
+type wallAccounts struct{ Table *route.Table }
 
-func (a TableAccounts) Running(accountID string) []WallSandbox {
-	var out []WallSandbox
+func (a wallAccounts) Running(accountID string) []desktop.WallSandbox {
+	var out []desktop.WallSandbox
 	for _, sb := range a.Table.RunningIn(accountID) {
-		out = append(out, WallSandbox{ID: sb.ID, Name: sb.Name, Since: sb.StartedAt})
+		out = append(out, desktop.WallSandbox{ID: sb.ID, Name: sb.Name, Since: sb.StartedAt})
 	}
 	return out
 }
 
-func (a TableAccounts) Changed() <-chan struct{} { return a.Table.Changed() }
+func (a wallAccounts) Changed() <-chan struct{} { return a.Table.Changed() }
 
-var _ Accounts = TableAccounts{}
+var _ desktop.Accounts = wallAccounts{}
 
-// LinkStore keeps desktop links (the store).
-type LinkStore interface {
+// linkStore keeps desktop links (the store).
+type linkStore interface {
 	CreateDesktopLink(ctx context.Context, l store.DesktopLink, ev *store.AuditEvent) (store.DesktopLink, error)
 }
 
-// StoreLinker mints the wall's desktop links in the store, as the API's
+// wallLinker mints the wall's desktop links in the store, as the API's
 // POST /v1/sandboxes/{name}/desktop does, audited as the wall's.
-type StoreLinker struct {
-	Store  LinkStore
+type wallLinker struct {
+	Store  linkStore
 	Domain string
 	Port   int // the HTTPS port visitors reach; 0 or 443: none in links
 	Now    func() time.Time
 }
 
-func (l StoreLinker) DesktopLink(ctx context.Context, r LinkRequest) (string, error) {
+func (l wallLinker) DesktopLink(ctx context.Context, r desktop.LinkRequest) (string, error) {
 	accountID, sandboxID, viewOnly := r.AccountID, r.SandboxID, r.ViewOnly
 	if r.Run.IsZero() {
-		return "", &Error{Code: CodeSandboxStopped}
+		return "", &desktop.Error{Code: desktop.CodeSandboxStopped}
 	}
 	now := time.Now
 	if l.Now != nil {
@@ -55,7 +57,7 @@ func (l StoreLinker) DesktopLink(ctx context.Context, r LinkRequest) (string, er
 	}
 	label := names.ViewLabel(names.ViewDesktop, sandboxID)
 	if label == "" {
-		return "", &Error{Code: CodeWrongView}
+		return "", &desktop.Error{Code: desktop.CodeWrongView}
 	}
 	token, link := store.NewDesktopLink(store.DesktopLink{SandboxID: sandboxID, Kind: names.ViewDesktop, ViewOnly: viewOnly, Run: r.Run, KeyID: r.KeyID}, now())
 	ev := &store.AuditEvent{AccountID: accountID, At: now(), Action: "desktop.link", Actor: "wall",
@@ -66,27 +68,27 @@ func (l StoreLinker) DesktopLink(ctx context.Context, r LinkRequest) (string, er
 	return names.HostURL(label, l.Domain, l.Port) + "#" + token, nil
 }
 
-var _ Linker = StoreLinker{}
+var _ desktop.Linker = wallLinker{}
 
-// AccountStore finds an account by id (the store).
-type AccountStore interface {
+// accountStore finds an account by id (the store).
+type accountStore interface {
 	Account(ctx context.Context, id string) (store.Account, error)
 }
 
-// Names says which host names certificates are ordered or signed for
-// (the certs package's Names): the route table's, and also the wall host
+// viewNames says which host names certificates are ordered or signed for
+// (the certs package's viewNames): the route table's, and also the wall host
 // of any account the store has. The table knows an account by its
 // sandboxes, so without this the wall of an account with none yet has no
 // certificate, and its link fails in TLS instead of saying that nothing
 // runs. Only existing accounts' walls qualify, so made-up wall names
 // still get nothing.
-type Names struct {
+type viewNames struct {
 	Table    *route.Table
-	Accounts AccountStore
+	Accounts accountStore
 	Domain   string
 }
 
-func (n Names) Owner(name string) (string, error) {
+func (n viewNames) Owner(name string) (string, error) {
 	id, err := n.Table.Owner(name)
 	if !errors.Is(err, route.ErrUnknownName) {
 		return id, err

@@ -1,4 +1,4 @@
-package desktop
+package main
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"froog.tech/froog/store"
 )
 
-// Names signs for the wall of every account the store has, sandboxes or
+// viewNames signs for the wall of every account the store has, sandboxes or
 // none, and for nothing else the route table does not name.
-func TestNames(t *testing.T) {
+func TestViewNames(t *testing.T) {
 	st := live.EmbeddedStore(t)
 	acct, err := st.CreateAccount(context.Background(), store.Account{Name: "a", MaxSandboxes: 1, CreatedAt: time.Now()})
 	if err != nil {
@@ -27,7 +27,7 @@ func TestNames(t *testing.T) {
 	defer cancel()
 	go table.Run(ctx)
 	<-table.Ready()
-	n := Names{Table: table, Accounts: st, Domain: "froog.test"}
+	n := viewNames{Table: table, Accounts: st, Domain: "froog.test"}
 	wall := names.ViewLabel(names.ViewWall, acct.ID)
 	other := names.ViewLabel(names.ViewWall, "acct_00000000000000ff")
 	for _, c := range []struct {
