@@ -65,7 +65,7 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox, accel string, inco
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		// Appended to: a restored VM's console goes on where it was.
 		"-chardev", "file,id=console,append=on,path=" + d.file(sb.ID, "console.log"), "-serial", "chardev:console",
-		"-kernel", img.Kernel, "-initrd", img.Initrd, "-append", img.Cmdline,
+		"-kernel", img.Kernel, "-initrd", img.Initrd, "-append", cmdline(img.Cmdline, accel),
 		"-drive", "file=" + d.file(sb.ID, "disk.qcow2") + ",if=virtio,format=qcow2,cache=writeback",
 		"-drive", "file=" + d.file(sb.ID, "seed.iso") + ",if=virtio,format=raw,readonly=on",
 		"-netdev", netdev,
@@ -91,6 +91,20 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox, accel string, inco
 	}
 	d.o.Logger.Info("qemu: booted", slog.String("sandbox", sb.ID), slog.String("accel", accel), slog.Int("ssh_port", port))
 	return nil
+}
+
+// cmdline is the guest kernel's command line under accel: the image's,
+// and under TCG tsc=reliable. A TCG guest's TSC comes from QEMU's one
+// monotonic clock, but on a loaded host the kernel's clocksource
+// watchdog sees its reads delayed (the vCPU thread waits for a core),
+// marks it unstable and moves to the HPET, whose every read QEMU then
+// emulates: both Debian guests of a boot run on a load of 20 did, 220
+// and 700 s into their boots. Under KVM the image's line is kept.
+func cmdline(image, accel string) string {
+	if accel != "tcg" {
+		return image
+	}
+	return strings.TrimSpace(image + " tsc=reliable")
 }
 
 // kvmProgress checks a guest that KVM was chosen for without being asked:
