@@ -224,13 +224,30 @@ func unixMode(m os.FileMode) uint32 {
 	return n
 }
 
-// fileError is the API's answer to an SFTP error about p.
+// fileError is the API's answer to an error of a files call about p:
+// sandboxio's (an archive refused, a path that is not a folder, an
+// error about a path of its own) or SFTP's. It is the one place that
+// maps them.
 func fileError(p string, err error) error {
 	var se *sftp.StatusError
 	var ae *Error
+	var arch *sandboxio.ArchiveError
+	var pe *sandboxio.PathError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &arch):
+		switch {
+		case errors.Is(arch, sandboxio.ErrTooLarge):
+			return errorf(http.StatusRequestEntityTooLarge, "archive_too_large", "%s", arch.Msg)
+		case errors.Is(arch, sandboxio.ErrConflict):
+			return errorf(http.StatusConflict, "archive_conflict", "%s", arch.Msg)
+		}
+		return badRequest("invalid_archive", "%s", arch.Msg)
+	case errors.Is(err, sandboxio.ErrNotFolder):
+		return errorf(http.StatusConflict, "not_a_folder", "%s is not a folder", p)
+	case errors.As(err, &pe):
+		return fileError(pe.Path, pe.Err)
 	case errors.Is(err, os.ErrNotExist):
 		return errorf(http.StatusNotFound, "not_found", "no such file or folder: %s", p)
 	case errors.Is(err, os.ErrPermission):
