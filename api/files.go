@@ -575,23 +575,9 @@ func (s *Server) deleteFiles(w http.ResponseWriter, r *http.Request) error {
 	if abs == "/" || abs == c.home {
 		return badRequest("invalid_value", "%s is the home or root folder, which stays", p)
 	}
-	fi, err := c.Lstat(abs)
-	if err != nil {
-		return fileError(p, err)
-	}
-	switch {
-	case fi.IsDir() && recursive:
-		err = c.RemoveAll(abs)
-	case fi.IsDir():
-		list, lerr := c.ReadDir(abs)
-		if lerr == nil && len(list) > 0 {
-			return errorf(http.StatusConflict, "folder_not_empty", "%s is a folder that is not empty; pass recursive=true to delete it and its contents", p)
-		}
-		err = c.RemoveDirectory(abs)
-	default:
-		err = c.Remove(abs)
-	}
-	if err != nil {
+	if err := c.Delete(abs, recursive); errors.Is(err, sandboxio.ErrNotEmpty) {
+		return errorf(http.StatusConflict, "folder_not_empty", "%s is a folder that is not empty; pass recursive=true to delete it and its contents", p)
+	} else if err != nil {
 		return fileError(p, err)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"path": abs, "deleted": true})
@@ -638,16 +624,9 @@ func (s *Server) moveFiles(w http.ResponseWriter, r *http.Request) error {
 	if to == from || strings.HasPrefix(to, from+"/") {
 		return invalid("cannot move %s into itself", *req.From)
 	}
-	if _, err := c.Lstat(from); err != nil {
-		return fileError(*req.From, err)
-	}
-	if fi, err := c.Lstat(to); err == nil && fi.IsDir() {
+	if err := c.Move(from, to); errors.Is(err, sandboxio.ErrExists) {
 		return errorf(http.StatusConflict, "already_exists", "%s is a folder already", *req.To)
-	}
-	if err := c.MkdirAll(path.Dir(to)); err != nil {
-		return fileError(path.Dir(to), err)
-	}
-	if err := c.PosixRename(from, to); err != nil {
+	} else if err != nil {
 		return fileError(*req.From, err)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"from": from, "to": to})
@@ -671,13 +650,13 @@ func (s *Server) mkdirFiles(w http.ResponseWriter, r *http.Request) error {
 	if err := checkPath("path", *req.Path); err != nil {
 		return err
 	}
-	var mode os.FileMode
+	var mode *os.FileMode
 	if req.Mode != nil {
 		m, err := parseMode("mode", *req.Mode)
 		if err != nil {
 			return err
 		}
-		mode = m
+		mode = &m
 	}
 	c, err := s.files(r)
 	if err != nil {
@@ -685,19 +664,10 @@ func (s *Server) mkdirFiles(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer c.Close()
 	abs := c.abs(*req.Path)
-	if err := c.MkdirAll(abs); err != nil {
-		if errors.Is(err, syscall.ENOTDIR) {
-			return errorf(http.StatusConflict, "already_exists", "%s is a file already", *req.Path)
-		}
-		return fileError(*req.Path, err)
-	}
-	if req.Mode != nil {
-		if err := c.Chmod(abs, mode); err != nil {
-			return fileError(*req.Path, err)
-		}
-	}
-	fi, err := c.Stat(abs)
-	if err != nil {
+	fi, err := c.MakeFolder(abs, mode)
+	if errors.Is(err, sandboxio.ErrExists) {
+		return errorf(http.StatusConflict, "already_exists", "%s is a file already", *req.Path)
+	} else if err != nil {
 		return fileError(*req.Path, err)
 	}
 	writeJSON(w, http.StatusOK, viewFile(abs, fi))
@@ -734,30 +704,12 @@ func (s *Server) chmodFiles(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer c.Close()
 	abs := c.abs(*req.Path)
-	fi, err := c.Stat(abs)
-	if err != nil {
+	changed, err := c.SetMode(r.Context(), abs, mode, req.Recursive != nil && *req.Recursive)
+	var me *sandboxio.ModeError
+	if errors.As(err, &me) {
+		return errorf(http.StatusConflict, "file_error", "%s", me.Error())
+	} else if err != nil {
 		return fileError(*req.Path, err)
-	}
-	if err := c.Chmod(abs, mode); err != nil {
-		return fileError(*req.Path, err)
-	}
-	changed := 1
-	if req.Recursive != nil && *req.Recursive && fi.IsDir() {
-		var errs []string
-		c.Walk(r.Context(), abs, func(p string, fi os.FileInfo) bool {
-			if fi.Mode()&os.ModeSymlink != 0 {
-				return true
-			}
-			if err := c.Chmod(p, mode); err != nil {
-				errs = append(errs, p)
-				return len(errs) < 100
-			}
-			changed++
-			return true
-		}, nil)
-		if len(errs) > 0 {
-			return errorf(http.StatusConflict, "file_error", "%d changed; the mode of %d could not be set, the first: %s", changed, len(errs), errs[0])
-		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"path": abs, "mode": strconv.FormatUint(uint64(unixMode(mode)), 8), "changed": changed})
 	return nil

@@ -1,0 +1,121 @@
+package sandboxio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"syscall"
+)
+
+// The files routes' single calls that change a path, on one session.
+// Paths are absolute and clean (the caller resolves "~" and relative
+// ones from Home). Besides the session's own errors (SFTP status errors,
+// os.ErrNotExist, os.ErrPermission, syscall.ENOTDIR) they answer with
+// ErrNotEmpty, ErrExists and *ModeError.
+var (
+	// ErrNotEmpty: a folder to delete holds entries (and the call is not
+	// recursive).
+	ErrNotEmpty = errors.New("the folder is not empty")
+	// ErrExists: a folder is where a move would put a file, or a file is
+	// where a folder would be made.
+	ErrExists = errors.New("something is there already")
+)
+
+// ModeError: a recursive SetMode changed Changed modes and failed to set
+// Failed, the first at First.
+type ModeError struct {
+	Changed, Failed int
+	First           string
+}
+
+func (e *ModeError) Error() string {
+	return fmt.Sprintf("%d changed; the mode of %d could not be set, the first: %s", e.Changed, e.Failed, e.First)
+}
+
+// Delete removes p: a file or symlink, an empty folder, or with
+// recursive a folder and everything in it.
+func (c *Files) Delete(p string, recursive bool) error {
+	fi, err := c.Lstat(p)
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.IsDir() && recursive:
+		return c.RemoveAll(p)
+	case fi.IsDir():
+		if list, err := c.ReadDir(p); err == nil && len(list) > 0 {
+			return ErrNotEmpty
+		}
+		return c.RemoveDirectory(p)
+	}
+	return c.Remove(p)
+}
+
+// Move renames from to to: to's parents are made, a file there is
+// replaced, a folder there is not (ErrExists). The error of a missing
+// from is os.ErrNotExist, of to's parents a *PathError about them.
+func (c *Files) Move(from, to string) error {
+	if _, err := c.Lstat(from); err != nil {
+		return err
+	}
+	if fi, err := c.Lstat(to); err == nil && fi.IsDir() {
+		return ErrExists
+	}
+	if err := c.MkdirAll(path.Dir(to)); err != nil {
+		return &PathError{Path: path.Dir(to), Err: err}
+	}
+	return c.PosixRename(from, to)
+}
+
+// MakeFolder makes p and its parents; with mode, p gets it. A file at p
+// is ErrExists.
+func (c *Files) MakeFolder(p string, mode *os.FileMode) (os.FileInfo, error) {
+	if err := c.MkdirAll(p); err != nil {
+		if errors.Is(err, syscall.ENOTDIR) {
+			return nil, ErrExists
+		}
+		return nil, err
+	}
+	if mode != nil {
+		if err := c.Chmod(p, *mode); err != nil {
+			return nil, err
+		}
+	}
+	return c.Stat(p)
+}
+
+// SetMode gives p mode and, with recursive and p a folder, everything
+// under it but symlinks (a chmod through one would change what it points
+// to); it says how many modes it set. Past 100 failures it stops: a
+// *ModeError.
+func (c *Files) SetMode(ctx context.Context, p string, mode os.FileMode, recursive bool) (int, error) {
+	fi, err := c.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.Chmod(p, mode); err != nil {
+		return 0, err
+	}
+	changed := 1
+	if !recursive || !fi.IsDir() {
+		return changed, nil
+	}
+	var failed []string
+	c.Walk(ctx, p, func(q string, fi os.FileInfo) bool {
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return true
+		}
+		if err := c.Chmod(q, mode); err != nil {
+			failed = append(failed, q)
+			return len(failed) < 100
+		}
+		changed++
+		return true
+	}, nil)
+	if len(failed) > 0 {
+		return changed, &ModeError{Changed: changed, Failed: len(failed), First: failed[0]}
+	}
+	return changed, nil
+}

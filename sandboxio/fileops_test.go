@@ -1,0 +1,63 @@
+package sandboxio
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestFileOps: Delete, Move, MakeFolder and SetMode on an in-process
+// SFTP server, with the errors the API maps.
+func TestFileOps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c := filesOn(t, dir)
+	at := func(name string) string { return filepath.Join(dir, name) }
+	os.MkdirAll(at("full/sub"), 0o755)
+	os.WriteFile(at("full/sub/f"), []byte("x"), 0o644)
+	os.WriteFile(at("file"), []byte("x"), 0o644)
+	os.Symlink("file", at("full/link"))
+
+	if err := c.Delete(at("full"), false); !errors.Is(err, ErrNotEmpty) {
+		t.Fatalf("delete of a full folder: %v, want ErrNotEmpty", err)
+	}
+	if err := c.Delete(at("missing"), false); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("delete of nothing: %v", err)
+	}
+
+	if _, err := c.MakeFolder(at("file"), nil); !errors.Is(err, ErrExists) {
+		t.Fatalf("a folder over a file: %v, want ErrExists", err)
+	}
+	mode := os.FileMode(0o700)
+	fi, err := c.MakeFolder(at("new/deep"), &mode)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("make folder: %v %v", fi, err)
+	}
+
+	if err := c.Move(at("file"), at("full")); !errors.Is(err, ErrExists) {
+		t.Fatalf("a file over a folder: %v, want ErrExists", err)
+	}
+	if err := c.Move(at("file"), at("to/here/file")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(at("to/here/file")); err != nil || string(b) != "x" {
+		t.Fatalf("moved file: %q %v", b, err)
+	}
+
+	n, err := c.SetMode(context.Background(), at("full"), 0o750, true)
+	if err != nil || n != 3 { // full, sub, sub/f; not the link
+		t.Fatalf("set mode: %d %v, want 3", n, err)
+	}
+	if fi, _ := os.Stat(at("full/sub/f")); fi.Mode().Perm() != 0o750 {
+		t.Fatalf("mode under the folder: %v", fi.Mode())
+	}
+
+	if err := c.Delete(at("full"), true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(at("full")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the folder stayed: %v", err)
+	}
+}
