@@ -54,6 +54,8 @@ var routes = []route{
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/jobs", Action: "exec", handle: (*Server).startJob},
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/jobs/{id}", Action: "sandbox.read", handle: (*Server).getJob},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/jobs/{id}/stop", Action: "exec", handle: (*Server).stopJob},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/metrics", Action: "sandbox.read", handle: (*Server).getMetrics},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/processes", Action: "sandbox.read", handle: (*Server).getProcesses},
 
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/files", Action: "file.read", handle: (*Server).getFiles},
 	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/files", Action: "file.write", handle: (*Server).deleteFiles},

@@ -837,6 +837,54 @@ type Limits struct {
 	StartsPerMinute StartWindow `json:"starts_per_minute"`
 }
 
+// Metrics defines model for Metrics.
+type Metrics struct {
+	CpuCount int `json:"cpu_count"`
+
+	// CpuPercent Use of all the sandbox's CPUs over half a second
+	CpuPercent     float32 `json:"cpu_percent"`
+	DiskTotalBytes int64   `json:"disk_total_bytes"`
+
+	// DiskUsedBytes Of the root file system
+	DiskUsedBytes int64 `json:"disk_used_bytes"`
+
+	// IoPressure Percent of the last minute some task waited on disk (PSI); null when the kernel has no PSI
+	IoPressure       *float32 `json:"io_pressure"`
+	MemoryTotalBytes int64    `json:"memory_total_bytes"`
+	MemoryUsedBytes  int64    `json:"memory_used_bytes"`
+
+	// NetworkRxBytes Since boot, all interfaces but loopback
+	NetworkRxBytes int64     `json:"network_rx_bytes"`
+	NetworkTxBytes int64     `json:"network_tx_bytes"`
+	SampledAt      time.Time `json:"sampled_at"`
+}
+
+// Process defines model for Process.
+type Process struct {
+	// Command The command line, up to 1024 bytes; empty for kernel threads
+	Command string `json:"command"`
+
+	// CpuPercent Of all the sandbox's CPUs over half a second
+	CpuPercent float32 `json:"cpu_percent"`
+
+	// MemoryBytes Resident memory
+	MemoryBytes int64  `json:"memory_bytes"`
+	Name        string `json:"name"`
+	Pid         int    `json:"pid"`
+	Ppid        int    `json:"ppid"`
+
+	// State The kernel's state letter: R running, S sleeping, D waiting on disk, Z zombie …
+	State string `json:"state"`
+}
+
+// ProcessList defines model for ProcessList.
+type ProcessList struct {
+	// Live Read now from the running sandbox
+	Live      bool      `json:"live"`
+	Processes []Process `json:"processes"`
+	SampledAt time.Time `json:"sampled_at"`
+}
+
 // RestoreSandbox defines model for RestoreSandbox.
 type RestoreSandbox struct {
 	// Snapshot an id, a label, or latest
@@ -1782,6 +1830,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/jobs/{id}/stop (the `StopJob` operationId).
 	StopJob(ctx context.Context, name string, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSandboxMetrics CPU, memory, disk and network of a running sandbox, read now
+	//
+	// Read from the running sandbox when asked (about a second): CPU over half a second, memory, the root disk, network bytes since boot (all interfaces but loopback) and disk I/O pressure. A sandbox that is not running answers 409 sandbox_stopped; it is not started. 502 sandbox_unreadable when its numbers cannot be read.
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/metrics (the `GetSandboxMetrics` operationId).
+	GetSandboxMetrics(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSandboxProcesses A running sandbox's processes, busiest first
+	//
+	// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers 409 sandbox_stopped (the last sample of a stopped sandbox is not kept by this deployment).
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/processes (the `ListSandboxProcesses` operationId).
+	ListSandboxProcesses(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RestoreSandboxWithBody Roll the sandbox back to one of its snapshots
 	//
@@ -2782,6 +2844,40 @@ func (c *API) GetJob(ctx context.Context, name string, id string, params *GetJob
 // Corresponds with POST /v1/sandboxes/{name}/jobs/{id}/stop (the `StopJob` operationId).
 func (c *API) StopJob(ctx context.Context, name string, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStopJobRequest(c.Server, name, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSandboxMetrics CPU, memory, disk and network of a running sandbox, read now
+//
+// Read from the running sandbox when asked (about a second): CPU over half a second, memory, the root disk, network bytes since boot (all interfaces but loopback) and disk I/O pressure. A sandbox that is not running answers 409 sandbox_stopped; it is not started. 502 sandbox_unreadable when its numbers cannot be read.
+//
+// Corresponds with GET /v1/sandboxes/{name}/metrics (the `GetSandboxMetrics` operationId).
+func (c *API) GetSandboxMetrics(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSandboxMetricsRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSandboxProcesses A running sandbox's processes, busiest first
+//
+// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers 409 sandbox_stopped (the last sample of a stopped sandbox is not kept by this deployment).
+//
+// Corresponds with GET /v1/sandboxes/{name}/processes (the `ListSandboxProcesses` operationId).
+func (c *API) ListSandboxProcesses(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSandboxProcessesRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -5172,6 +5268,74 @@ func NewStopJobRequest(server string, name string, id string) (*http.Request, er
 	return req, nil
 }
 
+// NewGetSandboxMetricsRequest constructs an http.Request for the GetSandboxMetrics method
+func NewGetSandboxMetricsRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/metrics", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListSandboxProcessesRequest constructs an http.Request for the ListSandboxProcesses method
+func NewListSandboxProcessesRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/processes", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRestoreSandboxRequest calls the generic RestoreSandbox builder with application/json body
 func NewRestoreSandboxRequest(server string, name string, body RestoreSandboxJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6516,6 +6680,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/jobs/{id}/stop (the `StopJob` operationId).
 	StopJobWithResponse(ctx context.Context, name string, id string, reqEditors ...RequestEditorFn) (*StopJobResponse, error)
+
+	// GetSandboxMetricsWithResponse CPU, memory, disk and network of a running sandbox, read now
+	//
+	// Read from the running sandbox when asked (about a second): CPU over half a second, memory, the root disk, network bytes since boot (all interfaces but loopback) and disk I/O pressure. A sandbox that is not running answers 409 sandbox_stopped; it is not started. 502 sandbox_unreadable when its numbers cannot be read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/metrics (the `GetSandboxMetrics` operationId).
+	GetSandboxMetricsWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetSandboxMetricsResponse, error)
+
+	// ListSandboxProcessesWithResponse A running sandbox's processes, busiest first
+	//
+	// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers 409 sandbox_stopped (the last sample of a stopped sandbox is not kept by this deployment).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/processes (the `ListSandboxProcesses` operationId).
+	ListSandboxProcessesWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ListSandboxProcessesResponse, error)
 
 	// RestoreSandboxWithBodyWithResponse Roll the sandbox back to one of its snapshots
 	//
@@ -10683,6 +10865,236 @@ func (r StopJobResponse) ContentType() string {
 	return ""
 }
 
+// GetSandboxMetricsResponse429Headers the declared response headers of an HTTP 429 response for GetSandboxMetrics
+type GetSandboxMetricsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+// GetSandboxMetricsResponse503Headers the declared response headers of an HTTP 503 response for GetSandboxMetrics
+type GetSandboxMetricsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetSandboxMetricsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Metrics
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorAnswer
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSandboxMetricsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSandboxMetricsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON200() *Metrics {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON404() *ErrorAnswer {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON409() *ErrorAnswer {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON502() *ErrorAnswer {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetSandboxMetricsResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSandboxMetricsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSandboxMetricsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSandboxMetricsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSandboxMetricsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListSandboxProcessesResponse429Headers the declared response headers of an HTTP 429 response for ListSandboxProcesses
+type ListSandboxProcessesResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+// ListSandboxProcessesResponse503Headers the declared response headers of an HTTP 503 response for ListSandboxProcesses
+type ListSandboxProcessesResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListSandboxProcessesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ProcessList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// JSON502 the response for an HTTP 502 `application/json` response
+	JSON502 *ErrorAnswer
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSandboxProcessesResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListSandboxProcessesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSandboxProcessesResponse) GetJSON200() *ProcessList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListSandboxProcessesResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListSandboxProcessesResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListSandboxProcessesResponse) GetJSON404() *ErrorAnswer {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ListSandboxProcessesResponse) GetJSON409() *ErrorAnswer {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSandboxProcessesResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSandboxProcessesResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetJSON502 returns the response for an HTTP 502 `application/json` response
+func (r ListSandboxProcessesResponse) GetJSON502() *ErrorAnswer {
+	return r.JSON502
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListSandboxProcessesResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSandboxProcessesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSandboxProcessesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSandboxProcessesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSandboxProcessesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // RestoreSandboxResponse429Headers the declared response headers of an HTTP 429 response for RestoreSandbox
 type RestoreSandboxResponse429Headers struct {
 	RateLimitLimit     *int
@@ -13812,6 +14224,36 @@ func (c *ClientWithResponses) StopJobWithResponse(ctx context.Context, name stri
 		return nil, err
 	}
 	return ParseStopJobResponse(rsp)
+}
+
+// GetSandboxMetricsWithResponse CPU, memory, disk and network of a running sandbox, read now
+//
+// Read from the running sandbox when asked (about a second): CPU over half a second, memory, the root disk, network bytes since boot (all interfaces but loopback) and disk I/O pressure. A sandbox that is not running answers 409 sandbox_stopped; it is not started. 502 sandbox_unreadable when its numbers cannot be read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{name}/metrics (the `GetSandboxMetrics` operationId).
+func (c *ClientWithResponses) GetSandboxMetricsWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetSandboxMetricsResponse, error) {
+	rsp, err := c.GetSandboxMetrics(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSandboxMetricsResponse(rsp)
+}
+
+// ListSandboxProcessesWithResponse A running sandbox's processes, busiest first
+//
+// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers 409 sandbox_stopped (the last sample of a stopped sandbox is not kept by this deployment).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{name}/processes (the `ListSandboxProcesses` operationId).
+func (c *ClientWithResponses) ListSandboxProcessesWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ListSandboxProcessesResponse, error) {
+	rsp, err := c.ListSandboxProcesses(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSandboxProcessesResponse(rsp)
 }
 
 // RestoreSandboxWithBodyWithResponse Roll the sandbox back to one of its snapshots
@@ -18787,6 +19229,272 @@ func ParseStopJobResponse(rsp *http.Response) (*StopJobResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers StopJobResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSandboxMetricsResponse parses an HTTP response from a GetSandboxMetricsWithResponse call
+func ParseGetSandboxMetricsResponse(rsp *http.Response) (*GetSandboxMetricsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSandboxMetricsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Metrics
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetSandboxMetricsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetSandboxMetricsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSandboxProcessesResponse parses an HTTP response from a ListSandboxProcessesWithResponse call
+func ParseListSandboxProcessesResponse(rsp *http.Response) (*ListSandboxProcessesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSandboxProcessesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ProcessList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListSandboxProcessesResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListSandboxProcessesResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -124,7 +124,7 @@ func sample(ctx context.Context, r Runner, sandboxID, script string) ([]byte, er
 		return nil, err
 	}
 	if res.Code != 0 {
-		return nil, fmt.Errorf("sandboxio: sampling exited %d: %s", res.Code, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("%w: sampling exited %d: %s", ErrBadSample, res.Code, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.Bytes(), nil
 }

@@ -1,0 +1,73 @@
+package api_test
+
+import (
+	"testing"
+	"time"
+)
+
+type metricsJSON struct {
+	SampledAt        time.Time `json:"sampled_at"`
+	CPUCount         int       `json:"cpu_count"`
+	CPUPercent       float64   `json:"cpu_percent"`
+	MemoryUsedBytes  int64     `json:"memory_used_bytes"`
+	MemoryTotalBytes int64     `json:"memory_total_bytes"`
+	DiskUsedBytes    int64     `json:"disk_used_bytes"`
+	DiskTotalBytes   int64     `json:"disk_total_bytes"`
+	NetworkRxBytes   *int64    `json:"network_rx_bytes"`
+	NetworkTxBytes   *int64    `json:"network_tx_bytes"`
+}
+
+// The local driver's sandboxes run on this Linux host: the numbers are
+// its /proc's, read over the tunnel.
+func TestMetricsAndProcesses(t *testing.T) {
+	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
+		e.running("box")
+		var m metricsJSON
+		e.do("GET", "/v1/sandboxes/box/metrics", e.key("ro", "sandbox.read"), nil).want(t, 200, "").json(t, &m)
+		if m.SampledAt.IsZero() || m.CPUCount < 1 || m.CPUPercent < 0 || m.CPUPercent > 100 ||
+			m.MemoryTotalBytes <= 0 || m.MemoryUsedBytes > m.MemoryTotalBytes ||
+			m.DiskTotalBytes <= 0 || m.DiskUsedBytes > m.DiskTotalBytes || m.NetworkRxBytes == nil || m.NetworkTxBytes == nil {
+			t.Errorf("metrics %+v", m)
+		}
+
+		// A process of the sandbox's, busy on the CPU, is in the list.
+		job := e.do("POST", "/v1/sandboxes/box/jobs", e.admin, map[string]any{"command": "exec sh -c 'while :; do :; done' froog-spin"})
+		var started struct{ ID string }
+		job.want(t, 201, "").json(t, &started)
+		var ps struct {
+			Live      bool `json:"live"`
+			Processes []struct {
+				PID        int     `json:"pid"`
+				CPUPercent float64 `json:"cpu_percent"`
+				Command    string  `json:"command"`
+			} `json:"processes"`
+		}
+		e.do("GET", "/v1/sandboxes/box/processes", e.key("ro2", "sandbox.read"), nil).want(t, 200, "").json(t, &ps)
+		if !ps.Live || len(ps.Processes) == 0 || len(ps.Processes) > 100 {
+			t.Fatalf("processes %+v", ps)
+		}
+		found := false
+		for i, p := range ps.Processes {
+			if i > 0 && p.CPUPercent > ps.Processes[i-1].CPUPercent {
+				t.Errorf("not busiest first at %d: %+v", i, ps.Processes)
+			}
+			if p.Command == "sh -c while :; do :; done froog-spin" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("the spinning job is not listed: %+v", ps.Processes)
+		}
+		e.do("POST", "/v1/sandboxes/box/jobs/"+started.ID+"/stop", e.admin, nil).want(t, 200, "")
+
+		e.do("GET", "/v1/sandboxes/box/metrics", e.key("x", "exec"), nil).want(t, 403, "api_key_action_forbidden")
+		e.do("GET", "/v1/sandboxes/box/processes", e.key("y", "exec"), nil).want(t, 403, "api_key_action_forbidden")
+		e.do("GET", "/v1/sandboxes/nobox/metrics", e.admin, nil).want(t, 404, "")
+		e.do("GET", "/v1/sandboxes/nobox/processes", e.admin, nil).want(t, 404, "")
+
+		e.do("POST", "/v1/sandboxes/box/stop", e.admin, nil).want(t, 202, "")
+		e.waitState("box", "stopped")
+		e.do("GET", "/v1/sandboxes/box/metrics", e.admin, nil).want(t, 409, "sandbox_stopped")
+		e.do("GET", "/v1/sandboxes/box/processes", e.admin, nil).want(t, 409, "sandbox_stopped")
+	})
+}
