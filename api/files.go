@@ -312,6 +312,12 @@ func viewFile(p string, fi os.FileInfo) fileView {
 		Mode: strconv.FormatUint(uint64(unixMode(fi.Mode())), 8), ModifiedAt: fi.ModTime().UTC()}
 }
 
+func viewEntry(e sandboxio.Entry) fileView {
+	v := viewFile(e.Path, e.Info)
+	v.LinkTarget = e.LinkTarget
+	return v
+}
+
 // GET files?path=P: a file's details, or a folder and its entries.
 func (s *Server) getFiles(w http.ResponseWriter, r *http.Request) error {
 	_, p, err := pathQuery(r, true)
@@ -323,32 +329,16 @@ func (s *Server) getFiles(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer c.Close()
-	abs := c.abs(p)
-	fi, err := c.Lstat(abs)
+	l, err := c.List(r.Context(), c.abs(p), maxListEntries)
 	if err != nil {
 		return fileError(p, err)
 	}
-	v := viewFile(abs, fi)
-	if fi.Mode()&os.ModeSymlink != 0 {
-		v.LinkTarget, _ = c.ReadLink(abs)
-		if t, err := c.Stat(abs); err == nil && t.IsDir() {
-			fi = t // a link to a folder lists the folder
-		}
-	}
-	if fi.IsDir() {
-		list, err := c.ReadDirContext(r.Context(), abs)
-		if err != nil {
-			return fileError(p, err)
-		}
-		truncated := len(list) > maxListEntries
-		v.Truncated = &truncated
-		v.Entries = make([]fileView, 0, min(len(list), maxListEntries))
-		for _, e := range list[:min(len(list), maxListEntries)] {
-			ev := viewFile(path.Join(abs, e.Name()), e)
-			if ev.Type == "symlink" {
-				ev.LinkTarget, _ = c.ReadLink(ev.Path)
-			}
-			v.Entries = append(v.Entries, ev)
+	v := viewEntry(l.Entry)
+	if l.Folder {
+		v.Truncated = &l.Truncated
+		v.Entries = make([]fileView, 0, len(l.Entries))
+		for _, e := range l.Entries {
+			v.Entries = append(v.Entries, viewEntry(e))
 		}
 	}
 	writeJSON(w, http.StatusOK, v)

@@ -119,3 +119,56 @@ func (c *Files) SetMode(ctx context.Context, p string, mode os.FileMode, recursi
 	}
 	return changed, nil
 }
+
+// Entry is a file, folder or symlink: its path, what Lstat says of it,
+// and a symlink's target.
+type Entry struct {
+	Path       string
+	Info       os.FileInfo
+	LinkTarget string
+}
+
+// Listing is p's entry and, when p is a folder or a symlink to one
+// (Folder), up to the asked number of its entries; Truncated says more
+// were left off.
+type Listing struct {
+	Entry
+	Folder    bool
+	Entries   []Entry
+	Truncated bool
+}
+
+func (c *Files) entry(p string, fi os.FileInfo) Entry {
+	e := Entry{Path: p, Info: fi}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		e.LinkTarget, _ = c.ReadLink(p)
+	}
+	return e
+}
+
+// List says what p is and, for a folder, lists up to max entries.
+func (c *Files) List(ctx context.Context, p string, max int) (Listing, error) {
+	fi, err := c.Lstat(p)
+	if err != nil {
+		return Listing{}, err
+	}
+	l := Listing{Entry: c.entry(p, fi)}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		if t, err := c.Stat(p); err == nil && t.IsDir() {
+			fi = t // a link to a folder lists the folder
+		}
+	}
+	if !fi.IsDir() {
+		return l, nil
+	}
+	list, err := c.ReadDirContext(ctx, p)
+	if err != nil {
+		return Listing{}, err
+	}
+	l.Folder, l.Truncated = true, len(list) > max
+	l.Entries = make([]Entry, 0, min(len(list), max))
+	for _, e := range list[:min(len(list), max)] {
+		l.Entries = append(l.Entries, c.entry(path.Join(p, e.Name()), e))
+	}
+	return l, nil
+}

@@ -61,3 +61,31 @@ func TestFileOps(t *testing.T) {
 		t.Fatalf("the folder stayed: %v", err)
 	}
 }
+
+// TestList: a folder's entries up to the bound, a symlink's target, and
+// a symlink to a folder listed as the folder.
+func TestList(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c := filesOn(t, dir)
+	os.MkdirAll(filepath.Join(dir, "d"), 0o755)
+	os.WriteFile(filepath.Join(dir, "d", "a"), nil, 0o644)
+	os.Symlink("a", filepath.Join(dir, "d", "b"))
+	os.Symlink("d", filepath.Join(dir, "ld"))
+	l, err := c.List(context.Background(), filepath.Join(dir, "ld"), 1)
+	if err != nil || !l.Folder || l.LinkTarget != "d" || len(l.Entries) != 1 || !l.Truncated {
+		t.Fatalf("list of a link to a folder, bound 1: %+v %v", l, err)
+	}
+	l, err = c.List(context.Background(), filepath.Join(dir, "d"), 10)
+	if err != nil || len(l.Entries) != 2 || l.Truncated {
+		t.Fatalf("list: %+v %v", l, err)
+	}
+	for _, e := range l.Entries {
+		if e.Info.Name() == "b" && e.LinkTarget != "a" {
+			t.Fatalf("symlink entry: %+v", e)
+		}
+	}
+	if l, err := c.List(context.Background(), filepath.Join(dir, "d", "a"), 10); err != nil || l.Folder {
+		t.Fatalf("list of a file: %+v %v", l, err)
+	}
+}
