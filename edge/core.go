@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"froog.tech/froog/edge/route"
@@ -119,15 +120,16 @@ func (d *decision) redirect(set func(name, value string)) {
 
 // record is one request's record for the access log and the metrics.
 type record struct {
-	id       string
-	start    time.Time
-	host     string
-	method   string
-	path     string
-	proto    string
-	status   int
-	bytesIn  int64
-	bytesOut int64
+	id     string
+	start  time.Time
+	host   string
+	method string
+	path   string
+	proto  string
+	status int
+	// The bodies' bytes: atomic, as HTTP/2's request body may still be
+	// read by the proxy's writer when the exchange is logged.
+	bytesIn, bytesOut atomic.Int64
 }
 
 // finish logs x and counts it. Never the query (it may carry a token), a
@@ -136,15 +138,16 @@ func (s *Server) finish(x *record) {
 	d := time.Since(x.start)
 	s.m.requests.WithLabelValues(strconv.Itoa(x.status/100) + "xx").Inc()
 	s.m.latency.Observe(d.Seconds())
-	s.m.bytesIn.Add(float64(x.bytesIn))
-	s.m.bytesOut.Add(float64(x.bytesOut))
+	in, out := x.bytesIn.Load(), x.bytesOut.Load()
+	s.m.bytesIn.Add(float64(in))
+	s.m.bytesOut.Add(float64(out))
 	if !s.o.Logger.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
 	s.o.Logger.LogAttrs(context.Background(), slog.LevelInfo, "request",
 		slog.String("request_id", x.id), slog.String("host", x.host), slog.String("method", x.method),
-		slog.String("path", x.path), slog.Int("status", x.status), slog.Int64("bytes_in", x.bytesIn),
-		slog.Int64("bytes", x.bytesOut), slog.Duration("duration", d), slog.String("proto", x.proto))
+		slog.String("path", x.path), slog.Int("status", x.status), slog.Int64("bytes_in", in),
+		slog.Int64("bytes", out), slog.Duration("duration", d), slog.String("proto", x.proto))
 }
 
 // The token and the decision to let a request in.

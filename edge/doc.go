@@ -8,8 +8,8 @@
 //     the connections made for them;
 //   - framing.go: the HTTP/1.1 smuggling guard under fasthttp;
 //   - h1.go, h2.go: the two protocols' adapters (fasthttp, net/http):
-//     each reads and writes its own request and response behind an
-//     exchange, and nothing more;
+//     each reads its request's head into an exchange and writes the
+//     edge's own answers, and nothing more;
 //   - pipeline.go: the request path, once for both protocols: admit
 //     (read the head, decide, answer a refusal or the token's redirect),
 //     then pass (strip, X-Forwarded-*, hold, proxy, answer, log);
@@ -20,12 +20,18 @@
 //   - headers.go: hop-by-hop headers and the token's removal, one set of
 //     rules for both protocols;
 //   - hold.go: auto-start, a request held while its sandbox starts;
-//   - proxy.go: HTTP/1.1's upstream pool (a client per sandbox port; a
-//     sandbox's new run or endpoint drops its own connections, of both
-//     protocols' pools: forgetStale), the dial through the tunnel,
-//     failures mapped to pages, the websocket pipe, body pacing;
-//   - pages.go, metrics.go, limit.go, edge.go: error pages, metrics, the
-//     per-address rate limit, Options and New.
+//   - proxy.go: the forward, for both protocols: one upstream pool (idle
+//     tunnel connections per sandbox port, capped, closed after 30 s
+//     idle; a sandbox's new run or endpoint closes its own and no one
+//     else's: forgetStale), the request written on a pooled connection
+//     and the answer read back (fasthttp's codec for HTTP/1.1; for
+//     HTTP/2, net/http's ReverseProxy over the pool, the request's end
+//     closing its connection), the dial through the tunnel, body pacing;
+//   - websocket.go: an HTTP/1.1 upgrade passed through, and the pipe
+//     that joins the two connections;
+//   - pages.go, metrics.go, limit.go, edge.go: error pages and the
+//     mapping of a failed forward to one, metrics, the per-address rate
+//     limit, Options and New.
 //
 // The path of a request for a private URL, from accept to the tunnel:
 //
@@ -36,18 +42,20 @@
 //     exchange and calls the pipeline.
 //  3. pipeline.go: admit reads the head once (headScan), and core.go
 //     decides, the token checked (a refusal is answered with pages.go's
-//     page, the token's redirect here); pass strips the head
-//     by headers.go's rules, and hold.go holds the request if the
-//     sandbox is stopped.
-//  4. the exchange's forward (the adapter's last step: fasthttp's
-//     client for HTTP/1.1, net/http's ReverseProxy and its per-sandbox
-//     transports in h2.go for HTTP/2) → proxy.go: the dial through
-//     package tunnel.
+//     page, the token's redirect here); pass strips the head by
+//     headers.go's rules, and hold.go holds the request if the sandbox
+//     is stopped.
+//  4. proxy.go: forward takes a connection from the pool or dials one
+//     through package tunnel, writes the request, reads the answer's
+//     head, and hands the answer to the protocol's server (for HTTP/1.1
+//     its body streams as fasthttp writes it; for HTTP/2 the reverse
+//     proxy copies it); the connection goes back to the pool once the
+//     body is through.
 //
 // Eight files for HTTP/1.1 (listen, framing, h1, pipeline, core,
 // headers, hold, proxy), seven for HTTP/2. The pipeline is the spine:
 // core.go, headers.go, hold.go and pages.go are called by it and return
-// to it, and forward is the one step that goes back to the adapter.
+// to it, and the forward does not go back to the adapter's file.
 //
 // Routes come from package edge/route; connections to sandboxes from
 // package tunnel. It must not import api, and it asks certs for

@@ -104,8 +104,7 @@ type Server struct {
 	domain    string
 	limit     *limiter // nil: no limit
 	proxy     *httputil.ReverseProxy
-	upstreams upstreams
-	h2up      h2Upstreams // HTTP/2's upstream pool
+	upstreams upstreams // both protocols' connections to sandboxes
 	starts    starts
 	conns     connCounts
 	// seen is the run (runKey) each sandbox id was last proxied to, for

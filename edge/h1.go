@@ -1,16 +1,13 @@
 package edge
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"io"
-	"iter"
 	"net"
-	"strings"
+	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/valyala/fasthttp"
 )
@@ -66,43 +63,6 @@ func (s *Server) h1Error(ctx *fasthttp.RequestCtx, err error) {
 	ctx.Response.Reset()
 	ctx.SetStatusCode(status)
 	ctx.SetConnectionClose()
-}
-
-// b2s views b as a string without copying; the string must not outlive
-// the request that owns b.
-func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-
-// dropHeaders deletes the headers drop reports, each distinct spelling
-// once (a deletion walks every header). It reports false, deleting
-// nothing, when there are more than maxDropped spellings to delete.
-func dropHeaders(all iter.Seq2[[]byte, []byte], del func([]byte), drop func(string) bool) bool {
-	var scratch [512]byte
-	names, n := scratch[:0], 0
-	for k := range all {
-		if !drop(b2s(k)) || hasName(names, b2s(k)) {
-			continue
-		}
-		if n++; n > maxDropped {
-			return false
-		}
-		names = append(append(names, k...), 0)
-	}
-	for len(names) > 0 {
-		i := bytes.IndexByte(names, 0)
-		del(names[:i])
-		names = names[i+1:]
-	}
-	return true
-}
-
-// headerFold is the value of the first header named name, in any case.
-func headerFold(all iter.Seq2[[]byte, []byte], name string) string {
-	for k, v := range all {
-		if strings.EqualFold(b2s(k), name) {
-			return string(v)
-		}
-	}
-	return ""
 }
 
 // h1Exchange is one fasthttp request as the pipeline sees it.
@@ -241,7 +201,7 @@ func (x *h1Exchange) drain(s *Server, closing bool) {
 		return
 	}
 	ctx.Conn().SetReadDeadline(time.Time{}) // paced from here on
-	in := countingReader{r: ctx.RequestBodyStream(), n: new(int64)}
+	in := countingReader{r: ctx.RequestBodyStream(), n: new(atomic.Int64)}
 	s.paced(&in, ctx.Conn().SetReadDeadline)
 	if n, _ := io.Copy(io.Discard, io.LimitReader(&in, maxDrainedBody+1)); n > maxDrainedBody {
 		closeLingering()
@@ -272,146 +232,4 @@ func (x *h1Exchange) watch() (context.Context, func()) {
 		fc.Conn.SetReadDeadline(time.Unix(1, 0)) // ends a read under way now
 		<-watched                                // no read of the guard's outlives the hold
 	}
-}
-
-// forward sends the request to the sandbox through the pool and its
-// answer on to the client, streaming the body; the exchange is logged
-// once the body is through (bodyTail).
-func (x *h1Exchange) forward(d *decision, in *countingReader, rec *record) (bool, error) {
-	ctx := x.ctx
-	req := &ctx.Request
-	h := &req.Header
-	h.ResetConnectionClose()
-	h.SetNoDefaultContentType(true) // a body without a Content-Type stays without one
-	// The head is in; the body is paced by its reader (countingReader).
-	ctx.Conn().SetReadDeadline(time.Time{})
-	if in.r != nil {
-		req.SetBodyStream(in, h.ContentLength())
-	} else {
-		rec.bytesIn = int64(len(req.Body()))
-	}
-	req.UseHostHeader = true
-	up := fasthttp.AcquireResponse()
-	up.Header.DisableNormalizing()
-	if err := x.s.upstreams.get(d.rt).Do(req, up); err != nil {
-		fasthttp.ReleaseResponse(up)
-		return false, err
-	}
-	rh := &ctx.Response.Header
-	up.Header.CopyTo(rh)
-	rh.SetNoDefaultContentType(true)
-	rh.ResetConnectionClose()
-	var hp hops
-	ok := true
-	for k, v := range up.Header.All() {
-		if strings.EqualFold(b2s(k), "Connection") {
-			ok = ok && hp.addConnection(b2s(v))
-		}
-	}
-	if !ok || !dropHeaders(up.Header.All(), rh.DelBytes, hp.dropResponse) {
-		fasthttp.ReleaseResponse(up)
-		ctx.Response.Reset()
-		return false, errAnswerRefused
-	}
-	rh.Set("X-Request-Id", rec.id)
-	rec.status = up.StatusCode()
-	body := up.BodyStream()
-	if body == nil {
-		rec.bytesOut = int64(len(up.Body()))
-		ctx.Response.SetBody(up.Body())
-		fasthttp.ReleaseResponse(up)
-		return false, nil
-	}
-	n := up.Header.ContentLength()
-	if n < 0 {
-		n = -1 // chunked to the client, whatever the sandbox framed it as
-	}
-	ctx.Response.SetBodyStream(&bodyTail{countingReader: countingReader{r: body, n: &rec.bytesOut}, up: up, x: rec, s: x.s}, n)
-	return true, nil
-}
-
-// upgradeH1 passes an upgrade (a websocket) through: the request goes to
-// the sandbox on a connection of its own, and once the sandbox agrees
-// (101) the two connections are joined, with no websocket library in
-// between and no idle timeout.
-// errUpgradeTimeout: the sandbox did not answer an upgrade in time.
-var errUpgradeTimeout = errors.New("the sandbox did not answer the upgrade in 30 s")
-
-func (x *h1Exchange) upgrade(d *decision, rec *record) {
-	const html = false // a websocket client reads no page
-	s, ctx, rt := x.s, x.ctx, d.rt
-	ctx.Conn().SetReadDeadline(time.Time{}) // a websocket has no deadline
-	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	up, err := s.dial(dctx, rt.SandboxID, rt.Port)
-	if err != nil {
-		p := s.proxyProblem(rt, rec.id, err, nil)
-		s.answer(x, rec, &p, html)
-		return
-	}
-	// The sandbox has 30 s to answer the upgrade. A timer that closes the
-	// channel bounds it rather than a deadline: a tunnel channel given a
-	// deadline reads through a goroutine of its own from then on, which a
-	// websocket would keep for its whole life.
-	timer := time.AfterFunc(30*time.Second, func() { up.Close() })
-	br := bufio.NewReaderSize(up, 4096)
-	resp := fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseResponse(resp)
-	resp.Header.DisableNormalizing()
-	_, err = up.Write(ctx.Request.Header.Header())
-	if err == nil {
-		err = resp.ReadLimitBody(br, 1<<20)
-	}
-	if !timer.Stop() && err == nil {
-		err = errUpgradeTimeout // it fired as the answer came: the channel is closed
-	}
-	if err != nil {
-		up.Close()
-		p := s.proxyProblem(rt, rec.id, err, nil)
-		s.answer(x, rec, &p, html)
-		return
-	}
-	resp.Header.CopyTo(&ctx.Response.Header)
-	ctx.Response.Header.SetNoDefaultContentType(true)
-	ctx.Response.Header.Set("X-Request-Id", rec.id)
-	rec.status = resp.StatusCode()
-	if rec.status != fasthttp.StatusSwitchingProtocols {
-		up.Close()
-		ctx.Response.SetBody(resp.Body())
-		rec.bytesOut = int64(len(resp.Body()))
-		s.finish(rec)
-		return
-	}
-	if !isWebsocket(headerFold(resp.Header.All(), "Upgrade")) {
-		// The edge asked for a websocket; joining the client to anything
-		// else (h2c) would take its requests out of the edge's sight.
-		up.Close()
-		ctx.Response.Reset()
-		s.answer(x, rec, &errBadAnswer, html)
-		return
-	}
-	s.finish(rec)
-	// From here on the connection carries the websocket, not HTTP: the
-	// framing guard lets it through.
-	// When fasthttp's reader (64 KiB, for the largest head) holds nothing,
-	// the websocket reads the connection itself and the reader goes, as
-	// does the upstream's when it holds nothing: an idle websocket then
-	// keeps no read buffer at all.
-	direct := false
-	if fc, ok := ctx.Conn().(*framingConn); ok {
-		direct = fc.drained(int(ctx.ConnRequestNum()))
-		fc.passThrough()
-	}
-	var fromSandbox io.Reader = br
-	if br.Buffered() == 0 {
-		fromSandbox = up
-	}
-	ctx.Hijack(func(c net.Conn) {
-		if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok && direct {
-			c = u.UnsafeConn()
-		}
-		// In a goroutine of its own, so that fasthttp's, which holds its
-		// reader, ends.
-		go s.pipe(c, up, fromSandbox)
-	})
 }

@@ -2,10 +2,20 @@ package edge
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"html/template"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"froog.tech/froog/edge/route"
+	"froog.tech/froog/tunnel"
 )
 
 // problem is an error the edge answers itself.
@@ -102,4 +112,56 @@ func (p *problem) body(html bool, requestID string) []byte {
 		json.NewEncoder(&b).Encode(map[string]any{"error": map[string]string{"code": p.code, "message": p.message, "request_id": requestID}})
 	}
 	return b.Bytes()
+}
+
+// writeProblem answers r with p over net/http, outside the pipeline (the
+// HTTP listener's redirects).
+func writeProblem(w http.ResponseWriter, r *http.Request, p problem, requestID string) {
+	html := wantsHTML(r.Header.Get("Sec-Fetch-Mode"), r.Header.Get("Accept"))
+	p.headers(html, w.Header().Set)
+	w.WriteHeader(p.status)
+	w.Write(p.body(html, requestID))
+}
+
+// proxyProblem maps a failed exchange with the sandbox to the page to
+// show. in is the request body as read from the client (nil: none): when
+// reading it failed, the client broke the exchange, and gets a 400 that
+// does not blame the sandbox. The log says what failed in the edge's own
+// words: the errors of HTTP parsers quote the bytes they could not read,
+// and those may hold a token.
+func (s *Server) proxyProblem(rt *route.Route, requestID string, err error, in *countingReader) problem {
+	if in != nil && in.err != nil {
+		var ne net.Error
+		slow := errors.Is(in.err, errBodyTooSlow) || errors.As(in.err, &ne) && ne.Timeout()
+		s.o.Logger.Info("proxy: the client's request body failed", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.Bool("too_slow", slow))
+		if slow {
+			return errRequestTimeout
+		}
+		return errBadRequest
+	}
+	switch {
+	case errors.Is(err, errAnswerRefused):
+		return errBadAnswer
+	case errors.Is(err, tunnel.ErrNotRunning):
+		return errStopped
+	case errors.Is(err, tunnel.ErrPortClosed): // expected while the app starts: no log line
+		return errBadGateway(rt.Port)
+	}
+	s.o.Logger.Warn("proxy", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.String("error", safeError(err)))
+	return errBadGateway(rt.Port)
+}
+
+// safeError describes err for a log line without quoting the exchange.
+func safeError(err error) string {
+	var de *dialError
+	var ne net.Error
+	switch {
+	case errors.As(err, &de):
+		return "dial: " + de.Error()
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, net.ErrClosed):
+		return "the app closed the connection"
+	}
+	return "the app's answer could not be read"
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -53,14 +54,6 @@ type exchange interface {
 	// sends it.
 	setResponse(name, value string)
 	respond(status int, body []byte)
-	// forward sends the request to rt's port through the pool and the
-	// answer back (counting its bytes into rec); later: the adapter logs
-	// rec once the answer's body is through. An error is the pipeline's
-	// to answer (proxyProblem).
-	forward(d *decision, in *countingReader, rec *record) (later bool, err error)
-	// upgrade passes a websocket upgrade through and joins the two
-	// connections (HTTP/1.1 only); it answers and logs itself.
-	upgrade(d *decision, rec *record)
 }
 
 // headScan reads what the pipeline needs of a request's headers, one
@@ -201,14 +194,14 @@ func (s *Server) pass(ex exchange, f *flow) {
 		}
 	}
 	if c.upgrade {
-		ex.upgrade(d, rec)
+		s.upgrade(ex, d, rec)
 		return
 	}
 	s.forgetStale(d.rt.SandboxID)
 	in := &f.in
 	*in = countingReader{r: ex.body(), n: &rec.bytesIn}
 	s.paced(in, ex.setReadDeadline)
-	later, err := ex.forward(d, in, rec)
+	later, err := s.forward(ex, d, in, rec)
 	if err != nil {
 		p := s.proxyProblem(d.rt, rec.id, err, in)
 		s.answer(ex, rec, &p, c.html)
@@ -310,8 +303,7 @@ func (s *Server) holdBody(ex exchange, d *decision, rec *record, body bool) (p *
 	if ex.bodyLen() > maxHeldBody {
 		return nil, true
 	}
-	var n int64
-	in := countingReader{r: r, n: &n}
+	in := countingReader{r: r, n: new(atomic.Int64)}
 	s.paced(&in, ex.setReadDeadline)
 	buf, err := io.ReadAll(io.LimitReader(&in, maxHeldBody+1))
 	if err != nil {
@@ -330,10 +322,15 @@ func (s *Server) answer(ex exchange, rec *record, p *problem, html bool) {
 	ex.setResponse("X-Request-Id", rec.id)
 	p.headers(html, ex.setResponse)
 	body := p.body(html, rec.id)
-	rec.status, rec.bytesOut = p.status, int64(len(body))
+	rec.status = p.status
+	rec.bytesOut.Store(int64(len(body)))
 	ex.respond(p.status, body)
 	s.finish(rec)
 }
+
+// b2s views b as a string without copying; the string must not outlive
+// the request that owns b.
+func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // hasName reports whether the NUL-terminated list names holds name.
 func hasName(names []byte, name string) bool {

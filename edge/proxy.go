@@ -1,20 +1,30 @@
 package edge
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
-	"log/slog"
+	"iter"
 	"net"
+	"net/http"
+	"net/http/httputil"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"froog.tech/froog/edge/route"
-	"froog.tech/froog/tunnel"
 )
+
+// The proxy: one pool of connections to sandboxes' ports for both
+// protocols, the request written on one and the answer read back (with
+// fasthttp's codec for HTTP/1.1, net/http's for HTTP/2), failures mapped
+// to pages, and the request body's pace.
 
 // dialError is a failure to reach a sandbox's port: the tunnel's own
 // words, which hold no byte of any request.
@@ -32,111 +42,228 @@ func (s *Server) dial(ctx context.Context, sandboxID string, port int) (net.Conn
 	return c, nil
 }
 
-// proxyProblem maps a failed exchange with the sandbox to the page to
-// show. in is the request body as read from the client (nil: none): when
-// reading it failed, the client broke the exchange, and gets a 400 that
-// does not blame the sandbox. The log says what failed in the edge's own
-// words: the errors of HTTP parsers quote the bytes they could not read,
-// and those may hold a token.
-func (s *Server) proxyProblem(rt *route.Route, requestID string, err error, in *countingReader) problem {
-	if in != nil && in.err != nil {
-		var ne net.Error
-		slow := errors.Is(in.err, errBodyTooSlow) || errors.As(in.err, &ne) && ne.Timeout()
-		s.o.Logger.Info("proxy: the client's request body failed", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.Bool("too_slow", slow))
-		if slow {
-			return errRequestTimeout
-		}
-		return errBadRequest
-	}
-	switch {
-	case errors.Is(err, errAnswerRefused):
-		return errBadAnswer
-	case errors.Is(err, tunnel.ErrNotRunning):
-		return errStopped
-	case errors.Is(err, tunnel.ErrPortClosed): // expected while the app starts: no log line
-		return errBadGateway(rt.Port)
-	}
-	s.o.Logger.Warn("proxy", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.String("error", safeError(err)))
-	return errBadGateway(rt.Port)
-}
-
-// safeError describes err for a log line without quoting the exchange.
-func safeError(err error) string {
-	var de *dialError
-	var ne net.Error
-	switch {
-	case errors.As(err, &de):
-		return "dial: " + de.Error()
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, fasthttp.ErrConnectionClosed), errors.Is(err, net.ErrClosed):
-		return "the app closed the connection"
-	}
-	return "the app's answer could not be read"
-}
-
-// upstreams keeps one fasthttp client per sandbox port: its connections
-// (tunnel channels) are reused across requests.
+// upstreams is the one pool of connections to sandboxes' ports, for
+// both protocols: per sandbox and port, a list of idle tunnel
+// connections (each a channel of the sandbox's SSH connection, and the
+// SSH server's connection to the app behind it). A request takes one (or
+// dials), writes itself on it and reads its answer; once the answer is
+// read to its end the connection goes back, unless either side said
+// Connection: close or the request ended early (the client went: its
+// connection is closed, which is how one request is cancelled).
 type upstreams struct {
 	s      *Server
-	mu     sync.RWMutex
-	m      map[route.Port]*fasthttp.HostClient
+	mu     sync.Mutex
+	idle   map[route.Port][]*upConn // the most recently used last
 	pruned time.Time
 }
 
-// upstreamIdle is how long a pooled connection to a sandbox's port (a
-// tunnel channel, and the SSH server's connection to the app behind it)
-// may stay idle before it is closed: long enough to be reused between a
+// upstreamIdle is how long a pooled connection to a sandbox's port may
+// stay idle before it is closed: long enough to be reused between a
 // page's bursts, short enough that a burst's connections do not linger.
 const upstreamIdle = 30 * time.Second
 
-// pruneEvery spaces out prunes; a client left meanwhile only holds idle
-// connections, which close by themselves.
+// pruneEvery spaces out prunes: connections idle past upstreamIdle, or to
+// ports no route points at any more, are closed.
 const pruneEvery = 30 * time.Second
 
-func (u *upstreams) get(rt *route.Route) *fasthttp.HostClient {
-	k := route.Port{SandboxID: rt.SandboxID, Port: rt.Port}
-	u.mu.RLock()
-	hc := u.m[k]
-	due := time.Since(u.pruned) >= pruneEvery
-	u.mu.RUnlock()
+// maxIdlePerPort bounds the idle connections kept to one sandbox port;
+// past it a connection whose answer is through is closed.
+const maxIdlePerPort = 64
+
+// upConn is one connection to a sandbox's port, with the buffers of the
+// request on it (none while it is idle).
+type upConn struct {
+	net.Conn
+	key    route.Port
+	run    runKey // the sandbox's run it was dialled in
+	since  time.Time
+	reused bool // taken from the pool, not dialled: it may have been closed meanwhile
+	head   headLimit
+	br     *bufio.Reader // the answer's reader while a request is on it
+}
+
+// headLimit bounds what the answer's head may take (HTTP/2's codec;
+// fasthttp's is bounded by its reader's size); n < 0: no bound.
+type headLimit struct {
+	c net.Conn
+	n int
+}
+
+var errHeadTooLarge = errors.New("the app's answer has too large a head")
+
+func (h *headLimit) Read(p []byte) (int, error) {
+	if h.n >= 0 {
+		if h.n == 0 {
+			return 0, errHeadTooLarge
+		}
+		p = p[:min(len(p), h.n)]
+	}
+	n, err := h.c.Read(p)
+	if h.n >= 0 {
+		h.n -= n
+	}
+	return n, err
+}
+
+var (
+	upReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, maxHeader) }}
+	upWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
+)
+
+func runOf(sb *route.Sandbox) runKey {
+	if sb == nil {
+		return runKey{}
+	}
+	return runKey{started: sb.StartedAt, endpoint: sb.Endpoint}
+}
+
+// get takes an idle connection to k, or dials one (ctx and 30 s bound
+// the dial).
+func (u *upstreams) get(ctx context.Context, k route.Port) (*upConn, error) {
+	now := time.Now()
+	u.mu.Lock()
+	due := now.Sub(u.pruned) >= pruneEvery
+	var c *upConn
+	if list := u.idle[k]; len(list) > 0 {
+		c, list = list[len(list)-1], list[:len(list)-1]
+		if now.Sub(c.since) >= upstreamIdle {
+			// The most recent is stale, so is every older one.
+			for _, o := range list {
+				o.Close()
+			}
+			c.Close()
+			c, list = nil, nil
+		}
+		u.idle[k] = list
+	}
+	u.mu.Unlock()
 	if due {
 		u.prune()
 	}
-	if hc != nil {
-		return hc
+	if c != nil {
+		c.reused = true
+	} else {
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		nc, err := u.s.dial(dctx, k.SandboxID, k.Port)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		c = &upConn{Conn: nc, key: k, run: runOf(u.s.o.Routes.Sandbox(k.SandboxID))}
+		c.head = headLimit{c: nc, n: -1}
 	}
+	c.br = upReaders.Get().(*bufio.Reader)
+	c.br.Reset(&c.head)
+	return c, nil
+}
+
+// write writes a request on c through a pooled buffer, held only while
+// it writes.
+func (c *upConn) write(w func(*bufio.Writer) error) error {
+	bw := upWriters.Get().(*bufio.Writer)
+	bw.Reset(c.Conn)
+	err := w(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	bw.Reset(nil)
+	upWriters.Put(bw)
+	return err
+}
+
+// release gives c's reader back; a connection that still holds bytes of
+// an answer is not reusable.
+func (c *upConn) release() (clean bool) {
+	clean = c.br.Buffered() == 0
+	c.br.Reset(nil)
+	upReaders.Put(c.br)
+	c.br = nil
+	return clean
+}
+
+// done ends one request on c: back to the pool when keep, else closed.
+// A connection of a run that is over (the sandbox restarted or moved
+// meanwhile) is closed too.
+func (u *upstreams) done(c *upConn, keep bool) {
+	if !c.release() || !keep || !runOf(u.s.o.Routes.Sandbox(c.key.SandboxID)).same(c.run) {
+		c.Close()
+		return
+	}
+	c.since, c.reused = time.Now(), false
+	u.mu.Lock()
+	if len(u.idle[c.key]) >= maxIdlePerPort {
+		u.mu.Unlock()
+		c.Close()
+		return
+	}
+	if u.idle == nil {
+		u.idle = map[route.Port][]*upConn{}
+	}
+	u.idle[c.key] = append(u.idle[c.key], c)
+	u.mu.Unlock()
+}
+
+// closeSandbox closes the idle connections to one sandbox's ports, and
+// no other sandbox's.
+func (u *upstreams) closeSandbox(sandboxID string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if hc = u.m[k]; hc == nil {
-		hc = &fasthttp.HostClient{
-			Addr: rt.SandboxID + ":" + strconv.Itoa(rt.Port),
-			Dial: func(string) (net.Conn, error) {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				return u.s.dial(ctx, k.SandboxID, k.Port)
-			},
-			MaxConns:                      4096,
-			MaxIdleConnDuration:           upstreamIdle,
-			ReadBufferSize:                maxHeader,
-			StreamResponseBody:            true,
-			DisableHeaderNamesNormalizing: true,
-			DisablePathNormalizing:        true,
-			NoDefaultUserAgentHeader:      true,
-			// Retry once, an idempotent request only, when a pooled
-			// connection turned out to be closed: a POST the app may
-			// have seen is never sent twice.
-			RetryIfErr: func(r *fasthttp.Request, attempts int, err error) (bool, bool) {
-				idempotent := r.Header.IsGet() || r.Header.IsHead() || r.Header.IsOptions() || r.Header.IsPut() || r.Header.IsDelete()
-				return false, attempts < 2 && idempotent && !r.IsBodyStream() && (errors.Is(err, io.EOF) || errors.Is(err, fasthttp.ErrConnectionClosed))
-			},
+	for k, list := range u.idle {
+		if k.SandboxID == sandboxID {
+			for _, c := range list {
+				c.Close()
+			}
+			delete(u.idle, k)
 		}
-		if u.m == nil {
-			u.m = map[route.Port]*fasthttp.HostClient{}
-		}
-		u.m[k] = hc
 	}
-	return hc
+}
+
+// idleCount is how many idle connections the pool keeps to a sandbox.
+func (u *upstreams) idleCount(sandboxID string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for k, list := range u.idle {
+		if k.SandboxID == sandboxID {
+			n += len(list)
+		}
+	}
+	return n
+}
+
+// prune closes the connections idle past upstreamIdle and those to ports
+// no route points at any more, at most every pruneEvery.
+func (u *upstreams) prune() {
+	u.mu.Lock()
+	now := time.Now()
+	if now.Sub(u.pruned) < pruneEvery {
+		u.mu.Unlock()
+		return
+	}
+	u.pruned = now
+	for k, list := range u.idle {
+		serves := u.s.o.Routes.Serves(k)
+		kept := list[:0]
+		for _, c := range list {
+			if serves && now.Sub(c.since) < upstreamIdle {
+				kept = append(kept, c)
+			} else {
+				c.Close()
+			}
+		}
+		if len(kept) == 0 {
+			delete(u.idle, k)
+		} else {
+			u.idle[k] = kept
+		}
+	}
+	u.mu.Unlock()
+	u.s.seen.Range(func(id, _ any) bool {
+		if u.s.o.Routes.Sandbox(id.(string)) == nil {
+			u.s.seen.Delete(id)
+		}
+		return true
+	})
 }
 
 // forgetStale drops the pooled connections to a sandbox whose run or
@@ -151,13 +278,12 @@ func (s *Server) forgetStale(sandboxID string) {
 	if cur == nil {
 		return
 	}
-	k := runKey{started: cur.StartedAt, endpoint: cur.Endpoint}
+	k := runOf(cur)
 	if old, ok := s.seen.Load(sandboxID); ok && old.(runKey).same(k) {
 		return
 	}
 	if old, loaded := s.seen.Swap(sandboxID, k); loaded && !old.(runKey).same(k) {
-		s.upstreams.closeIdle(sandboxID)
-		s.h2up.closeIdle(sandboxID)
+		s.upstreams.closeSandbox(sandboxID)
 	}
 }
 
@@ -170,279 +296,160 @@ type runKey struct {
 
 func (k runKey) same(o runKey) bool { return k.started.Equal(o.started) && k.endpoint == o.endpoint }
 
-// closeIdle closes the idle connections to one sandbox's ports.
-func (u *upstreams) closeIdle(sandboxID string) {
-	u.mu.RLock()
-	defer u.mu.RUnlock()
-	for k, hc := range u.m {
-		if k.SandboxID == sandboxID {
-			hc.CloseIdleConnections()
-		}
-	}
+// retryable: a request sent on a pooled connection found it closed by
+// the app (an idle connection's close crossed the request), and may be
+// sent once more on a new one: only an idempotent request without a
+// streamed body, so a POST the app may have seen is never sent twice.
+func retryable(c *upConn, idempotent, streamed bool, err error) bool {
+	return c.reused && idempotent && !streamed &&
+		(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, fasthttp.ErrConnectionClosed))
 }
 
-// prune forgets the clients of ports no route points at any more, at
-// most every pruneEvery.
-func (u *upstreams) prune() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if time.Since(u.pruned) < pruneEvery {
-		return
+// forward sends an admitted request to its sandbox's port and the answer
+// back, counting its bytes into rec; later: rec is logged once the
+// answer's body is through. An error is the pipeline's to answer.
+func (s *Server) forward(ex exchange, d *decision, in *countingReader, rec *record) (later bool, err error) {
+	switch x := ex.(type) {
+	case *h1Exchange:
+		return s.forwardH1(x.ctx, d, in, rec)
+	case *h2Exchange:
+		return s.forwardH2(x.w, x.r, d, in, rec)
+	case interface {
+		forward(*decision, *countingReader, *record) (bool, error)
+	}: // the tests' exchange
+		return x.forward(d, in, rec)
 	}
-	u.pruned = time.Now()
-	for k, hc := range u.m {
-		if !u.s.o.Routes.Serves(k) {
-			hc.CloseIdleConnections()
-			delete(u.m, k)
-		}
-	}
-	u.s.seen.Range(func(id, _ any) bool {
-		if u.s.o.Routes.Sandbox(id.(string)) == nil {
-			u.s.seen.Delete(id)
-		}
-		return true
-	})
-	u.s.h2up.prune(func(id string) bool { return u.s.o.Routes.Sandbox(id) != nil })
+	panic("edge: an exchange of no known protocol")
 }
 
-// pipe joins a client's connection to a sandbox's once the sandbox agreed
-// to an upgrade (a websocket): bytes pass both ways, with no websocket
-// library in between and no idle timeout, until either side ends.
-// fromSandbox reads the sandbox's side (it may hold bytes already read).
-// It is tracked, so that shutdown ends it with a close frame (wsPipe).
-func (s *Server) pipe(client, sandbox net.Conn, fromSandbox io.Reader) {
-	p := &wsPipe{client: client, sandbox: sandbox}
-	s.track(p)
-	defer s.untrack(p)
-	s.m.websockets.Inc()
-	defer s.m.websockets.Dec()
-	done := make(chan struct{})
-	go func() { copyTrickle(sandbox, client); p.end(); close(done) }()
-	p.down(fromSandbox)
-	p.end()
-	<-done
-}
-
-// A websocket's bytes are read into a small buffer while they trickle
-// (an idle one waits holding only that) and into a large pooled one
-// while reads fill the small one.
-const (
-	trickleBuf = 2 << 10
-	streamBuf  = 32 << 10
-)
-
-var streamBufs = sync.Pool{New: func() any { b := make([]byte, streamBuf); return &b }}
-
-// trickle is the buffer of one direction of a websocket.
-type trickle struct {
-	small []byte
-	large *[]byte
-}
-
-// next is the buffer for the next read, given what the last one brought
-// (n of a buffer of size).
-func (t *trickle) next(n, size int) []byte {
-	switch {
-	case t.large == nil && n == size && size > 0:
-		t.large = streamBufs.Get().(*[]byte)
-	case t.large != nil && n < size:
-		t.release()
-	}
-	if t.large != nil {
-		return *t.large
-	}
-	if t.small == nil {
-		t.small = make([]byte, trickleBuf)
-	}
-	return t.small
-}
-
-func (t *trickle) release() {
-	if t.large != nil {
-		streamBufs.Put(t.large)
-		t.large = nil
-	}
-}
-
-// copyTrickle copies src to dst until either ends.
-func copyTrickle(dst io.Writer, src io.Reader) {
-	var t trickle
-	defer t.release()
-	buf := t.next(0, 0)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-		buf = t.next(n, len(buf))
-	}
-}
-
-// wsPipe is a websocket passed through. The edge follows the frames the
-// sandbox sends, so that when it shuts down it can end the websocket
-// between two of them with a close frame of its own (1001, going away)
-// rather than cut it mid-message.
-type wsPipe struct {
-	client, sandbox net.Conn
-	mu              sync.Mutex // the client's side: writes and the state below
-	frame           wsFrame
-	going           bool // shutting down: end at the next frame boundary
-	said            bool // the close frame went out: nothing more does
-	ended           sync.Once
-}
-
-// closeGoingAway is a server's close frame with status 1001.
-var closeGoingAway = []byte{0x88, 0x02, 0x03, 0xe9}
-
-// down copies the sandbox's frames to the client.
-func (p *wsPipe) down(r io.Reader) {
-	var t trickle
-	defer t.release()
-	buf := t.next(0, 0)
-	for n := 0; ; buf = t.next(n, len(buf)) {
-		var err error
-		n, err = r.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			if p.said {
-				p.mu.Unlock()
-				return
-			}
-			b, bye := buf[:n], false
-			if cut := p.frame.feed(b); p.going && cut >= 0 {
-				b, bye = b[:cut], true
-			}
-			_, werr := p.client.Write(b)
-			p.mu.Unlock()
-			if bye {
-				p.goodbye()
-				return
-			}
-			if werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// Close ends the websocket for a shutdown: with a close frame as soon as
-// no frame is under way, or cut after a second if one stays under way.
-func (p *wsPipe) Close() error {
-	p.mu.Lock()
-	p.going = true
-	at := p.frame.boundary()
-	p.mu.Unlock()
-	if at {
-		p.goodbye()
+// forwardH1 sends a fasthttp request on a pooled connection and streams
+// the answer's body to the client; the exchange is logged once the body
+// is through (bodyTail). Header names and the target pass as sent.
+func (s *Server) forwardH1(ctx *fasthttp.RequestCtx, d *decision, in *countingReader, rec *record) (bool, error) {
+	req := &ctx.Request
+	h := &req.Header
+	h.ResetConnectionClose()
+	h.SetNoDefaultContentType(true) // a body without a Content-Type stays without one
+	// The head is in; the body is paced by its reader (countingReader).
+	ctx.Conn().SetReadDeadline(time.Time{})
+	if in.r != nil {
+		req.SetBodyStream(in, h.ContentLength())
 	} else {
-		time.AfterFunc(time.Second, p.end)
+		rec.bytesIn.Store(int64(len(req.Body())))
 	}
-	return nil
-}
-
-func (p *wsPipe) goodbye() {
-	p.mu.Lock()
-	if !p.said {
-		p.said = true
-		p.client.SetWriteDeadline(time.Now().Add(time.Second))
-		p.client.Write(closeGoingAway)
+	// The target and Host go as sent: written from the URI, as fasthttp
+	// does once it is parsed, the path is not cleaned.
+	req.UseHostHeader = true
+	req.URI().DisablePathNormalizing = true
+	up := fasthttp.AcquireResponse()
+	c, err := s.roundTripH1(d.rt, req, up)
+	if err != nil {
+		fasthttp.ReleaseResponse(up)
+		return false, err
 	}
-	p.mu.Unlock()
-	p.end()
+	keep := !up.ConnectionClose() && up.Header.ContentLength() >= -1 // -2: the body ends with the connection
+	rh := &ctx.Response.Header
+	up.Header.CopyTo(rh)
+	rh.SetNoDefaultContentType(true)
+	rh.ResetConnectionClose()
+	var hp hops
+	ok := true
+	for k, v := range up.Header.All() {
+		if strings.EqualFold(b2s(k), "Connection") {
+			ok = ok && hp.addConnection(b2s(v))
+		}
+	}
+	if !ok || !dropHeaders(up.Header.All(), rh.DelBytes, hp.dropResponse) {
+		fasthttp.ReleaseResponse(up)
+		s.upstreams.done(c, false)
+		ctx.Response.Reset()
+		return false, errAnswerRefused
+	}
+	rh.Set("X-Request-Id", rec.id)
+	rec.status = up.StatusCode()
+	body := up.BodyStream()
+	if body == nil { // no body (HEAD, 204, 304)
+		fasthttp.ReleaseResponse(up)
+		s.upstreams.done(c, keep)
+		return false, nil
+	}
+	n := up.Header.ContentLength()
+	if n < 0 {
+		n = -1 // chunked to the client, whatever the sandbox framed it as
+	}
+	ctx.Response.SetBodyStream(&bodyTail{countingReader: countingReader{r: body, n: &rec.bytesOut}, up: up, c: c, keep: keep, x: rec, s: s}, n)
+	return true, nil
 }
 
-func (p *wsPipe) end() {
-	p.ended.Do(func() {
-		p.client.Close()
-		p.sandbox.Close()
-	})
-}
-
-// wsFrame follows websocket framing (RFC 6455 §5.2) in one direction.
-type wsFrame struct {
-	hdr  [14]byte
-	nhdr int   // header bytes seen of the frame under way
-	left int64 // payload bytes still to come
-}
-
-// boundary reports whether no frame is under way.
-func (f *wsFrame) boundary() bool { return f.nhdr == 0 && f.left == 0 }
-
-// feed follows b and returns the offset just past the first frame end in
-// it, or -1 when no frame ends in b.
-func (f *wsFrame) feed(b []byte) int {
-	first := -1
-	for i := 0; i < len(b); {
-		if f.left > 0 {
-			k := min(f.left, int64(len(b)-i))
-			f.left -= k
-			i += int(k)
-		} else {
-			f.hdr[f.nhdr] = b[i]
-			f.nhdr++
-			i++
-			if need := f.headerLen(); f.nhdr < need {
-				continue
+// roundTripH1 writes req on a connection to rt's port and reads the head
+// of the answer into up (its body streams from the connection).
+func (s *Server) roundTripH1(rt *route.Route, req *fasthttp.Request, up *fasthttp.Response) (*upConn, error) {
+	h := &req.Header
+	idempotent := h.IsGet() || h.IsHead() || h.IsOptions() || h.IsPut() || h.IsDelete()
+	for {
+		c, err := s.upstreams.get(context.Background(), route.Port{SandboxID: rt.SandboxID, Port: rt.Port})
+		if err != nil {
+			return nil, err
+		}
+		up.Reset()
+		up.Header.DisableNormalizing()
+		up.StreamBody, up.SkipBody = true, h.IsHead()
+		if err = c.write(req.Write); err == nil {
+			if err = up.Read(c.br); err == nil {
+				return c, nil
 			}
-			f.left, f.nhdr = f.payloadLen(), 0
 		}
-		if f.boundary() && first < 0 {
-			first = i
+		s.upstreams.done(c, false)
+		if !retryable(c, idempotent, req.IsBodyStream(), err) {
+			return nil, err
 		}
 	}
-	return first
 }
 
-// headerLen is the length of the header under way, as far as known.
-func (f *wsFrame) headerLen() int {
-	if f.nhdr < 2 {
-		return 2
-	}
-	n := 2
-	switch f.hdr[1] & 0x7f {
-	case 126:
-		n += 2
-	case 127:
-		n += 8
-	}
-	if f.hdr[1]&0x80 != 0 {
-		n += 4 // masked (a server should not, but the length counts)
-	}
-	return n
-}
-
-func (f *wsFrame) payloadLen() int64 {
-	switch l := f.hdr[1] & 0x7f; l {
-	case 126:
-		return int64(f.hdr[2])<<8 | int64(f.hdr[3])
-	case 127:
-		var n int64
-		for _, c := range f.hdr[2:10] {
-			n = n<<8 | int64(c)
+// dropHeaders deletes the headers drop reports, each distinct spelling
+// once (a deletion walks every header). It reports false, deleting
+// nothing, when there are more than maxDropped spellings to delete.
+func dropHeaders(all iter.Seq2[[]byte, []byte], del func([]byte), drop func(string) bool) bool {
+	var scratch [512]byte
+	names, n := scratch[:0], 0
+	for k := range all {
+		if !drop(b2s(k)) || hasName(names, b2s(k)) {
+			continue
 		}
-		return n & (1<<63 - 1)
-	default:
-		return int64(l)
+		if n++; n > maxDropped {
+			return false
+		}
+		names = append(append(names, k...), 0)
 	}
+	for len(names) > 0 {
+		i := bytes.IndexByte(names, 0)
+		del(names[:i])
+		names = names[i+1:]
+	}
+	return true
 }
 
 // bodyTail streams a sandbox's response body to the client, counting it;
 // fasthttp closes it when the body is through, which frees the upstream
-// connection and logs the exchange.
+// connection (back to the pool when read to its end) and logs the
+// exchange.
 type bodyTail struct {
 	countingReader
 	up   *fasthttp.Response
+	c    *upConn
+	keep bool
+	eof  bool
 	x    *record
 	s    *Server
 	once sync.Once
+}
+
+func (b *bodyTail) Read(p []byte) (int, error) {
+	n, err := b.countingReader.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
 }
 
 // WriteTo is how fasthttp copies a body of known size: in large reads,
@@ -473,11 +480,227 @@ var bulkBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return 
 
 func (b *bodyTail) Close() error {
 	b.once.Do(func() {
+		if !b.eof {
+			b.c.Close() // the rest of the answer is not read: the connection goes
+		}
 		b.up.CloseBodyStream()
 		fasthttp.ReleaseResponse(b.up)
+		b.s.upstreams.done(b.c, b.keep && b.eof)
 		b.s.finish(b.x)
 	})
 	return nil
+}
+
+// The HTTP/2 side: net/http's ReverseProxy, whose transport is the pool.
+
+type ctxKey struct{}
+
+// h2Request is what the reverse proxy's hooks need of one request.
+type h2Request struct {
+	d   *decision
+	err error // the round trip's failure, for the pipeline to answer
+}
+
+// forwardedHeaders are the edge's own, set by the pipeline; the reverse
+// proxy takes them off the outgoing request before Rewrite.
+var forwardedHeaders = []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
+
+func (s *Server) newReverseProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			d := pr.In.Context().Value(ctxKey{}).(*h2Request).d
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = d.rt.SandboxID + ":" + strconv.Itoa(d.rt.Port)
+			pr.Out.Host = pr.In.Host
+			for _, h := range forwardedHeaders {
+				pr.Out.Header[h] = pr.In.Header[h]
+			}
+		},
+		Transport:     (*poolTransport)(s),
+		FlushInterval: -1, // server-sent events and streams go out as they come
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				w.WriteHeader(499) // the client went away; nobody reads this
+				return
+			}
+			r.Context().Value(ctxKey{}).(*h2Request).err = err
+		},
+		ErrorLog: discardLog, // errors go to the pipeline; the log's would quote the exchange
+	}
+}
+
+// forwardH2 passes a net/http request through the reverse proxy.
+func (s *Server) forwardH2(w http.ResponseWriter, r *http.Request, d *decision, in *countingReader, rec *record) (bool, error) {
+	if in.r != nil {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{in, r.Body}
+	}
+	rq := &h2Request{d: d}
+	s.proxy.ServeHTTP(&recorder{ResponseWriter: w, x: rec}, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rq)))
+	return false, rq.err
+}
+
+// recorder notes the status and size for the access log.
+type recorder struct {
+	http.ResponseWriter
+	x *record
+}
+
+func (w *recorder) WriteHeader(code int) {
+	if code >= 200 {
+		w.x.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.x.bytesOut.Add(int64(n))
+	return n, err
+}
+
+func (w *recorder) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
+// poolTransport is the reverse proxy's transport: an HTTP/1.1 round trip
+// on a pooled connection, with net/http's codec. The "host" of an
+// upstream request is SANDBOX:PORT; the tunnel reaches 127.0.0.1:PORT
+// inside that sandbox. The request's context ending (the client reset its
+// stream, or went) closes the connection, which ends the round trip and
+// the answer's body, whatever they wait for.
+type poolTransport Server
+
+func (t *poolTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	s := (*Server)(t)
+	id, p, _ := strings.Cut(r.URL.Host, ":")
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return nil, err
+	}
+	k := route.Port{SandboxID: id, Port: port}
+	streamed := r.Body != nil && r.Body != http.NoBody
+	idempotent := r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions || r.Method == http.MethodPut || r.Method == http.MethodDelete
+	for {
+		c, err := s.upstreams.get(r.Context(), k)
+		if err != nil {
+			return nil, err
+		}
+		stop := context.AfterFunc(r.Context(), func() { c.Close() })
+		// The body is written while the answer is read: an app may answer
+		// before it has read it all (an early 413), and a stream's two
+		// directions go at once.
+		// The transport closes the request body whatever happens (what a
+		// RoundTripper must do): that also ends a read of it under way.
+		var written chan error
+		if streamed {
+			written = make(chan error, 1)
+			go func() {
+				err := writeRequest(r, c)
+				r.Body.Close()
+				written <- err
+			}()
+		} else {
+			err = writeRequest(r, c)
+		}
+		var resp *http.Response
+		if err == nil {
+			resp, err = readResponse(c, r)
+		}
+		if err == nil {
+			keep := !resp.Close && !r.Close && (resp.ContentLength >= 0 || len(resp.TransferEncoding) > 0)
+			resp.Body = &upBody{ReadCloser: resp.Body, c: c, s: s, stop: stop, written: written, reqBody: r.Body, keep: keep}
+			return resp, nil
+		}
+		stop()
+		c.Close()
+		if written != nil {
+			r.Body.Close()
+			<-written // the body's reader is the pipeline's again (proxyProblem reads its error)
+		}
+		s.upstreams.done(c, false)
+		if r.Context().Err() != nil || !retryable(c, idempotent, streamed, err) {
+			return nil, err
+		}
+	}
+}
+
+// writeRequest writes r on c; a failure closes c, so that the answer's
+// read ends too.
+func writeRequest(r *http.Request, c *upConn) error {
+	err := c.write(func(bw *bufio.Writer) error { return r.Write(bw) })
+	if err != nil {
+		c.Close()
+	}
+	return err
+}
+
+// readResponse reads the answer's head (at most maxHeader bytes), past
+// any interim (1xx) answer: the edge passes none on.
+func readResponse(c *upConn, r *http.Request) (*http.Response, error) {
+	c.head.n = maxHeader
+	defer func() { c.head.n = -1 }()
+	for range 16 {
+		resp, err := http.ReadResponse(c.br, r)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+	}
+	return nil, errors.New("the app sent too many interim answers")
+}
+
+// upBody is an answer's body read from a pooled connection: read to its
+// end it gives the connection back; closed before, it closes it.
+type upBody struct {
+	io.ReadCloser
+	c       *upConn
+	s       *Server
+	stop    func() bool
+	written chan error // nil: the request was written before the answer was read
+	reqBody io.Closer
+	keep    bool
+	eof     bool
+	once    sync.Once
+}
+
+func (b *upBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+		b.done()
+	}
+	return n, err
+}
+
+func (b *upBody) Close() error {
+	if !b.eof {
+		b.c.Close() // the rest of the answer is not read: the connection goes
+	}
+	err := b.ReadCloser.Close() // before done: it may read the connection's reader
+	b.done()
+	return err
+}
+
+func (b *upBody) done() {
+	b.once.Do(func() {
+		keep := b.stop() && b.keep && b.eof // stop: the context's close did not run
+		if b.written != nil {
+			select {
+			case err := <-b.written:
+				keep = keep && err == nil
+			default:
+				keep = false // still writing: the app answered before it read the body
+				b.reqBody.Close()
+			}
+		}
+		if !keep {
+			b.c.Close()
+		}
+		b.s.upstreams.done(b.c, keep)
+	})
 }
 
 // countingReader counts what is read through it into n, and keeps the
@@ -485,10 +708,12 @@ func (b *bodyTail) Close() error {
 // a request body it also keeps the client moving (deadline set): each
 // read must bring bytes within BodyIdleTimeout, and past that long from
 // the first read the body must average MinBodyRate, or it fails with
-// errBodyTooSlow. Upgraded connections (websockets) have no body.
+// errBodyTooSlow. Upgraded connections (websockets) have no body. n is
+// atomic: HTTP/2's request body may still be read by the proxy's writer
+// while the exchange is logged.
 type countingReader struct {
 	r   io.Reader
-	n   *int64
+	n   *atomic.Int64
 	err error
 
 	deadline func(time.Time) error // nil: no pace (a response body)
@@ -512,12 +737,12 @@ func (c *countingReader) Read(p []byte) (int, error) {
 		c.deadline(now.Add(c.idle))
 	}
 	n, err := c.r.Read(p)
-	*c.n += int64(n)
+	total := c.n.Add(int64(n))
 	if err != nil && err != io.EOF {
 		c.err = err
 	}
 	if c.deadline != nil && err == nil {
-		if el := time.Since(c.start); el > c.idle && float64(*c.n) < c.rate*el.Seconds() {
+		if el := time.Since(c.start); el > c.idle && float64(total) < c.rate*el.Seconds() {
 			c.err = errBodyTooSlow // returned by the next Read
 		}
 	}

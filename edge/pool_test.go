@@ -1,0 +1,218 @@
+package edge
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"froog.tech/froog/edge/route"
+	"froog.tech/froog/store"
+)
+
+// sandboxDialer reaches an app in memory over net.Pipe, counting the
+// connections made to each sandbox and noting when one is closed.
+type sandboxDialer struct {
+	serve  func(net.Conn)
+	mu     sync.Mutex
+	dials  map[string]int
+	closed chan string // the sandbox of each app-side connection that ends
+}
+
+func (d *sandboxDialer) DialContext(ctx context.Context, sandboxID string, port int) (net.Conn, error) {
+	d.mu.Lock()
+	d.dials[sandboxID]++
+	d.mu.Unlock()
+	c, s := net.Pipe()
+	go func() {
+		d.serve(s)
+		s.Close()
+		select {
+		case d.closed <- sandboxID:
+		default:
+		}
+	}()
+	return c, nil
+}
+
+func (d *sandboxDialer) count(id string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.dials[id]
+}
+
+// newPoolEdge is an edge with two public URLs on two sandboxes, sb1
+// (one.froog.test) and sb2 (two.froog.test), both running.
+func newPoolEdge(t *testing.T, serve func(net.Conn)) (*Server, *fakeRoutes, *sandboxDialer) {
+	t.Helper()
+	rts := &fakeRoutes{
+		routes: map[string]*route.Route{
+			"one.froog.test": {URLID: "u1", AccountID: "a1", Host: "one", SandboxID: "sb1", Port: 8080, Public: true},
+			"two.froog.test": {URLID: "u2", AccountID: "a1", Host: "two", SandboxID: "sb2", Port: 8080, Public: true},
+		},
+		boxes: map[string]*route.Sandbox{
+			"sb1": {ID: "sb1", AccountID: "a1", State: store.StateRunning, DesiredState: store.StateRunning, Endpoint: "h1:22", StartedAt: time.Unix(1, 0)},
+			"sb2": {ID: "sb2", AccountID: "a1", State: store.StateRunning, DesiredState: store.StateRunning, Endpoint: "h2:22", StartedAt: time.Unix(1, 0)},
+		},
+	}
+	d := &sandboxDialer{serve: serve, dials: map[string]int{}, closed: make(chan string, 16)}
+	s, err := New(Options{Routes: rts, Dialer: d, Sandboxes: fakeNoStarts{}, RateLimit: -1,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return nil, nil }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, rts, d
+}
+
+func serveOK(c net.Conn) { fasthttp.ServeConn(c, okApp) }
+
+// TestPoolSharedAndPerSandbox: both protocols take their connections to
+// a sandbox's port from one pool; a sandbox's new run or endpoint closes
+// its pooled connections and no other sandbox's, and a change that is
+// neither (a new record of the same run) keeps them.
+func TestPoolSharedAndPerSandbox(t *testing.T) {
+	t.Parallel()
+	s, rts, d := newPoolEdge(t, serveOK)
+	get := func(proto, host string) {
+		t.Helper()
+		if a, _ := through(t, s, proto, "GET", host, "/", nil, ""); a.status != 200 {
+			t.Fatalf("%s %s: %d %s", proto, host, a.status, a.body)
+		}
+	}
+	for _, proto := range []string{"h1", "h2", "h1", "h2"} {
+		get(proto, "one.froog.test")
+		get(proto, "two.froog.test")
+	}
+	if d.count("sb1") != 1 || d.count("sb2") != 1 {
+		t.Fatalf("dials %v: want one connection a sandbox, shared by HTTP/1.1 and HTTP/2", d.dials)
+	}
+	if n := s.upstreams.idleCount("sb1"); n != 1 {
+		t.Fatalf("%d idle connections to sb1, want 1", n)
+	}
+	change := func(id string, edit func(*route.Sandbox)) {
+		rts.mu.Lock()
+		sb := *rts.boxes[id]
+		edit(&sb)
+		rts.boxes[id] = &sb
+		rts.mu.Unlock()
+	}
+	change("sb1", func(sb *route.Sandbox) { sb.Name = "renamed" }) // a new record, the same run
+	get("h2", "one.froog.test")
+	if d.count("sb1") != 1 {
+		t.Fatalf("a label change dropped sb1's connections (dials %v)", d.dials)
+	}
+	for i, edit := range []func(*route.Sandbox){
+		func(sb *route.Sandbox) { sb.StartedAt = sb.StartedAt.Add(time.Minute) }, // a new run
+		func(sb *route.Sandbox) { sb.Endpoint = "moved:22" },                     // a new endpoint
+	} {
+		change("sb1", edit)
+		get("h2", "two.froog.test") // another sandbox's request drops nothing of sb1's or its own
+		if d.count("sb2") != 1 {
+			t.Fatalf("sb1's change dropped sb2's connections (dials %v)", d.dials)
+		}
+		select {
+		case id := <-d.closed:
+			t.Fatalf("a connection to %s closed before sb1 was asked again", id)
+		default:
+		}
+		get([]string{"h1", "h2"}[i], "one.froog.test")
+		if d.count("sb1") != 2+i {
+			t.Fatalf("change %d: dials %v, want a new connection to sb1", i, d.dials)
+		}
+		if id := <-d.closed; id != "sb1" {
+			t.Fatalf("closed a connection to %s, want sb1's old one", id)
+		}
+		get("h1", "two.froog.test")
+		if d.count("sb2") != 1 {
+			t.Fatalf("sb2 lost its connection (dials %v)", d.dials)
+		}
+	}
+}
+
+// readHead reads an HTTP/1.1 request's head from br.
+func readHead(br *bufio.Reader) error {
+	for {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if l == "\r\n" {
+			return nil
+		}
+	}
+}
+
+// TestH2StreamCancelClosesUpstream: an HTTP/2 client that resets its
+// stream (its request's context ends) while the app streams an answer
+// ends the proxy's round trip at once, and the connection to the app is
+// closed, not pooled: one request is cancelled, not its pool.
+func TestH2StreamCancelClosesUpstream(t *testing.T) {
+	t.Parallel()
+	sent := make(chan struct{})
+	s, _, d := newPoolEdge(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if readHead(br) != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n9\r\ndata: 1\n\n\r\n")
+		close(sent)
+		io.Copy(io.Discard, br) // until the edge closes the connection
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	r := httptest.NewRequestWithContext(ctx, "GET", "https://one.froog.test/events", nil)
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
+	r.RemoteAddr = "192.0.2.1:4000"
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.ServeHTTP(httptest.NewRecorder(), r)
+	}()
+	<-sent
+	cancel()
+	<-done
+	if id := <-d.closed; id != "sb1" {
+		t.Fatalf("closed %s", id)
+	}
+	if n := s.upstreams.idleCount("sb1"); n != 0 {
+		t.Fatalf("the cancelled stream's connection was pooled (%d idle)", n)
+	}
+}
+
+// TestH2BodyCountNoRace: the app answers an HTTP/2 request before it has
+// read the body, and the body is still read on its way to the app after
+// the exchange is logged; its byte count is shared with the log's read
+// (run with -race).
+func TestH2BodyCountNoRace(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newPoolEdge(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if readHead(br) != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		io.Copy(io.Discard, br)
+	})
+	pr, pw := io.Pipe()
+	r := httptest.NewRequest("POST", "https://one.froog.test/upload", pr)
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
+	r.RemoteAddr = "192.0.2.1:4000"
+	r.ContentLength = -1
+	go pw.Write([]byte("first"))
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if w.Code != 200 || w.Body.String() != "ok" {
+		t.Fatalf("%d %q", w.Code, w.Body)
+	}
+	// The exchange is logged; the body's end comes now, to the proxy's
+	// writer if it still reads.
+	pw.Close()
+}
