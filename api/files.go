@@ -467,83 +467,25 @@ func (s *Server) checkLength(r *http.Request) error {
 	return nil
 }
 
-// receiveFile writes the request body to p: into a new file beside it,
-// renamed over p once complete, so that p is never half-written. Parent
-// folders are made. A symlink at p is written through (in place).
+// receiveFile writes the request body to p (sandboxio's Files.Write:
+// never half-written, parents made, a symlink written through).
 func (s *Server) receiveFile(r *http.Request, c *fileConn, p string, mode *os.FileMode) (fileView, error) {
 	abs := c.abs(p)
-	if abs == "/" {
+	fi, err := c.Write(r.Context(), abs, r.Body, s.maxFile, mode)
+	var be *sandboxio.BodyError
+	switch {
+	case err == nil:
+		return viewFile(abs, fi), nil
+	case errors.Is(err, sandboxio.ErrIsFolder):
 		return fileView{}, badRequest("is_a_folder", "%s is a folder", p)
+	case errors.Is(err, sandboxio.ErrTooLarge):
+		return fileView{}, errorf(http.StatusRequestEntityTooLarge, "file_too_large", "the body is over %d MiB", s.maxFile>>20)
+	case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
+		return fileView{}, err
+	case errors.As(err, &be):
+		return fileView{}, badRequest("invalid_body", "reading the request body failed")
 	}
-	dir := path.Dir(abs)
-	if _, err := c.Stat(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fileView{}, fileError(dir, err)
-	}
-	if err := c.MkdirAll(dir); err != nil {
-		return fileView{}, fileError(dir, err)
-	}
-	cur, err := c.Lstat(abs)
-	switch {
-	case err == nil && cur.IsDir():
-		return fileView{}, badRequest("is_a_folder", "%s is a folder", p)
-	case err != nil && !errors.Is(err, os.ErrNotExist):
-		return fileView{}, fileError(p, err)
-	}
-	target, flags := abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL
-	inPlace := err == nil && cur.Mode()&os.ModeSymlink != 0
-	if inPlace {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	} else {
-		target = path.Join(dir, "."+path.Base(abs)+".froog-"+store.NewSecret("")[:12])
-	}
-	f, err := c.OpenFile(target, flags)
-	if err != nil {
-		return fileView{}, fileError(p, err)
-	}
-	body := &io.LimitedReader{R: r.Body, N: s.maxFile + 1}
-	n, err := f.ReadFrom(body)
-	fail := func(e error) (fileView, error) {
-		f.Close()
-		if !inPlace {
-			c.Remove(target)
-		}
-		return fileView{}, e
-	}
-	switch {
-	case n > s.maxFile:
-		return fail(errorf(http.StatusRequestEntityTooLarge, "file_too_large", "the body is over %d MiB", s.maxFile>>20))
-	case err != nil && r.Context().Err() != nil:
-		return fail(r.Context().Err())
-	case err != nil:
-		var se *sftp.StatusError
-		if errors.As(err, &se) {
-			return fail(fileError(p, err))
-		}
-		return fail(badRequest("invalid_body", "reading the request body failed"))
-	}
-	switch {
-	case mode != nil:
-		err = f.Chmod(*mode)
-	case !inPlace && cur != nil:
-		err = f.Chmod(cur.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSetuid | os.ModeSticky))
-	}
-	if err != nil {
-		return fail(fileError(p, err))
-	}
-	if err := f.Close(); err != nil {
-		return fail(fileError(p, err))
-	}
-	if !inPlace {
-		if err := c.PosixRename(target, abs); err != nil {
-			c.Remove(target)
-			return fileView{}, fileError(p, err)
-		}
-	}
-	fi, err := c.Stat(abs)
-	if err != nil {
-		return fileView{}, fileError(p, err)
-	}
-	return viewFile(abs, fi), nil
+	return fileView{}, fileError(p, err)
 }
 
 // DELETE files?path=P&recursive=true

@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"syscall"
+
+	"github.com/pkg/sftp"
+
+	"froog.tech/froog/store"
 )
 
 // The files routes' single calls that change a path, on one session.
@@ -171,4 +176,92 @@ func (c *Files) List(ctx context.Context, p string, max int) (Listing, error) {
 		l.Entries = append(l.Entries, c.entry(path.Join(p, e.Name()), e))
 	}
 	return l, nil
+}
+
+// ErrIsFolder: the path of a file to write names a folder.
+var ErrIsFolder = errors.New("is a folder")
+
+// BodyError: reading what was to be written failed (the caller's
+// reader, not the session).
+type BodyError struct{ Err error }
+
+func (e *BodyError) Error() string { return "reading the content failed: " + e.Err.Error() }
+func (e *BodyError) Unwrap() error { return e.Err }
+
+// Write makes src, up to max bytes, the content of p: written into a new
+// file beside it, renamed over p once complete, so that p is never
+// half-written; parent folders are made, and a symlink at p is written
+// through (in place). mode, when given, is the file's; else a replaced
+// file keeps its mode. Past max it is ErrTooLarge and p is as it was; a
+// folder at p is ErrIsFolder, src's own error a *BodyError, an error
+// about p's folder a *PathError.
+func (c *Files) Write(ctx context.Context, p string, src io.Reader, max int64, mode *os.FileMode) (os.FileInfo, error) {
+	if p == "/" {
+		return nil, ErrIsFolder
+	}
+	dir := path.Dir(p)
+	if _, err := c.Stat(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, &PathError{Path: dir, Err: err}
+	}
+	if err := c.MkdirAll(dir); err != nil {
+		return nil, &PathError{Path: dir, Err: err}
+	}
+	cur, err := c.Lstat(p)
+	switch {
+	case err == nil && cur.IsDir():
+		return nil, ErrIsFolder
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return nil, err
+	}
+	target, flags := p, os.O_WRONLY|os.O_CREATE|os.O_EXCL
+	inPlace := err == nil && cur.Mode()&os.ModeSymlink != 0
+	if inPlace {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	} else {
+		target = path.Join(dir, "."+path.Base(p)+".froog-"+store.NewSecret("")[:12])
+	}
+	f, err := c.OpenFile(target, flags)
+	if err != nil {
+		return nil, err
+	}
+	body := &io.LimitedReader{R: src, N: max + 1}
+	n, err := f.ReadFrom(body)
+	fail := func(e error) (os.FileInfo, error) {
+		f.Close()
+		if !inPlace {
+			c.Remove(target)
+		}
+		return nil, e
+	}
+	switch {
+	case n > max:
+		return fail(ErrTooLarge)
+	case err != nil && ctx.Err() != nil:
+		return fail(ctx.Err())
+	case err != nil:
+		var se *sftp.StatusError
+		if errors.As(err, &se) {
+			return fail(err)
+		}
+		return fail(&BodyError{Err: err})
+	}
+	switch {
+	case mode != nil:
+		err = f.Chmod(*mode)
+	case !inPlace && cur != nil:
+		err = f.Chmod(cur.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSetuid | os.ModeSticky))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		return fail(err)
+	}
+	if !inPlace {
+		if err := c.PosixRename(target, p); err != nil {
+			c.Remove(target)
+			return nil, err
+		}
+	}
+	return c.Stat(p)
 }

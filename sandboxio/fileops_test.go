@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -87,5 +88,47 @@ func TestList(t *testing.T) {
 	}
 	if l, err := c.List(context.Background(), filepath.Join(dir, "d", "a"), 10); err != nil || l.Folder {
 		t.Fatalf("list of a file: %+v %v", l, err)
+	}
+}
+
+// TestWrite: a new file with its folders, a replaced file keeps its
+// mode, a symlink is written through, and past the bound the file is as
+// it was.
+func TestWrite(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c := filesOn(t, dir)
+	ctx := context.Background()
+	at := func(name string) string { return filepath.Join(dir, name) }
+	fi, err := c.Write(ctx, at("a/b/f"), strings.NewReader("one"), 10, nil)
+	if err != nil || fi.Size() != 3 {
+		t.Fatalf("write: %v %v", fi, err)
+	}
+	os.Chmod(at("a/b/f"), 0o600)
+	if _, err := c.Write(ctx, at("a/b/f"), strings.NewReader("two"), 10, nil); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(at("a/b/f")); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("a replaced file's mode: %v", fi.Mode())
+	}
+	if _, err := c.Write(ctx, at("a/b/f"), strings.NewReader("far too long"), 10, nil); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("past the bound: %v, want ErrTooLarge", err)
+	}
+	os.Symlink("b/f", at("a/l"))
+	if _, err := c.Write(ctx, at("a/l"), strings.NewReader("three"), 10, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(at("a/b/f")); string(b) != "three" {
+		t.Fatalf("content: %q", b)
+	}
+	if fi, _ := os.Lstat(at("a/l")); fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatal("the symlink was replaced")
+	}
+	if _, err := c.Write(ctx, at("a"), strings.NewReader("x"), 10, nil); !errors.Is(err, ErrIsFolder) {
+		t.Fatalf("over a folder: %v, want ErrIsFolder", err)
+	}
+	list, _ := os.ReadDir(at("a/b"))
+	if len(list) != 1 {
+		t.Fatalf("left beside the file: %v", list)
 	}
 }
