@@ -375,15 +375,11 @@ func (s *Server) getFileContent(w http.ResponseWriter, r *http.Request) error {
 // sendFile streams the file at p.
 func (s *Server) sendFile(w http.ResponseWriter, r *http.Request, c *fileConn, p string) error {
 	abs := c.abs(p)
-	f, err := c.Open(abs)
+	f, fi, err := c.OpenRead(abs)
 	if err != nil {
 		return fileError(p, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fileError(p, err)
-	}
 	switch {
 	case fi.IsDir():
 		return badRequest("is_a_folder", "%s is a folder; download files one by one, or pack it with exec", p)

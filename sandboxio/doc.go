@@ -4,7 +4,7 @@
 // on the sandbox's own disk (jobs.go); SFTP sessions for the files
 // routes, their small writes coalesced into fewer SSH packets (sftp.go,
 // pipe.go), walks and line searches over them (search.go), the calls
-// that list, write, delete, move, make folders and set modes
+// that list, read, write, delete, move, make folders and set modes
 // (fileops.go), and the unpacking of a .tar.gz into a folder, staged
 // and checked before anything moves into place (archive.go). It knows
 // nothing of HTTP (arch_test.go): the API maps its errors (ErrLost,

@@ -265,3 +265,26 @@ func (c *Files) Write(ctx context.Context, p string, src io.Reader, max int64, m
 	}
 	return c.Stat(p)
 }
+
+// Content is an open file's bytes; WriteTo reads with several requests
+// at once.
+type Content interface {
+	io.Reader
+	io.WriterTo
+	io.Closer
+}
+
+// OpenRead opens the file at p to read it, and says what it is (Stat:
+// through a symlink); the caller closes it.
+func (c *Files) OpenRead(p string) (Content, os.FileInfo, error) {
+	f, err := c.Open(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}

@@ -132,3 +132,24 @@ func TestWrite(t *testing.T) {
 		t.Fatalf("left beside the file: %v", list)
 	}
 }
+
+// TestOpenRead: a file's bytes and size, through a symlink.
+func TestOpenRead(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c := filesOn(t, dir)
+	os.WriteFile(filepath.Join(dir, "f"), []byte("content"), 0o644)
+	os.Symlink("f", filepath.Join(dir, "l"))
+	f, fi, err := c.OpenRead(filepath.Join(dir, "l"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b strings.Builder
+	if _, err := f.WriteTo(&b); err != nil || b.String() != "content" || fi.Size() != 7 || !fi.Mode().IsRegular() {
+		t.Fatalf("read %q (%v), size %d mode %v", b.String(), err, fi.Size(), fi.Mode())
+	}
+	if _, _, err := c.OpenRead(filepath.Join(dir, "none")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a missing file: %v", err)
+	}
+}
