@@ -842,14 +842,14 @@ type Metrics struct {
 	CpuCount int `json:"cpu_count"`
 
 	// CpuPercent Use of all the sandbox's CPUs over half a second
-	CpuPercent     float32 `json:"cpu_percent"`
+	CpuPercent     float64 `json:"cpu_percent"`
 	DiskTotalBytes int64   `json:"disk_total_bytes"`
 
 	// DiskUsedBytes Of the root file system
 	DiskUsedBytes int64 `json:"disk_used_bytes"`
 
 	// IoPressure Percent of the last minute some task waited on disk (PSI); null when the kernel has no PSI
-	IoPressure       *float32 `json:"io_pressure"`
+	IoPressure       *float64 `json:"io_pressure"`
 	MemoryTotalBytes int64    `json:"memory_total_bytes"`
 	MemoryUsedBytes  int64    `json:"memory_used_bytes"`
 
@@ -865,7 +865,7 @@ type Process struct {
 	Command string `json:"command"`
 
 	// CpuPercent Of all the sandbox's CPUs over half a second
-	CpuPercent float32 `json:"cpu_percent"`
+	CpuPercent float64 `json:"cpu_percent"`
 
 	// MemoryBytes Resident memory
 	MemoryBytes int64  `json:"memory_bytes"`

@@ -13,8 +13,9 @@
 // codes), config.go (login, logout, status, the config file, durations
 // and KEY=VALUE flags), sandboxes.go (new, list, info, start, stop,
 // delete, fork, restore), snapshots.go (snapshot, snapshots), exec.go
-// (exec, jobs, logs, kill, wait), files.go (push, scp, ssh), urls.go
-// (host, url-token), views.go (desktop, browser, wall) and account.go
+// (exec, jobs, logs, kill, wait), metrics.go (metrics, ps), files.go
+// (push, scp, ssh), urls.go (host, url-token), views.go (desktop,
+// browser, wall) and account.go
 // (api-key, audit, limits, completions). The end-to-end tests run the
 // froog binary against froogd dev (e2e_test.go).
 package main

@@ -439,6 +439,21 @@ func TestCLIWalkthrough(t *testing.T) {
 			list := d.ok(t, "jobs", "jobs")
 			return regexp.MustCompile(long+`\s+killed`).MatchString(list) && regexp.MustCompile(job+`\s+exited\s+4`).MatchString(list)
 		})
+
+		// metrics and ps read the running sandbox (this host's /proc
+		// under the local driver).
+		if out := d.ok(t, "metrics", "jobs"); !regexp.MustCompile(`^cpu [0-9.]+% of \d+ vCPU\nmemory [0-9.]+ GB of [0-9.]+ GB \(\d+%\)\ndisk `).MatchString(out) {
+			t.Errorf("metrics: %q", out)
+		}
+		var m struct {
+			CPUCount int `json:"cpu_count"`
+		}
+		if err := json.Unmarshal([]byte(d.ok(t, "metrics", "jobs", "--json")), &m); err != nil || m.CPUCount < 1 {
+			t.Errorf("metrics --json: %+v, %v", m, err)
+		}
+		if out := d.ok(t, "ps", "jobs"); !strings.HasPrefix(out, "PID ") || !strings.Contains(out, "COMMAND") || strings.Count(out, "\n") < 1 {
+			t.Errorf("ps: %q", out)
+		}
 	})
 
 	t.Run("snapshots and forks", func(t *testing.T) {
