@@ -20,7 +20,7 @@ import (
 // Auto-start through the real binary: a request to a stopped sandbox
 // with auto_start wakes it and is held until the app answers.
 func TestAutoStart(t *testing.T) {
-	t.Parallel()
+	// Alone: the edge holds a request 20 s of real time (wake.URLTimeout) while its sandbox starts; beside the other tests a start outlasted that.
 	d := startDev(t, devOptions{args: []string{"--rate-limit", "0"}})
 	c, web, web2 := d.c, d.web(false), d.web(true)
 
@@ -166,7 +166,7 @@ func TestAutoStart(t *testing.T) {
 // them, to a stopped sandbox with auto_start: one start, one event, and
 // every request gets the app's answer.
 func TestAutoStartAcrossEdges(t *testing.T) {
-	t.Parallel()
+	// Alone: the edge holds a request 20 s of real time (wake.URLTimeout) while its sandbox starts; beside the other tests a start outlasted that.
 	db, key, ctlKey, secret := selfHosted(t)
 	caDir := t.TempDir()
 	start(t, regexp.MustCompile(`hostctl h1 running`), "hostctl", "--database-url", db, "--host-name", "h1", "--data", t.TempDir(), "--control-key-file", ctlKey)
