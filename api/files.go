@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pkg/sftp"
-
 	"froog.tech/froog/sandboxio"
 	"froog.tech/froog/store"
 )
@@ -226,13 +224,13 @@ func unixMode(m os.FileMode) uint32 {
 
 // fileError is the API's answer to an error of a files call about p:
 // sandboxio's (an archive refused, a path that is not a folder, an
-// error about a path of its own) or SFTP's. It is the one place that
-// maps them.
+// error about a path of its own) or the session's, in sandboxio's words
+// (FileCause). It is the one place that maps them.
 func fileError(p string, err error) error {
-	var se *sftp.StatusError
 	var ae *Error
 	var arch *sandboxio.ArchiveError
 	var pe *sandboxio.PathError
+	var re *sandboxio.RefusedError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -248,6 +246,9 @@ func fileError(p string, err error) error {
 		return errorf(http.StatusConflict, "not_a_folder", "%s is not a folder", p)
 	case errors.As(err, &pe):
 		return fileError(pe.Path, pe.Err)
+	}
+	err = sandboxio.FileCause(err)
+	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return errorf(http.StatusNotFound, "not_found", "no such file or folder: %s", p)
 	case errors.Is(err, os.ErrPermission):
@@ -256,30 +257,10 @@ func fileError(p string, err error) error {
 		return errorf(http.StatusConflict, "not_a_folder", "a part of the path is not a folder: %s", p)
 	case errors.Is(err, context.Canceled):
 		return err
-	case errors.As(err, &se):
-		switch se.FxCode() {
-		case sftp.ErrSSHFxNoSuchFile:
-			return errorf(http.StatusNotFound, "not_found", "no such file or folder: %s", p)
-		case sftp.ErrSSHFxPermissionDenied:
-			return errorf(http.StatusForbidden, "permission_denied", "permission denied: %s", p)
-		case sftp.ErrSSHFxConnectionLost, sftp.ErrSSHFxNoConnection:
-			return withCause(errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost"), err)
-		}
-		return errorf(http.StatusConflict, "file_error", "%s: %s", p, sftpMessage(se))
+	case errors.As(err, &re):
+		return errorf(http.StatusConflict, "file_error", "%s: %s", p, re.Msg)
 	}
 	return withCause(errorf(http.StatusBadGateway, "sandbox_connection_lost", "the connection to the sandbox was lost"), err)
-}
-
-// sftpMessage is what the sandbox's SFTP server said, or the code's name.
-func sftpMessage(se *sftp.StatusError) string {
-	msg := se.Error() // sftp: "MESSAGE" (CODE)
-	i, j := strings.Index(msg, `"`), strings.LastIndex(msg, `" (`)
-	if i >= 0 && j > i {
-		if m, err := strconv.Unquote(msg[i : j+1]); err == nil && m != "" {
-			return m
-		}
-	}
-	return msg
 }
 
 // fileView is what the API says of a file or folder.

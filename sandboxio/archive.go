@@ -188,20 +188,20 @@ type unpacker struct {
 // pass when they are one: a caller's body limit), ErrNotFolder when dir
 // is something else, a *PathError for an entry the session could not
 // write, or ctx's.
-func (f *Files) Unpack(ctx context.Context, dir string, r io.Reader) (Unpacked, error) {
+func (c *Files) Unpack(ctx context.Context, dir string, r io.Reader) (Unpacked, error) {
 	// The highest folder this call makes, removed again on failure.
 	made := ""
-	fi, err := f.Stat(dir)
+	fi, err := c.Stat(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		made = dir
 		for d := path.Dir(dir); d != "/"; d = path.Dir(d) {
-			if _, err := f.Lstat(d); err == nil {
+			if _, err := c.Lstat(d); err == nil {
 				break
 			}
 			made = d
 		}
-		if err := f.MkdirAll(dir); err != nil {
+		if err := c.MkdirAll(dir); err != nil {
 			return Unpacked{}, err
 		}
 	case err != nil:
@@ -209,9 +209,9 @@ func (f *Files) Unpack(ctx context.Context, dir string, r io.Reader) (Unpacked, 
 	case !fi.IsDir():
 		return Unpacked{}, ErrNotFolder
 	}
-	res, err := unpack(ctx, sftpFS{f.Client}, dir, r, maxUnpackBytes)
+	res, err := unpack(ctx, sftpFS{c.Client}, dir, r, maxUnpackBytes)
 	if err != nil && made != "" {
-		f.RemoveAll(made)
+		c.RemoveAll(made)
 	}
 	return res, err
 }

@@ -24,7 +24,8 @@ type Shell struct{ s Sessions }
 // New builds a Shell on sessions; it starts nothing.
 func New(sessions Sessions) *Shell { return &Shell{s: sessions} }
 
-// ErrLost: the connection to the sandbox broke under a command.
+// ErrLost: the connection to the sandbox broke under a command or a
+// files call.
 var ErrLost = errors.New("the connection to the sandbox was lost")
 
 // UnreachableError: no session could be opened in the sandbox (the
