@@ -3,13 +3,14 @@ package api
 import (
 	"bytes"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path"
 	"regexp"
 	"sort"
 	"strings"
+
+	"froog.tech/froog/sandboxio"
 )
 
 // GET files/search?pattern=*.py&path=~: paths whose name matches a glob.
@@ -214,40 +215,13 @@ func (s *Server) replaceFiles(w http.ResponseWriter, r *http.Request) error {
 }
 
 func replaceIn(c *fileConn, p string, old, new []byte) (int, error) {
-	fi, err := c.Stat(p)
+	n, err := c.Replace(p, old, new, maxReplaceBytes)
 	switch {
-	case err != nil:
-		return 0, fileError(p, err)
-	case !fi.Mode().IsRegular():
+	case errors.Is(err, sandboxio.ErrNotFile):
 		return 0, errors.New("not a regular file")
-	case fi.Size() > maxReplaceBytes:
+	case errors.Is(err, sandboxio.ErrTooLarge):
 		return 0, errors.New("over 5 MiB")
-	}
-	f, err := c.Open(p)
-	if err != nil {
-		return 0, fileError(p, err)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxReplaceBytes+1))
-	f.Close()
-	if err != nil {
-		return 0, fileError(p, err)
-	}
-	if len(b) > maxReplaceBytes {
-		return 0, errors.New("over 5 MiB")
-	}
-	n := bytes.Count(b, old)
-	if n == 0 {
-		return 0, nil
-	}
-	f, err = c.OpenFile(p, os.O_WRONLY|os.O_TRUNC)
-	if err != nil {
-		return 0, fileError(p, err)
-	}
-	if _, err := f.Write(bytes.ReplaceAll(b, old, new)); err != nil {
-		f.Close()
-		return 0, fileError(p, err)
-	}
-	if err := f.Close(); err != nil {
+	case err != nil:
 		return 0, fileError(p, err)
 	}
 	return n, nil

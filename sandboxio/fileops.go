@@ -1,6 +1,7 @@
 package sandboxio
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -287,4 +288,48 @@ func (c *Files) OpenRead(p string) (Content, os.FileInfo, error) {
 		return nil, nil, err
 	}
 	return f, fi, nil
+}
+
+// ErrNotFile: the path is a folder, a device or something else than a
+// regular file.
+var ErrNotFile = errors.New("not a regular file")
+
+// Replace replaces every old in the file at p with new, the file read
+// whole (up to max bytes, past it ErrTooLarge) and written in place;
+// it says how many it replaced. A file without old is not written.
+func (c *Files) Replace(p string, old, new []byte, max int64) (int, error) {
+	fi, err := c.Stat(p)
+	switch {
+	case err != nil:
+		return 0, err
+	case !fi.Mode().IsRegular():
+		return 0, ErrNotFile
+	case fi.Size() > max:
+		return 0, ErrTooLarge
+	}
+	f, err := c.Open(p)
+	if err != nil {
+		return 0, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	f.Close()
+	if err != nil {
+		return 0, err
+	}
+	if int64(len(b)) > max {
+		return 0, ErrTooLarge
+	}
+	n := bytes.Count(b, old)
+	if n == 0 {
+		return 0, nil
+	}
+	f, err = c.OpenFile(p, os.O_WRONLY|os.O_TRUNC)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := f.Write(bytes.ReplaceAll(b, old, new)); err != nil {
+		f.Close()
+		return 0, err
+	}
+	return n, f.Close()
 }

@@ -153,3 +153,24 @@ func TestOpenRead(t *testing.T) {
 		t.Fatalf("a missing file: %v", err)
 	}
 }
+
+// TestReplace: the count, the file written in place, and the bound.
+func TestReplace(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c := filesOn(t, dir)
+	p := filepath.Join(dir, "f")
+	os.WriteFile(p, []byte("a-b-a"), 0o640)
+	if n, err := c.Replace(p, []byte("a"), []byte("xy"), 100); err != nil || n != 2 {
+		t.Fatalf("replace: %d %v", n, err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "xy-b-xy" {
+		t.Fatalf("content: %q", b)
+	}
+	if _, err := c.Replace(p, []byte("x"), []byte("z"), 3); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("past the bound: %v, want ErrTooLarge", err)
+	}
+	if _, err := c.Replace(dir, []byte("x"), []byte("z"), 100); !errors.Is(err, ErrNotFile) {
+		t.Fatalf("a folder: %v, want ErrNotFile", err)
+	}
+}
