@@ -115,16 +115,21 @@ func TestParseMetricsMalformed(t *testing.T) {
 		{"section twice", "== io", "== net\n== io"},
 		{"unknown section", "== io", "== surprise"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			in := strings.Replace(goodMetrics, tc.old, tc.new, 1)
-			if in == goodMetrics {
-				t.Fatal("the case changes nothing")
-			}
-			if _, err := ParseMetrics([]byte(in)); !errors.Is(err, ErrBadSample) {
-				t.Fatalf("err = %v, want ErrBadSample", err)
-			}
-		})
+		badSampleCase(t, tc.name, goodMetrics, tc.old, tc.new, func(b []byte) error { _, err := ParseMetrics(b); return err })
 	}
+}
+
+// badSampleCase checks that good with old made new is ErrBadSample.
+func badSampleCase(t *testing.T, name, good, old, new string, parse func([]byte) error) {
+	t.Run(name, func(t *testing.T) {
+		in := strings.Replace(good, old, new, 1)
+		if in == good {
+			t.Fatal("the case changes nothing")
+		}
+		if err := parse([]byte(in)); !errors.Is(err, ErrBadSample) {
+			t.Fatalf("err = %v, want ErrBadSample", err)
+		}
+	})
 }
 
 const goodProcesses = `== page
@@ -180,14 +185,6 @@ func TestParseProcessesMalformed(t *testing.T) {
 		{"bad cmd pid", "42 python3", "x python3"},
 		{"unknown section", "== cmd", "== what\n== cmd"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			in := strings.Replace(goodProcesses, tc.old, tc.new, 1)
-			if in == goodProcesses {
-				t.Fatal("the case changes nothing")
-			}
-			if _, err := ParseProcesses([]byte(in)); !errors.Is(err, ErrBadSample) {
-				t.Fatalf("err = %v, want ErrBadSample", err)
-			}
-		})
+		badSampleCase(t, tc.name, goodProcesses, tc.old, tc.new, func(b []byte) error { _, err := ParseProcesses(b); return err })
 	}
 }
