@@ -209,5 +209,6 @@ func (s *Server) drain() {
 func (s *Server) Close() error {
 	s.closer.Do(func() { close(s.done) })
 	s.closeHijacked()
+	s.upstreams.close()
 	return nil
 }

@@ -216,3 +216,41 @@ func TestH2BodyCountNoRace(t *testing.T) {
 	// writer if it still reads.
 	pw.Close()
 }
+
+// TestPoolSweepsWithoutRequests: idle connections are closed on the
+// pool's own timer once they have idled out, though no request comes to
+// prune them (a burst's connections must not outlive it), and the
+// edge's Close closes those still idle.
+func TestPoolSweepsWithoutRequests(t *testing.T) {
+	t.Parallel()
+	s, _, d := newPoolEdge(t, serveOK)
+	for _, host := range []string{"one.froog.test", "two.froog.test"} {
+		if a, _ := through(t, s, "h1", "GET", host, "/", nil, ""); a.status != 200 {
+			t.Fatalf("%s: %d %s", host, a.status, a.body)
+		}
+	}
+	u := &s.upstreams
+	u.mu.Lock()
+	armed := u.sweeper != nil
+	for _, c := range u.idle[route.Port{SandboxID: "sb1", Port: 8080}] {
+		c.since = c.since.Add(-upstreamIdle) // sb1's connection has idled out; sb2's has not
+	}
+	u.mu.Unlock()
+	if !armed {
+		t.Fatal("an idle connection armed no sweep")
+	}
+	u.sweep() // what the timer runs
+	if id := <-d.closed; id != "sb1" || u.idleCount("sb1") != 0 || u.idleCount("sb2") != 1 {
+		t.Fatalf("after a sweep: closed %s; idle sb1 %d, sb2 %d; want sb1's closed, sb2's kept", id, u.idleCount("sb1"), u.idleCount("sb2"))
+	}
+	u.mu.Lock()
+	armed = u.sweeper != nil
+	u.mu.Unlock()
+	if !armed {
+		t.Fatal("a sweep that left a connection idle did not run again")
+	}
+	s.Close()
+	if id := <-d.closed; id != "sb2" || u.idleCount("sb2") != 0 {
+		t.Fatalf("after Close: closed %s, %d idle to sb2", id, u.idleCount("sb2"))
+	}
+}

@@ -55,6 +55,10 @@ type upstreams struct {
 	mu     sync.Mutex
 	idle   map[route.Port][]*upConn // the most recently used last
 	pruned time.Time
+	// sweeper prunes while connections are idle, when no request comes
+	// to do it: nil when the pool holds none.
+	sweeper *time.Timer
+	closed  bool
 }
 
 // upstreamIdle is how long a pooled connection to a sandbox's port may
@@ -191,7 +195,7 @@ func (u *upstreams) done(c *upConn, keep bool) {
 	}
 	c.since, c.reused = time.Now(), false
 	u.mu.Lock()
-	if len(u.idle[c.key]) >= maxIdlePerPort {
+	if u.closed || len(u.idle[c.key]) >= maxIdlePerPort {
 		u.mu.Unlock()
 		c.Close()
 		return
@@ -200,7 +204,44 @@ func (u *upstreams) done(c *upConn, keep bool) {
 		u.idle = map[route.Port][]*upConn{}
 	}
 	u.idle[c.key] = append(u.idle[c.key], c)
+	if u.sweeper == nil {
+		u.sweeper = time.AfterFunc(pruneEvery, u.sweep)
+	}
 	u.mu.Unlock()
+}
+
+// sweep prunes the pool on its own timer, so that a burst's connections
+// are closed once idle even when no request follows; it runs again while
+// any connection is idle.
+func (u *upstreams) sweep() {
+	u.mu.Lock()
+	u.pruned = time.Time{} // due now
+	u.mu.Unlock()
+	u.prune()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.idle) > 0 && !u.closed {
+		u.sweeper.Reset(pruneEvery)
+	} else {
+		u.sweeper = nil
+	}
+}
+
+// close closes every idle connection, and those given back later.
+func (u *upstreams) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.closed = true
+	for k, list := range u.idle {
+		for _, c := range list {
+			c.Close()
+		}
+		delete(u.idle, k)
+	}
+	if u.sweeper != nil {
+		u.sweeper.Stop()
+		u.sweeper = nil
+	}
 }
 
 // closeSandbox closes the idle connections to one sandbox's ports, and
