@@ -13,6 +13,7 @@ import (
 
 	"froog.tech/froog/edge/route"
 	"froog.tech/froog/names"
+	"froog.tech/froog/store"
 )
 
 // call is what the core knows of one request, whatever its protocol. Its
@@ -69,6 +70,9 @@ func (s *Server) decide(c *call) decision {
 	}
 	rt := s.o.Routes.Lookup(name)
 	if rt == nil {
+		rt = s.o.Routes.Recheck(name, name, func(rt *route.Route) bool { return rt != nil })
+	}
+	if rt == nil {
 		return decision{problem: &errNotFound}
 	}
 	d := decision{rt: rt, host: names.Host(rt.Host, s.domain)}
@@ -90,7 +94,24 @@ func (s *Server) decide(c *call) decision {
 	if isPreflight(c) {
 		return d
 	}
-	switch v, tok, life := authorize(rt, c, s.o.Now()); v {
+	v, tok, life := authorize(rt, c, s.o.Now())
+	if v == invalid {
+		// A viewer token made a moment ago may not be in the table yet.
+		key := name + " " + store.HashSecret(tok)
+		rt = s.o.Routes.Recheck(name, key, func(rt *route.Route) bool {
+			if rt == nil {
+				return false
+			}
+			v, _, _ := authorize(rt, c, s.o.Now())
+			return v != invalid
+		})
+		if rt == nil {
+			return decision{problem: &errNotFound}
+		}
+		d.rt = rt
+		v, tok, life = authorize(rt, c, s.o.Now())
+	}
+	switch v {
 	case missing:
 		d.problem = &errTokenMissing
 	case invalid:
@@ -171,12 +192,13 @@ const (
 // authorize decides a request to a private URL. It returns the token
 // that passed (for a redirect, also how long its cookie lasts; 0: a
 // session cookie): the edge makes sure it reaches the sandbox nowhere.
+// For invalid it returns the token that failed (the first cookie's).
 func authorize(rt *route.Route, c *call, now time.Time) (verdict, string, time.Duration) {
 	if tok, ok := queryToken(c.query); ok {
 		life, valid := rt.Check(tok, now)
 		switch {
 		case !valid:
-			return invalid, "", 0
+			return invalid, tok, 0
 		case (c.method == http.MethodGet || c.method == http.MethodHead) && !c.upgrade:
 			return redirect, tok, life
 		}
@@ -186,7 +208,7 @@ func authorize(rt *route.Route, c *call, now time.Time) (verdict, string, time.D
 		if _, ok := rt.Check(c.tokenHeader, now); ok {
 			return allow, c.tokenHeader, 0
 		}
-		return invalid, "", 0
+		return invalid, c.tokenHeader, 0
 	}
 	for _, tok := range c.tokenCookies {
 		if _, ok := rt.Check(tok, now); ok {
@@ -194,7 +216,7 @@ func authorize(rt *route.Route, c *call, now time.Time) (verdict, string, time.D
 		}
 	}
 	if len(c.tokenCookies) > 0 {
-		return invalid, "", 0
+		return invalid, c.tokenCookies[0], 0
 	}
 	return missing, "", 0
 }

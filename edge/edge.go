@@ -28,6 +28,9 @@ type Dialer interface {
 type Routes interface {
 	// Lookup finds the route of a Host header, or nil.
 	Lookup(host string) *route.Route
+	// Recheck looks host up again once the table has caught up with the
+	// store, for a request Lookup's route refused (route.Table.Recheck).
+	Recheck(host, key string, ok func(*route.Route) bool) *route.Route
 	// Serves reports whether some route still points at a sandbox's port.
 	Serves(p route.Port) bool
 	// Sandbox gives the state and auto_start of a sandbox, or nil.

@@ -181,3 +181,7 @@ func BenchmarkX(b *testing.B) {
 		}
 	})
 }
+
+func (f *fakeRoutes) Recheck(host, key string, ok func(*route.Route) bool) *route.Route {
+	return f.Lookup(host)
+}

@@ -84,3 +84,49 @@ func TestOwnerMissesCostLittle(t *testing.T) {
 		t.Fatalf("500 made-up names in %v read the store's head %d times, want at most %d", time.Since(start), n, most)
 	}
 }
+
+// A viewer token made a moment ago opens its URL at once: Recheck looks
+// again once the table has caught up (the capability test's revoke row
+// met a 401 for a token minted just before). The same wrong token asked
+// again soon costs nothing.
+func TestRecheckFindsANewToken(t *testing.T) {
+	t.Parallel()
+	st := &fakeHead{}
+	st.head.Store(5)
+	rs := readThroughTable(st, 4)
+	tb := rs.cur.Load().clone()
+	tb.putURL(&store.URL{ID: "url_1", AccountID: "acct_1", Hostname: "app-3000-abcdef", SandboxID: "sbx_1", Port: 3000, TokenHash: store.HashSecret("own")})
+	rs.publish(tb)
+	st.onHead = func() {
+		tb := rs.cur.Load().clone()
+		tb.putToken(&store.URLToken{ID: "tok_1", URLID: "url_1", Hash: store.HashSecret("viewer"), ExpiresAt: time.Now().Add(time.Minute)}, time.Now())
+		rs.publish(tb)
+		rs.advance(5)
+	}
+	const host = "app-3000-abcdef.froog.test"
+	opens := func(tok string) func(*Route) bool {
+		return func(rt *Route) bool {
+			if rt == nil {
+				return false
+			}
+			_, ok := rt.Check(tok, time.Now())
+			return ok
+		}
+	}
+	if _, ok := rs.Lookup(host).Check("viewer", time.Now()); ok {
+		t.Fatal("the token is in the table before the feed brought it: the test tests nothing")
+	}
+	if rt := rs.Recheck(host, "k-viewer", opens("viewer")); !opens("viewer")(rt) {
+		t.Fatal("Recheck did not find the viewer token the feed brought late")
+	}
+	st.onHead = nil
+	reads := st.reads.Load()
+	for range 50 {
+		if rt := rs.Recheck(host, "k-wrong", opens("wrong")); opens("wrong")(rt) {
+			t.Fatal("a wrong token opened the URL")
+		}
+	}
+	if n := st.reads.Load() - reads; n != 1 {
+		t.Fatalf("one wrong token asked 50 times read the store's head %d times, want 1", n)
+	}
+}

@@ -335,6 +335,26 @@ func (t *Table) Owner(name string) (string, error) {
 	return id, err
 }
 
+// Recheck is for a request the table as it is refuses, which a change
+// committed a moment ago may let in (a URL or a viewer token just made):
+// it looks host up again once the table has caught up with the store
+// (readthrough.go), and returns the route found then, or the one it has
+// if it cannot catch up. ok says whether a route lets the request in;
+// key names what was missing (the host, or the host and a token's hash):
+// a key refused after a round less than missTTL ago is not looked for
+// again.
+func (t *Table) Recheck(host, key string, ok func(*Route) bool) *Route {
+	now := time.Now()
+	if !t.current.Load() || t.missedRecently(key, now) || !t.catchUp() {
+		return t.Lookup(host)
+	}
+	rt := t.Lookup(host)
+	if !ok(rt) {
+		t.noteMiss(key, now)
+	}
+	return rt
+}
+
 // owner is Owner from the table as it is.
 func (t *Table) owner(name string) (string, error) {
 	if v, ok := names.ParseView(names.Label(name, t.o.Domain)); ok {
