@@ -51,7 +51,8 @@ type decision struct {
 	// the request carried a valid token).
 	wake bool
 	// token is the URL token the request was let in with, if any: no
-	// header that still holds it goes on (forwardValue).
+	// header that still holds it goes on (forwardValue). For
+	// token_invalid, the token refused (the request goes nowhere).
 	token string
 }
 
@@ -68,10 +69,29 @@ func (s *Server) decide(c *call) decision {
 	if !ok {
 		return decision{problem: &errBadRequest}
 	}
-	rt := s.o.Routes.Lookup(name)
-	if rt == nil {
-		rt = s.o.Routes.Recheck(name, name, func(rt *route.Route) bool { return rt != nil })
+	d := s.decideRoute(c, s.o.Routes.Lookup(name), port)
+	if refusedByTable(d) {
+		// The table follows the store a moment behind: a URL or a viewer
+		// token made just now may not be in it yet.
+		key := name
+		if d.problem == &errTokenInvalid {
+			key += " " + store.HashSecret(d.token)
+		}
+		rt := s.o.Routes.Recheck(name, key, func(rt *route.Route) bool { return !refusedByTable(s.decideRoute(c, rt, port)) })
+		d = s.decideRoute(c, rt, port)
 	}
+	return d
+}
+
+// refusedByTable reports whether d refuses for what the table does not
+// hold (the URL, or the token): what a newer table may let in.
+func refusedByTable(d decision) bool {
+	return d.problem == &errNotFound || d.problem == &errTokenInvalid
+}
+
+// decideRoute is decide for the route the table gave (nil: none); port
+// is the one the client gave in Host.
+func (s *Server) decideRoute(c *call, rt *route.Route, port string) decision {
 	if rt == nil {
 		return decision{problem: &errNotFound}
 	}
@@ -95,27 +115,11 @@ func (s *Server) decide(c *call) decision {
 		return d
 	}
 	v, tok, life := authorize(rt, c, s.o.Now())
-	if v == invalid {
-		// A viewer token made a moment ago may not be in the table yet.
-		key := name + " " + store.HashSecret(tok)
-		rt = s.o.Routes.Recheck(name, key, func(rt *route.Route) bool {
-			if rt == nil {
-				return false
-			}
-			v, _, _ := authorize(rt, c, s.o.Now())
-			return v != invalid
-		})
-		if rt == nil {
-			return decision{problem: &errNotFound}
-		}
-		d.rt = rt
-		v, tok, life = authorize(rt, c, s.o.Now())
-	}
 	switch v {
 	case missing:
 		d.problem = &errTokenMissing
 	case invalid:
-		d.problem = &errTokenInvalid
+		d.problem, d.token = &errTokenInvalid, tok
 	case redirect:
 		// Absolute, so that a path starting with "//" stays a path and
 		// never reads as another host.

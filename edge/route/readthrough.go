@@ -84,6 +84,19 @@ func (t *Table) noteMiss(name string, now time.Time) {
 	t.rt.misses[name] = now
 }
 
+// lookAgain runs found once the table has caught up with the store,
+// unless key was not found after a round less than missTTL ago; a key
+// still not found is remembered.
+func (t *Table) lookAgain(key string, found func() bool) {
+	now := time.Now()
+	if t.missedRecently(key, now) || !t.catchUp() {
+		return
+	}
+	if !found() {
+		t.noteMiss(key, now)
+	}
+}
+
 // catchUp waits until the table holds every change the store had
 // committed when it was called, or readThroughWait has passed; it
 // reports whether it got there.

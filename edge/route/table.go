@@ -325,32 +325,26 @@ func (t *Table) Owner(name string) (string, error) {
 	if err != ErrUnknownName {
 		return id, err
 	}
-	now := time.Now()
-	if t.missedRecently(name, now) || !t.catchUp() {
-		return "", err
-	}
-	if id, err = t.owner(name); err == ErrUnknownName {
-		t.noteMiss(name, now)
-	}
+	t.lookAgain(name, func() bool {
+		id, err = t.owner(name)
+		return err != ErrUnknownName
+	})
 	return id, err
 }
 
 // Recheck is for a request the table as it is refuses, which a change
 // committed a moment ago may let in (a URL or a viewer token just made):
-// it looks host up again once the table has caught up with the store
-// (readthrough.go), and returns the route found then, or the one it has
-// if it cannot catch up. ok says whether a route lets the request in;
-// key names what was missing (the host, or the host and a token's hash):
-// a key refused after a round less than missTTL ago is not looked for
-// again.
+// it looks host up again once the table has caught up with the store,
+// and returns the route it has then. ok says whether a route lets the
+// request in; key names what was missing (the host, or the host and a
+// token's hash), for lookAgain.
 func (t *Table) Recheck(host, key string, ok func(*Route) bool) *Route {
-	now := time.Now()
-	if !t.current.Load() || t.missedRecently(key, now) || !t.catchUp() {
-		return t.Lookup(host)
-	}
 	rt := t.Lookup(host)
-	if !ok(rt) {
-		t.noteMiss(key, now)
+	if t.current.Load() {
+		t.lookAgain(key, func() bool {
+			rt = t.Lookup(host)
+			return ok(rt)
+		})
 	}
 	return rt
 }
