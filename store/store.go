@@ -186,6 +186,8 @@ type Store interface {
 	AbandonIdempotent(ctx context.Context, accountID, key string) error
 
 	Snapshots
+	Environments
+	Inboxes
 	Feed
 	Close() error
 }
@@ -315,6 +317,17 @@ func NewStop(sb *Sandbox, at time.Time) Stop {
 		sb.PendingStopID = st.ID
 	}
 	return st
+}
+
+// Touch records activity on sb at at: LastActiveAt moves forward to at,
+// never back (a touch from a process whose clock is behind changes
+// nothing). Nothing else changes, UpdatedAt included: that is the intent
+// hostctl acts on, and a touch is no intent.
+func Touch(sb *Sandbox, at time.Time) {
+	at = Micro(at)
+	if sb.LastActiveAt == nil || at.After(*sb.LastActiveAt) {
+		sb.LastActiveAt = &at
+	}
 }
 
 // Erasing reports whether sb is to be erased: made with snapshots off and

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"net/netip"
 	"sort"
 	"time"
 )
@@ -142,6 +143,9 @@ type Sandbox struct {
 	// NoEnvironment: created with environment: false (none of the
 	// account's environment; its forks get none either).
 	NoEnvironment bool `json:"no_environment,omitempty"`
+	// AccountEnv is the account's variables (sealed) as they were at the
+	// sandbox's last start (StartEnvironment); its own variables win.
+	AccountEnv []EnvVar `json:"account_env,omitempty"`
 	// NoSnapshots: created with snapshots: false, so no snapshot is ever
 	// taken of it (nor a fork or restore made) and a stop erases it: its
 	// VM and disk are removed, and the sandbox is deleted (see Erasing).
@@ -170,6 +174,10 @@ type Sandbox struct {
 	AutoStopAt *time.Time `json:"auto_stop_at,omitempty"`
 	StoppedAt  *time.Time `json:"stopped_at,omitempty"`
 	WarmUntil  *time.Time `json:"warm_until,omitempty"`
+	// LastActiveAt is the latest activity recorded on it (Touch): nil
+	// until there is some. It is bookkeeping, not intent: nothing starts,
+	// stops or moves a deadline because of it.
+	LastActiveAt *time.Time `json:"last_active_at,omitempty"`
 	// PendingStopID is the stop that is under way, if any.
 	PendingStopID string `json:"pending_stop_id,omitempty"`
 	// DeletedAt is set when the sandbox was deleted: its name is free and
@@ -207,9 +215,43 @@ type URL struct {
 	TokenHash string `json:"token_hash,omitempty"`
 	// TokenSealed is the URL's own token encrypted by the API, so that it
 	// can show the link again. The store never sees the key.
-	TokenSealed []byte    `json:"token_sealed,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	TokenSealed []byte `json:"token_sealed,omitempty"`
+	// Inbox is the URL's webhook inbox; nil: none.
+	Inbox *Inbox `json:"inbox,omitempty"`
+	// ShowPorts lets the edge's "nothing is listening" answer say which
+	// ports do listen to anyone who may open the URL, not only to the
+	// holder of the URL's own token. Off by default.
+	ShowPorts bool `json:"show_ports,omitempty"`
+	// AllowIPs, when set, are the only source addresses the URL answers:
+	// the connection's, never a header's. nil: any.
+	AllowIPs []netip.Prefix `json:"allow_ips,omitempty"`
+	// RateLimit bounds each client address's requests to the URL; nil:
+	// only the edge's own limit.
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+	// FrameAncestors, when set, are the only origins that may frame the
+	// URL's answers (CSP frame-ancestors, replacing the app's framing
+	// rules). nil: whatever the app says.
+	FrameAncestors []string `json:"frame_ancestors,omitempty"`
+	// Routes send the paths under a prefix to another port of the same
+	// sandbox (one origin for a frontend and its API); every other path
+	// goes to Port. nil: none.
+	Routes    []PathRoute `json:"routes,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at"`
+}
+
+// PathRoute sends a URL's requests whose path starts with Prefix (as
+// sent, byte for byte) to Port, the prefix kept.
+type PathRoute struct {
+	Prefix string `json:"prefix"`
+	Port   int    `json:"port"`
+}
+
+// RateLimit is a token bucket per client address: PerSecond requests a
+// second on average, Burst at once.
+type RateLimit struct {
+	PerSecond float64 `json:"per_second"`
+	Burst     int     `json:"burst"`
 }
 
 // URLToken is a viewer token of a private URL.

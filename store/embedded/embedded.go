@@ -29,6 +29,7 @@ type Store struct {
 	accounts  map[string]*store.Account
 	keys      map[string]*store.APIKey
 	sshKeys   map[string]*store.SSHKey
+	envs      map[string]*store.Environment // by account id
 	hosts     map[string]*store.Host
 	sandboxes map[string]*store.Sandbox
 	stops     map[string]*store.Stop
@@ -42,6 +43,9 @@ type Store struct {
 	urlNames  map[string]*urlName
 	starts    map[string]*startRec
 	snapshots map[string]*store.Snapshot
+	// deliveries are kept without their bodies, which are written once.
+	deliveries map[string]*store.Delivery
+	bodies     map[string]*deliveryBody
 
 	changes []store.Change // the newest keepChanges, oldest first
 	signal  store.Signal
@@ -59,6 +63,7 @@ func Open(dir string) (*Store, error) {
 		accounts:  map[string]*store.Account{},
 		keys:      map[string]*store.APIKey{},
 		sshKeys:   map[string]*store.SSHKey{},
+		envs:      map[string]*store.Environment{},
 		hosts:     map[string]*store.Host{},
 		sandboxes: map[string]*store.Sandbox{},
 		stops:     map[string]*store.Stop{},
@@ -72,6 +77,9 @@ func Open(dir string) (*Store, error) {
 		urlNames:  map[string]*urlName{},
 		starts:    map[string]*startRec{},
 		snapshots: map[string]*store.Snapshot{},
+
+		deliveries: map[string]*store.Delivery{},
+		bodies:     map[string]*deliveryBody{},
 	}
 	log, lock, err := openLog(dir, s.apply, s.snapshot)
 	if err != nil {
@@ -110,6 +118,8 @@ func (s *Store) apply(r record) error {
 		setOrDel(s.keys, r)
 	case tSSHKey:
 		setOrDel(s.sshKeys, r)
+	case tEnv:
+		setOrDel(s.envs, r)
 	case tHost:
 		setOrDel(s.hosts, r)
 	case tSandbox:
@@ -136,6 +146,10 @@ func (s *Store) apply(r record) error {
 		setOrDel(s.starts, r)
 	case tSnapshot:
 		setOrDel(s.snapshots, r)
+	case tDelivery:
+		setOrDel(s.deliveries, r)
+	case tBody:
+		setOrDel(s.bodies, r)
 	default:
 		return fmt.Errorf("unknown table %q", r.T)
 	}
@@ -156,6 +170,7 @@ func (s *Store) snapshot() []record {
 	recs = appendAll(recs, tAccount, s.accounts)
 	recs = appendAll(recs, tAPIKey, s.keys)
 	recs = appendAll(recs, tSSHKey, s.sshKeys)
+	recs = appendAll(recs, tEnv, s.envs)
 	recs = appendAll(recs, tHost, s.hosts)
 	recs = appendAll(recs, tSandbox, s.sandboxes)
 	recs = appendAll(recs, tStop, s.stops)
@@ -169,6 +184,8 @@ func (s *Store) snapshot() []record {
 	recs = appendAll(recs, tURLName, s.urlNames)
 	recs = appendAll(recs, tStart, s.starts)
 	recs = appendAll(recs, tSnapshot, s.snapshots)
+	recs = appendAll(recs, tDelivery, s.deliveries)
+	recs = appendAll(recs, tBody, s.bodies)
 	return recs
 }
 

@@ -20,6 +20,7 @@ const (
 	tAccount  = "account"
 	tAPIKey   = "api_key"
 	tSSHKey   = "ssh_key"
+	tEnv      = "environment"
 	tHost     = "host"
 	tSandbox  = store.KindSandbox
 	tStop     = "stop"
@@ -33,6 +34,8 @@ const (
 	tURLName  = "url_name"
 	tStart    = "start"
 	tSnapshot = store.KindSnapshot
+	tDelivery = "delivery"
+	tBody     = "delivery_body"
 	tMeta     = "meta"
 )
 
@@ -51,6 +54,7 @@ type record struct {
 type meta struct {
 	Seq      int64 `json:"seq"`
 	AuditSeq int64 `json:"audit_seq"`
+	InboxSeq int64 `json:"inbox_seq,omitempty"` // the last Delivery.Seq given
 }
 
 type lease struct {
@@ -85,6 +89,8 @@ func newValue(table string) (any, error) {
 		return new(store.APIKey), nil
 	case tSSHKey:
 		return new(store.SSHKey), nil
+	case tEnv:
+		return new(store.Environment), nil
 	case tHost:
 		return new(store.Host), nil
 	case tSandbox:
@@ -111,6 +117,10 @@ func newValue(table string) (any, error) {
 		return new(startRec), nil
 	case tSnapshot:
 		return new(store.Snapshot), nil
+	case tDelivery:
+		return new(store.Delivery), nil
+	case tBody:
+		return new(deliveryBody), nil
 	case tMeta:
 		return new(meta), nil
 	}

@@ -28,6 +28,9 @@ func (s *Store) checkSandbox(old, sb *store.Sandbox) ([]record, error) {
 			return nil, fmt.Errorf("sandbox name %q: %w", sb.Name, store.ErrConflict)
 		}
 	}
+	if store.TakesEnvironment(old, sb) {
+		store.StartEnvironment(sb, s.env(sb.AccountID))
+	}
 	if !store.StartsRunning(old, sb) {
 		return nil, nil
 	}

@@ -27,7 +27,7 @@ func (s *Store) deleteURLRecords(u *store.URL) []record {
 			recs = append(recs, del(tURLToken, t.ID))
 		}
 	}
-	return recs
+	return append(recs, s.purgeRecords(u.ID)...)
 }
 
 func (s *Store) PutURL(ctx context.Context, sandboxID string, port int, fn func(*store.URL, *store.AuditEvent) (store.URL, error), ev *store.AuditEvent) (store.URL, error) {

@@ -121,6 +121,13 @@ func (s *Store) RecordAPIKeyUse(ctx context.Context, id string, at time.Time, n 
 // sandbox, and a start its start limits allow, which it records. It locks
 // the account row, so concurrent starts count in turn.
 func checkSandbox(ctx context.Context, t *txn, old, sb *store.Sandbox) error {
+	if store.TakesEnvironment(old, sb) {
+		e, err := env(ctx, t, sb.AccountID, false)
+		if err != nil {
+			return err
+		}
+		store.StartEnvironment(sb, e)
+	}
 	if !store.StartsRunning(old, sb) {
 		return nil
 	}
@@ -395,6 +402,9 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string, at time.Time, ev *
 		}
 		if err := deleteIDs(ctx, t, store.KindURLToken, `DELETE FROM url_tokens WHERE url_id IN (SELECT id FROM urls WHERE sandbox_id = $1) RETURNING id`, id); err != nil {
 			return err
+		}
+		if _, err := t.Exec(ctx, `DELETE FROM inbox_deliveries WHERE url_id IN (SELECT id FROM urls WHERE sandbox_id = $1)`, id); err != nil {
+			return fmt.Errorf("delete deliveries: %w", err)
 		}
 		if err := deleteIDs(ctx, t, store.KindURL, `DELETE FROM urls WHERE sandbox_id = $1 RETURNING id`, id); err != nil {
 			return err

@@ -120,6 +120,9 @@ func (s *Store) DeleteURL(ctx context.Context, sandboxID string, port int, ev *s
 			return err
 		}
 		t.changed(store.KindURL, id, nil)
+		if _, err := t.Exec(ctx, `DELETE FROM inbox_deliveries WHERE url_id = $1`, id); err != nil {
+			return fmt.Errorf("delete deliveries: %w", err)
+		}
 		return deleteIDs(ctx, t, store.KindURLToken, `DELETE FROM url_tokens WHERE url_id = $1 RETURNING id`, id)
 	})
 	if err != nil {

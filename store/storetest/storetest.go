@@ -32,8 +32,11 @@ func Run(t *testing.T, f Factory) {
 		{"Accounts", testAccounts},
 		{"APIKeys", testAPIKeys},
 		{"SSHKeys", testSSHKeys},
+		{"Environment", testEnvironment},
+		{"EnvironmentConcurrent", testEnvironmentConcurrent},
 		{"SandboxCRUD", testSandboxCRUD},
 		{"SandboxList", testSandboxList},
+		{"LastActive", testLastActive},
 		{"SameNameConcurrently", testSameNameConcurrently},
 		{"RunningLimit", testRunningLimit},
 		{"AutoStart", testAutoStart},
@@ -54,6 +57,8 @@ func Run(t *testing.T, f Factory) {
 		{"FeedConcurrentWriters", testFeedConcurrent},
 		{"Reopen", testReopen},
 		{"Snapshots", testSnapshots},
+		{"Inbox", testInbox},
+		{"InboxBounds", testInboxBounds},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -81,6 +82,72 @@ func testURLs(t *testing.T, o func() Backend) {
 	list, err := s.URLs(ctx, sb.ID)
 	if err != nil || len(list) != 1 || !list[0].Public {
 		t.Fatalf("URLs: got %+v, %v", list, err)
+	}
+	// show_ports is kept with the URL, and read back as written.
+	if _, err := s.PutURL(ctx, sb.ID, 3000, func(old *store.URL, _ *store.AuditEvent) (store.URL, error) {
+		u := *old
+		u.ShowPorts = true
+		return u, nil
+	}, nil); err != nil {
+		t.Fatalf("PutURL show_ports: %v", err)
+	}
+	if got, err := s.URL(ctx, sb.ID, 3000); err != nil || !got.ShowPorts {
+		t.Fatalf("URL after show_ports: got %+v, %v", got, err)
+	}
+	// The policy is kept with the URL, and read back as written: IPv4
+	// and IPv6 prefixes, the limit, the origins.
+	allow := []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("198.51.100.7/32")}
+	limit := &store.RateLimit{PerSecond: 0.5, Burst: 20}
+	frame := []string{"https://app.example", "'self'"}
+	if _, err := s.PutURL(ctx, sb.ID, 3000, func(old *store.URL, _ *store.AuditEvent) (store.URL, error) {
+		u := *old
+		u.AllowIPs, u.RateLimit, u.FrameAncestors = allow, limit, frame
+		return u, nil
+	}, nil); err != nil {
+		t.Fatalf("PutURL policy: %v", err)
+	}
+	got, err := s.URL(ctx, sb.ID, 3000)
+	if err != nil || !slices.Equal(got.AllowIPs, allow) || got.RateLimit == nil || *got.RateLimit != *limit || !slices.Equal(got.FrameAncestors, frame) {
+		t.Fatalf("URL after policy: got %+v, %v; want allow %v, limit %+v, frame %v", got, err, allow, *limit, frame)
+	}
+	if all, err := s.AllURLs(ctx); err != nil || !slices.ContainsFunc(all, func(x store.URL) bool { return x.ID == got.ID && slices.Equal(x.AllowIPs, allow) }) {
+		t.Fatalf("AllURLs after policy: %+v, %v; want %s with its allow_ips", all, err, got.ID)
+	}
+	// Taken off, it is gone.
+	if _, err := s.PutURL(ctx, sb.ID, 3000, func(old *store.URL, _ *store.AuditEvent) (store.URL, error) {
+		u := *old
+		u.AllowIPs, u.RateLimit, u.FrameAncestors = nil, nil, nil
+		return u, nil
+	}, nil); err != nil {
+		t.Fatalf("PutURL no policy: %v", err)
+	}
+	if got, err := s.URL(ctx, sb.ID, 3000); err != nil || got.AllowIPs != nil || got.RateLimit != nil || got.FrameAncestors != nil {
+		t.Fatalf("URL after the policy was taken off: got %+v, %v", got, err)
+	}
+	// Routes are kept with the URL, in order, and taken off again.
+	routes := []store.PathRoute{{Prefix: "/api/", Port: 8000}, {Prefix: "/api/v2/", Port: 8001}}
+	if _, err := s.PutURL(ctx, sb.ID, 3000, func(old *store.URL, _ *store.AuditEvent) (store.URL, error) {
+		u := *old
+		u.Routes = routes
+		return u, nil
+	}, nil); err != nil {
+		t.Fatalf("PutURL routes: %v", err)
+	}
+	if got, err := s.URL(ctx, sb.ID, 3000); err != nil || !slices.Equal(got.Routes, routes) {
+		t.Fatalf("URL after routes: got %+v, %v; want routes %v", got, err, routes)
+	}
+	if all, err := s.AllURLs(ctx); err != nil || !slices.ContainsFunc(all, func(x store.URL) bool { return x.Port == 3000 && slices.Equal(x.Routes, routes) }) {
+		t.Fatalf("AllURLs after routes: %+v, %v; want port 3000 with its routes", all, err)
+	}
+	if _, err := s.PutURL(ctx, sb.ID, 3000, func(old *store.URL, _ *store.AuditEvent) (store.URL, error) {
+		u := *old
+		u.Routes = nil
+		return u, nil
+	}, nil); err != nil {
+		t.Fatalf("PutURL no routes: %v", err)
+	}
+	if got, err := s.URL(ctx, sb.ID, 3000); err != nil || got.Routes != nil {
+		t.Fatalf("URL after the routes were taken off: got %+v, %v", got, err)
 	}
 	// A failing fn writes nothing.
 	boom := errors.New("boom")
