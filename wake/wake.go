@@ -39,6 +39,10 @@ type Sandbox struct {
 	State        string
 	DesiredState string
 	AutoStart    bool
+	// UpdatedAt is the record's last write: a record written after this
+	// wait's own start that is not meant to run is a stop, even when the
+	// feed never showed the start itself.
+	UpdatedAt time.Time
 }
 
 // Feed is the change feed as a wait reads it: a sandbox as the feed last
@@ -81,6 +85,7 @@ type Waker struct {
 
 type startCall struct {
 	done chan struct{}
+	at   time.Time // the start's write, when it made one
 	err  error
 }
 
@@ -134,11 +139,18 @@ func (e *FailedError) Error() string {
 // meant to run is left as it is. It returns ErrNotAutoStart, the store's
 // refusal (*store.StartRefusedError, a limit), or ctx's error.
 func (w *Waker) Start(ctx context.Context, a Ask) error {
+	_, err := w.start(ctx, a)
+	return err
+}
+
+// start is Start that also returns when the store wrote the start: zero
+// when the sandbox was meant to run already.
+func (w *Waker) start(ctx context.Context, a Ask) (time.Time, error) {
 	if a.Known.DesiredState == store.StateRunning {
-		return nil
+		return time.Time{}, nil
 	}
 	if !a.Known.AutoStart {
-		return ErrNotAutoStart
+		return time.Time{}, ErrNotAutoStart
 	}
 	w.mu.Lock()
 	call := w.starts[a.SandboxID]
@@ -151,7 +163,12 @@ func (w *Waker) Start(ctx context.Context, a Ask) error {
 			// leaves, so that the others waiting on it get its answer.
 			sctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 			defer cancel()
-			_, call.err = store.AutoStart(sctx, w.o.Store, a.SandboxID, &ev, w.o.Now())
+			at := w.o.Now()
+			var started bool
+			started, call.err = store.AutoStart(sctx, w.o.Store, a.SandboxID, &ev, at)
+			if started {
+				call.at = at
+			}
 			w.mu.Lock()
 			delete(w.starts, a.SandboxID)
 			w.mu.Unlock()
@@ -161,9 +178,9 @@ func (w *Waker) Start(ctx context.Context, a Ask) error {
 	w.mu.Unlock()
 	select {
 	case <-call.done:
-		return call.err
+		return call.at, call.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return time.Time{}, ctx.Err()
 	}
 }
 
@@ -175,12 +192,13 @@ func (w *Waker) Wait(ctx context.Context, a Ask) error {
 	if a.Port != 0 && w.o.Dialer == nil {
 		return errors.New("wake: no dialer to reach a port")
 	}
-	if err := w.Start(ctx, a); err != nil {
+	startedAt, err := w.start(ctx, a)
+	if err != nil {
 		return err
 	}
-	// meant: the feed has shown the sandbox meant to run, so a desired
-	// state other than running after that is a stop, not the feed's lag
-	// behind the start.
+	// meant: the feed has shown the sandbox meant to run, or a write
+	// after this wait's start, so a desired state other than running is
+	// a stop, not the feed's lag behind the start.
 	meant := a.Known.DesiredState == store.StateRunning
 	redial := firstRedial
 	var timer *time.Timer
@@ -195,7 +213,7 @@ func (w *Waker) Wait(ctx context.Context, a Ask) error {
 		if !ok {
 			sb = a.Known
 		}
-		if sb.DesiredState == store.StateRunning {
+		if sb.DesiredState == store.StateRunning || !startedAt.IsZero() && sb.UpdatedAt.After(startedAt) {
 			meant = true
 		}
 		var retry <-chan time.Time

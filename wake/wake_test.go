@@ -34,7 +34,11 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{st: st, acct: a, fl: wake.NewFollower(st)}
+	fl, err := wake.NewFollower(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{st: st, acct: a, fl: fl}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.fl.Run(ctx) }()
@@ -70,7 +74,7 @@ func (r *rig) get(t *testing.T, id string) store.Sandbox {
 }
 
 func known(sb store.Sandbox) wake.Sandbox {
-	return wake.Sandbox{State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart}
+	return wake.Sandbox{State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart, UpdatedAt: sb.UpdatedAt}
 }
 
 // fakeDialer refuses a port until open, counting dials.
@@ -149,6 +153,39 @@ func TestWaitStartsOnceAndFollowsTheFeed(t *testing.T) {
 	if n := autoStarts(t, r.st, r.acct.ID); n != 1 {
 		t.Fatalf("got %d sandbox.auto_start events, want 1", n)
 	}
+}
+
+// A change written after NewFollower but before Run's goroutine first
+// runs reaches the Follower: it follows from the head it read when made,
+// so an ask that read the sandbox after that misses none of its changes
+// (a wait once slept through Starting and Running this way, under load).
+func TestFollowerMissesNothingBeforeRun(t *testing.T) {
+	t.Parallel()
+	st, err := embedded.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	fl, err := wake.NewFollower(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.CreateAccount(t.Context(), store.Account{Name: "a", MaxSandboxes: 10, URLNamesPerDay: 10, CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := st.CreateSandbox(t.Context(), store.Sandbox{AccountID: a.ID, Name: "box", State: store.StateRunning, DesiredState: store.StateRunning, CreatedAt: time.Now()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); fl.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	wait.For(t, 10*time.Second, "the Follower to know the sandbox made before Run", func() bool {
+		got, ok := fl.Sandbox(sb.ID)
+		return ok && got.State == store.StateRunning
+	})
 }
 
 // fakeFeed is a Feed in memory that counts its reads.
@@ -352,7 +389,10 @@ func TestFollowerForgetsAfterAGap(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		log := &fakeChangeLog{}
-		fl := wake.NewFollower(fakeFeedOf{log})
+		fl, err := wake.NewFollower(context.Background(), fakeFeedOf{log})
+		if err != nil {
+			t.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go fl.Run(ctx)
@@ -372,4 +412,32 @@ func TestFollowerForgetsAfterAGap(t *testing.T) {
 		cancel()
 		synctest.Wait()
 	})
+}
+
+// A stop written right after the wait's own start ends the wait, even
+// when the feed never showed the start (both writes in one read of the
+// feed): the record is newer than the start and not meant to run.
+func TestStopBeforeTheFeedShowsTheStart(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	sb := r.sandbox(t, store.StateStopped, true)
+	feed := &fakeFeed{m: map[string]wake.Sandbox{}}
+	w, err := wake.New(wake.Options{Store: r.st, Feed: feed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- w.Wait(ctx, wake.Ask{SandboxID: sb.ID, Known: known(sb), Audit: &store.AuditEvent{AccountID: r.acct.ID, Actor: "test"}})
+	}()
+	wait.For(t, 10*time.Second, "the sandbox meant to run", func() bool { return r.get(t, sb.ID).DesiredState == store.StateRunning })
+	stopped := r.get(t, sb.ID)
+	stopped.DesiredState, stopped.UpdatedAt = store.StateStopped, time.Now().Add(time.Second)
+	feed.set(sb.ID, known(stopped))
+	var failed *wake.FailedError
+	if err := <-done; !errors.As(err, &failed) {
+		t.Fatalf("got %v, want a *FailedError (the stop), not the deadline", err)
+	}
 }
