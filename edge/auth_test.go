@@ -11,6 +11,7 @@ import (
 )
 
 func TestQueryToken(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ raw, tok, stripped string }{
 		{"_token=pt_a", "pt_a", ""},
 		{"a=1&_token=pt_a&b=2", "pt_a", "a=1&b=2"},
@@ -52,6 +53,7 @@ func FuzzStripQuery(f *testing.F) {
 // One parser reads the token's cookie for authentication and for
 // stripping: every spelling that authenticates is stripped.
 func TestTokenCookie(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		header string
 		tokens []string
@@ -148,6 +150,7 @@ func FuzzTokenCookie(f *testing.F) {
 // The Connection header's names end at the edge, up to a bound; an
 // upgrade is only ever a websocket.
 func TestHops(t *testing.T) {
+	t.Parallel()
 	var h hops
 	if !h.addConnection("keep-alive, X-A ,upgrade") || !h.addConnection("x-b") {
 		t.Fatal("refused a short list")
@@ -173,6 +176,7 @@ func TestHops(t *testing.T) {
 }
 
 func TestAuthorize(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	rt := route.NewRoute(&store.URL{TokenHash: store.HashSecret("pt_own")}, []store.URLToken{
 		{Hash: store.HashSecret("pvt_live"), ExpiresAt: now.Add(time.Hour)},
@@ -191,7 +195,10 @@ func TestAuthorize(t *testing.T) {
 		{"wrong token", call{method: "GET", query: "_token=pt_nope"}, invalid, false},
 		{"POST inline", call{method: "POST", query: "_token=pt_own"}, allow, false},
 		{"websocket inline", call{method: "GET", query: "_token=pt_own", upgrade: true}, allow, false},
-		{"header", call{method: "GET", tokenHeader: "pvt_live"}, allow, false},
+		{"header", call{method: "GET", tokenHeader: "pvt_live"}, allow, true}, // a viewer's: what it has left
+		{"own header", call{method: "GET", tokenHeader: "pt_own"}, allow, false},
+		{"viewer POST inline", call{method: "POST", query: "_token=pvt_live"}, allow, true},
+		{"viewer cookie", call{method: "GET", tokenCookies: []string{"pvt_live"}}, allow, true},
 		{"wrong header", call{method: "GET", tokenHeader: "pvt_gone"}, invalid, false},
 		{"cookie", call{method: "GET", tokenCookies: []string{"pt_own"}}, allow, false},
 		{"stale cookie", call{method: "GET", tokenCookies: []string{"pt_old"}}, invalid, false},
@@ -224,6 +231,7 @@ func TestAuthorize(t *testing.T) {
 }
 
 func TestCookieValue(t *testing.T) {
+	t.Parallel()
 	if got := tokenCookieValue("pvt_x", 90*time.Minute); got != "__Host-froog_url=pvt_x; Path=/; Secure; HttpOnly; SameSite=None; Partitioned; Max-Age=5400" {
 		t.Fatalf("cookie %q", got)
 	}

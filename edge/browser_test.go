@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"froog.tech/froog/edge"
 	"froog.tech/froog/internal/browser"
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 )
 
@@ -38,6 +40,7 @@ func artefacts(t *testing.T) string {
 
 // Every page a person sees renders in a real browser.
 func TestPagesInChromium(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	_, edgePort, _ := net.SplitHostPort(r.addr)
 	rules := "MAP *." + domain + " 127.0.0.1:" + edgePort
@@ -50,7 +53,7 @@ func TestPagesInChromium(t *testing.T) {
 		{"not-found", "https://nothing." + domain + "/", "No such URL"},
 		{"token-required", "https://priv-1-iiiiii." + domain + "/", "This URL is private"},
 		{"token-invalid", "https://priv-1-iiiiii." + domain + "/?_token=pt_wrong", "This link does not open this URL"},
-		{"bad-gateway", "https://idle-1-hhhhhh." + domain + "/", "Nothing is listening"},
+		{"bad-gateway", "https://idle-1-hhhhhh." + domain + "/", "Nothing is listening on " + strconv.Itoa(port)},
 	}
 	dir := artefacts(t)
 	for _, p := range pages {
@@ -109,6 +112,7 @@ func TestPagesInChromium(t *testing.T) {
 // A private URL inside a cross-site iframe loads: the link's token becomes
 // a partitioned cookie that the iframe's next request carries.
 func TestPrivateURLInCrossSiteIframe(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	var mu sync.Mutex
 	var seen []string
@@ -140,6 +144,7 @@ func TestPrivateURLInCrossSiteIframe(t *testing.T) {
 // The "starting…" page: a browser that waited past the hold gets a page
 // that reloads itself, and lands on the app once the sandbox runs.
 func TestStartingPageInChromium(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, "<!doctype html><title>app</title><p id=app>awake</p>")
@@ -166,9 +171,15 @@ func TestStartingPageInChromium(t *testing.T) {
 	if sb, _ := r.st.SandboxByID(ctx, r.sb.ID); sb.DesiredState != store.StateRunning {
 		t.Fatalf("the visit did not ask for a start: %s", sb.DesiredState)
 	}
-	// The sandbox comes up while the page waits; its next reload shows the app.
+	// The sandbox comes up while the page waits (the edge has answered this
+	// visit's first request with the starting page); its next reload shows
+	// the app.
+	starting := func() int { return strings.Count(r.logs.String(), `"host":"slow-1-llllll.`+domain+`"`) }
+	before := starting()
 	go func() {
-		time.Sleep(2 * time.Second) // the page is waiting; then the "hostctl" of this test starts it
+		if !wait.Until(30*time.Second, func() bool { return starting() > before }) { // then the "hostctl" of this test starts it
+			t.Errorf("the edge never logged the visit to the starting page")
+		}
 		r.st.UpdateSandbox(ctx, r.sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error { s.State = store.StateRunning; return nil }, nil)
 	}()
 	if dom := chromium(t, rules, "--virtual-time-budget=30000", "--dump-dom", url); !strings.Contains(dom, "<p id=\"app\">awake</p>") {

@@ -40,7 +40,10 @@ type call struct {
 // decision is the core's answer: a problem to answer with, a redirect
 // that sets the token cookie, or (neither) the route to proxy to.
 type decision struct {
-	rt        *route.Route
+	rt *route.Route
+	// port is the sandbox's port the request goes to: the one of rt's
+	// path prefixes its path is under, else the URL's own (PortFor).
+	port      int
 	problem   *problem
 	location  string // a redirect's target: this URL without the token
 	setCookie string
@@ -52,8 +55,12 @@ type decision struct {
 	wake bool
 	// token is the URL token the request was let in with, if any: no
 	// header that still holds it goes on (forwardValue). For
-	// token_invalid, the token refused (the request goes nowhere).
+	// token_invalid, the token refused (the request goes nowhere). It
+	// may point into the request's head, which strip rewrites.
 	token string
+	// own: the token is the private URL's own, not a viewer's (the
+	// owner's link: listening.go tells it what listens).
+	own bool
 }
 
 // decide routes and authorizes c. Both protocol front ends call it, so
@@ -69,7 +76,13 @@ func (s *Server) decide(c *call) decision {
 	if !ok {
 		return decision{problem: &errBadRequest}
 	}
-	d := s.decideRoute(c, s.o.Routes.Lookup(name), port)
+	// The URL's policy comes first: a request it refuses goes no
+	// further, whatever token it carries (policy.go).
+	rt := s.o.Routes.Lookup(name)
+	if p := s.refusedByPolicy(c, rt, true); p != nil {
+		return decision{rt: rt, problem: p}
+	}
+	d := s.decideRoute(c, rt, port)
 	if refusedByTable(d) {
 		// The table follows the store a moment behind: a URL or a viewer
 		// token made just now may not be in it yet.
@@ -77,8 +90,15 @@ func (s *Server) decide(c *call) decision {
 		if d.problem == &errTokenInvalid {
 			key += " " + store.HashSecret(d.token)
 		}
-		rt := s.o.Routes.Recheck(name, key, func(rt *route.Route) bool { return !refusedByTable(s.decideRoute(c, rt, port)) })
-		d = s.decideRoute(c, rt, port)
+		again := s.o.Routes.Recheck(name, key, func(rt *route.Route) bool { return !refusedByTable(s.decideRoute(c, rt, port)) })
+		if again != rt {
+			// A newer route: its policy, and its limit unless this
+			// request was counted against the same URL's already.
+			if p := s.refusedByPolicy(c, again, rt == nil || again == nil || rt.URLID != again.URLID); p != nil {
+				return decision{rt: again, problem: p}
+			}
+		}
+		d = s.decideRoute(c, again, port)
 	}
 	return d
 }
@@ -95,7 +115,7 @@ func (s *Server) decideRoute(c *call, rt *route.Route, port string) decision {
 	if rt == nil {
 		return decision{problem: &errNotFound}
 	}
-	d := decision{rt: rt, host: names.Host(rt.Host, s.domain)}
+	d := decision{rt: rt, port: rt.PortFor(c.path), host: names.Host(rt.Host, s.domain)}
 	if port != "" {
 		d.host += ":" + port
 	}
@@ -106,10 +126,16 @@ func (s *Server) decideRoute(c *call, rt *route.Route, port string) decision {
 	case !strings.HasPrefix(c.path, "/") && !(c.path == "*" && c.method == "OPTIONS"):
 		d.problem = &errBadRequest // an absolute-form target, or no path
 		return d
+	case inboxAmbiguous(rt.Inbox, c.method, c.path):
+		d.problem = &errBadRequest // the inbox and the app would read the path two ways (inbox.go)
+		return d
 	}
 	if rt.Public {
 		d.wake = true
 		return d
+	}
+	if s.verifiedInbox(rt, c) {
+		return d // its signature stands in for the token (inbox.go)
 	}
 	if isPreflight(c) {
 		return d
@@ -129,7 +155,7 @@ func (s *Server) decideRoute(c *call, rt *route.Route, port string) decision {
 		}
 		d.setCookie = tokenCookieValue(tok, life)
 	default:
-		d.wake, d.token = true, tok
+		d.wake, d.token, d.own = true, tok, life == 0
 	}
 	return d
 }
@@ -194,8 +220,9 @@ const (
 )
 
 // authorize decides a request to a private URL. It returns the token
-// that passed (for a redirect, also how long its cookie lasts; 0: a
-// session cookie): the edge makes sure it reaches the sandbox nowhere.
+// that passed and how long it has left (0: the URL's own, which does
+// not expire; for a redirect, how long its cookie lasts, 0 a session
+// cookie): the edge makes sure it reaches the sandbox nowhere.
 // For invalid it returns the token that failed (the first cookie's).
 func authorize(rt *route.Route, c *call, now time.Time) (verdict, string, time.Duration) {
 	if tok, ok := queryToken(c.query); ok {
@@ -206,17 +233,17 @@ func authorize(rt *route.Route, c *call, now time.Time) (verdict, string, time.D
 		case (c.method == http.MethodGet || c.method == http.MethodHead) && !c.upgrade:
 			return redirect, tok, life
 		}
-		return allow, tok, 0 // inline: a websocket upgrade or a non-GET request
+		return allow, tok, life // inline: a websocket upgrade or a non-GET request
 	}
 	if c.tokenHeader != "" {
-		if _, ok := rt.Check(c.tokenHeader, now); ok {
-			return allow, c.tokenHeader, 0
+		if life, ok := rt.Check(c.tokenHeader, now); ok {
+			return allow, c.tokenHeader, life
 		}
 		return invalid, c.tokenHeader, 0
 	}
 	for _, tok := range c.tokenCookies {
-		if _, ok := rt.Check(tok, now); ok {
-			return allow, tok, 0
+		if life, ok := rt.Check(tok, now); ok {
+			return allow, tok, life
 		}
 	}
 	if len(c.tokenCookies) > 0 {

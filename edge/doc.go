@@ -15,11 +15,20 @@
 //     then pass (strip, X-Forwarded-*, hold, proxy, answer, log);
 //   - core.go: the decision (rate limit, route, and the token in its
 //     three carriers, the redirect that turns it into a cookie, CORS
-//     preflights: a route, a redirect or a problem comes out) and the
-//     access log;
+//     preflights: a route, a redirect or a problem comes out; the port
+//     the request goes to, the URL's own or its path route's, chosen once
+//     there for the hold, the forward and the pages) and the access log;
+//   - policy.go: a URL's own policy, which the decision applies before
+//     the token: its allowed source addresses, its rate limit, and the
+//     frame-ancestors its answers carry;
 //   - headers.go: hop-by-hop headers and the token's removal, one set of
 //     rules for both protocols;
 //   - hold.go: auto-start, a request held while its sandbox starts;
+//   - inbox.go, inbox_verify.go, inbox_deliver.go: a URL's webhook
+//     inbox: the step after strip that verifies (GitHub, Stripe, Slack,
+//     Standard Webhooks), stores and answers a matching request itself,
+//     and DeliverInboxes, which takes stored requests to the app in
+//     order, at least once, leased through the store so any edge may;
 //   - proxy.go: the forward, for both protocols: one upstream pool (idle
 //     tunnel connections per sandbox port, capped, closed after 30 s
 //     idle; a sandbox's new run or endpoint closes its own and no one
@@ -31,7 +40,10 @@
 //     that joins the two connections;
 //   - pages.go, metrics.go, limit.go, edge.go: error pages and the
 //     mapping of a failed forward to one, metrics, the per-address rate
-//     limit, Options and New.
+//     limit, Options and New;
+//   - listening.go: what a refused dial's page says of the ports that do
+//     listen in the sandbox (read over the tunnel, cached, bounded), and
+//     to whom.
 //
 // The path of a request for a private URL, from accept to the tunnel:
 //
@@ -41,10 +53,10 @@
 //  2. h1.go or h2.go: the protocol's handler wraps its request in an
 //     exchange and calls the pipeline.
 //  3. pipeline.go: admit reads the head once (headScan), and core.go
-//     decides, the token checked (a refusal is answered with pages.go's
+//     decides (policy.go's rules first), the token checked (a refusal is answered with pages.go's
 //     page, the token's redirect here); pass strips the head by
-//     headers.go's rules, and hold.go holds the request if the sandbox
-//     is stopped.
+//     headers.go's rules; inbox.go answers a request its URL's inbox
+//     takes, and hold.go holds any other if the sandbox is stopped.
 //  4. proxy.go: forward takes a connection from the pool or dials one
 //     through package tunnel, writes the request, reads the answer's
 //     head, and hands the answer to the protocol's server (for HTTP/1.1

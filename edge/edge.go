@@ -95,6 +95,13 @@ type Options struct {
 	// 2000, a negative RateLimit turns the limit off.
 	RateLimit float64
 	RateBurst int
+	// Inbox stores the requests of URLs' webhook inboxes and hands them
+	// to DeliverInboxes; nil turns inboxes off (their requests go to the
+	// app as any other).
+	Inbox Inbox
+	// OpenSecret opens an inbox's sealed verify secret (bound to its URL's
+	// id); nil: an inbox that verifies answers 503, storing nothing.
+	OpenSecret func(sealed []byte, urlID string) (string, error)
 	// Registerer gets the edge's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger     // access log; nil discards
@@ -105,15 +112,18 @@ type Options struct {
 type Server struct {
 	o         Options
 	domain    string
-	limit     *limiter // nil: no limit
+	limit     *limiter  // nil: no limit
+	urlLimits urlLimits // URLs' own rate limits (policy.go)
 	proxy     *httputil.ReverseProxy
-	upstreams upstreams // both protocols' connections to sandboxes
+	upstreams upstreams   // both protocols' connections to sandboxes
+	listening listenCache // what listens in sandboxes, for the pages
 	starts    starts
 	conns     connCounts
 	// seen is the run (runKey) each sandbox id was last proxied to, for
 	// forgetStale.
 	seen sync.Map
 	m    metrics
+	ib   inboxState
 
 	draining   atomic.Bool
 	drainOnce  sync.Once
@@ -175,6 +185,7 @@ func New(o Options) (*Server, error) {
 	if s.starts, err = newStarts(&o); err != nil {
 		return nil, err
 	}
+	s.ib = newInboxState()
 	s.proxy = s.newReverseProxy()
 	s.upstreams.s = s
 	switch {

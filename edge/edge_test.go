@@ -51,6 +51,8 @@ type rig struct {
 	tun    *tunnel.Tunnel
 	driver *local.Driver
 	stop   func() // shuts the first edge down
+	// listen is where startEdge's HTTPS listener listens; "": 127.0.0.1:0.
+	listen string
 }
 
 func newRig(t *testing.T, st store.Store) *rig {
@@ -107,11 +109,19 @@ func (r *rig) startEdge(st store.Store, edit ...func(*edge.Options)) (string, st
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	listen := r.listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
 	hln, _ := net.Listen("tcp", "127.0.0.1:0")
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); srv.DeliverInboxes(cctx) }()
 	go func() { defer wg.Done(); routes.Run(cctx) }()
 	go func() { defer wg.Done(); srv.ServeTLS(cctx, ln) }()
 	go func() { defer wg.Done(); srv.ServeRedirect(cctx, hln) }()
@@ -224,6 +234,7 @@ func embeddedStore(t *testing.T) store.Store {
 }
 
 func TestPrivateURL(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	port := echo(t)
 	r.host("box-1-aaaaaa", port, false, "pt_own")
@@ -279,6 +290,7 @@ func TestPrivateURL(t *testing.T) {
 }
 
 func TestViewerTokensAcrossEdges(t *testing.T) {
+	t.Parallel()
 	opts := pgtest.Options(t)
 	st, err := pg.Open(ctx, opts)
 	if err != nil {
@@ -379,11 +391,17 @@ func wsEcho(t *testing.T) int {
 }
 
 func TestWebsocketAndStreams(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	wsPort := wsEcho(t)
 	r.host("ws-1-cccccc", wsPort, false, "pt_ws")
+	// An edge whose header timeout is short, so that an idle spell past it
+	// is short too; not so short that the handshake and the upgrade's head
+	// miss it on a loaded machine (at 200 ms they did, under -parallel).
+	const headerTimeout = 500 * time.Millisecond
+	wsAddr, _, stopWS := r.startEdge(r.st, func(o *edge.Options) { o.ReadHeaderTimeout = headerTimeout })
 	d := websocket.Dialer{
-		NetDialContext:  func(ctx context.Context, network, _ string) (net.Conn, error) { return net.Dial(network, r.addr) },
+		NetDialContext:  func(ctx context.Context, network, _ string) (net.Conn, error) { return net.Dial(network, wsAddr) },
 		TLSClientConfig: &tls.Config{RootCAs: r.ca.Pool(), NextProtos: []string{"http/1.1"}},
 	}
 	conn, res, err := d.Dial("wss://ws-1-cccccc."+domain+"/echo?_token=pt_ws", nil)
@@ -395,9 +413,9 @@ func TestWebsocketAndStreams(t *testing.T) {
 	msg := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 	for i := 0; i < 3; i++ {
 		if i == 2 {
-			// Idle for longer than the header timeout (1 s here): a
-			// websocket has no read deadline.
-			time.Sleep(2500 * time.Millisecond)
+			// Idle for longer than the header timeout: a websocket has
+			// no read deadline.
+			time.Sleep(2 * headerTimeout)
 		}
 		if err := conn.WriteMessage(websocket.BinaryMessage, msg); err != nil {
 			t.Fatal(err)
@@ -425,7 +443,7 @@ func TestWebsocketAndStreams(t *testing.T) {
 	// Shutting the edge down closes the websockets it carries (plain
 	// requests it lets finish).
 	sse.Body.Close()
-	r.stop()
+	stopWS()
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, _, err = conn.ReadMessage()
 	if ne, ok := err.(net.Error); err == nil || (ok && ne.Timeout()) {
@@ -434,6 +452,7 @@ func TestWebsocketAndStreams(t *testing.T) {
 }
 
 func TestPagesAndRedirect(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	c := r.client(r.addr, true)
 	if res, b := do(t, c, "GET", "https://nothing-here."+domain+"/"); res.StatusCode != 404 || !strings.Contains(string(b), `"code":"not_found"`) {
@@ -468,6 +487,7 @@ func TestPagesAndRedirect(t *testing.T) {
 // Bodies stream both ways without a cap (1 GiB each way over HTTP/1.1,
 // 64 MiB over HTTP/2), and big headers pass.
 func TestLargeBodiesAndHeaders(t *testing.T) {
+	t.Parallel()
 	testdep.Short(t, "1 GiB through the edge each way: minutes under -race")
 	r := newRig(t, embeddedStore(t))
 	sizes := map[bool]int{false: 1 << 30, true: 64 << 20}
@@ -518,6 +538,7 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 // A client that dribbles its headers is cut off.
 func TestSlowHeaders(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	conn, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: "slow." + domain, NextProtos: []string{"http/1.1"}})
 	if err != nil {
@@ -538,6 +559,7 @@ func TestSlowHeaders(t *testing.T) {
 
 // Smuggling shapes sent over a real TLS connection get a 400.
 func TestSmugglingRefused(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	port := echo(t)
 	r.host("smug-1-gggggg", port, true, "")
@@ -593,6 +615,7 @@ func rawEcho(t *testing.T) int {
 // Over HTTP/1.1, header names and the request target reach the sandbox as
 // sent; the token's carriers, in any spelling, do not.
 func TestRawBytesPassUnchanged(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	r.host("raw-1-hhhhhh", rawEcho(t), false, "pt_own")
 	host := "raw-1-hhhhhh." + domain
@@ -656,6 +679,7 @@ func TestRawBytesPassUnchanged(t *testing.T) {
 // One client address past its budget gets 429 with Retry-After, over
 // both protocols, and other addresses are not held back by it.
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	port := echo(t)
 	r.host("busy-1-iiiiii", port, true, "")
@@ -684,6 +708,7 @@ func TestRateLimit(t *testing.T) {
 // An edge that stops ends its websockets with a close frame (1001, going
 // away) between two messages, not with a cut connection.
 func TestWebsocketGoingAway(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	r.host("bye-1-nnnnnn", wsEcho(t), true, "")
 	addr, _, stop := r.startEdge(r.st)

@@ -14,6 +14,7 @@ import (
 // 408; one within a body stays the deadline's error, for the body's
 // reader to answer.
 func TestFramingTimeouts(t *testing.T) {
+	t.Parallel()
 	t.Run("between requests", func(t *testing.T) {
 		client, server := net.Pipe()
 		defer client.Close()

@@ -22,6 +22,7 @@ func runFraming(raw string, pieces int) (string, bool) {
 }
 
 func TestFraming(t *testing.T) {
+	t.Parallel()
 	ok := []string{
 		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
 		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhelloGET /2 HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -90,6 +91,7 @@ func TestFraming(t *testing.T) {
 // A refused request gets a 400 and the connection ends; nothing of it
 // reaches the server behind.
 func TestFramingConnAnswers400(t *testing.T) {
+	t.Parallel()
 	client, server := net.Pipe()
 	fc := &framingConn{Conn: server}
 	go client.Write([]byte("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"))
@@ -116,6 +118,7 @@ func TestFramingConnAnswers400(t *testing.T) {
 // sandbox: an Upgrade header alone does not switch it off (it did, and
 // a request after one was never checked again).
 func TestFramingUpgrade(t *testing.T) {
+	t.Parallel()
 	c := &framingConn{}
 	c.feed([]byte("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"))
 	c.feed([]byte("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"))
@@ -138,6 +141,7 @@ func TestFramingUpgrade(t *testing.T) {
 // A head larger than the server's buffer is refused with 431 by the
 // guard, not passed on unchecked.
 func TestFramingHeadTooLarge(t *testing.T) {
+	t.Parallel()
 	c := &framingConn{}
 	c.feed([]byte("GET / HTTP/1.1\r\nHost: a\r\nX: " + strings.Repeat("a", maxHead) + "\r\n\r\n"))
 	if c.refuse == nil || c.refuse.status != 431 || len(c.out) != 0 {

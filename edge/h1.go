@@ -72,7 +72,9 @@ type h1Exchange struct {
 	path []byte // the target's path, as sent
 	// continued: the client got 100 Continue, and sends its body.
 	continued bool
-	f         flow // one allocation for the exchange and its flow
+	// csp is the URL's framing rule (frame), or "".
+	csp string
+	f   flow // one allocation for the exchange and its flow
 }
 
 // h1Decided keys the exchange expectH1 admitted, in the request's user
@@ -98,10 +100,22 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 	if x, _ := ctx.UserValue(h1Decided{}).(*h1Exchange); x != nil {
 		x.continued = true
 		s.pass(x, &x.f)
+		x.reframe()
 		return
 	}
 	x := &h1Exchange{s: s, ctx: ctx}
 	s.serve(x, &x.f, "HTTP/1.1")
+	x.reframe()
+}
+
+// frame: fasthttp writes the answer's head once the handler returns,
+// the app's answer streamed or not; serveH1 rewrites it then.
+func (x *h1Exchange) frame(csp string) { x.csp = csp }
+
+func (x *h1Exchange) reframe() {
+	if x.csp != "" {
+		reframeH1(&x.ctx.Response.Header, x.csp)
+	}
 }
 
 func (x *h1Exchange) head(c *call, hp *hops) bool {
@@ -164,6 +178,9 @@ func (x *h1Exchange) body() io.Reader {
 	}
 	return x.ctx.RequestBodyStream()
 }
+
+// headBody is a body fasthttp read whole with the head (inboxBody).
+func (x *h1Exchange) headBody() []byte { return x.ctx.Request.Body() }
 
 func (x *h1Exchange) setReadDeadline(t time.Time) error { return x.ctx.Conn().SetReadDeadline(t) }
 

@@ -99,6 +99,9 @@ func (x *h2Exchange) setReadDeadline(t time.Time) error {
 // watch: the request's context ends when its client goes.
 func (x *h2Exchange) watch() (context.Context, func()) { return x.r.Context(), func() {} }
 
+// frame: the answer's head is rewritten as it is written.
+func (x *h2Exchange) frame(csp string) { x.w = &reframer{ResponseWriter: x.w, csp: csp} }
+
 func (x *h2Exchange) respond(status int, body []byte) {
 	x.w.WriteHeader(status)
 	x.w.Write(body)

@@ -59,7 +59,7 @@ func (f tableFeed) Sandbox(id string) (wake.Sandbox, bool) {
 func (f tableFeed) Changed() <-chan struct{} { return f.r.Changed() }
 
 func wakeSandbox(sb *route.Sandbox) wake.Sandbox {
-	return wake.Sandbox{State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart}
+	return wake.Sandbox{State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart, UpdatedAt: sb.UpdatedAt}
 }
 
 // newStarts builds the edge's waker.
@@ -79,17 +79,18 @@ func (s *Server) needsHold(rt *route.Route) (*route.Sandbox, bool) {
 	return sb, true
 }
 
-// ask is wake's ask for a request to rt.
-func (s *Server) ask(rt *route.Route, sb *route.Sandbox, requestID string) wake.Ask {
-	return wake.Ask{SandboxID: rt.SandboxID, Port: rt.Port, Known: wakeSandbox(sb),
+// ask is wake's ask for a request to port of rt's sandbox: the port the
+// request needs (rt's own, or one of its path routes').
+func (s *Server) ask(rt *route.Route, port int, sb *route.Sandbox, requestID string) wake.Ask {
+	return wake.Ask{SandboxID: rt.SandboxID, Port: port, Known: wakeSandbox(sb),
 		Audit: &store.AuditEvent{AccountID: rt.AccountID, At: s.o.Now(), Actor: "public-url", ActorLabel: rt.Host, RequestID: requestID,
-			Detail: map[string]string{"port": itoa(rt.Port)}}}
+			Detail: map[string]string{"port": itoa(port)}}}
 }
 
 // hold wakes rt's sandbox if it may (wake: the request carried a valid
-// token, or the URL is public) and waits until its port answers. It
+// token, or the URL is public) and waits until port answers. It
 // returns nil when the request may go on, or the problem to answer with.
-func (s *Server) hold(ctx context.Context, rt *route.Route, sb *route.Sandbox, wake bool, requestID string) *problem {
+func (s *Server) hold(ctx context.Context, rt *route.Route, port int, sb *route.Sandbox, wake bool, requestID string) *problem {
 	if !sb.AutoStart {
 		return &errStopped // today's notice: only auto_start holds
 	}
@@ -104,7 +105,7 @@ func (s *Server) hold(ctx context.Context, rt *route.Route, sb *route.Sandbox, w
 	}()
 	ctx, cancel := context.WithTimeout(ctx, s.o.HoldTimeout)
 	defer cancel()
-	err := s.starts.w.Wait(ctx, s.ask(rt, sb, requestID))
+	err := s.starts.w.Wait(ctx, s.ask(rt, port, sb, requestID))
 	switch {
 	case err == nil:
 		s.m.autoStarts.WithLabelValues("started").Inc()
@@ -123,7 +124,7 @@ func (s *Server) hold(ctx context.Context, rt *route.Route, sb *route.Sandbox, w
 // tooLargeToHold answers a request whose body is too large to wait in
 // memory: 503 sandbox_starting (its sender retries after Retry-After),
 // and the sandbox is asked to start so that the retry finds it running.
-func (s *Server) tooLargeToHold(rt *route.Route, sb *route.Sandbox, wake bool, requestID string) *problem {
+func (s *Server) tooLargeToHold(rt *route.Route, port int, sb *route.Sandbox, wake bool, requestID string) *problem {
 	if !wake || !sb.AutoStart {
 		return &errStopped
 	}
@@ -131,7 +132,7 @@ func (s *Server) tooLargeToHold(rt *route.Route, sb *route.Sandbox, wake bool, r
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.o.HoldTimeout)
 			defer cancel()
-			if err := s.starts.w.Start(ctx, s.ask(rt, sb, requestID)); err != nil {
+			if err := s.starts.w.Start(ctx, s.ask(rt, port, sb, requestID)); err != nil {
 				s.o.Logger.Warn("auto-start refused", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.String("error", err.Error()))
 			}
 		}()

@@ -19,6 +19,7 @@ import (
 // A client that goes away while its request is held costs nothing: the
 // hold ends with it, over both protocols, and no goroutine is left.
 func TestHeldClientGoes(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	r.host("gone-1-mmmmmm", echo(t), true, "")
 	if _, err := r.st.UpdateSandbox(ctx, r.sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error {

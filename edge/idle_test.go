@@ -25,6 +25,7 @@ import (
 // (ReadHeaderTimeout) and one that did (IdleTimeout); over HTTP/2 the edge
 // may say GOAWAY.
 func TestIdleConnClosedQuietly(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	r.host("idle-1-kkkkkk", echo(t), true, "")
 	host := "idle-1-kkkkkk." + domain
@@ -125,6 +126,7 @@ func TestIdleConnClosedQuietly(t *testing.T) {
 // the HTTP/1.1 server, which sees nothing of it. What it is told, if
 // anything, is 408, not 400.
 func TestSlowHeadersOnKeepAlive(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	r.host("slowka-1-llllll", echo(t), true, "")
 	host := "slowka-1-llllll." + domain
@@ -162,6 +164,7 @@ func TestSlowHeadersOnKeepAlive(t *testing.T) {
 // still reads its start ahead of the handler, is answered 408, as a body
 // cut by the pace is (TestSlowBodyCut), not 400.
 func TestStalledBodyStart(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	r.host("stall-1-mmmmmm", echo(t), true, "")
 	host := "stall-1-mmmmmm." + domain

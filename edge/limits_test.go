@@ -15,6 +15,7 @@ import (
 // both protocols, rather than holding a connection, a tunnel channel and
 // an upstream connection for as long as its sender likes.
 func TestSlowBodyCut(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	r.host("slow-1-jjjjjj", echo(t), true, "")
 	paced, _, _ := r.startEdge(r.st, func(o *edge.Options) { o.BodyIdleTimeout, o.MinBodyRate = 300*time.Millisecond, 1000 })
@@ -47,6 +48,7 @@ func TestSlowBodyCut(t *testing.T) {
 // One address may hold MaxConnsPerIP connections; the next is refused
 // before TLS, and closing one makes room.
 func TestConnsPerIP(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	capped, _, _ := r.startEdge(r.st, func(o *edge.Options) { o.MaxConnsPerIP = 3 })
 	dial := func() (*tls.Conn, error) {

@@ -14,6 +14,9 @@ type metrics struct {
 	// acceptRetries counts the HTTPS listener's temporary accept
 	// failures (EMFILE under a flood), each waited out.
 	acceptRetries prometheus.Counter
+	// inbox counts requests inboxes took or refused; deliveries their
+	// attempts' outcomes.
+	inbox, deliveries *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) metrics {
@@ -30,9 +33,13 @@ func newMetrics(r prometheus.Registerer) metrics {
 		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "froog_edge_requests_held", Help: "Requests held now, waiting for their sandbox to start."}),
 		acceptRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "froog_edge_accept_retries_total",
 			Help: "Temporary accept failures of the HTTPS listener (out of descriptors: EMFILE), each waited out before accepting again."}),
+		inbox: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "froog_edge_inbox_requests_total",
+			Help: "Requests URLs' webhook inboxes took, by outcome (stored, signature_refused, too_large, full, unavailable)."}, []string{"outcome"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "froog_edge_inbox_attempts_total",
+			Help: "Delivery attempts of inboxes' requests, by outcome (delivered, retry, failed)."}, []string{"outcome"}),
 	}
 	if r != nil {
-		r.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.websockets, m.autoStarts, m.holdTime, m.held, m.acceptRetries)
+		r.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.websockets, m.autoStarts, m.holdTime, m.held, m.acceptRetries, m.inbox, m.deliveries)
 	}
 	return m
 }

@@ -27,6 +27,13 @@ type problem struct {
 	reload  bool // the "starting…" page reloads itself
 	// retryAfter, when set, is sent as Retry-After (seconds).
 	retryAfter int
+	// rfc9457: a client that is not a browser gets
+	// application/problem+json (RFC 9457), which also holds the API's
+	// error object; ports, when set, is what listens in the sandbox
+	// (listening.go).
+	rfc9457 bool
+	port    int // the URL's, for the problem's facts
+	ports   *portFacts
 }
 
 var (
@@ -46,8 +53,8 @@ func errRateLimited(wait int) problem {
 }
 
 func errBadGateway(port int) problem {
-	return problem{http.StatusBadGateway, "bad_gateway", "Nothing is listening",
-		"Nothing answered on port " + itoa(port) + " inside the sandbox. The service must listen on that port inside the sandbox (on localhost or 0.0.0.0).", false, 0}
+	return problem{status: http.StatusBadGateway, code: "bad_gateway", title: "Nothing is listening",
+		message: "Nothing answered on port " + itoa(port) + " inside the sandbox. The service must listen on that port inside the sandbox (on localhost or 0.0.0.0).", rfc9457: true, port: port}
 }
 
 func itoa(n int) string {
@@ -71,10 +78,10 @@ var page = template.Must(template.New("page").Parse(`<!doctype html>
 <style>
 body{font:16px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;min-height:100vh;display:flex;align-items:center;justify-content:center;background:#f6f7f9;color:#1d2330}
 main{max-width:34rem;margin:2rem;padding:2rem 2.25rem;background:#fff;border-radius:12px;box-shadow:0 1px 3px rgba(0,0,0,.08)}
-h1{font-size:1.35rem;margin:0 0 .5rem}p{margin:.5rem 0;color:#4a5263}.code{font:13px ui-monospace,monospace;color:#8a92a3}
-@media (prefers-color-scheme:dark){body{background:#12151c;color:#e6e9ef}main{background:#1b1f29;box-shadow:none}p{color:#aab2c3}}
+h1{font-size:1.35rem;margin:0 0 .5rem}p{margin:.5rem 0;color:#4a5263}.ports{color:#1d2330;font-weight:500}.code{font:13px ui-monospace,monospace;color:#8a92a3}
+@media (prefers-color-scheme:dark){body{background:#12151c;color:#e6e9ef}main{background:#1b1f29;box-shadow:none}p{color:#aab2c3}.ports{color:#e6e9ef}}
 </style></head>
-<body><main><h1>{{.Title}}</h1><p>{{.Message}}</p><p class="code">{{.Status}} · {{.Code}}{{if .RequestID}} · {{.RequestID}}{{end}}</p></main></body></html>
+<body><main><h1>{{.Title}}</h1><p>{{.Message}}</p>{{if .Ports}}<p class="ports">{{.Ports}}</p>{{end}}<p class="code">{{.Status}} · {{.Code}}{{if .RequestID}} · {{.RequestID}}{{end}}</p></main></body></html>
 `))
 
 // pageCSP allows the page's own inline style and nothing else.
@@ -94,10 +101,13 @@ func (p *problem) headers(html bool, set func(name, value string)) {
 	if p.retryAfter > 0 {
 		set("Retry-After", itoa(p.retryAfter))
 	}
-	if html {
+	switch {
+	case html:
 		set("Content-Type", "text/html; charset=utf-8")
 		set("Content-Security-Policy", pageCSP)
-	} else {
+	case p.rfc9457:
+		set("Content-Type", "application/problem+json")
+	default:
 		set("Content-Type", "application/json")
 	}
 }
@@ -106,12 +116,54 @@ func (p *problem) headers(html bool, set func(name, value string)) {
 // the API's error format for anything else.
 func (p *problem) body(html bool, requestID string) []byte {
 	var b bytes.Buffer
-	if html {
-		page.Execute(&b, map[string]any{"Title": p.title, "Message": p.message, "Status": p.status, "Code": p.code, "RequestID": requestID, "Reload": p.reload})
-	} else {
+	ports := ""
+	if p.ports != nil {
+		ports = p.ports.sentence(p.port)
+	}
+	switch {
+	case html:
+		page.Execute(&b, map[string]any{"Title": p.title, "Message": p.message, "Ports": ports, "Status": p.status, "Code": p.code, "RequestID": requestID, "Reload": p.reload})
+	case p.rfc9457:
+		json.NewEncoder(&b).Encode(p.problemJSON(ports, requestID))
+	default:
 		json.NewEncoder(&b).Encode(map[string]any{"error": map[string]string{"code": p.code, "message": p.message, "request_id": requestID}})
 	}
 	return b.Bytes()
+}
+
+// problemDoc is an RFC 9457 problem: its members (type about:blank, so
+// the title is the status's), the edge's own
+// (code, request_id, port; listening, more and elsewhere when the
+// request may know them) and the API's error object, so that a client
+// of either format reads it.
+type problemDoc struct {
+	Type      string            `json:"type"`
+	Title     string            `json:"title"`
+	Status    int               `json:"status"`
+	Detail    string            `json:"detail"`
+	Code      string            `json:"code"`
+	RequestID string            `json:"request_id"`
+	Port      int               `json:"port,omitempty"`
+	Listening []int             `json:"listening,omitzero"` // [] when nothing listens
+	More      int               `json:"more,omitempty"`
+	Elsewhere []string          `json:"elsewhere,omitempty"`
+	Error     map[string]string `json:"error"`
+}
+
+func (p *problem) problemJSON(ports, requestID string) problemDoc {
+	detail := p.message
+	if ports != "" {
+		detail += " " + ports
+	}
+	d := problemDoc{Type: "about:blank", Title: http.StatusText(p.status), Status: p.status, Detail: detail, Code: p.code, RequestID: requestID, Port: p.port,
+		Error: map[string]string{"code": p.code, "message": detail, "request_id": requestID}}
+	if f := p.ports; f != nil {
+		d.Listening, d.More = f.Listening, f.More
+		for _, a := range f.Elsewhere {
+			d.Elsewhere = append(d.Elsewhere, a.String())
+		}
+	}
+	return d
 }
 
 // writeProblem answers r with p over net/http, outside the pipeline (the
@@ -129,7 +181,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p problem, requestID s
 // does not blame the sandbox. The log says what failed in the edge's own
 // words: the errors of HTTP parsers quote the bytes they could not read,
 // and those may hold a token.
-func (s *Server) proxyProblem(rt *route.Route, requestID string, err error, in *countingReader) problem {
+func (s *Server) proxyProblem(rt *route.Route, port int, requestID string, err error, in *countingReader) problem {
 	if in != nil && in.err != nil {
 		var ne net.Error
 		slow := errors.Is(in.err, errBodyTooSlow) || errors.As(in.err, &ne) && ne.Timeout()
@@ -145,10 +197,10 @@ func (s *Server) proxyProblem(rt *route.Route, requestID string, err error, in *
 	case errors.Is(err, tunnel.ErrNotRunning):
 		return errStopped
 	case errors.Is(err, tunnel.ErrPortClosed): // expected while the app starts: no log line
-		return errBadGateway(rt.Port)
+		return s.notListening(rt, port, err)
 	}
 	s.o.Logger.Warn("proxy", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.String("error", safeError(err)))
-	return errBadGateway(rt.Port)
+	return errBadGateway(port)
 }
 
 // safeError describes err for a log line without quoting the exchange.

@@ -54,6 +54,9 @@ type exchange interface {
 	// sends it.
 	setResponse(name, value string)
 	respond(status int, body []byte)
+	// frame makes csp, a frame-ancestors policy, the only framing rule
+	// of the answer that follows, the app's or the edge's (policy.go).
+	frame(csp string)
 }
 
 // headScan reads what the pipeline needs of a request's headers, one
@@ -177,15 +180,21 @@ func (s *Server) pass(ex exchange, f *flow) {
 		return
 	}
 	s.forwarded(ex, c, d, rec.id)
+	if s.inbox(ex, f) {
+		return
+	}
+	if csp := frameCSP(d.rt); csp != "" && !c.upgrade {
+		ex.frame(csp)
+	}
 	if sb, held := s.needsHold(d.rt); held {
 		p, tooLarge := s.holdBody(ex, d, rec, c.body)
 		switch {
 		case tooLarge:
 			ex.drain(s, true)
-			p = s.tooLargeToHold(d.rt, sb, d.wake, rec.id)
+			p = s.tooLargeToHold(d.rt, d.port, sb, d.wake, rec.id)
 		case p == nil:
 			ctx, release := ex.watch()
-			p = s.hold(ctx, d.rt, sb, d.wake, rec.id)
+			p = s.hold(ctx, d.rt, d.port, sb, d.wake, rec.id)
 			release()
 		}
 		if p != nil {
@@ -203,7 +212,7 @@ func (s *Server) pass(ex exchange, f *flow) {
 	s.paced(in, ex.setReadDeadline)
 	later, err := s.forward(ex, d, in, rec)
 	if err != nil {
-		p := s.proxyProblem(d.rt, rec.id, err, in)
+		p := s.proxyProblem(d.rt, d.port, rec.id, err, in)
 		s.answer(ex, rec, &p, c.html)
 		return
 	}
@@ -307,7 +316,7 @@ func (s *Server) holdBody(ex exchange, d *decision, rec *record, body bool) (p *
 	s.paced(&in, ex.setReadDeadline)
 	buf, err := io.ReadAll(io.LimitReader(&in, maxHeldBody+1))
 	if err != nil {
-		p := s.proxyProblem(d.rt, rec.id, err, &in)
+		p := s.proxyProblem(d.rt, d.port, rec.id, err, &in)
 		return &p, false
 	}
 	if len(buf) > maxHeldBody {

@@ -56,16 +56,18 @@ func (f *fakeRoutes) Sandbox(id string) *route.Sandbox {
 func (f *fakeRoutes) Domain() string { return "froog.test" }
 
 // fakePipeDialer reaches an app served in memory over net.Pipe; it counts
-// the connections it made.
+// the connections it made, and keeps the ports they were for.
 type fakePipeDialer struct {
 	app   fasthttp.RequestHandler
 	mu    sync.Mutex
 	dials int
+	ports []int
 }
 
 func (d *fakePipeDialer) DialContext(ctx context.Context, sandboxID string, port int) (net.Conn, error) {
 	d.mu.Lock()
 	d.dials++
+	d.ports = append(d.ports, port)
 	d.mu.Unlock()
 	c, s := net.Pipe()
 	go fasthttp.ServeConn(s, d.app)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,7 @@ func (x *fakeExchange) watch() (context.Context, func()) { return context.Backgr
 func (x *fakeExchange) drain(*Server, bool)              { x.drained = true }
 func (x *fakeExchange) upgrade(*decision, *record)       { x.upgraded, x.status = true, 101 }
 func (x *fakeExchange) respond(status int, body []byte)  { x.status, x.respBody = status, body }
+func (x *fakeExchange) frame(csp string)                 { x.setResponse(cspHeader, csp) }
 func (x *fakeExchange) setResponse(name, value string) {
 	if x.resp == nil {
 		x.resp = http.Header{}
@@ -304,14 +306,17 @@ func TestPipeline(t *testing.T) {
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 // TestPipelineHeld: a request for a sandbox that is starting waits, body
-// and all, and reaches it once it runs, on both protocols.
+// and all, and reaches it once it runs, on both protocols: at the port
+// its path routes to, which the hold waits for, not the URL's own.
 func TestPipelineHeld(t *testing.T) {
 	t.Parallel()
 	for _, proto := range []string{"fake", "h1", "h2"} {
 		t.Run(proto, func(t *testing.T) {
 			t.Parallel()
-			s, rts, _ := newFakeEdge(t, func(ctx *fasthttp.RequestCtx) { ctx.Write(ctx.Request.Body()) })
+			s, rts, dialer := newFakeEdge(t, func(ctx *fasthttp.RequestCtx) { ctx.Write(ctx.Request.Body()) })
 			rts.mu.Lock()
+			rts.routes["app.froog.test"] = route.NewRoute(&store.URL{ID: "u1", AccountID: "a1", Hostname: "app", SandboxID: "sb1", Port: 8080,
+				TokenHash: store.HashSecret(benchToken), Routes: []store.PathRoute{{Prefix: "/api/", Port: 8000}}}, nil, time.Now())
 			rts.boxes["sb1"] = &route.Sandbox{ID: "sb1", State: store.StateStopped, DesiredState: store.StateRunning, AutoStart: true}
 			rts.mu.Unlock()
 			time.AfterFunc(150*time.Millisecond, func() {
@@ -320,12 +325,17 @@ func TestPipelineHeld(t *testing.T) {
 				rts.mu.Unlock()
 				rts.changed.Wake()
 			})
-			a, sent := through(t, s, proto, "POST", "app.froog.test", "/hook", []field{{"X-Froog-Url-Token", benchToken}}, "payload")
+			a, sent := through(t, s, proto, "POST", "app.froog.test", "/api/hook", []field{{"X-Froog-Url-Token", benchToken}}, "payload")
 			if a.status != 200 {
 				t.Fatalf("held POST: %d %s", a.status, a.body)
 			}
 			if proto != "fake" && sent != "payload" {
 				t.Fatalf("the app got %q", sent)
+			}
+			dialer.mu.Lock()
+			defer dialer.mu.Unlock()
+			if len(dialer.ports) == 0 || slices.ContainsFunc(dialer.ports, func(p int) bool { return p != 8000 }) {
+				t.Fatalf("dialled ports %v, want 8000 alone (the hold's and the forward's)", dialer.ports)
 			}
 		})
 	}

@@ -350,6 +350,7 @@ func retryable(c *upConn, idempotent, streamed bool, err error) bool {
 // back, counting its bytes into rec; later: rec is logged once the
 // answer's body is through. An error is the pipeline's to answer.
 func (s *Server) forward(ex exchange, d *decision, in *countingReader, rec *record) (later bool, err error) {
+	defer func() { err = s.refused(d, err) }() // a refused dial: may it say what listens (listening.go)
 	switch x := ex.(type) {
 	case *h1Exchange:
 		return s.forwardH1(x.ctx, d, in, rec)
@@ -383,7 +384,7 @@ func (s *Server) forwardH1(ctx *fasthttp.RequestCtx, d *decision, in *countingRe
 	req.UseHostHeader = true
 	req.URI().DisablePathNormalizing = true
 	up := fasthttp.AcquireResponse()
-	c, err := s.roundTripH1(d.rt, req, up)
+	c, err := s.roundTripH1(d.rt, d.port, req, up)
 	if err != nil {
 		fasthttp.ReleaseResponse(up)
 		return false, err
@@ -422,13 +423,13 @@ func (s *Server) forwardH1(ctx *fasthttp.RequestCtx, d *decision, in *countingRe
 	return true, nil
 }
 
-// roundTripH1 writes req on a connection to rt's port and reads the head
+// roundTripH1 writes req on a connection to port of rt's sandbox and reads the head
 // of the answer into up (its body streams from the connection).
-func (s *Server) roundTripH1(rt *route.Route, req *fasthttp.Request, up *fasthttp.Response) (*upConn, error) {
+func (s *Server) roundTripH1(rt *route.Route, port int, req *fasthttp.Request, up *fasthttp.Response) (*upConn, error) {
 	h := &req.Header
 	idempotent := h.IsGet() || h.IsHead() || h.IsOptions() || h.IsPut() || h.IsDelete()
 	for {
-		c, err := s.upstreams.get(context.Background(), route.Port{SandboxID: rt.SandboxID, Port: rt.Port})
+		c, err := s.upstreams.get(context.Background(), route.Port{SandboxID: rt.SandboxID, Port: port})
 		if err != nil {
 			return nil, err
 		}
@@ -551,7 +552,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			d := pr.In.Context().Value(ctxKey{}).(*h2Request).d
 			pr.Out.URL.Scheme = "http"
-			pr.Out.URL.Host = d.rt.SandboxID + ":" + strconv.Itoa(d.rt.Port)
+			pr.Out.URL.Host = d.rt.SandboxID + ":" + strconv.Itoa(d.port)
 			pr.Out.Host = pr.In.Host
 			for _, h := range forwardedHeaders {
 				pr.Out.Header[h] = pr.In.Header[h]

@@ -15,6 +15,7 @@ import (
 // View hosts (desktops, walls) go to Options.Views, over both protocols,
 // only on a connection made for them.
 func TestViewsDispatch(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, embeddedStore(t))
 	r.host("app-1-kkkkkk", echo(t), true, "")
 	views := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "view %s %s", r.Host, r.Proto) })

@@ -41,9 +41,9 @@ func (s *Server) upgradeH1(x *h1Exchange, d *decision, rec *record) {
 	ctx.Conn().SetReadDeadline(time.Time{}) // a websocket has no deadline
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	up, err := s.dial(dctx, rt.SandboxID, rt.Port)
+	up, err := s.dial(dctx, rt.SandboxID, d.port)
 	if err != nil {
-		p := s.proxyProblem(rt, rec.id, err, nil)
+		p := s.proxyProblem(rt, d.port, rec.id, err, nil)
 		s.answer(x, rec, &p, html)
 		return
 	}
@@ -65,7 +65,7 @@ func (s *Server) upgradeH1(x *h1Exchange, d *decision, rec *record) {
 	}
 	if err != nil {
 		up.Close()
-		p := s.proxyProblem(rt, rec.id, err, nil)
+		p := s.proxyProblem(rt, d.port, rec.id, err, nil)
 		s.answer(x, rec, &p, html)
 		return
 	}

@@ -29,6 +29,7 @@ func frame(payload int, masked bool) []byte {
 
 // The edge finds websocket frame ends in any split of the stream.
 func TestWSFrame(t *testing.T) {
+	t.Parallel()
 	var stream []byte
 	var ends []int
 	for _, f := range [][]byte{frame(0, false), frame(5, false), frame(125, false), frame(126, false), frame(70000, false), frame(3, true), {0x88, 0x00}} {

@@ -35,6 +35,15 @@ type Route struct {
 	Port      int
 	Public    bool
 	TokenHash string
+	Inbox     *store.Inbox // the URL's webhook inbox, or nil
+	// ShowPorts: every visitor the URL lets in may be told which ports
+	// listen when its own does not (store.URL.ShowPorts).
+	ShowPorts bool
+	// Policy is what the URL's owner allows of its visitors; nil: none.
+	Policy *Policy
+	// paths: the URL's path prefixes to other ports, the longest first
+	// (PortFor).
+	paths []pathRoute
 	// viewers maps a viewer token's hash to its expiry.
 	viewers map[string]time.Time
 }
@@ -58,7 +67,7 @@ func (rt *Route) Check(tok string, now time.Time) (time.Duration, bool) {
 // NewRoute makes the route of u with its viewer tokens live at now, as
 // the table does.
 func NewRoute(u *store.URL, viewers []store.URLToken, now time.Time) *Route {
-	r := &Route{URLID: u.ID, AccountID: u.AccountID, Host: u.Hostname, SandboxID: u.SandboxID, Port: u.Port, Public: u.Public, TokenHash: u.TokenHash, viewers: map[string]time.Time{}}
+	r := &Route{URLID: u.ID, AccountID: u.AccountID, Host: u.Hostname, SandboxID: u.SandboxID, Port: u.Port, Public: u.Public, TokenHash: u.TokenHash, Inbox: u.Inbox, ShowPorts: u.ShowPorts, Policy: newPolicy(u), paths: newPaths(u), viewers: map[string]time.Time{}}
 	for _, v := range viewers {
 		if v.Live(now) && !u.Public {
 			r.viewers[v.Hash] = v.ExpiresAt
@@ -75,6 +84,8 @@ type Sandbox struct {
 	// StartedAt is when it last started (zero: never): each start is a
 	// new run.
 	StartedAt time.Time
+	// UpdatedAt is the record's last write.
+	UpdatedAt time.Time
 	// Endpoint is where the tunnel reaches it: SSH host:port and host
 	// key. With StartedAt it says when pooled connections are stale.
 	Endpoint string
@@ -88,9 +99,9 @@ type table struct {
 	// carry only the id.
 	tokenURL  layer[string, string]
 	sandboxes layer[string, *Sandbox]
-	// ports holds the sandbox ports some URL points at (a URL is one
-	// sandbox's port, so one each).
-	ports layer[Port, string]
+	// ports counts the routes that point at each sandbox port: a URL's
+	// own port and its path routes' (another URL may own one of those).
+	ports layer[Port, int]
 }
 
 // Port is a port inside a sandbox.
@@ -101,7 +112,7 @@ type Port struct {
 
 func newTable() *table {
 	return &table{byHost: newLayer[string, *Route](), byURL: newLayer[string, *Route](), tokenURL: newLayer[string, string](),
-		sandboxes: newLayer[string, *Sandbox](), ports: newLayer[Port, string]()}
+		sandboxes: newLayer[string, *Sandbox](), ports: newLayer[Port, int]()}
 }
 
 // clone is a new version of the table (the routes, immutable, are
@@ -125,21 +136,37 @@ func (t *table) putURL(u *store.URL) {
 	r := NewRoute(u, nil, time.Time{})
 	if old != nil {
 		t.byHost.del(old.Host) // a renamed URL's old address stops at once
-		t.ports.del(Port{old.SandboxID, old.Port})
+		t.countPorts(old, -1)
 		if !u.Public {
 			r.viewers = old.viewers
 		}
 	}
 	t.byURL.set(u.ID, r)
 	t.byHost.set(u.Hostname, r)
-	t.ports.set(Port{u.SandboxID, u.Port}, u.ID)
+	t.countPorts(r, +1)
+}
+
+// countPorts adds n to the count of each port r points at.
+func (t *table) countPorts(r *Route, n int) {
+	t.countPort(Port{r.SandboxID, r.Port}, n)
+	for _, p := range r.paths {
+		t.countPort(Port{r.SandboxID, p.port}, n)
+	}
+}
+
+func (t *table) countPort(p Port, n int) {
+	if c := t.ports.at(p) + n; c > 0 {
+		t.ports.set(p, c)
+	} else {
+		t.ports.del(p)
+	}
 }
 
 func (t *table) deleteURL(id string) {
 	if old := t.byURL.at(id); old != nil {
 		t.byHost.del(old.Host)
 		t.byURL.del(id)
-		t.ports.del(Port{old.SandboxID, old.Port})
+		t.countPorts(old, -1)
 	}
 }
 
@@ -186,7 +213,7 @@ func (t *table) putSandbox(sb *store.Sandbox) {
 		return
 	}
 	s := &Sandbox{ID: sb.ID, AccountID: sb.AccountID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart,
-		Endpoint: net.JoinHostPort(sb.SSHHost, strconv.Itoa(sb.SSHPort)) + " " + sb.SSHHostKey}
+		UpdatedAt: sb.UpdatedAt, Endpoint: net.JoinHostPort(sb.SSHHost, strconv.Itoa(sb.SSHPort)) + " " + sb.SSHHostKey}
 	if sb.StartedAt != nil {
 		s.StartedAt = *sb.StartedAt
 	}
