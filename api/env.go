@@ -139,20 +139,25 @@ func setEnv(env map[string]string) map[string]*string {
 	return out
 }
 
-// commandEnv is the environment of a command in sb: its own variables,
-// with the request's on top.
+// commandEnv is the environment of a command in sb: the account's
+// variables as they were at its start (none with environment: false),
+// its own on top, and the request's on top of those.
 func (s *Server) commandEnv(sb *store.Sandbox, req map[string]string) (map[string]string, error) {
-	env, err := s.openEnv(sb)
+	env, err := s.accountEnv(sb)
 	if err != nil {
 		return nil, err
 	}
+	own, err := s.openEnv(sb)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(env, own)
 	maps.Copy(env, req)
 	return env, nil
 }
 
 // environment reads the environment field of a create or a start: false
-// is a sandbox without the account's environment; true asks for an
-// environment, which lives in froog's control plane, not here; null and
+// is a sandbox without the account's environment, true with it; null and
 // absent leave it as it is.
 func environment(raw json.RawMessage) (noEnv, set bool, err error) {
 	switch strings.TrimSpace(string(raw)) {
@@ -160,9 +165,10 @@ func environment(raw json.RawMessage) (noEnv, set bool, err error) {
 		return false, false, nil
 	case "false":
 		return true, true, nil
+	case "true":
+		return false, true, nil
 	}
-	return false, false, badRequest("provider_not_configured",
-		"this froog deployment has no account environment (variables, repos, secret files, setup): send \"environment\": false, and the sandbox's own variables in env")
+	return false, false, invalid("environment must be true or false")
 }
 
 // snapshots reads the snapshots field of a create or a fork: false turns

@@ -19,6 +19,11 @@ func FuzzRequests(f *testing.F) {
 		{"GET", "/v1/sandboxes?label=a=b&state=running,stopped&limit=2&cursor=2026-11-29T12:00:00Z_sbx_1", ""},
 		{"PATCH", "/v1/sandboxes/box", `{"labels":{"a":null},"ttl_secs":0,"name":"b2"}`},
 		{"POST", "/v1/sandboxes/box/urls", `{"port":3000,"subdomain":"acme-demo","title":"t"}`},
+		{"POST", "/v1/sandboxes/box/urls", `{"port":3000,"allow_ips":["203.0.113.0/24","2001:db8::/32","198.51.100.7"],"rate_limit":{"per_second":10,"burst":20},"frame_ancestors":["https://app.example","'self'"]}`},
+		{"POST", "/v1/sandboxes/box/urls", `{"port":3000,"allow_ips":null,"rate_limit":null,"frame_ancestors":[]}`},
+		{"POST", "/v1/sandboxes/box/urls", `{"port":3000,"routes":[{"prefix":"/api/","port":8000},{"prefix":"/ws/","port":9000}]}`},
+		{"PATCH", "/v1/sandboxes/box/urls/3000", `{"allow_ips":["10.0.0.0/8"],"rate_limit":{"per_second":0.5},"frame_ancestors":["'none'"]}`},
+		{"PATCH", "/v1/sandboxes/box/urls/3000", `{"routes":[{"prefix":"/api/","port":8000}]}`},
 		{"POST", "/v1/sandboxes/box/urls/3000/tokens", `{"ttl_secs":60,"label":"x"}`},
 		{"DELETE", "/v1/sandboxes/box/urls/3000/tokens/utk_1", ""},
 		{"GET", "/v1/audit?limit=1&cursor=5", ""},
@@ -26,6 +31,10 @@ func FuzzRequests(f *testing.F) {
 		{"GET", "/v1/stops/stop_1", ""},
 		{"POST", "/v1/ssh-keys", `{"name":"me","public_key":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGtQUDJlZ2ZHcW9ZcVN3c2lHU3ZKZ1pQeXlkN3dG me@x"}`},
 		{"DELETE", "/v1/ssh-keys/sshkey_1", ""},
+		{"PUT", "/v1/env/API_KEY", `{"value":"x"}`},
+		{"PATCH", "/v1/environment", `{"repos":[{"url":"https://github.com/you/app","branch":"main"}],"setup":"make"}`},
+		{"PUT", "/v1/environment/files", `{"path":"app/.env","content":"QQ==","encoding":"base64"}`},
+		{"DELETE", "/v1/environment/files?path=app/.env", ""},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, s.body)

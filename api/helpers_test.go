@@ -18,6 +18,7 @@ import (
 	"froog.tech/froog/api"
 	"froog.tech/froog/api/contract"
 	"froog.tech/froog/internal/syncbuf"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/embedded"
 	"froog.tech/froog/store/pg"
@@ -52,6 +53,18 @@ func forEachStore(t *testing.T, fn func(t *testing.T, e *env)) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			fn(t, newEnv(t, b.open(t), api.Options{}))
+		})
+	}
+}
+
+// forEachStoreAt is forEachStore with the server's clock a fake one at
+// at, which fn moves.
+func forEachStoreAt(t *testing.T, at time.Time, fn func(t *testing.T, e *env, clock *testkit.FakeClock)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			clock := testkit.NewFakeClock(at)
+			fn(t, newEnv(t, b.open(t), api.Options{Now: clock.Now}), clock)
 		})
 	}
 }
@@ -97,7 +110,10 @@ func newEnv(t testing.TB, s store.Store, o api.Options) *env {
 // store's feed, and the tunnel (when sessions is one) to reach ports.
 func newWaker(t testing.TB, s store.Store, sessions api.Sessions) *wake.Waker {
 	t.Helper()
-	fl := wake.NewFollower(s)
+	fl, err := wake.NewFollower(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); fl.Run(ctx) }()

@@ -31,61 +31,56 @@ type windowJSON struct {
 // and that window's RateLimit-* headers; honoured, the start works. GET
 // /v1/limits says the same.
 func TestStartLimits(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			clock := testkit.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
-			e := newEnv(t, b.open(t), api.Options{Now: clock.Now})
-			e.do("POST", "/v1/sandboxes", e.admin, `{"name":"box"}`).want(t, 202, "")
-			for i := 1; i < 20; i++ {
-				clock.Advance(time.Second)
-				e.stopped("box")
-				e.do("POST", "/v1/sandboxes/box/start", e.admin, nil).want(t, 202, "")
-			}
-			e.stopped("box")
-			var l limitsJSON
-			e.do("GET", "/v1/limits", e.admin, nil).want(t, 200, "").json(t, &l)
-			if l.StartsPerMinute != (windowJSON{Limit: 20, Used: 20, Remaining: 0, WindowSecs: 60, RetryAfter: 41}) ||
-				l.StartsPerHour != (windowJSON{Limit: 100, Used: 20, Remaining: 80, WindowSecs: 3600}) ||
-				l.StartsPerDay != (windowJSON{Limit: 500, Used: 20, Remaining: 480, WindowSecs: 86400}) ||
-				l.SandboxesAtOnce.Max != 5 || l.SandboxesAtOnce.Running != 0 {
-				t.Fatalf("limits after 20 starts: %+v", l)
-			}
-
-			// 19 s after the first start: 41 s to wait, whichever way the
-			// start comes.
-			for _, tt := range []struct{ method, path, body string }{
-				{"POST", "/v1/sandboxes/box/start", ``},
-				{"POST", "/v1/sandboxes", `{"name":"other"}`},
-				{"POST", "/v1/sandboxes/box/fork", `{"name":"copy"}`},
-			} {
-				r := e.do(tt.method, tt.path, e.admin, tt.body).want(t, 429, "limit_reached")
-				want := map[string]string{"Retry-After": "41", "RateLimit-Limit": "20", "RateLimit-Remaining": "0", "RateLimit-Reset": "41", "RateLimit-Policy": "20;w=60"}
-				for h, v := range want {
-					if got := r.header.Get(h); got != v {
-						t.Errorf("%s %s: %s: got %q, want %q", tt.method, tt.path, h, got, v)
-					}
-				}
-				var body struct{ Error struct{ Message string } }
-				json.Unmarshal(r.body, &body)
-				if !strings.Contains(body.Error.Message, "20 starts per minute") {
-					t.Errorf("message %q does not name the limit", body.Error.Message)
-				}
-			}
-
-			// Honour Retry-After: a second early is still refused, on time works.
-			clock.Advance(40 * time.Second)
-			if r := e.do("POST", "/v1/sandboxes/box/start", e.admin, nil).want(t, 429, "limit_reached"); r.header.Get("Retry-After") != "1" {
-				t.Fatalf("a second early: Retry-After %q, want 1", r.header.Get("Retry-After"))
-			}
+	forEachStoreAt(t, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), func(t *testing.T, e *env, clock *testkit.FakeClock) {
+		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"box"}`).want(t, 202, "")
+		for i := 1; i < 20; i++ {
 			clock.Advance(time.Second)
+			e.stopped("box")
 			e.do("POST", "/v1/sandboxes/box/start", e.admin, nil).want(t, 202, "")
-			e.do("GET", "/v1/limits", e.admin, nil).want(t, 200, "").json(t, &l)
-			if l.StartsPerMinute.Used != 20 || l.StartsPerHour.Used != 21 || l.SandboxesAtOnce.Running != 1 {
-				t.Fatalf("limits after the 21st start: %+v", l)
+		}
+		e.stopped("box")
+		var l limitsJSON
+		e.do("GET", "/v1/limits", e.admin, nil).want(t, 200, "").json(t, &l)
+		if l.StartsPerMinute != (windowJSON{Limit: 20, Used: 20, Remaining: 0, WindowSecs: 60, RetryAfter: 41}) ||
+			l.StartsPerHour != (windowJSON{Limit: 100, Used: 20, Remaining: 80, WindowSecs: 3600}) ||
+			l.StartsPerDay != (windowJSON{Limit: 500, Used: 20, Remaining: 480, WindowSecs: 86400}) ||
+			l.SandboxesAtOnce.Max != 5 || l.SandboxesAtOnce.Running != 0 {
+			t.Fatalf("limits after 20 starts: %+v", l)
+		}
+
+		// 19 s after the first start: 41 s to wait, whichever way the
+		// start comes.
+		for _, tt := range []struct{ method, path, body string }{
+			{"POST", "/v1/sandboxes/box/start", ``},
+			{"POST", "/v1/sandboxes", `{"name":"other"}`},
+			{"POST", "/v1/sandboxes/box/fork", `{"name":"copy"}`},
+		} {
+			r := e.do(tt.method, tt.path, e.admin, tt.body).want(t, 429, "limit_reached")
+			want := map[string]string{"Retry-After": "41", "RateLimit-Limit": "20", "RateLimit-Remaining": "0", "RateLimit-Reset": "41", "RateLimit-Policy": "20;w=60"}
+			for h, v := range want {
+				if got := r.header.Get(h); got != v {
+					t.Errorf("%s %s: %s: got %q, want %q", tt.method, tt.path, h, got, v)
+				}
 			}
-		})
-	}
+			var body struct{ Error struct{ Message string } }
+			json.Unmarshal(r.body, &body)
+			if !strings.Contains(body.Error.Message, "20 starts per minute") {
+				t.Errorf("message %q does not name the limit", body.Error.Message)
+			}
+		}
+
+		// Honour Retry-After: a second early is still refused, on time works.
+		clock.Advance(40 * time.Second)
+		if r := e.do("POST", "/v1/sandboxes/box/start", e.admin, nil).want(t, 429, "limit_reached"); r.header.Get("Retry-After") != "1" {
+			t.Fatalf("a second early: Retry-After %q, want 1", r.header.Get("Retry-After"))
+		}
+		clock.Advance(time.Second)
+		e.do("POST", "/v1/sandboxes/box/start", e.admin, nil).want(t, 202, "")
+		e.do("GET", "/v1/limits", e.admin, nil).want(t, 200, "").json(t, &l)
+		if l.StartsPerMinute.Used != 20 || l.StartsPerHour.Used != 21 || l.SandboxesAtOnce.Running != 1 {
+			t.Fatalf("limits after the 21st start: %+v", l)
+		}
+	})
 }
 
 // stopped does what hostctl does once a sandbox has stopped.

@@ -24,6 +24,7 @@ var routes = []route{
 	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}", handle: (*Server).deleteSandbox},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/start", Action: "sandbox.resume", handle: (*Server).startSandbox},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/stop", Action: "sandbox.stop", handle: (*Server).stopSandbox},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/touch", Action: "sandbox.update", handle: (*Server).touchSandbox},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/fork", Action: "sandbox.fork", handle: (*Server).forkSandbox},
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/ssh", Action: "ssh", handle: (*Server).sandboxSSH},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/desktop", Action: "desktop", handle: (*Server).createDesktopLink},
@@ -43,10 +44,15 @@ var routes = []route{
 
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/urls", Action: "sandbox.read", handle: (*Server).listURLs},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/urls", Action: "host", handle: (*Server).putURL},
+	{Method: "PATCH", Pattern: "/v1/sandboxes/{name}/urls/{port}", Action: "host", handle: (*Server).patchURL},
 	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/urls/{port}", Action: "host", handle: (*Server).deleteURL},
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/urls/{port}/tokens", Action: "sandbox.read", handle: (*Server).listURLTokens},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/urls/{port}/tokens", Action: "host", handle: (*Server).createURLToken},
 	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/urls/{port}/tokens/{id}", Action: "host", handle: (*Server).revokeURLToken},
+	// A URL's webhook inbox (inbox.go).
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/urls/{port}/deliveries", Action: "sandbox.read", handle: (*Server).listDeliveries},
+	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/urls/{port}/deliveries", Action: "host", handle: (*Server).purgeDeliveries},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/urls/{port}/deliveries/{id}/redeliver", Action: "host", handle: (*Server).redeliver},
 
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/exec", Action: "exec", handle: (*Server).exec},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/wait", Action: "sandbox.read", handle: (*Server).wait},
@@ -81,6 +87,15 @@ var routes = []route{
 	{Method: "DELETE", Pattern: "/v1/ssh-keys/{id}", Action: "account.admin", handle: (*Server).deleteSSHKey},
 
 	{Method: "GET", Pattern: "/v1/limits", Action: "account.read", handle: (*Server).getLimits},
+
+	// The account's environment (environment.go).
+	{Method: "GET", Pattern: "/v1/env", Action: "environment.read", handle: (*Server).listEnv},
+	{Method: "PUT", Pattern: "/v1/env/{name}", Action: "environment.write", handle: (*Server).putEnv},
+	{Method: "DELETE", Pattern: "/v1/env/{name}", Action: "environment.write", handle: (*Server).deleteEnv},
+	{Method: "GET", Pattern: "/v1/environment", Action: "environment.read", handle: (*Server).getEnvironment},
+	{Method: "PATCH", Pattern: "/v1/environment", Action: "environment.write", handle: (*Server).patchEnvironment},
+	{Method: "PUT", Pattern: "/v1/environment/files", Action: "environment.write", handle: (*Server).putEnvironmentFile},
+	{Method: "DELETE", Pattern: "/v1/environment/files", Action: "environment.write", handle: (*Server).deleteEnvironmentFile},
 
 	// API keys (apikeys.go): a key limited to some sandboxes sees none,
 	// and a key makes or rotates none with more than its own scope.

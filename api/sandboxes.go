@@ -85,14 +85,18 @@ type sandboxView struct {
 	StoppedAt       *time.Time        `json:"stopped_at"`
 	// WarmUntil: a stopped sandbox resumes warm until then.
 	WarmUntil *time.Time `json:"warm_until"`
+	// LastActiveAt is the latest activity recorded (POST …/touch); it
+	// moves no deadline.
+	LastActiveAt *time.Time `json:"last_active_at"`
 	// EnvNames are the names of its own variables; values are never shown.
 	EnvNames    []string `json:"env_names"`
 	Environment bool     `json:"environment"`
 	Snapshots   bool     `json:"snapshots"`
 	// RestoreFrom is the snapshot a restore under way rolls it back to.
 	RestoreFrom string `json:"restore_from,omitempty"`
-	// SetupStatus is always none here: setup scripts, repos and the
-	// account's environment live in froog's control plane.
+	// SetupStatus is always none here: the account's variables reach
+	// commands (commandEnv), but its repos, secret files and setup script
+	// are not written into sandboxes by this deployment.
 	SetupStatus string          `json:"setup_status"`
 	Repo        json.RawMessage `json:"repo"`
 }
@@ -102,7 +106,7 @@ func viewSandbox(sb *store.Sandbox) sandboxView {
 		ID: sb.ID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, Error: sb.Error,
 		Size: sb.Size, OS: sb.OS, Labels: sb.Labels, AutoStart: sb.AutoStart, TTLSecs: sb.TTLSecs,
 		MaxLifetimeSecs: sb.MaxLifetimeSecs, DeleteAfterSecs: sb.DeleteAfterSecs, StopID: sb.PendingStopID,
-		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, StartedAt: sb.StartedAt, StoppedAt: sb.StoppedAt,
+		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, StartedAt: sb.StartedAt, StoppedAt: sb.StoppedAt, LastActiveAt: sb.LastActiveAt,
 		EnvNames: envView(sb), Environment: !sb.NoEnvironment, Snapshots: !sb.NoSnapshots,
 		SetupStatus: "none", Repo: json.RawMessage("null"), RestoreFrom: sb.RestoreFrom,
 	}

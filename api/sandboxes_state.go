@@ -140,6 +140,35 @@ func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// touchSandbox records activity: last_active_at, at the API's clock
+// (store.Touch). It is bookkeeping, so it answers at once with the
+// sandbox and changes nothing else: the auto-stop deadline stays (PATCH
+// ttl_secs moves it), a stopped sandbox is not started (auto-start or
+// not), and it writes no audit event (the audit log keeps changes to
+// the account, and a touch is a heartbeat a client may send often).
+func (s *Server) touchSandbox(w http.ResponseWriter, r *http.Request) error {
+	if err := readJSON(r, maxBody, &struct{}{}, true); err != nil {
+		return err
+	}
+	sb, err := s.sandboxFor(r)
+	if err != nil {
+		return err
+	}
+	at := s.now()
+	up, err := s.store.UpdateSandbox(r.Context(), sb.ID, func(sb *store.Sandbox, _ *store.AuditEvent) error {
+		store.Touch(sb, at)
+		return nil
+	}, nil)
+	if errors.Is(err, store.ErrNotFound) {
+		err = errorf(http.StatusNotFound, "not_found", "no sandbox named %q", sb.Name) // deleted since it was read
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewSandbox(&up))
+	return nil
+}
+
 type startRequest struct {
 	Size        *string           `json:"size"`
 	TTLSecs     *int64            `json:"ttl_secs"`
@@ -194,7 +223,7 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
 		}
 		if setEnvironment {
 			sb.NoEnvironment = noEnv
-			ev.Detail["environment"] = "false"
+			ev.Detail["environment"] = fmt.Sprint(!noEnv)
 		}
 		sb.DesiredState, sb.UpdatedAt = store.StateRunning, now
 		return nil

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -36,19 +37,23 @@ func (s *Server) link(hostname, token string) string {
 }
 
 type urlView struct {
-	Port      int       `json:"port"`
-	URL       string    `json:"url"`
-	Host      string    `json:"host"`
-	Public    bool      `json:"public"`
-	Title     string    `json:"title"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Port      int        `json:"port"`
+	URL       string     `json:"url"`
+	Host      string     `json:"host"`
+	Public    bool       `json:"public"`
+	Title     string     `json:"title"`
+	ShowPorts bool       `json:"show_ports"`
+	Inbox     *inboxView `json:"inbox,omitempty"`
+	policyView
+	Routes    []routeView `json:"routes"`
+	CreatedAt time.Time   `json:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at"`
 }
 
 // viewURL shows u; a private URL's link carries its token only for a key
 // that can host (it is the URL's password).
 func (s *Server) viewURL(u *store.URL, k *store.APIKey) (urlView, error) {
-	v := urlView{Port: u.Port, Host: names.Host(u.Hostname, s.domain), Public: u.Public, Title: u.Title, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
+	v := urlView{Port: u.Port, Host: names.Host(u.Hostname, s.domain), Public: u.Public, Title: u.Title, ShowPorts: u.ShowPorts, Inbox: viewInbox(u.Inbox), policyView: viewPolicy(u), Routes: viewRoutes(u), CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
 	token := ""
 	if !u.Public && can(k, "host") {
 		t, err := s.sealer.open(u.TokenSealed, u.ID)
@@ -114,6 +119,18 @@ type urlRequest struct {
 	Public    *bool   `json:"public"`
 	Subdomain *string `json:"subdomain"`
 	Title     *string `json:"title"`
+	// ShowPorts: absent keeps it; true lets every visitor the URL lets
+	// in read which ports listen when its own does not (the edge's page).
+	ShowPorts *bool `json:"show_ports"`
+	// Inbox: absent changes nothing, null turns it off (inbox.go).
+	Inbox json.RawMessage `json:"inbox"`
+	// The policy (urls_policy.go): absent keeps it, null takes it off.
+	AllowIPs       json.RawMessage `json:"allow_ips"`
+	RateLimit      json.RawMessage `json:"rate_limit"`
+	FrameAncestors json.RawMessage `json:"frame_ancestors"`
+	// Routes (urls_routes.go): absent keeps them, null or [] takes them
+	// off.
+	Routes json.RawMessage `json:"routes"`
 }
 
 func (req *urlRequest) check() error {
@@ -146,6 +163,14 @@ func (s *Server) putURL(w http.ResponseWriter, r *http.Request) error {
 	if err := req.check(); err != nil {
 		return err
 	}
+	inbox, setInbox, err := parseInbox(req.Inbox)
+	if err != nil {
+		return err
+	}
+	policy, err := parsePolicy(&req)
+	if err != nil {
+		return err
+	}
 	sb, err := s.sandboxFor(r)
 	if err != nil {
 		return err
@@ -172,6 +197,19 @@ func (s *Server) putURL(w http.ResponseWriter, r *http.Request) error {
 			}
 			if req.Title != nil {
 				u.Title = *req.Title
+			}
+			if req.ShowPorts != nil {
+				u.ShowPorts = *req.ShowPorts
+				ev.Detail["show_ports"] = strconv.FormatBool(u.ShowPorts)
+			}
+			policy.apply(&u, ev.Detail)
+			if setInbox {
+				u.Inbox = nil
+				ev.Detail["inbox"] = "off"
+				if inbox != nil {
+					u.Inbox = s.inbox(inbox, u.ID)
+					ev.Detail["inbox"] = "on"
+				}
 			}
 			u.Public, u.UpdatedAt = public, now
 			u.TokenHash, u.TokenSealed = "", nil

@@ -181,3 +181,34 @@ func TestURLTokenLimitAndExpiry(t *testing.T) {
 		}
 	})
 }
+
+// show_ports is off by default, kept when absent, and refused when it is
+// not a boolean (the URL unchanged).
+func TestURLShowPorts(t *testing.T) {
+	forEachStore(t, func(t *testing.T, e *env) {
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
+		var u struct {
+			ShowPorts *bool `json:"show_ports"`
+		}
+		e.do("POST", "/v1/sandboxes/box/urls", e.admin, map[string]any{"port": 3000, "public": true}).want(t, 201, "").json(t, &u)
+		if u.ShowPorts == nil || *u.ShowPorts {
+			t.Fatalf("a new URL: show_ports %v, want false", u.ShowPorts)
+		}
+		e.do("POST", "/v1/sandboxes/box/urls", e.admin, map[string]any{"port": 3000, "public": true, "show_ports": true}).want(t, 200, "").json(t, &u)
+		if !*u.ShowPorts || !storedURL(t, e, "box", 3000).ShowPorts {
+			t.Fatalf("show_ports true: got %v", *u.ShowPorts)
+		}
+		e.do("POST", "/v1/sandboxes/box/urls", e.admin, map[string]any{"port": 3000, "public": true}).want(t, 200, "").json(t, &u)
+		if !*u.ShowPorts {
+			t.Fatal("show_ports absent turned it off")
+		}
+		e.do("POST", "/v1/sandboxes/box/urls", e.admin, map[string]any{"port": 3000, "show_ports": "yes"}).want(t, 400, "")
+		if !storedURL(t, e, "box", 3000).Public {
+			t.Fatal("a refused request changed the URL")
+		}
+		e.do("POST", "/v1/sandboxes/box/urls", e.admin, map[string]any{"port": 3000, "public": true, "show_ports": false}).want(t, 200, "").json(t, &u)
+		if *u.ShowPorts || storedURL(t, e, "box", 3000).ShowPorts {
+			t.Fatal("show_ports false did not turn it off")
+		}
+	})
+}

@@ -63,7 +63,7 @@ func (s *Server) await(r *http.Request, sb *store.Sandbox, port int, timeout tim
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	err := s.waker.Wait(ctx, wake.Ask{SandboxID: sb.ID, Port: port,
-		Known: wake.Sandbox{State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart},
+		Known: wake.Sandbox{State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart, UpdatedAt: sb.UpdatedAt},
 		Audit: s.audit(r, "sandbox.auto_start", sb.Name, map[string]string{})})
 	var (
 		refused *store.StartRefusedError

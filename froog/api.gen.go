@@ -86,6 +86,30 @@ func (e CreateSandboxSize) Valid() bool {
 	}
 }
 
+// Defines values for DeliveryState.
+const (
+	DeliveryStateDelivered  DeliveryState = "delivered"
+	DeliveryStateDelivering DeliveryState = "delivering"
+	DeliveryStateFailed     DeliveryState = "failed"
+	DeliveryStatePending    DeliveryState = "pending"
+)
+
+// Valid indicates whether the value is a known member of the DeliveryState enum.
+func (e DeliveryState) Valid() bool {
+	switch e {
+	case DeliveryStateDelivered:
+		return true
+	case DeliveryStateDelivering:
+		return true
+	case DeliveryStateFailed:
+		return true
+	case DeliveryStatePending:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecEventType.
 const (
 	ExecEventTypeError   ExecEventType = "error"
@@ -200,6 +224,30 @@ func (e ForkSandboxSize) Valid() bool {
 	}
 }
 
+// Defines values for HostPortInboxVerifyProvider.
+const (
+	Github   HostPortInboxVerifyProvider = "github"
+	Slack    HostPortInboxVerifyProvider = "slack"
+	Standard HostPortInboxVerifyProvider = "standard"
+	Stripe   HostPortInboxVerifyProvider = "stripe"
+)
+
+// Valid indicates whether the value is a known member of the HostPortInboxVerifyProvider enum.
+func (e HostPortInboxVerifyProvider) Valid() bool {
+	switch e {
+	case Github:
+		return true
+	case Slack:
+		return true
+	case Standard:
+		return true
+	case Stripe:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobState.
 const (
 	JobStateExited   JobState = "exited"
@@ -227,6 +275,24 @@ func (e JobState) Valid() bool {
 	case JobStateRunning:
 		return true
 	case JobStateTimedOut:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PutEnvironmentFileEncoding.
+const (
+	EnvFileBase64 PutEnvironmentFileEncoding = "base64"
+	EnvFileUTF8   PutEnvironmentFileEncoding = "utf-8"
+)
+
+// Valid indicates whether the value is a known member of the PutEnvironmentFileEncoding enum.
+func (e PutEnvironmentFileEncoding) Valid() bool {
+	switch e {
+	case EnvFileBase64:
+		return true
+	case EnvFileUTF8:
 		return true
 	default:
 		return false
@@ -539,7 +605,7 @@ type CreateSandbox struct {
 	// Env The sandbox's own variables (up to 50, 16 KiB of names and values in all), in every exec and job's environment under the request's own env. Sealed at rest; GET shows only their names (env_names).
 	Env *map[string]string `json:"env,omitempty"`
 
-	// Environment false starts the sandbox without the account's environment (its variables, repos, secret files and setup); true, the default, with it. This deployment has no account environment: true answers 400 provider_not_configured, so send false or leave it out.
+	// Environment false starts the sandbox without the account's environment (its variables, repos, secret files and setup); true, the default, with it.
 	Environment *bool `json:"environment,omitempty"`
 
 	// From a saved snapshot (its name or id) to start from: its disk, OS and size (unless size is given), and its source sandbox's own variables as they were when it was saved (unless env is given); the other settings are this request's. Not with os. 404 when there is none, 409 snapshot_not_available while it is being taken
@@ -571,6 +637,60 @@ type CreateSandboxSize string
 type CreateURLToken struct {
 	Label   *string `json:"label,omitempty"`
 	TtlSecs *int    `json:"ttl_secs,omitempty"`
+}
+
+// Delivery defines model for Delivery.
+type Delivery struct {
+	Attempts    int        `json:"attempts"`
+	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
+
+	// Id Froog-Delivery: the same on every attempt
+	Id         string        `json:"id"`
+	LastError  string        `json:"last_error"`
+	LastStatus int           `json:"last_status"`
+	Method     string        `json:"method"`
+	NextAt     *time.Time    `json:"next_at,omitempty"`
+	ReceivedAt time.Time     `json:"received_at"`
+	Size       int           `json:"size"`
+	State      DeliveryState `json:"state"`
+	Target     string        `json:"target"`
+}
+
+// DeliveryState defines model for Delivery.State.
+type DeliveryState string
+
+// EnvRepo defines model for EnvRepo.
+type EnvRepo struct {
+	Branch *string `json:"branch,omitempty"`
+
+	// Url https://host/org/repo, ssh://host/org/repo or git@host:org/repo, without credentials; cloned into ~/REPO
+	Url string `json:"url"`
+}
+
+// EnvVariable defines model for EnvVariable.
+type EnvVariable struct {
+	Name string `json:"name"`
+
+	// Preview masked: the first 4 characters of a value of 16 or more, then …; else only …
+	Preview   string    `json:"preview"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Environment defines model for Environment.
+type Environment struct {
+	Files []struct {
+		// Path relative to ~
+		Path string `json:"path"`
+
+		// Size bytes; the content is never shown again
+		Size      int       `json:"size"`
+		UpdatedAt time.Time `json:"updated_at"`
+	} `json:"files"`
+	Repos []EnvRepo `json:"repos"`
+
+	// Setup the setup script, run from ~ in a login shell at every start; null: none
+	Setup     *string    `json:"setup"`
+	UpdatedAt *time.Time `json:"updated_at"`
 }
 
 // ErrorBody defines model for Error.
@@ -760,14 +880,63 @@ type ForkSandboxSize string
 
 // HostPort defines model for HostPort.
 type HostPort struct {
+	// AllowIps the only source addresses the URL answers: CIDRs or single addresses, IPv4 and IPv6 (203.0.113.0/24, 2001:db8::/32), at most 64. Matched on the connection's source address only, never X-Forwarded-For; an IPv4 client matches the IPv4 rules. Others get 403 ip_not_allowed, before the token is read, and never start the sandbox. Absent keeps it; null or [] takes it off (any address).
+	AllowIps *[]string `json:"allow_ips,omitempty"`
+
+	// FrameAncestors origins that may frame the URL (https://app.example, https://*.example.com, http://localhost:5173, 'self'; 'none' alone: nobody), sent as Content-Security-Policy: frame-ancestors on the URL's answers in place of the app's frame-ancestors and X-Frame-Options. Absent keeps it; null or [] takes it off (the app's headers stand).
+	FrameAncestors *[]string `json:"frame_ancestors,omitempty"`
+
+	// Inbox the URL's webhook inbox: matching requests are verified, stored and answered by the edge, then delivered in order, at least once, with Froog-Delivery and Froog-Attempt. Absent keeps it, null turns it off.
+	Inbox *struct {
+		// Body the answer's body; absent: {"delivery": ID}
+		Body *string `json:"body,omitempty"`
+
+		// Match an optional method and a path prefix, e.g. "POST /webhooks/"
+		Match string `json:"match"`
+
+		// Status the edge's answer once stored; absent: 202
+		Status *int `json:"status,omitempty"`
+		Verify *struct {
+			Provider HostPortInboxVerifyProvider `json:"provider"`
+
+			// Secret stored sealed, never returned
+			Secret *string `json:"secret,omitempty"`
+		} `json:"verify,omitempty"`
+	} `json:"inbox,omitempty"`
 	Port int `json:"port"`
 
 	// Public absent or false: private, with a new token
-	Public    *bool   `json:"public,omitempty"`
+	Public *bool `json:"public,omitempty"`
+
+	// RateLimit requests per client address for this URL, on top of the edge's own limit; past it, 429 rate_limited with Retry-After. Absent keeps it; null takes it off.
+	RateLimit *struct {
+		// Burst absent: per_second rounded up
+		Burst     *int    `json:"burst,omitempty"`
+		PerSecond float32 `json:"per_second"`
+	} `json:"rate_limit,omitempty"`
+
+	// Routes path prefixes sent to other ports of the same sandbox, behind the URL's one origin: one host, one token and cookie, one policy, websockets and server-sent events included (e.g. the frontend on the URL's port, [{"prefix": "/api/", "port": 8000}] for its API). A request whose path, as sent and byte for byte, starts with a prefix goes to its port, the longest prefix first; any other to the URL's own port. The path is forwarded whole: the prefix is not stripped. A path under a prefix as sent but not as an app reads it (decoded, dot segments resolved: /api/../x, %2e%2e, an encoded slash) goes to the URL's own port. A prefix starts and ends with /, is at most 128 bytes of printable ASCII with no .., //, %, ;, ?, # or \; each port is 1-65535 and not the URL's own; no prefix twice; at most 8 routes. Absent keeps them; null or [] takes them off.
+	Routes *[]PathRoute `json:"routes,omitempty"`
+
+	// ShowPorts let every visitor the URL lets in read, when nothing answers on its port, which ports do listen in the sandbox (private URLs show them to their own token's holder regardless). Absent keeps it; off by default
+	ShowPorts *bool   `json:"show_ports,omitempty"`
 	Subdomain *string `json:"subdomain,omitempty"`
 
 	// Title absent keeps it, "" removes it
 	Title *string `json:"title,omitempty"`
+}
+
+// HostPortInboxVerifyProvider defines model for HostPort.Inbox.Verify.Provider.
+type HostPortInboxVerifyProvider string
+
+// Inbox defines model for Inbox.
+type Inbox struct {
+	Body   *string `json:"body,omitempty"`
+	Match  string  `json:"match"`
+	Status int     `json:"status"`
+	Verify *struct {
+		Provider string `json:"provider"`
+	} `json:"verify,omitempty"`
 }
 
 // Job defines model for Job.
@@ -859,6 +1028,14 @@ type Metrics struct {
 	SampledAt      time.Time `json:"sampled_at"`
 }
 
+// PathRoute defines model for PathRoute.
+type PathRoute struct {
+	Port int `json:"port"`
+
+	// Prefix such as /api/: the paths under it
+	Prefix string `json:"prefix"`
+}
+
 // Process defines model for Process.
 type Process struct {
 	// Command The command line, up to 1024 bytes; empty for kernel threads
@@ -883,6 +1060,26 @@ type ProcessList struct {
 	Live      bool      `json:"live"`
 	Processes []Process `json:"processes"`
 	SampledAt time.Time `json:"sampled_at"`
+}
+
+// PutEnvironmentFile defines model for PutEnvironmentFile.
+type PutEnvironmentFile struct {
+	// Content at most 64 KiB (1 MiB for all files, 50 files)
+	Content  string                      `json:"content"`
+	Encoding *PutEnvironmentFileEncoding `json:"encoding,omitempty"`
+
+	// Path relative to ~, e.g. app/.env or .npmrc
+	Path string `json:"path"`
+}
+
+// PutEnvironmentFileEncoding defines model for PutEnvironmentFile.Encoding.
+type PutEnvironmentFileEncoding string
+
+// RateLimit a token bucket per client address: per_second requests a second on average, burst at once
+type RateLimit struct {
+	// Burst absent: per_second rounded up
+	Burst     *int    `json:"burst,omitempty"`
+	PerSecond float32 `json:"per_second"`
 }
 
 // RestoreSandbox defines model for RestoreSandbox.
@@ -917,13 +1114,16 @@ type Sandbox struct {
 	EnvNames []string `json:"env_names"`
 
 	// Environment false when created (or last started) with environment: false
-	Environment     bool              `json:"environment"`
-	Error           *string           `json:"error,omitempty"`
-	Id              string            `json:"id"`
-	Labels          map[string]string `json:"labels"`
-	MaxLifetimeSecs int               `json:"max_lifetime_secs"`
-	Name            string            `json:"name"`
-	Os              string            `json:"os"`
+	Environment bool              `json:"environment"`
+	Error       *string           `json:"error,omitempty"`
+	Id          string            `json:"id"`
+	Labels      map[string]string `json:"labels"`
+
+	// LastActiveAt the latest activity recorded (POST /v1/sandboxes/{name}/touch), null until there is some; it moves no deadline
+	LastActiveAt    *time.Time `json:"last_active_at"`
+	MaxLifetimeSecs int        `json:"max_lifetime_secs"`
+	Name            string     `json:"name"`
+	Os              string     `json:"os"`
 
 	// Repo always null here: a create with repo is refused
 	Repo any `json:"repo"`
@@ -1002,7 +1202,7 @@ type StartSandbox struct {
 	// Env added to its own variables, and kept for later starts
 	Env *map[string]string `json:"env,omitempty"`
 
-	// Environment false: boot without the account's environment (kept for later starts); true: with it again. This deployment has no account environment: true answers 400 provider_not_configured.
+	// Environment false: boot without the account's environment (kept for later starts); true: with it again.
 	Environment *bool             `json:"environment,omitempty"`
 	Size        *StartSandboxSize `json:"size,omitempty"`
 
@@ -1044,13 +1244,45 @@ type StopStatus string
 
 // URL defines model for URL.
 type URL struct {
+	// AllowIps []: any address
+	AllowIps  []string  `json:"allow_ips"`
 	CreatedAt time.Time `json:"created_at"`
-	Host      string    `json:"host"`
-	Port      int       `json:"port"`
-	Public    bool      `json:"public"`
-	Title     string    `json:"title"`
-	UpdatedAt time.Time `json:"updated_at"`
-	Url       string    `json:"url"`
+
+	// FrameAncestors []: the app's framing headers stand
+	FrameAncestors []string `json:"frame_ancestors"`
+	Host           string   `json:"host"`
+	Inbox          *Inbox   `json:"inbox,omitempty"`
+	Port           int      `json:"port"`
+	Public         bool     `json:"public"`
+
+	// RateLimit a token bucket per client address: per_second requests a second on average, burst at once
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+
+	// Routes []: every path goes to the URL's port
+	Routes    []PathRoute `json:"routes"`
+	ShowPorts bool        `json:"show_ports"`
+	Title     string      `json:"title"`
+	UpdatedAt time.Time   `json:"updated_at"`
+	Url       string      `json:"url"`
+}
+
+// URLPolicy a URL's policy and routes alone; each member absent keeps it, null (or []) takes it off
+type URLPolicy struct {
+	// AllowIps the only source addresses the URL answers: CIDRs or single addresses, IPv4 and IPv6 (203.0.113.0/24, 2001:db8::/32), at most 64. Matched on the connection's source address only, never X-Forwarded-For; an IPv4 client matches the IPv4 rules. Others get 403 ip_not_allowed, before the token is read, and never start the sandbox. Absent keeps it; null or [] takes it off (any address).
+	AllowIps *[]string `json:"allow_ips,omitempty"`
+
+	// FrameAncestors origins that may frame the URL (https://app.example, https://*.example.com, http://localhost:5173, 'self'; 'none' alone: nobody), sent as Content-Security-Policy: frame-ancestors on the URL's answers in place of the app's frame-ancestors and X-Frame-Options. Absent keeps it; null or [] takes it off (the app's headers stand).
+	FrameAncestors *[]string `json:"frame_ancestors,omitempty"`
+
+	// RateLimit requests per client address for this URL, on top of the edge's own limit; past it, 429 rate_limited with Retry-After. Absent keeps it; null takes it off.
+	RateLimit *struct {
+		// Burst absent: per_second rounded up
+		Burst     *int    `json:"burst,omitempty"`
+		PerSecond float32 `json:"per_second"`
+	} `json:"rate_limit,omitempty"`
+
+	// Routes path prefixes sent to other ports of the same sandbox, behind the URL's one origin: one host, one token and cookie, one policy, websockets and server-sent events included (e.g. the frontend on the URL's port, [{"prefix": "/api/", "port": 8000}] for its API). A request whose path, as sent and byte for byte, starts with a prefix goes to its port, the longest prefix first; any other to the URL's own port. The path is forwarded whole: the prefix is not stripped. A path under a prefix as sent but not as an app reads it (decoded, dot segments resolved: /api/../x, %2e%2e, an encoded slash) goes to the URL's own port. A prefix starts and ends with /, is at most 128 bytes of printable ASCII with no .., //, %, ;, ?, # or \; each port is 1-65535 and not the URL's own; no prefix twice; at most 8 routes. Absent keeps them; null or [] takes them off.
+	Routes *[]PathRoute `json:"routes,omitempty"`
 }
 
 // URLToken defines model for URLToken.
@@ -1074,6 +1306,15 @@ type Unpacked struct {
 	Folders  int    `json:"folders"`
 	Path     string `json:"path"`
 	Symlinks int    `json:"symlinks"`
+}
+
+// UpdateEnvironment defines model for UpdateEnvironment.
+type UpdateEnvironment struct {
+	// Repos replaces the list (at most 20, each in a directory of its own)
+	Repos *[]EnvRepo `json:"repos,omitempty"`
+
+	// Setup the setup script (at most 64 KiB); "" removes it
+	Setup *string `json:"setup,omitempty"`
 }
 
 // UpdateSandbox defines model for UpdateSandbox.
@@ -1110,6 +1351,16 @@ type Unavailable = ErrorBody
 type ListAuditParams struct {
 	Limit  *int    `form:"limit,omitempty" json:"limit,omitempty"`
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// SetEnvJSONBody defines parameters for SetEnv.
+type SetEnvJSONBody struct {
+	Value string `json:"value"`
+}
+
+// RemoveEnvironmentFileParams defines parameters for RemoveEnvironmentFile.
+type RemoveEnvironmentFileParams struct {
+	Path string `form:"path" json:"path"`
 }
 
 // DownloadFileLinkParams defines parameters for DownloadFileLink.
@@ -1268,6 +1519,15 @@ type WaitForPortJSONBody struct {
 // CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
 type CreateAPIKeyJSONRequestBody = CreateAPIKey
 
+// SetEnvJSONRequestBody defines body for SetEnv for application/json ContentType.
+type SetEnvJSONRequestBody SetEnvJSONBody
+
+// UpdateEnvironmentJSONRequestBody defines body for UpdateEnvironment for application/json ContentType.
+type UpdateEnvironmentJSONRequestBody = UpdateEnvironment
+
+// PutEnvironmentFileJSONRequestBody defines body for PutEnvironmentFile for application/json ContentType.
+type PutEnvironmentFileJSONRequestBody = PutEnvironmentFile
+
 // CreateSandboxesJSONRequestBody defines body for CreateSandboxes for application/json ContentType.
 type CreateSandboxesJSONRequestBody = CreateSandbox
 
@@ -1315,6 +1575,9 @@ type StartSandboxJSONRequestBody = StartSandbox
 
 // HostPortJSONRequestBody defines body for HostPort for application/json ContentType.
 type HostPortJSONRequestBody = HostPort
+
+// ChangeURLPolicyJSONRequestBody defines body for ChangeURLPolicy for application/json ContentType.
+type ChangeURLPolicyJSONRequestBody = URLPolicy
 
 // CreateURLTokenJSONRequestBody defines body for CreateURLToken for application/json ContentType.
 type CreateURLTokenJSONRequestBody = CreateURLToken
@@ -1556,6 +1819,68 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/audit (the `ListAudit` operationId).
 	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListEnv The account's variables, by name and masked preview: values are never shown again (needs environment.read)
+	//
+	// Corresponds with GET /v1/env (the `ListEnv` operationId).
+	ListEnv(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RemoveEnv Remove a variable (needs environment.write)
+	//
+	// Corresponds with DELETE /v1/env/{name} (the `RemoveEnv` operationId).
+	RemoveEnv(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetEnvWithBody Set a variable, sealed at rest; sandboxes get it at their next start (needs environment.write and a key not limited to some sandboxes; up to 50 variables, 16 KiB of names and values)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/env/{name} (the `SetEnv` operationId).
+	SetEnvWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetEnv Set a variable, sealed at rest; sandboxes get it at their next start (needs environment.write and a key not limited to some sandboxes; up to 50 variables, 16 KiB of names and values)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/env/{name} (the `SetEnv` operationId).
+	SetEnv(ctx context.Context, name string, body SetEnvJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetEnvironment Repos, the setup script and secret files (paths and sizes) every sandbox starts with (needs environment.read)
+	//
+	// Corresponds with GET /v1/environment (the `GetEnvironment` operationId).
+	GetEnvironment(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateEnvironmentWithBody Change the repos, the setup script or both (needs environment.write and a key not limited to some sandboxes)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/environment (the `UpdateEnvironment` operationId).
+	UpdateEnvironmentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateEnvironment Change the repos, the setup script or both (needs environment.write and a key not limited to some sandboxes)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/environment (the `UpdateEnvironment` operationId).
+	UpdateEnvironment(ctx context.Context, body UpdateEnvironmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RemoveEnvironmentFile Remove a secret file (needs environment.write)
+	//
+	// Corresponds with DELETE /v1/environment/files (the `RemoveEnvironmentFile` operationId).
+	RemoveEnvironmentFile(ctx context.Context, params *RemoveEnvironmentFileParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutEnvironmentFileWithBody Add or replace a secret file, written mode 600 into ~ at every start (needs environment.write and a key not limited to some sandboxes)
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/environment/files (the `PutEnvironmentFile` operationId).
+	PutEnvironmentFileWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutEnvironmentFile Add or replace a secret file, written mode 600 into ~ at every start (needs environment.write and a key not limited to some sandboxes)
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/environment/files (the `PutEnvironmentFile` operationId).
+	PutEnvironmentFile(ctx context.Context, body PutEnvironmentFileJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DownloadFileLink A signed download link (from files/download-url): the file's bytes, with no Authorization header. Auto-start applies
 	//
@@ -1939,6 +2264,13 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sandboxes/{name}/stop (the `StopSandbox` operationId).
 	StopSandbox(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// TouchSandbox Record activity (last_active_at)
+	//
+	// Sets last_active_at to the API's clock (it never moves back). Bookkeeping only: the auto-stop deadline stays (PATCH ttl_secs moves it), a stopped sandbox is not started, even with auto_start, and no audit event is written. Needs sandbox.update. No request body, or an empty object.
+	//
+	// Corresponds with POST /v1/sandboxes/{name}/touch (the `TouchSandbox` operationId).
+	TouchSandbox(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListURLs Its public URLs
 	//
 	// Corresponds with GET /v1/sandboxes/{name}/urls (the `ListURLs` operationId).
@@ -1962,6 +2294,35 @@ type ClientInterface interface {
 	//
 	// Corresponds with DELETE /v1/sandboxes/{name}/urls/{port} (the `UnhostPort` operationId).
 	UnhostPort(ctx context.Context, name string, port int, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ChangeURLPolicyWithBody Change a URL's policy (allow_ips, rate_limit, frame_ancestors) and routes, and nothing else: it keeps its token
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/sandboxes/{name}/urls/{port} (the `ChangeURLPolicy` operationId).
+	ChangeURLPolicyWithBody(ctx context.Context, name string, port int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ChangeURLPolicy Change a URL's policy (allow_ips, rate_limit, frame_ancestors) and routes, and nothing else: it keeps its token
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/sandboxes/{name}/urls/{port} (the `ChangeURLPolicy` operationId).
+	ChangeURLPolicy(ctx context.Context, name string, port int, body ChangeURLPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PurgeDeliveries Remove every delivery of the URL, queued ones included
+	//
+	// Corresponds with DELETE /v1/sandboxes/{name}/urls/{port}/deliveries (the `PurgeDeliveries` operationId).
+	PurgeDeliveries(ctx context.Context, name string, port int, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListDeliveries The inbox's deliveries, newest first (up to 100; bodies are not shown)
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/urls/{port}/deliveries (the `ListDeliveries` operationId).
+	ListDeliveries(ctx context.Context, name string, port int, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Redeliver Deliver a finished delivery again, with its id, after those queued
+	//
+	// Corresponds with POST /v1/sandboxes/{name}/urls/{port}/deliveries/{id}/redeliver (the `Redeliver` operationId).
+	Redeliver(ctx context.Context, name string, port int, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListURLTokens Live viewer tokens (never their secrets)
 	//
@@ -2150,6 +2511,168 @@ func (c *API) RotateAPIKey(ctx context.Context, id string, reqEditors ...Request
 // Corresponds with GET /v1/audit (the `ListAudit` operationId).
 func (c *API) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListAuditRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListEnv The account's variables, by name and masked preview: values are never shown again (needs environment.read)
+//
+// Corresponds with GET /v1/env (the `ListEnv` operationId).
+func (c *API) ListEnv(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEnvRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveEnv Remove a variable (needs environment.write)
+//
+// Corresponds with DELETE /v1/env/{name} (the `RemoveEnv` operationId).
+func (c *API) RemoveEnv(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveEnvRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetEnvWithBody Set a variable, sealed at rest; sandboxes get it at their next start (needs environment.write and a key not limited to some sandboxes; up to 50 variables, 16 KiB of names and values)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/env/{name} (the `SetEnv` operationId).
+func (c *API) SetEnvWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetEnvRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetEnv Set a variable, sealed at rest; sandboxes get it at their next start (needs environment.write and a key not limited to some sandboxes; up to 50 variables, 16 KiB of names and values)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/env/{name} (the `SetEnv` operationId).
+func (c *API) SetEnv(ctx context.Context, name string, body SetEnvJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetEnvRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetEnvironment Repos, the setup script and secret files (paths and sizes) every sandbox starts with (needs environment.read)
+//
+// Corresponds with GET /v1/environment (the `GetEnvironment` operationId).
+func (c *API) GetEnvironment(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetEnvironmentRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateEnvironmentWithBody Change the repos, the setup script or both (needs environment.write and a key not limited to some sandboxes)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/environment (the `UpdateEnvironment` operationId).
+func (c *API) UpdateEnvironmentWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateEnvironmentRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateEnvironment Change the repos, the setup script or both (needs environment.write and a key not limited to some sandboxes)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/environment (the `UpdateEnvironment` operationId).
+func (c *API) UpdateEnvironment(ctx context.Context, body UpdateEnvironmentJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateEnvironmentRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveEnvironmentFile Remove a secret file (needs environment.write)
+//
+// Corresponds with DELETE /v1/environment/files (the `RemoveEnvironmentFile` operationId).
+func (c *API) RemoveEnvironmentFile(ctx context.Context, params *RemoveEnvironmentFileParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveEnvironmentFileRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutEnvironmentFileWithBody Add or replace a secret file, written mode 600 into ~ at every start (needs environment.write and a key not limited to some sandboxes)
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/environment/files (the `PutEnvironmentFile` operationId).
+func (c *API) PutEnvironmentFileWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutEnvironmentFileRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutEnvironmentFile Add or replace a secret file, written mode 600 into ~ at every start (needs environment.write and a key not limited to some sandboxes)
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/environment/files (the `PutEnvironmentFile` operationId).
+func (c *API) PutEnvironmentFile(ctx context.Context, body PutEnvironmentFileJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutEnvironmentFileRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3102,6 +3625,23 @@ func (c *API) StopSandbox(ctx context.Context, name string, reqEditors ...Reques
 	return c.Client.Do(req)
 }
 
+// TouchSandbox Record activity (last_active_at)
+//
+// Sets last_active_at to the API's clock (it never moves back). Bookkeeping only: the auto-stop deadline stays (PATCH ttl_secs moves it), a stopped sandbox is not started, even with auto_start, and no audit event is written. Needs sandbox.update. No request body, or an empty object.
+//
+// Corresponds with POST /v1/sandboxes/{name}/touch (the `TouchSandbox` operationId).
+func (c *API) TouchSandbox(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTouchSandboxRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListURLs Its public URLs
 //
 // Corresponds with GET /v1/sandboxes/{name}/urls (the `ListURLs` operationId).
@@ -3156,6 +3696,85 @@ func (c *API) HostPort(ctx context.Context, name string, body HostPortJSONReques
 // Corresponds with DELETE /v1/sandboxes/{name}/urls/{port} (the `UnhostPort` operationId).
 func (c *API) UnhostPort(ctx context.Context, name string, port int, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUnhostPortRequest(c.Server, name, port)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ChangeURLPolicyWithBody Change a URL's policy (allow_ips, rate_limit, frame_ancestors) and routes, and nothing else: it keeps its token
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/sandboxes/{name}/urls/{port} (the `ChangeURLPolicy` operationId).
+func (c *API) ChangeURLPolicyWithBody(ctx context.Context, name string, port int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChangeURLPolicyRequestWithBody(c.Server, name, port, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ChangeURLPolicy Change a URL's policy (allow_ips, rate_limit, frame_ancestors) and routes, and nothing else: it keeps its token
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/sandboxes/{name}/urls/{port} (the `ChangeURLPolicy` operationId).
+func (c *API) ChangeURLPolicy(ctx context.Context, name string, port int, body ChangeURLPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChangeURLPolicyRequest(c.Server, name, port, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PurgeDeliveries Remove every delivery of the URL, queued ones included
+//
+// Corresponds with DELETE /v1/sandboxes/{name}/urls/{port}/deliveries (the `PurgeDeliveries` operationId).
+func (c *API) PurgeDeliveries(ctx context.Context, name string, port int, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPurgeDeliveriesRequest(c.Server, name, port)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListDeliveries The inbox's deliveries, newest first (up to 100; bodies are not shown)
+//
+// Corresponds with GET /v1/sandboxes/{name}/urls/{port}/deliveries (the `ListDeliveries` operationId).
+func (c *API) ListDeliveries(ctx context.Context, name string, port int, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDeliveriesRequest(c.Server, name, port)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Redeliver Deliver a finished delivery again, with its id, after those queued
+//
+// Corresponds with POST /v1/sandboxes/{name}/urls/{port}/deliveries/{id}/redeliver (the `Redeliver` operationId).
+func (c *API) Redeliver(ctx context.Context, name string, port int, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRedeliverRequest(c.Server, name, port, id)
 	if err != nil {
 		return nil, err
 	}
@@ -3625,6 +4244,271 @@ func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request,
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListEnvRequest constructs an http.Request for the ListEnv method
+func NewListEnvRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/env")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRemoveEnvRequest constructs an http.Request for the RemoveEnv method
+func NewRemoveEnvRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/env/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetEnvRequest calls the generic SetEnv builder with application/json body
+func NewSetEnvRequest(server string, name string, body SetEnvJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetEnvRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewSetEnvRequestWithBody constructs an http.Request for the SetEnv method, with any body, and a specified content type
+func NewSetEnvRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/env/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetEnvironmentRequest constructs an http.Request for the GetEnvironment method
+func NewGetEnvironmentRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/environment")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateEnvironmentRequest calls the generic UpdateEnvironment builder with application/json body
+func NewUpdateEnvironmentRequest(server string, body UpdateEnvironmentJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateEnvironmentRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewUpdateEnvironmentRequestWithBody constructs an http.Request for the UpdateEnvironment method, with any body, and a specified content type
+func NewUpdateEnvironmentRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/environment")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRemoveEnvironmentFileRequest constructs an http.Request for the RemoveEnvironmentFile method
+func NewRemoveEnvironmentFileRequest(server string, params *RemoveEnvironmentFileParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/environment/files")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "path", params.Path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPutEnvironmentFileRequest calls the generic PutEnvironmentFile builder with application/json body
+func NewPutEnvironmentFileRequest(server string, body PutEnvironmentFileJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutEnvironmentFileRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPutEnvironmentFileRequestWithBody constructs an http.Request for the PutEnvironmentFile method, with any body, and a specified content type
+func NewPutEnvironmentFileRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/environment/files")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -5695,6 +6579,40 @@ func NewStopSandboxRequest(server string, name string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewTouchSandboxRequest constructs an http.Request for the TouchSandbox method
+func NewTouchSandboxRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/touch", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListURLsRequest constructs an http.Request for the ListURLs method
 func NewListURLsRequest(server string, name string) (*http.Request, error) {
 	var err error
@@ -5810,6 +6728,190 @@ func NewUnhostPortRequest(server string, name string, port int) (*http.Request, 
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewChangeURLPolicyRequest calls the generic ChangeURLPolicy builder with application/json body
+func NewChangeURLPolicyRequest(server string, name string, port int, body ChangeURLPolicyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewChangeURLPolicyRequestWithBody(server, name, port, "application/json", bodyReader)
+}
+
+// NewChangeURLPolicyRequestWithBody constructs an http.Request for the ChangeURLPolicy method, with any body, and a specified content type
+func NewChangeURLPolicyRequestWithBody(server string, name string, port int, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/urls/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPurgeDeliveriesRequest constructs an http.Request for the PurgeDeliveries method
+func NewPurgeDeliveriesRequest(server string, name string, port int) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/urls/%s/deliveries", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListDeliveriesRequest constructs an http.Request for the ListDeliveries method
+func NewListDeliveriesRequest(server string, name string, port int) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/urls/%s/deliveries", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRedeliverRequest constructs an http.Request for the Redeliver method
+func NewRedeliverRequest(server string, name string, port int, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/urls/%s/deliveries/%s/redeliver", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -6377,6 +7479,76 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/audit (the `ListAudit` operationId).
 	ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error)
 
+	// ListEnvWithResponse The account's variables, by name and masked preview: values are never shown again (needs environment.read)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/env (the `ListEnv` operationId).
+	ListEnvWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListEnvResponse, error)
+
+	// RemoveEnvWithResponse Remove a variable (needs environment.write)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/env/{name} (the `RemoveEnv` operationId).
+	RemoveEnvWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RemoveEnvResponse, error)
+
+	// SetEnvWithBodyWithResponse Set a variable, sealed at rest; sandboxes get it at their next start (needs environment.write and a key not limited to some sandboxes; up to 50 variables, 16 KiB of names and values)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/env/{name} (the `SetEnv` operationId).
+	SetEnvWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetEnvResponse, error)
+
+	// SetEnvWithResponse Set a variable, sealed at rest; sandboxes get it at their next start (needs environment.write and a key not limited to some sandboxes; up to 50 variables, 16 KiB of names and values)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/env/{name} (the `SetEnv` operationId).
+	SetEnvWithResponse(ctx context.Context, name string, body SetEnvJSONRequestBody, reqEditors ...RequestEditorFn) (*SetEnvResponse, error)
+
+	// GetEnvironmentWithResponse Repos, the setup script and secret files (paths and sizes) every sandbox starts with (needs environment.read)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/environment (the `GetEnvironment` operationId).
+	GetEnvironmentWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetEnvironmentResponse, error)
+
+	// UpdateEnvironmentWithBodyWithResponse Change the repos, the setup script or both (needs environment.write and a key not limited to some sandboxes)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/environment (the `UpdateEnvironment` operationId).
+	UpdateEnvironmentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateEnvironmentResponse, error)
+
+	// UpdateEnvironmentWithResponse Change the repos, the setup script or both (needs environment.write and a key not limited to some sandboxes)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/environment (the `UpdateEnvironment` operationId).
+	UpdateEnvironmentWithResponse(ctx context.Context, body UpdateEnvironmentJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateEnvironmentResponse, error)
+
+	// RemoveEnvironmentFileWithResponse Remove a secret file (needs environment.write)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/environment/files (the `RemoveEnvironmentFile` operationId).
+	RemoveEnvironmentFileWithResponse(ctx context.Context, params *RemoveEnvironmentFileParams, reqEditors ...RequestEditorFn) (*RemoveEnvironmentFileResponse, error)
+
+	// PutEnvironmentFileWithBodyWithResponse Add or replace a secret file, written mode 600 into ~ at every start (needs environment.write and a key not limited to some sandboxes)
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/environment/files (the `PutEnvironmentFile` operationId).
+	PutEnvironmentFileWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutEnvironmentFileResponse, error)
+
+	// PutEnvironmentFileWithResponse Add or replace a secret file, written mode 600 into ~ at every start (needs environment.write and a key not limited to some sandboxes)
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/environment/files (the `PutEnvironmentFile` operationId).
+	PutEnvironmentFileWithResponse(ctx context.Context, body PutEnvironmentFileJSONRequestBody, reqEditors ...RequestEditorFn) (*PutEnvironmentFileResponse, error)
+
 	// DownloadFileLinkWithResponse A signed download link (from files/download-url): the file's bytes, with no Authorization header. Auto-start applies
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6805,6 +7977,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sandboxes/{name}/stop (the `StopSandbox` operationId).
 	StopSandboxWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*StopSandboxResponse, error)
 
+	// TouchSandboxWithResponse Record activity (last_active_at)
+	//
+	// Sets last_active_at to the API's clock (it never moves back). Bookkeeping only: the auto-stop deadline stays (PATCH ttl_secs moves it), a stopped sandbox is not started, even with auto_start, and no audit event is written. Needs sandbox.update. No request body, or an empty object.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{name}/touch (the `TouchSandbox` operationId).
+	TouchSandboxWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*TouchSandboxResponse, error)
+
 	// ListURLsWithResponse Its public URLs
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6832,6 +8013,41 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with DELETE /v1/sandboxes/{name}/urls/{port} (the `UnhostPort` operationId).
 	UnhostPortWithResponse(ctx context.Context, name string, port int, reqEditors ...RequestEditorFn) (*UnhostPortResponse, error)
+
+	// ChangeURLPolicyWithBodyWithResponse Change a URL's policy (allow_ips, rate_limit, frame_ancestors) and routes, and nothing else: it keeps its token
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/sandboxes/{name}/urls/{port} (the `ChangeURLPolicy` operationId).
+	ChangeURLPolicyWithBodyWithResponse(ctx context.Context, name string, port int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChangeURLPolicyResponse, error)
+
+	// ChangeURLPolicyWithResponse Change a URL's policy (allow_ips, rate_limit, frame_ancestors) and routes, and nothing else: it keeps its token
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/sandboxes/{name}/urls/{port} (the `ChangeURLPolicy` operationId).
+	ChangeURLPolicyWithResponse(ctx context.Context, name string, port int, body ChangeURLPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*ChangeURLPolicyResponse, error)
+
+	// PurgeDeliveriesWithResponse Remove every delivery of the URL, queued ones included
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/sandboxes/{name}/urls/{port}/deliveries (the `PurgeDeliveries` operationId).
+	PurgeDeliveriesWithResponse(ctx context.Context, name string, port int, reqEditors ...RequestEditorFn) (*PurgeDeliveriesResponse, error)
+
+	// ListDeliveriesWithResponse The inbox's deliveries, newest first (up to 100; bodies are not shown)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/urls/{port}/deliveries (the `ListDeliveries` operationId).
+	ListDeliveriesWithResponse(ctx context.Context, name string, port int, reqEditors ...RequestEditorFn) (*ListDeliveriesResponse, error)
+
+	// RedeliverWithResponse Deliver a finished delivery again, with its id, after those queued
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{name}/urls/{port}/deliveries/{id}/redeliver (the `Redeliver` operationId).
+	RedeliverWithResponse(ctx context.Context, name string, port int, id string, reqEditors ...RequestEditorFn) (*RedeliverResponse, error)
 
 	// ListURLTokensWithResponse Live viewer tokens (never their secrets)
 	//
@@ -7418,6 +8634,639 @@ func (r ListAuditResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListAuditResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListEnvResponse429Headers the declared response headers of an HTTP 429 response for ListEnv
+type ListEnvResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type ListEnvResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Variables []EnvVariable `json:"variables"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEnvResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEnvResponse) GetJSON200() *struct {
+	Variables []EnvVariable `json:"variables"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListEnvResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListEnvResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListEnvResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListEnvResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListEnvResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEnvResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEnvResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEnvResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEnvResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RemoveEnvResponse429Headers the declared response headers of an HTTP 429 response for RemoveEnv
+type RemoveEnvResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type RemoveEnvResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Deleted bool   `json:"deleted"`
+		Name    string `json:"name"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RemoveEnvResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RemoveEnvResponse) GetJSON200() *struct {
+	Deleted bool   `json:"deleted"`
+	Name    string `json:"name"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RemoveEnvResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RemoveEnvResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RemoveEnvResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RemoveEnvResponse) GetJSON404() *ErrorAnswer {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RemoveEnvResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RemoveEnvResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RemoveEnvResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RemoveEnvResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RemoveEnvResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RemoveEnvResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetEnvResponse429Headers the declared response headers of an HTTP 429 response for SetEnv
+type SetEnvResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type SetEnvResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EnvVariable
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetEnvResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetEnvResponse) GetJSON200() *EnvVariable {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SetEnvResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetEnvResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SetEnvResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetEnvResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r SetEnvResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SetEnvResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetEnvResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetEnvResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetEnvResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetEnvironmentResponse429Headers the declared response headers of an HTTP 429 response for GetEnvironment
+type GetEnvironmentResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type GetEnvironmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Environment
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetEnvironmentResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetEnvironmentResponse) GetJSON200() *Environment {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetEnvironmentResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetEnvironmentResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetEnvironmentResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetEnvironmentResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetEnvironmentResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r GetEnvironmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetEnvironmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetEnvironmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetEnvironmentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// UpdateEnvironmentResponse429Headers the declared response headers of an HTTP 429 response for UpdateEnvironment
+type UpdateEnvironmentResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type UpdateEnvironmentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Environment
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateEnvironmentResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateEnvironmentResponse) GetJSON200() *Environment {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateEnvironmentResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateEnvironmentResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateEnvironmentResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UpdateEnvironmentResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r UpdateEnvironmentResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateEnvironmentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateEnvironmentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateEnvironmentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateEnvironmentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RemoveEnvironmentFileResponse429Headers the declared response headers of an HTTP 429 response for RemoveEnvironmentFile
+type RemoveEnvironmentFileResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type RemoveEnvironmentFileResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Environment
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RemoveEnvironmentFileResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RemoveEnvironmentFileResponse) GetJSON200() *Environment {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RemoveEnvironmentFileResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RemoveEnvironmentFileResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RemoveEnvironmentFileResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RemoveEnvironmentFileResponse) GetJSON404() *ErrorAnswer {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RemoveEnvironmentFileResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RemoveEnvironmentFileResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RemoveEnvironmentFileResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RemoveEnvironmentFileResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RemoveEnvironmentFileResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RemoveEnvironmentFileResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutEnvironmentFileResponse429Headers the declared response headers of an HTTP 429 response for PutEnvironmentFile
+type PutEnvironmentFileResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type PutEnvironmentFileResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Environment
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutEnvironmentFileResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutEnvironmentFileResponse) GetJSON200() *Environment {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutEnvironmentFileResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutEnvironmentFileResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutEnvironmentFileResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutEnvironmentFileResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PutEnvironmentFileResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PutEnvironmentFileResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutEnvironmentFileResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutEnvironmentFileResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutEnvironmentFileResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12017,6 +13866,100 @@ func (r StopSandboxResponse) ContentType() string {
 	return ""
 }
 
+// TouchSandboxResponse429Headers the declared response headers of an HTTP 429 response for TouchSandbox
+type TouchSandboxResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type TouchSandboxResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Sandbox
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *TouchSandboxResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TouchSandboxResponse) GetJSON200() *Sandbox {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r TouchSandboxResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r TouchSandboxResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r TouchSandboxResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r TouchSandboxResponse) GetJSON404() *ErrorAnswer {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r TouchSandboxResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r TouchSandboxResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r TouchSandboxResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TouchSandboxResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TouchSandboxResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TouchSandboxResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListURLsResponse429Headers the declared response headers of an HTTP 429 response for ListURLs
 type ListURLsResponse429Headers struct {
 	RateLimitLimit     *int
@@ -12313,6 +14256,395 @@ func (r UnhostPortResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UnhostPortResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ChangeURLPolicyResponse429Headers the declared response headers of an HTTP 429 response for ChangeURLPolicy
+type ChangeURLPolicyResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type ChangeURLPolicyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *URL
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ChangeURLPolicyResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ChangeURLPolicyResponse) GetJSON200() *URL {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ChangeURLPolicyResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ChangeURLPolicyResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ChangeURLPolicyResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ChangeURLPolicyResponse) GetJSON404() *ErrorAnswer {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ChangeURLPolicyResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ChangeURLPolicyResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ChangeURLPolicyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ChangeURLPolicyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ChangeURLPolicyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ChangeURLPolicyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PurgeDeliveriesResponse429Headers the declared response headers of an HTTP 429 response for PurgeDeliveries
+type PurgeDeliveriesResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type PurgeDeliveriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Port   int `json:"port"`
+		Purged int `json:"purged"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PurgeDeliveriesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PurgeDeliveriesResponse) GetJSON200() *struct {
+	Port   int `json:"port"`
+	Purged int `json:"purged"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PurgeDeliveriesResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PurgeDeliveriesResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PurgeDeliveriesResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PurgeDeliveriesResponse) GetJSON404() *ErrorAnswer {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PurgeDeliveriesResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PurgeDeliveriesResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PurgeDeliveriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PurgeDeliveriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PurgeDeliveriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PurgeDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListDeliveriesResponse429Headers the declared response headers of an HTTP 429 response for ListDeliveries
+type ListDeliveriesResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type ListDeliveriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]Delivery
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListDeliveriesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDeliveriesResponse) GetJSON200() *[]Delivery {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListDeliveriesResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListDeliveriesResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListDeliveriesResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListDeliveriesResponse) GetJSON404() *ErrorAnswer {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListDeliveriesResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListDeliveriesResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDeliveriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDeliveriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDeliveriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RedeliverResponse429Headers the declared response headers of an HTTP 429 response for Redeliver
+type RedeliverResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type RedeliverResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Delivery
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RedeliverResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RedeliverResponse) GetJSON200() *Delivery {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RedeliverResponse) GetJSON400() *ErrorAnswer {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RedeliverResponse) GetJSON401() *ErrorAnswer {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RedeliverResponse) GetJSON403() *ErrorAnswer {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RedeliverResponse) GetJSON404() *ErrorAnswer {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RedeliverResponse) GetJSON409() *ErrorAnswer {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RedeliverResponse) GetJSON429() *LimitReached {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RedeliverResponse) GetJSON500() *ErrorAnswer {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RedeliverResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RedeliverResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RedeliverResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RedeliverResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13670,6 +16002,136 @@ func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params 
 	return ParseListAuditResponse(rsp)
 }
 
+// ListEnvWithResponse The account's variables, by name and masked preview: values are never shown again (needs environment.read)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/env (the `ListEnv` operationId).
+func (c *ClientWithResponses) ListEnvWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListEnvResponse, error) {
+	rsp, err := c.ListEnv(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEnvResponse(rsp)
+}
+
+// RemoveEnvWithResponse Remove a variable (needs environment.write)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/env/{name} (the `RemoveEnv` operationId).
+func (c *ClientWithResponses) RemoveEnvWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RemoveEnvResponse, error) {
+	rsp, err := c.RemoveEnv(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveEnvResponse(rsp)
+}
+
+// SetEnvWithBodyWithResponse Set a variable, sealed at rest; sandboxes get it at their next start (needs environment.write and a key not limited to some sandboxes; up to 50 variables, 16 KiB of names and values)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/env/{name} (the `SetEnv` operationId).
+func (c *ClientWithResponses) SetEnvWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetEnvResponse, error) {
+	rsp, err := c.SetEnvWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetEnvResponse(rsp)
+}
+
+// SetEnvWithResponse Set a variable, sealed at rest; sandboxes get it at their next start (needs environment.write and a key not limited to some sandboxes; up to 50 variables, 16 KiB of names and values)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/env/{name} (the `SetEnv` operationId).
+func (c *ClientWithResponses) SetEnvWithResponse(ctx context.Context, name string, body SetEnvJSONRequestBody, reqEditors ...RequestEditorFn) (*SetEnvResponse, error) {
+	rsp, err := c.SetEnv(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetEnvResponse(rsp)
+}
+
+// GetEnvironmentWithResponse Repos, the setup script and secret files (paths and sizes) every sandbox starts with (needs environment.read)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/environment (the `GetEnvironment` operationId).
+func (c *ClientWithResponses) GetEnvironmentWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetEnvironmentResponse, error) {
+	rsp, err := c.GetEnvironment(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetEnvironmentResponse(rsp)
+}
+
+// UpdateEnvironmentWithBodyWithResponse Change the repos, the setup script or both (needs environment.write and a key not limited to some sandboxes)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/environment (the `UpdateEnvironment` operationId).
+func (c *ClientWithResponses) UpdateEnvironmentWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateEnvironmentResponse, error) {
+	rsp, err := c.UpdateEnvironmentWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateEnvironmentResponse(rsp)
+}
+
+// UpdateEnvironmentWithResponse Change the repos, the setup script or both (needs environment.write and a key not limited to some sandboxes)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/environment (the `UpdateEnvironment` operationId).
+func (c *ClientWithResponses) UpdateEnvironmentWithResponse(ctx context.Context, body UpdateEnvironmentJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateEnvironmentResponse, error) {
+	rsp, err := c.UpdateEnvironment(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateEnvironmentResponse(rsp)
+}
+
+// RemoveEnvironmentFileWithResponse Remove a secret file (needs environment.write)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/environment/files (the `RemoveEnvironmentFile` operationId).
+func (c *ClientWithResponses) RemoveEnvironmentFileWithResponse(ctx context.Context, params *RemoveEnvironmentFileParams, reqEditors ...RequestEditorFn) (*RemoveEnvironmentFileResponse, error) {
+	rsp, err := c.RemoveEnvironmentFile(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveEnvironmentFileResponse(rsp)
+}
+
+// PutEnvironmentFileWithBodyWithResponse Add or replace a secret file, written mode 600 into ~ at every start (needs environment.write and a key not limited to some sandboxes)
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/environment/files (the `PutEnvironmentFile` operationId).
+func (c *ClientWithResponses) PutEnvironmentFileWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutEnvironmentFileResponse, error) {
+	rsp, err := c.PutEnvironmentFileWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutEnvironmentFileResponse(rsp)
+}
+
+// PutEnvironmentFileWithResponse Add or replace a secret file, written mode 600 into ~ at every start (needs environment.write and a key not limited to some sandboxes)
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/environment/files (the `PutEnvironmentFile` operationId).
+func (c *ClientWithResponses) PutEnvironmentFileWithResponse(ctx context.Context, body PutEnvironmentFileJSONRequestBody, reqEditors ...RequestEditorFn) (*PutEnvironmentFileResponse, error) {
+	rsp, err := c.PutEnvironmentFile(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutEnvironmentFileResponse(rsp)
+}
+
 // DownloadFileLinkWithResponse A signed download link (from files/download-url): the file's bytes, with no Authorization header. Auto-start applies
 //
 // Returns a wrapper object for the known response body format(s).
@@ -14434,6 +16896,21 @@ func (c *ClientWithResponses) StopSandboxWithResponse(ctx context.Context, name 
 	return ParseStopSandboxResponse(rsp)
 }
 
+// TouchSandboxWithResponse Record activity (last_active_at)
+//
+// Sets last_active_at to the API's clock (it never moves back). Bookkeeping only: the auto-stop deadline stays (PATCH ttl_secs moves it), a stopped sandbox is not started, even with auto_start, and no audit event is written. Needs sandbox.update. No request body, or an empty object.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{name}/touch (the `TouchSandbox` operationId).
+func (c *ClientWithResponses) TouchSandboxWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*TouchSandboxResponse, error) {
+	rsp, err := c.TouchSandbox(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTouchSandboxResponse(rsp)
+}
+
 // ListURLsWithResponse Its public URLs
 //
 // Returns a wrapper object for the known response body format(s).
@@ -14484,6 +16961,71 @@ func (c *ClientWithResponses) UnhostPortWithResponse(ctx context.Context, name s
 		return nil, err
 	}
 	return ParseUnhostPortResponse(rsp)
+}
+
+// ChangeURLPolicyWithBodyWithResponse Change a URL's policy (allow_ips, rate_limit, frame_ancestors) and routes, and nothing else: it keeps its token
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/sandboxes/{name}/urls/{port} (the `ChangeURLPolicy` operationId).
+func (c *ClientWithResponses) ChangeURLPolicyWithBodyWithResponse(ctx context.Context, name string, port int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChangeURLPolicyResponse, error) {
+	rsp, err := c.ChangeURLPolicyWithBody(ctx, name, port, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChangeURLPolicyResponse(rsp)
+}
+
+// ChangeURLPolicyWithResponse Change a URL's policy (allow_ips, rate_limit, frame_ancestors) and routes, and nothing else: it keeps its token
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/sandboxes/{name}/urls/{port} (the `ChangeURLPolicy` operationId).
+func (c *ClientWithResponses) ChangeURLPolicyWithResponse(ctx context.Context, name string, port int, body ChangeURLPolicyJSONRequestBody, reqEditors ...RequestEditorFn) (*ChangeURLPolicyResponse, error) {
+	rsp, err := c.ChangeURLPolicy(ctx, name, port, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChangeURLPolicyResponse(rsp)
+}
+
+// PurgeDeliveriesWithResponse Remove every delivery of the URL, queued ones included
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/sandboxes/{name}/urls/{port}/deliveries (the `PurgeDeliveries` operationId).
+func (c *ClientWithResponses) PurgeDeliveriesWithResponse(ctx context.Context, name string, port int, reqEditors ...RequestEditorFn) (*PurgeDeliveriesResponse, error) {
+	rsp, err := c.PurgeDeliveries(ctx, name, port, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePurgeDeliveriesResponse(rsp)
+}
+
+// ListDeliveriesWithResponse The inbox's deliveries, newest first (up to 100; bodies are not shown)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{name}/urls/{port}/deliveries (the `ListDeliveries` operationId).
+func (c *ClientWithResponses) ListDeliveriesWithResponse(ctx context.Context, name string, port int, reqEditors ...RequestEditorFn) (*ListDeliveriesResponse, error) {
+	rsp, err := c.ListDeliveries(ctx, name, port, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDeliveriesResponse(rsp)
+}
+
+// RedeliverWithResponse Deliver a finished delivery again, with its id, after those queued
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{name}/urls/{port}/deliveries/{id}/redeliver (the `Redeliver` operationId).
+func (c *ClientWithResponses) RedeliverWithResponse(ctx context.Context, name string, port int, id string, reqEditors ...RequestEditorFn) (*RedeliverResponse, error) {
+	rsp, err := c.Redeliver(ctx, name, port, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRedeliverResponse(rsp)
 }
 
 // ListURLTokensWithResponse Live viewer tokens (never their secrets)
@@ -15200,6 +17742,739 @@ func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers ListAuditResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListEnvResponse parses an HTTP response from a ListEnvWithResponse call
+func ParseListEnvResponse(rsp *http.Response) (*ListEnvResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEnvResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Variables []EnvVariable `json:"variables"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListEnvResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRemoveEnvResponse parses an HTTP response from a RemoveEnvWithResponse call
+func ParseRemoveEnvResponse(rsp *http.Response) (*RemoveEnvResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RemoveEnvResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Deleted bool   `json:"deleted"`
+			Name    string `json:"name"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RemoveEnvResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetEnvResponse parses an HTTP response from a SetEnvWithResponse call
+func ParseSetEnvResponse(rsp *http.Response) (*SetEnvResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetEnvResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EnvVariable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SetEnvResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetEnvironmentResponse parses an HTTP response from a GetEnvironmentWithResponse call
+func ParseGetEnvironmentResponse(rsp *http.Response) (*GetEnvironmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetEnvironmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Environment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetEnvironmentResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseUpdateEnvironmentResponse parses an HTTP response from a UpdateEnvironmentWithResponse call
+func ParseUpdateEnvironmentResponse(rsp *http.Response) (*UpdateEnvironmentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateEnvironmentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Environment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers UpdateEnvironmentResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRemoveEnvironmentFileResponse parses an HTTP response from a RemoveEnvironmentFileWithResponse call
+func ParseRemoveEnvironmentFileResponse(rsp *http.Response) (*RemoveEnvironmentFileResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RemoveEnvironmentFileResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Environment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RemoveEnvironmentFileResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutEnvironmentFileResponse parses an HTTP response from a PutEnvironmentFileWithResponse call
+func ParsePutEnvironmentFileResponse(rsp *http.Response) (*PutEnvironmentFileResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutEnvironmentFileResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Environment
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PutEnvironmentFileResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -20548,6 +23823,115 @@ func ParseStopSandboxResponse(rsp *http.Response) (*StopSandboxResponse, error) 
 	return response, nil
 }
 
+// ParseTouchSandboxResponse parses an HTTP response from a TouchSandboxWithResponse call
+func ParseTouchSandboxResponse(rsp *http.Response) (*TouchSandboxResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TouchSandboxResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Sandbox
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers TouchSandboxResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListURLsResponse parses an HTTP response from a ListURLsWithResponse call
 func ParseListURLsResponse(rsp *http.Response) (*ListURLsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -20851,6 +24235,452 @@ func ParseUnhostPortResponse(rsp *http.Response) (*UnhostPortResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers UnhostPortResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseChangeURLPolicyResponse parses an HTTP response from a ChangeURLPolicyWithResponse call
+func ParseChangeURLPolicyResponse(rsp *http.Response) (*ChangeURLPolicyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ChangeURLPolicyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest URL
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ChangeURLPolicyResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePurgeDeliveriesResponse parses an HTTP response from a PurgeDeliveriesWithResponse call
+func ParsePurgeDeliveriesResponse(rsp *http.Response) (*PurgeDeliveriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PurgeDeliveriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Port   int `json:"port"`
+			Purged int `json:"purged"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers PurgeDeliveriesResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListDeliveriesResponse parses an HTTP response from a ListDeliveriesWithResponse call
+func ParseListDeliveriesResponse(rsp *http.Response) (*ListDeliveriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDeliveriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []Delivery
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListDeliveriesResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRedeliverResponse parses an HTTP response from a RedeliverWithResponse call
+func ParseRedeliverResponse(rsp *http.Response) (*RedeliverResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RedeliverResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Delivery
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RedeliverResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
