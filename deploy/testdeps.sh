@@ -24,7 +24,8 @@
 # that `go test` finds them. On Debian or Ubuntu as root it uses apt-get;
 # elsewhere it says what to install and exits non-zero.
 # With --bench it also installs what `make bench` compares against: nginx
-# and Caddy (and curl, its bulk client).
+# and Caddy (and curl, its bulk client), and builds the tunnel systems frp
+# (frps, frpc) and chisel, pinned, from the Go module proxy into .bench/bin.
 # Safe to run again: it does nothing when everything is there.
 set -euo pipefail
 
@@ -115,6 +116,31 @@ test_images() {
   [ ${#pids[@]} -eq 0 ] || say "images built in $((SECONDS - t0))s"
 }
 here=$(cd "$(dirname "$0")" && pwd)
+
+# The tunnel peers of `make bench`, at pinned versions, each built in its
+# own module's folder with its own go.mod and go.sum (so nothing enters
+# ours; `go install mod@version` would also ask the proxy for the module's
+# version list, which not every proxy serves), into .bench/bin (ignored).
+bench_tool() { # module version binary... (each binary's package in the module)
+  local mod=$1 version=$2 bin=$here/../.bench/bin dir b
+  shift 2
+  if [ "$(cat "$bin/${mod##*/}.version" 2>/dev/null)" = "$mod@$version" ] && [ -x "$bin/${1%%=*}" ]; then
+    say "$mod $version: built"
+    return
+  fi
+  dir=$(go mod download -json "$mod@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -n "$dir" ] || { say "go mod download $mod@$version failed"; exit 1; }
+  mkdir -p "$bin"
+  for b in "$@"; do
+    say "building ${b%%=*} from $mod $version"
+    go build -C "$dir" -trimpath -o "$bin/${b%%=*}" "${b#*=}"
+  done
+  echo "$mod@$version" >"$bin/${mod##*/}.version"
+}
+if [ "${1:-}" = --bench ]; then
+  bench_tool github.com/fatedier/frp v0.65.0 frps=./cmd/frps frpc=./cmd/frpc
+  bench_tool github.com/jpillora/chisel v1.10.1 chisel=.
+fi
 test_images "$@"
 
 db_url=${FROOG_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}

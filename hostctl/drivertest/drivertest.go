@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -49,22 +50,33 @@ type Driver struct {
 
 var ctx = context.Background()
 
-type rig struct {
-	// t is the test that runs now: Run's, or a subtest's while it runs
-	// (in): a failure in a subtest must not call FailNow on its parent.
-	// top is Run's, for what lives as long as the suite (Open's cleanup).
-	t, top *testing.T
-	d      Driver
-	dir    string
-	st     *embedded.Store
-	acct   store.Account
-	drv    hostctl.Driver // the latest opened
-	stop   func()
+// suite is what one Run shares: the store, the driver's folder, the
+// controller in use.
+type suite struct {
+	top  *testing.T // Run's, for what lives as long as the suite (Open's cleanup)
+	d    Driver
+	dir  string
+	st   *embedded.Store
+	acct store.Account
+	drv  hostctl.Driver // the latest opened
+	stop func()
 	// lowMemory: the host reports less available memory than hostctl keeps.
 	lowMemory atomic.Bool
 }
 
-func (r *rig) controller(warm time.Duration) {
+// rig is the suite seen from one test: its checks fail t, the test that
+// runs them. A subtest takes its own (on): a failure in a subtest must not
+// call FailNow on its parent, and subtests that run in parallel each fail
+// themselves.
+type rig struct {
+	t *testing.T
+	*suite
+}
+
+// on is the rig whose checks fail t.
+func (r rig) on(t *testing.T) rig { return rig{t: t, suite: r.suite} }
+
+func (r rig) controller(warm time.Duration) {
 	r.t.Helper()
 	if r.stop != nil {
 		r.stop()
@@ -86,14 +98,23 @@ func (r *rig) controller(warm time.Duration) {
 	r.stop = func() { cancel(); <-done }
 }
 
-// in makes t the test that the rig's checks fail, until t ends.
-func (r *rig) in(t *testing.T) {
-	parent := r.t
-	r.t = t
-	t.Cleanup(func() { r.t = parent })
+// create makes a sandbox of the account that should run, changed by fn.
+func (r rig) create(name string, fn func(*store.Sandbox)) store.Sandbox {
+	r.t.Helper()
+	now := store.Micro(time.Now())
+	sb := store.Sandbox{AccountID: r.acct.ID, Name: name, Size: "default", OS: r.d.OS, DesiredState: store.StateRunning,
+		State: store.StateCreating, CreatedAt: now, UpdatedAt: now}
+	if fn != nil {
+		fn(&sb)
+	}
+	sb, err := r.st.CreateSandbox(ctx, sb, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return sb
 }
 
-func (r *rig) wait(id string, within time.Duration, what string, cond func(store.Sandbox) bool) store.Sandbox {
+func (r rig) wait(id string, within time.Duration, what string, cond func(store.Sandbox) bool) store.Sandbox {
 	r.t.Helper()
 	var sb store.Sandbox
 	var err error
@@ -103,7 +124,7 @@ func (r *rig) wait(id string, within time.Duration, what string, cond func(store
 	return sb
 }
 
-func (r *rig) running(id string) store.Sandbox {
+func (r rig) running(id string) store.Sandbox {
 	r.t.Helper()
 	return r.wait(id, r.d.Boot, "running", func(sb store.Sandbox) bool {
 		if sb.State == store.StateError {
@@ -113,7 +134,7 @@ func (r *rig) running(id string) store.Sandbox {
 	})
 }
 
-func (r *rig) setDesired(id, desired string) {
+func (r rig) setDesired(id, desired string) {
 	r.t.Helper()
 	now := store.Micro(time.Now())
 	var err error
@@ -132,7 +153,7 @@ func (r *rig) setDesired(id, desired string) {
 
 // sh runs cmd in the sandbox as user, over SSH with its pinned host key
 // and the control key.
-func (r *rig) sh(sb store.Sandbox, cmd string) string {
+func (r rig) sh(sb store.Sandbox, cmd string) string {
 	r.t.Helper()
 	out, err := r.shAs(r.d.Signer, sb, cmd)
 	if err != nil {
@@ -142,7 +163,7 @@ func (r *rig) sh(sb store.Sandbox, cmd string) string {
 }
 
 // shAs runs cmd as user, logged in with signer, against the pinned key.
-func (r *rig) shAs(signer ssh.Signer, sb store.Sandbox, cmd string) (string, error) {
+func (r rig) shAs(signer ssh.Signer, sb store.Sandbox, cmd string) (string, error) {
 	c, err := dial(signer, sb)
 	if err != nil {
 		return "", err
@@ -151,18 +172,27 @@ func (r *rig) shAs(signer ssh.Signer, sb store.Sandbox, cmd string) (string, err
 	return run(c, cmd)
 }
 
-// dial logs in as user with signer, against the pinned key.
+// dial logs in as user with signer, against the pinned key. A connection
+// dropped before its handshake ends (EOF: a TCG guest on a loaded machine
+// can be too slow to take it up before user-mode networking gives up) is
+// tried again, for up to a minute; a refused key or another host key is
+// an answer.
 func dial(signer ssh.Signer, sb store.Sandbox) (*ssh.Client, error) {
 	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(sb.SSHHostKey))
 	if err != nil {
 		return nil, fmt.Errorf("pinned host key: %v", err)
 	}
-	c, err := ssh.Dial("tcp", sb.SSHHost+":"+strconv.Itoa(sb.SSHPort), &ssh.ClientConfig{User: "user", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.FixedHostKey(key), HostKeyAlgorithms: []string{key.Type()}, Timeout: 10 * time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("ssh with the pinned key: %w", err)
+	cfg := &ssh.ClientConfig{User: "user", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.FixedHostKey(key), HostKeyAlgorithms: []string{key.Type()}, Timeout: 10 * time.Second}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		c, err := ssh.Dial("tcp", sb.SSHHost+":"+strconv.Itoa(sb.SSHPort), cfg)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, io.EOF) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("ssh with the pinned key: %w", err)
+		}
 	}
-	return c, nil
 }
 
 // run runs cmd in a session of its own on c.
@@ -180,7 +210,7 @@ func run(c *ssh.Client, cmd string) (string, error) {
 }
 
 // accountKey adds a new SSH key to the account and returns its signer.
-func (r *rig) accountKey(comment string) (ssh.Signer, store.SSHKey) {
+func (r rig) accountKey(comment string) (ssh.Signer, store.SSHKey) {
 	r.t.Helper()
 	signer := testkit.NewKey(r.t)
 	line := testkit.AuthorizedKey(signer) + " " + comment
@@ -192,6 +222,24 @@ func (r *rig) accountKey(comment string) (ssh.Signer, store.SSHKey) {
 	return signer, k
 }
 
+// loggedIn reports whether signer logs in to sb: the account's keys
+// where the driver admits them.
+func (r rig) loggedIn(signer ssh.Signer, sb store.Sandbox) bool {
+	r.t.Helper()
+	out, err := r.shAs(signer, sb, "echo in")
+	if err != nil && !strings.Contains(err.Error(), "unable to authenticate") {
+		r.t.Fatal(err)
+	}
+	return err == nil && out == "in"
+}
+
+// jobAlive says whether process job in sb is alive and not a zombie (a
+// killed job's parent may be slow to reap): "alive" or "gone".
+func (r rig) jobAlive(sb store.Sandbox, job string) string {
+	r.t.Helper()
+	return r.sh(sb, "grep -qs '^State:[[:space:]]*[^Z[:space:]]' /proc/"+job+"/status && echo alive || echo gone")
+}
+
 // Run takes one sandbox through its life: running with SSH against the
 // pinned key, for the control key and the account's keys; a background
 // job that a stop and a start within the warm window keep running; keys
@@ -199,10 +247,16 @@ func (r *rig) accountKey(comment string) (ssh.Signer, store.SSHKey) {
 // restart that adopts the sandbox without starting it twice; a host short
 // of memory that takes a warm sandbox's process (and a start that resumes
 // it with its job where the driver saves memory); a stop past the warm
-// window and a cold start that keep its files; a fork of the running sandbox with its own host key
-// and the source's files; a crash that ends in error with the reason, and
-// a start that recovers it from its disk; a sandbox with snapshots off
-// that its stop erases (no process, no files); delete.
+// window and a cold start that keep its files; delete. And a fork of the
+// running sandbox, with snapshots off, through its own life: its own host
+// key and the source's files; a crash that ends in error with the reason,
+// and a start that recovers it from its disk; a stop that erases it (no
+// process, no files).
+//
+// Boots are what takes time (minutes each, for an OS image under TCG):
+// the suite has four, two at a time where it can. The fork boots while
+// the source goes through the memory check, and the source's cold start
+// runs beside the fork's recovery from its crash.
 func Run(t *testing.T, d Driver) {
 	if d.Alive == nil || d.Files == nil {
 		t.Fatal("drivertest: Alive and Files are required")
@@ -216,7 +270,7 @@ func Run(t *testing.T, d Driver) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, top: t, d: d, dir: t.TempDir(), st: st, acct: acct}
+	r := rig{t: t, suite: &suite{top: t, d: d, dir: t.TempDir(), st: st, acct: acct}}
 	t.Cleanup(func() {
 		if r.stop != nil {
 			r.stop()
@@ -224,12 +278,7 @@ func Run(t *testing.T, d Driver) {
 	})
 	r.controller(time.Hour)
 	laptop, laptopKey := r.accountKey("me@laptop: the one # with YAML in it")
-	now := store.Micro(time.Now())
-	sb, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: acct.ID, Name: "box", Size: "default", OS: d.OS, DesiredState: store.StateRunning,
-		State: store.StateCreating, CreatedAt: now, UpdatedAt: now}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := r.create("box", nil)
 
 	pinned := ""
 	if _, ok := r.drv.(hostctl.KeyMaker); ok {
@@ -247,14 +296,7 @@ func Run(t *testing.T, d Driver) {
 		t.Fatalf("the key in use %q is not the one pinned before the boot %q", first.SSHHostKey, pinned)
 	}
 	// Who gets in: the account's keys where the driver admits them.
-	loggedIn := func(signer ssh.Signer, sb store.Sandbox) bool {
-		out, err := r.shAs(signer, sb, "echo in")
-		if err != nil && !strings.Contains(err.Error(), "unable to authenticate") {
-			r.t.Fatal(err)
-		}
-		return err == nil && out == "in"
-	}
-	if loggedIn(laptop, first) != d.AccountKeys {
+	if r.loggedIn(laptop, first) != d.AccountKeys {
 		t.Fatalf("the account's key logs in: %v, want %v", !d.AccountKeys, d.AccountKeys)
 	}
 	// One connection carries the control plane's commands and file
@@ -263,7 +305,6 @@ func Run(t *testing.T, d Driver) {
 	// run. (Debian 12's dropbear closed a new session when an earlier
 	// one's process ended before its exec request arrived.)
 	t.Run("sessions", func(t *testing.T) {
-		r.in(t)
 		c, err := dial(d.Signer, first)
 		if err != nil {
 			t.Fatal(err)
@@ -289,25 +330,21 @@ func Run(t *testing.T, d Driver) {
 	})
 	r.sh(first, `echo kept > "$HOME/froog-file"`)
 	job := r.sh(first, `setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & echo $!`)
-	// Alive and not a zombie (a killed job's parent may be slow to reap).
-	alive := func(sb store.Sandbox) string {
-		return r.sh(sb, "grep -qs '^State:[[:space:]]*[^Z[:space:]]' /proc/"+job+"/status && echo alive || echo gone")
-	}
 
 	t.Run("warm", func(t *testing.T) {
-		r.in(t)
+		r := r.on(t)
 		r.setDesired(sb.ID, store.StateStopped)
 		r.wait(sb.ID, r.d.Boot, "stopped and warm", func(s store.Sandbox) bool { return s.State == store.StateStopped && s.WarmUntil != nil })
 		r.setDesired(sb.ID, store.StateRunning)
 		again := r.running(sb.ID)
-		if again.SSHHostKey != first.SSHHostKey || alive(again) != "alive" {
+		if again.SSHHostKey != first.SSHHostKey || r.jobAlive(again, job) != "alive" {
 			t.Fatal("after a warm start: another host key, or the job is gone")
 		}
 	})
 
 	var desk ssh.Signer // the account's key from "keys" on
 	t.Run("keys", func(t *testing.T) {
-		r.in(t)
+		r := r.on(t)
 		if !d.AccountKeys {
 			t.Skip("this driver's sandboxes admit only the control key")
 		}
@@ -321,25 +358,39 @@ func Run(t *testing.T, d Driver) {
 		r.wait(sb.ID, r.d.Boot, "stopped and warm", func(s store.Sandbox) bool { return s.State == store.StateStopped && s.WarmUntil != nil })
 		r.setDesired(sb.ID, store.StateRunning)
 		again := r.running(sb.ID)
-		if loggedIn(laptop, again) || !loggedIn(desk, again) || alive(again) != "alive" {
+		if r.loggedIn(laptop, again) || !r.loggedIn(desk, again) || r.jobAlive(again, job) != "alive" {
 			t.Fatal("after a warm start: the removed key still logs in, or the added one does not, or the job is gone")
 		}
 	})
 
 	t.Run("adopt", func(t *testing.T) {
-		r.in(t)
+		r := r.on(t)
 		before := r.running(sb.ID)
 		r.controller(time.Hour) // a restarted hostctl
 		// Nothing to poll for: a wrong restart would show within this time.
 		time.Sleep(time.Second)
 		after := r.running(sb.ID)
-		if after.SSHPort != before.SSHPort || !after.StartedAt.Equal(*before.StartedAt) || alive(after) != "alive" {
+		if after.SSHPort != before.SSHPort || !after.StartedAt.Equal(*before.StartedAt) || r.jobAlive(after, job) != "alive" {
 			t.Fatalf("after a restart: %+v, before %+v", after, before)
 		}
 	})
 
+	// The fork, of the running sandbox (copied live) and with snapshots
+	// off. Made now, it boots while the source goes on; copied before the
+	// source's next stop, so that what is forked is a running sandbox.
+	// After adopt: the controller that starts it is the one that sees it
+	// crash (one that restarts while a VM is down starts it again, rather
+	// than reporting the crash).
+	fork := r.create("box-fork", func(s *store.Sandbox) { s.ForkOf, s.NoSnapshots = sb.ID, true })
+	r.wait(fork.ID, r.d.Boot, "copied from its source (starting)", func(s store.Sandbox) bool {
+		if s.State == store.StateError {
+			r.t.Fatalf("the fork failed: %s", s.Error)
+		}
+		return s.State == store.StateStarting || s.State == store.StateRunning
+	})
+
 	t.Run("memory", func(t *testing.T) {
-		r.in(t)
+		r := r.on(t)
 		// Warm, then the host needs the memory: the sandbox gives up its
 		// process. A driver that saves the memory resumes it with the job;
 		// the others boot it from its disk.
@@ -360,96 +411,98 @@ func Run(t *testing.T, d Driver) {
 		r.setDesired(sb.ID, store.StateRunning)
 		again := r.running(sb.ID)
 		want := map[bool]string{true: "alive", false: "gone"}[saver]
-		if again.SSHHostKey != first.SSHHostKey || alive(again) != want || r.sh(again, `cat "$HOME/froog-file"`) != "kept" {
+		if again.SSHHostKey != first.SSHHostKey || r.jobAlive(again, job) != want || r.sh(again, `cat "$HOME/froog-file"`) != "kept" {
 			t.Fatalf("after the start: another host key, or the job is not %s, or the file is gone", want)
 		}
-		if d.AccountKeys && !loggedIn(desk, again) {
+		if d.AccountKeys && !r.loggedIn(desk, again) {
 			t.Fatal("after the start: the account's key does not log in")
 		}
 	})
 
-	t.Run("cold", func(t *testing.T) {
-		r.in(t)
-		r.controller(time.Second) // a restarted hostctl, with a short warm window from now on
-		r.running(sb.ID)
-		r.setDesired(sb.ID, store.StateStopped)
-		r.wait(sb.ID, r.d.Boot, "stopped past the warm window", func(s store.Sandbox) bool { return s.State == store.StateStopped && s.WarmUntil == nil })
-		r.setDesired(sb.ID, store.StateRunning)
-		again := r.running(sb.ID)
-		if again.SSHHostKey != first.SSHHostKey || r.sh(again, `cat "$HOME/froog-file"`) != "kept" {
-			t.Fatal("after a cold start: another host key, or the file is gone")
-		}
-		if alive(again) != "gone" {
-			t.Fatal("the job outlived a cold stop")
-		}
-		if d.AccountKeys && (!loggedIn(desk, again) || loggedIn(laptop, again)) {
-			t.Fatal("after a cold start: the account's key does not log in, or the removed one does")
-		}
-	})
-
 	t.Run("fork", func(t *testing.T) {
-		r.in(t)
+		r := r.on(t)
 		src := r.running(sb.ID)
-		now := store.Micro(time.Now())
-		fork, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: acct.ID, Name: "box-fork", Size: "default", OS: d.OS, ForkOf: sb.ID,
-			DesiredState: store.StateRunning, State: store.StateCreating, CreatedAt: now, UpdatedAt: now}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		got := r.running(fork.ID)
 		if got.SSHHostKey == src.SSHHostKey || r.sh(got, `cat "$HOME/froog-file"`) != "kept" {
 			t.Fatal("the fork has its source's host key, or not its files")
 		}
-		r.sh(got, `echo forked > "$HOME/froog-file"`)
+		// Synced: the crash below recovers what was on the disk.
+		r.sh(got, `echo forked > "$HOME/froog-file" && sync`)
 		if r.sh(r.running(sb.ID), `cat "$HOME/froog-file"`) != "kept" {
 			t.Fatal("writing in the fork changed the source")
-		}
-		if err := st.DeleteSandbox(ctx, fork.ID, store.Micro(time.Now()), nil); err != nil {
-			t.Fatal(err)
 		}
 	})
 
 	t.Run("crash", func(t *testing.T) {
-		r.in(t)
+		r := r.on(t)
 		if d.Kill == nil {
 			t.Skip("nothing of this driver's sandboxes can die on its own")
 		}
-		d.Kill(t, r.dir, r.running(sb.ID))
-		failed := r.wait(sb.ID, r.d.Boot, "in error after the crash", func(s store.Sandbox) bool { return s.State == store.StateError })
+		d.Kill(t, r.dir, r.running(fork.ID))
+		failed := r.wait(fork.ID, r.d.Boot, "in error after the crash", func(s store.Sandbox) bool { return s.State == store.StateError })
 		if failed.Error == "" {
 			t.Fatal("error without a reason")
 		}
 		t.Logf("reason: %.200s", failed.Error)
-		r.setDesired(sb.ID, store.StateRunning)
-		r.wait(sb.ID, r.d.Boot, "starting again", func(s store.Sandbox) bool { return s.State != store.StateError })
-		back := r.running(sb.ID)
-		if r.sh(back, `cat "$HOME/froog-file"`) != "kept" {
-			t.Fatal("after the recovery: the file is gone")
-		}
+	})
+
+	r.controller(time.Second) // a restarted hostctl, with a short warm window from now on
+	// Two cold boots, one per sandbox, at once.
+	t.Run("boots", func(t *testing.T) {
+		t.Run("cold", func(t *testing.T) {
+			t.Parallel() // beside recover: another sandbox
+			r := r.on(t)
+			r.running(sb.ID)
+			r.setDesired(sb.ID, store.StateStopped)
+			r.wait(sb.ID, r.d.Boot, "stopped past the warm window", func(s store.Sandbox) bool { return s.State == store.StateStopped && s.WarmUntil == nil })
+			if d.Alive(r.dir, sb) {
+				t.Fatal("a sandbox stopped past its warm window still has a process")
+			}
+			r.setDesired(sb.ID, store.StateRunning)
+			again := r.running(sb.ID)
+			if again.SSHHostKey != first.SSHHostKey || r.sh(again, `cat "$HOME/froog-file"`) != "kept" {
+				t.Fatal("after a cold start: another host key, or the file is gone")
+			}
+			if r.jobAlive(again, job) != "gone" {
+				t.Fatal("the job outlived a cold stop")
+			}
+			if d.AccountKeys && (!r.loggedIn(desk, again) || r.loggedIn(laptop, again)) {
+				t.Fatal("after a cold start: the account's key does not log in, or the removed one does")
+			}
+		})
+		t.Run("recover", func(t *testing.T) {
+			t.Parallel() // beside cold: another sandbox
+			r := r.on(t)
+			if d.Kill == nil {
+				t.Skip("nothing of this driver's sandboxes can die on its own")
+			}
+			// The crashed fork starts again from its disk.
+			r.setDesired(fork.ID, store.StateRunning)
+			r.wait(fork.ID, r.d.Boot, "starting again", func(s store.Sandbox) bool { return s.State != store.StateError })
+			back := r.running(fork.ID)
+			if r.sh(back, `cat "$HOME/froog-file"`) != "forked" {
+				t.Fatal("after the recovery: the file is gone")
+			}
+		})
 	})
 
 	t.Run("erase", func(t *testing.T) {
-		r.in(t)
-		// Snapshots off: the stop erases the sandbox, with no warm window.
+		r := r.on(t)
+		// Snapshots off (the fork's): the stop erases the sandbox, with no
+		// warm window.
 		r.controller(time.Hour)
-		now := store.Micro(time.Now())
-		off, err := st.CreateSandbox(ctx, store.Sandbox{AccountID: acct.ID, Name: "off", Size: "default", OS: d.OS, NoSnapshots: true,
-			DesiredState: store.StateRunning, State: store.StateCreating, CreatedAt: now, UpdatedAt: now}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := r.running(off.ID)
+		got := r.running(fork.ID)
 		r.sh(got, `echo secret > "$HOME/froog-file"; setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 &`)
 		files := d.Files(r.dir, got)
 		if _, err := os.Stat(files); err != nil || !d.Alive(r.dir, got) {
 			t.Fatalf("a running sandbox has no folder (%v) or no process", err)
 		}
-		stop, err := st.StopSandbox(ctx, off.ID, store.Micro(time.Now()), nil)
+		stop, err := st.StopSandbox(ctx, fork.ID, store.Micro(time.Now()), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wait.For(t, d.Boot, "erased", func() bool {
-			_, err := st.SandboxByID(ctx, off.ID)
+			_, err := st.SandboxByID(ctx, fork.ID)
 			return errors.Is(err, store.ErrNotFound)
 		})
 		// Gone at once: neither paused for a warm window nor on the disk.

@@ -2,18 +2,18 @@ package drivertest
 
 import "testing"
 
-// A subtest's failure is its own: the rig's checks fail the subtest that
-// runs, never its parent from the subtest's goroutine ("subtest may have
-// called FailNow on a parent test"), and the suite's test again after it.
+// A subtest's failure is its own: a subtest's rig fails the subtest,
+// never its parent from the subtest's goroutine ("subtest may have called
+// FailNow on a parent test"), and both share the suite.
 func TestRigFailsTheSubtestThatRuns(t *testing.T) {
-	r := &rig{t: t, top: t}
+	r := rig{t: t, suite: &suite{top: t}}
 	t.Run("sub", func(sub *testing.T) {
-		r.in(sub)
-		if r.t != sub {
-			t.Errorf("in a subtest the rig fails %s; want %s", r.t.Name(), sub.Name())
+		s := r.on(sub)
+		if s.t != sub {
+			t.Errorf("in a subtest the rig fails %s; want %s", s.t.Name(), sub.Name())
 		}
-		if r.top != t {
-			t.Errorf("the rig's top test changed to %s", r.top.Name())
+		if s.suite != r.suite || s.top != t {
+			t.Error("the subtest's rig has a suite of its own")
 		}
 	})
 	if r.t != t {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Sandboxes of this driver share the host's ports: a second sandbox's
@@ -23,17 +24,73 @@ var procNet = []string{"/proc/net/tcp", "/proc/net/tcp6"}
 // heldByOther gives the sandbox, other than id, whose process holds the
 // socket listening on port; "" when it is id's, the host's, or nobody's.
 func heldByOther(id string, port int) string {
-	inodes := map[string]bool{}
+	return listenOwners.heldByOther(id, port)
+}
+
+// listenOwners is the one cache of the listening sockets' holders, for
+// every sandbox of the host's drivers: they share the host's ports.
+var listenOwners owners
+
+// owners caches which sandbox holds each listening socket, by the
+// socket's inode: an inode names one socket for as long as it exists,
+// and the process tree that holds it keeps its sandbox tag, so each
+// listening socket is looked up in every process's open files once, not
+// on every dial. (That look-up reads a link per open file on the host:
+// tens of milliseconds, and a burst of dials, each doing it, took the
+// process's CPU for seconds.) /proc/net is still read on every call, so
+// a socket that appeared since is seen; sockets no longer listening are
+// dropped from the cache.
+type owners struct {
+	mu   sync.Mutex // held across a look-up, so that a burst makes one
+	tags map[string]string
+	// listening and lookUp read the host: nil means /proc (procListening,
+	// socketTags); the cache's tests give their own.
+	listening func() []listenLine
+	lookUp    func(inodes map[string]bool) map[string]string
+}
+
+// procListening gives the host's listening TCP sockets, IPv4 and IPv6.
+func procListening() []listenLine {
+	var lines []listenLine
 	for _, f := range procNet {
 		b, _ := os.ReadFile(f)
-		for _, l := range listenLines(b) {
-			if l.port == port {
-				inodes[l.inode] = true
-			}
+		lines = append(lines, listenLines(b)...)
+	}
+	return lines
+}
+
+func (o *owners) heldByOther(id string, port int) string {
+	read, lookUp := o.listening, o.lookUp
+	if read == nil {
+		read, lookUp = procListening, socketTags
+	}
+	lines := read()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	listening := make(map[string]bool, len(lines))
+	unknown := map[string]bool{}
+	for _, l := range lines {
+		listening[l.inode] = true
+		if _, ok := o.tags[l.inode]; !ok {
+			unknown[l.inode] = true
 		}
 	}
-	for _, tag := range socketTags(inodes) {
-		if tag != "" && tag != id {
+	for in := range o.tags {
+		if !listening[in] {
+			delete(o.tags, in)
+		}
+	}
+	if len(unknown) > 0 {
+		found := lookUp(unknown)
+		if o.tags == nil {
+			o.tags = map[string]string{}
+		}
+		for in := range unknown {
+			o.tags[in] = found[in]
+		}
+	}
+	for _, l := range lines {
+		if tag := o.tags[l.inode]; l.port == port && tag != "" && tag != id {
 			return tag
 		}
 	}

@@ -20,6 +20,7 @@ import (
 // forwarded SSH port listens there only, the sandbox reports it, and the
 // control plane logs in there against the pinned host key.
 func TestAdvertisedAddress(t *testing.T) {
+	t.Parallel()
 	kernel, initrd := tinyvm(t)
 	signer := testkit.NewKey(t)
 	dir := t.TempDir()

@@ -6,6 +6,7 @@ import "testing"
 // otherwise trade it for the emulated HPET on a loaded host); under KVM
 // the image's command line is passed as it is.
 func TestCmdline(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ image, accel, want string }{
 		{"root=/dev/vda console=ttyS0", "tcg", "root=/dev/vda console=ttyS0 tsc=reliable"},
 		{"", "tcg", "tsc=reliable"},

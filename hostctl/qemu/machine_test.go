@@ -3,6 +3,7 @@ package qemu
 import "testing"
 
 func TestParseMachine(t *testing.T) {
+	t.Parallel()
 	m := machine{Accel: "tcg", Size: Size{CPUs: 2, MemoryMB: 4096}}
 	if got, err := parseMachine(m.String()); err != nil || got != m {
 		t.Fatalf("round trip: %+v, %v", got, err)

@@ -11,6 +11,7 @@ import (
 )
 
 func TestSizes(t *testing.T) {
+	t.Parallel()
 	before := maps.Clone(DefaultSizes)
 	mine := map[string]Size{"default": {CPUs: 1, MemoryMB: 256}}
 	for _, tc := range []struct {
@@ -51,6 +52,7 @@ func fakeImageDir(t *testing.T, kernel string) string {
 }
 
 func TestNewImageDirs(t *testing.T) {
+	t.Parallel()
 	signer := testkit.NewKey(t)
 	img, old := fakeImageDir(t, "vmlinux"), fakeImageDir(t, "vmlinuz")
 	d, err := New(Options{Dir: t.TempDir(), ImageDirs: map[string]string{"debian-13": img, "debian-12": old}, ControlKey: signer})

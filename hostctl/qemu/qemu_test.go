@@ -40,6 +40,7 @@ func tinyvm(t testing.TB) (kernel, initrd string) {
 // The driver suite under TCG (KVM where it works): a real guest through
 // its whole life, a crash being a kill -9 of its QEMU process.
 func TestDriverSuite(t *testing.T) {
+	t.Parallel() // VMs of its own, on a folder of its own: beside the other VM tests
 	kernel, initrd := tinyvm(t)
 	signer := testkit.NewKey(t)
 	drivertest.Run(t, drivertest.Driver{

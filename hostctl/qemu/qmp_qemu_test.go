@@ -19,6 +19,7 @@ import (
 // an empty disk): its replies decode into go-qemu's types, the raw JSON
 // commands work beside them, and Events streams QEMU's own events.
 func TestQMPQEMU(t *testing.T) {
+	t.Parallel()
 	for _, bin := range []string{"qemu-system-x86_64", "qemu-img"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Fatalf("%s is not installed: deploy/testdeps.sh installs it", bin)

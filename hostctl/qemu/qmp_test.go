@@ -69,6 +69,7 @@ const event = `{"timestamp": {"seconds": 1, "microseconds": 2}, "event": "JOB_ST
 // of any length arrives whole, and each reply stays intact while the next
 // lines arrive (run with -race).
 func TestQMPClient(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("x", 200<<10)
 	sock := fakeQMPServer(t, true, func(w *bufio.Writer, command string, args json.RawMessage) {
 		switch command {
@@ -140,6 +141,7 @@ func TestQMPClient(t *testing.T) {
 // closes when its context ends, and every stream when the connection
 // does.
 func TestQMPEvents(t *testing.T) {
+	t.Parallel()
 	const n = 300
 	sock := fakeQMPServer(t, true, func(w *bufio.Writer, command string, _ json.RawMessage) {
 		switch command {
@@ -196,6 +198,7 @@ func TestQMPEvents(t *testing.T) {
 // fails at its deadline (the context's, through go-qemu's API too) and
 // drops the connection, so a late reply can never answer another command.
 func TestQMPDeadlines(t *testing.T) {
+	t.Parallel()
 	if _, err := dialMonitor(fakeQMPServer(t, false, nil), 300*time.Millisecond); err == nil || !strings.Contains(err.Error(), "no greeting") {
 		t.Fatalf("a monitor that never greets: %v", err)
 	}

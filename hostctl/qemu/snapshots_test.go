@@ -23,6 +23,7 @@ import (
 // from the snapshot boots with them, and so does a live fork of the
 // running source; a deleted snapshot's file is gone.
 func TestSnapshots(t *testing.T) {
+	t.Parallel()
 	kernel, initrd := tinyvm(t)
 	signer := testkit.NewKey(t)
 	dir := t.TempDir()

@@ -24,6 +24,7 @@ import (
 // bridge, each reachable from the host over SSH; neither reaches the
 // other, nor the host.
 func TestTapIsolation(t *testing.T) {
+	t.Parallel() // its network, bridge and nftables rules are in a namespace of its own
 	if os.Getenv("FROOG_IN_NETNS") != "" {
 		tapIsolationInside(t)
 		return

@@ -78,11 +78,25 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox, accel string, inco
 	if incoming {
 		args = append(args, "-incoming", "defer")
 	}
-	cmd := exec.CommandContext(ctx, d.o.QEMU, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("qemu: starting %s: %v: %s", sb.ID, err, strings.TrimSpace(out.String()))
+	// The QEMU this one follows (ended by kill, or quit) may still hold
+	// the disk's lock for a moment after it counts as gone: a start that
+	// fails on the lock is tried again, for up to 30 s.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		cmd := exec.CommandContext(ctx, d.o.QEMU, args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		if err == nil {
+			break
+		}
+		if !strings.Contains(out.String(), `Failed to get "write" lock`) || time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("qemu: starting %s: %v: %s", sb.ID, err, strings.TrimSpace(out.String()))
+		}
+		d.o.Logger.Info("qemu: the disk is still locked; starting again", slog.String("sandbox", sb.ID))
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	if d.auto && accel == "kvm" && !incoming {
 		if err := d.kvmProgress(ctx, sb.ID); err != nil {
@@ -243,13 +257,26 @@ func (d *Driver) alive(id string) bool {
 		return false
 	}
 	// A QEMU that died but is not reaped yet (daemonized, its parent is
-	// init) is a zombie: dead.
+	// init) is a zombie: dead, once its last thread is gone. Its main
+	// thread shows Z as soon as it exits, while the others may still be
+	// ending (one busy writing the disk out), holding its files and the
+	// disk's lock: a new QEMU on the disk fails with "Failed to get
+	// "write" lock".
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil || bytes.Contains(status, []byte("\nState:\tZ")) {
+	if err != nil {
 		return false
 	}
+	if bytes.Contains(status, []byte("\nState:\tZ")) {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		return len(tasks) > 1
+	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && bytes.Contains(cmdline, []byte("froog-"+id))
+	if err != nil {
+		return false
+	}
+	// A QEMU on its way out has no command line any more (its memory goes
+	// before its files do): alive while it is still QEMU by name.
+	return bytes.Contains(cmdline, []byte("froog-"+id)) || (len(cmdline) == 0 && bytes.HasPrefix(status, []byte("Name:\tqemu")))
 }
 
 // kill ends the VM's QEMU process, if it runs, and waits until it is gone
