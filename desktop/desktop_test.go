@@ -15,6 +15,7 @@ import (
 
 	"froog.tech/froog/desktop/rfb"
 	"froog.tech/froog/guest"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/names"
 )
@@ -249,15 +250,21 @@ func TestBridgeFakeRFB(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ws.Close()
-			rc := handshake(t, ws)
-			if got := rc.frameColour(); got != magenta {
-				t.Fatalf("got colour %v, want %v", got, magenta)
+			// Shared 0 on purpose: the bridge must make it 1.
+			rc, err := testkit.NewRFB(testkit.NewWSStream(ws), false)
+			if err != nil {
+				t.Fatalf("RFB through the bridge: %v", err)
+			}
+			if got, err := rc.Pixel(0, 0); err != nil || got != magenta {
+				t.Fatalf("got colour %v (%v), want %v", got, err, magenta)
 			}
 			// A key down, a click, the key up, a cut text of "hello".
-			rc.send([]byte{rfb.MsgKeyEvent, 1, 0, 0, 0, 0, 0, 'a'}, []byte{rfb.MsgPointerEvent, 1, 0, 10, 0, 20},
-				[]byte{rfb.MsgKeyEvent, 0, 0, 0, 0, 0, 0, 'a'}, []byte{rfb.MsgClientCutText, 0, 0, 0, 0, 0, 0, 5, 'h', 'e', 'l', 'l', 'o'})
-			if got := rc.frameColour(); got != magenta {
-				t.Fatalf("after input: got colour %v, want %v", got, magenta)
+			if err := rc.Send([]byte{rfb.MsgKeyEvent, 1, 0, 0, 0, 0, 0, 'a'}, []byte{rfb.MsgPointerEvent, 1, 0, 10, 0, 20},
+				[]byte{rfb.MsgKeyEvent, 0, 0, 0, 0, 0, 0, 'a'}, []byte{rfb.MsgClientCutText, 0, 0, 0, 0, 0, 0, 5, 'h', 'e', 'l', 'l', 'o'}); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := rc.Pixel(0, 0); err != nil || got != magenta {
+				t.Fatalf("after input: got colour %v (%v), want %v", got, err, magenta)
 			}
 			// The second frame request came after the input on the same
 			// stream, so the input (if let through) reached the fake first.
@@ -290,7 +297,9 @@ func TestBridgeBrowserProfile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		handshake(t, ws)
+		if _, err := testkit.NewRFB(testkit.NewWSStream(ws), false); err != nil {
+			t.Fatalf("RFB through the bridge: %v", err)
+		}
 		ws.Close()
 	}
 	// The longest profile, of characters JSON escapes, still fits the
@@ -305,7 +314,9 @@ func TestBridgeBrowserProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handshake(t, ws)
+	if _, err := testkit.NewRFB(testkit.NewWSStream(ws), false); err != nil {
+		t.Fatalf("RFB through the bridge: %v", err)
+	}
 	ws.Close()
 	h.starter.mu.Lock()
 	defer h.starter.mu.Unlock()
@@ -325,7 +336,13 @@ func TestBridgeCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handshake(t, ws).frameColour()
+	rc, err := testkit.NewRFB(testkit.NewWSStream(ws), false)
+	if err == nil {
+		_, err = rc.Pixel(0, 0)
+	}
+	if err != nil {
+		t.Fatalf("RFB through the bridge: %v", err)
+	}
 	h.sandboxes.set(sbxA, time.Time{}, false)
 	if code, reason := closeOf(t, ws); code != closeSandboxStopped || reason != CodeSandboxStopped {
 		t.Errorf("after a stop: close %d %q, want %d %q", code, reason, closeSandboxStopped, CodeSandboxStopped)
@@ -337,8 +354,12 @@ func TestBridgeCloses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := handshake(t, ws)
-	rc.send([]byte{253, 0, 0, 0})
+	if rc, err = testkit.NewRFB(testkit.NewWSStream(ws), false); err != nil {
+		t.Fatalf("RFB through the bridge: %v", err)
+	}
+	if err := rc.Send([]byte{253, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
 	if code, reason := closeOf(t, ws); code != closeRefused || reason != CodeRefused {
 		t.Errorf("after an unknown message: close %d %q, want %d %q", code, reason, closeRefused, CodeRefused)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,7 +20,6 @@ import (
 
 	"froog.tech/froog/desktop/rfb"
 	"froog.tech/froog/internal/syncbuf"
-	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 )
 
@@ -373,80 +371,4 @@ func (h *harness) dialWS(cookie *http.Cookie, query string) (*websocket.Conn, *h
 		hdr.Set("Cookie", cookie.Name+"="+cookie.Value)
 	}
 	return d.Dial("wss://"+h.host()+PathWebsocket+query, hdr)
-}
-
-// wsStream reads a websocket's binary messages as one byte stream.
-type wsStream struct {
-	ws *websocket.Conn
-	r  io.Reader
-}
-
-func (s *wsStream) Read(p []byte) (int, error) {
-	for {
-		if s.r == nil {
-			_, r, err := s.ws.NextReader()
-			if err != nil {
-				return 0, err
-			}
-			s.r = r
-		}
-		n, err := s.r.Read(p)
-		if errors.Is(err, io.EOF) {
-			s.r = nil
-			if n == 0 {
-				continue
-			}
-			err = nil
-		}
-		return n, err
-	}
-}
-
-// rfbClient is the test's VNC client (testkit.RFB), speaking through
-// the bridge.
-type rfbClient struct {
-	t *testing.T
-	*testkit.RFB
-}
-
-// wsConn is a websocket as the byte stream an RFB client reads and
-// writes: each Write is one binary message.
-type wsConn struct{ *wsStream }
-
-func (c wsConn) Write(p []byte) (int, error) {
-	if err := c.ws.WriteMessage(websocket.BinaryMessage, p); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-func (c wsConn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(t) }
-
-// handshake does RFB 3.8 with security None; shared 0 on purpose (the
-// bridge must make it 1).
-func handshake(t *testing.T, ws *websocket.Conn) *rfbClient {
-	t.Helper()
-	c, err := testkit.NewRFB(wsConn{&wsStream{ws: ws}}, false)
-	if err != nil {
-		t.Fatalf("RFB through the bridge: %v", err)
-	}
-	return &rfbClient{t: t, RFB: c}
-}
-
-func (c *rfbClient) send(b ...[]byte) {
-	c.t.Helper()
-	if err := c.Send(b...); err != nil {
-		c.t.Fatalf("send: %v", err)
-	}
-}
-
-// frameColour is the colour of the screen's first pixel (a fake's
-// screen is all one colour).
-func (c *rfbClient) frameColour() [3]byte {
-	c.t.Helper()
-	px, err := c.Pixel(0, 0)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return px
 }

@@ -5,22 +5,19 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 )
 
 // cpuTime is the process's user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+func cpuTime() time.Duration { return testkit.CPUTime(os.Getpid()) }
 
 // BenchmarkStreamRelay is the edge's cost per stream: fakeSelkies sends
 // 64 KiB H.264-sized messages (0x04) as fast as the viewers take them,

@@ -28,6 +28,9 @@ type Sessions interface {
 type SSHStarter struct {
 	Sessions  Sessions
 	Sandboxes Sandboxes // the run a remembered port belongs to
+	// Browser: a desktop it starts opens a browser window
+	// (froog-desktop start --browser), once.
+	Browser bool
 
 	mu    sync.Mutex
 	ports map[starterKey]startedDesktop
@@ -118,7 +121,7 @@ func (s *SSHStarter) Forget(sandboxID, kind string) {
 // asks for Selkies too and writes the token to the command's stdin (never
 // its command line, which other users of the sandbox could read).
 func (s *SSHStarter) run(ctx context.Context, sandboxID, kind, profile, masterToken string) (Stream, error) {
-	cmd, err := startCommand(kind, profile)
+	cmd, err := startCommand(kind, profile, s.Browser)
 	if err != nil {
 		return Stream{}, err
 	}
@@ -152,7 +155,8 @@ func (s *SSHStarter) run(ctx context.Context, sandboxID, kind, profile, masterTo
 // startCommand is the shell command that starts a screen of kind: the
 // profile, which came from a link, is one single-quoted word (the API
 // checked it, but the sandbox's shell must not be the second check).
-func startCommand(kind, profile string) (string, error) {
+// With browser, a desktop opens a browser window when it starts.
+func startCommand(kind, profile string, browser bool) (string, error) {
 	switch {
 	case kind != names.ViewDesktop && kind != names.ViewBrowser:
 		return "", fmt.Errorf("no desktop of kind %q", kind)
@@ -162,6 +166,9 @@ func startCommand(kind, profile string) (string, error) {
 		return "", errors.New("a profile with a control character")
 	}
 	cmd := "froog-desktop start --kind " + kind
+	if browser && kind == names.ViewDesktop {
+		cmd += " --browser"
+	}
 	if profile != "" {
 		cmd += " --profile '" + strings.ReplaceAll(profile, "'", `'\''`) + "'"
 	}

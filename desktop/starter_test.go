@@ -47,20 +47,23 @@ func FuzzParseStarted(f *testing.F) {
 
 func TestStartCommand(t *testing.T) {
 	tests := []struct {
-		kind, profile, want string
+		kind, profile string
+		browser       bool
+		want          string
 	}{
-		{names.ViewDesktop, "", "froog-desktop start --kind desktop"},
-		{names.ViewBrowser, "", "froog-desktop start --kind browser"},
-		{names.ViewBrowser, "/home/u/p", "froog-desktop start --kind browser --profile '/home/u/p'"},
-		{names.ViewBrowser, "/home/u/it's $(x) `y`", `froog-desktop start --kind browser --profile '/home/u/it'\''s $(x) ` + "`y`'"},
-		{names.ViewDesktop, "/home/u/p", ""},
-		{names.ViewBrowser, "/home/u/p\nreboot", ""},
-		{"wall", "", ""},
+		{names.ViewDesktop, "", false, "froog-desktop start --kind desktop"},
+		{names.ViewDesktop, "", true, "froog-desktop start --kind desktop --browser"},
+		{names.ViewBrowser, "", true, "froog-desktop start --kind browser"}, // the view is a browser already
+		{names.ViewBrowser, "/home/u/p", false, "froog-desktop start --kind browser --profile '/home/u/p'"},
+		{names.ViewBrowser, "/home/u/it's $(x) `y`", false, `froog-desktop start --kind browser --profile '/home/u/it'\''s $(x) ` + "`y`'"},
+		{names.ViewDesktop, "/home/u/p", false, ""},
+		{names.ViewBrowser, "/home/u/p\nreboot", false, ""},
+		{"wall", "", true, ""},
 	}
 	for _, tt := range tests {
-		got, err := startCommand(tt.kind, tt.profile)
+		got, err := startCommand(tt.kind, tt.profile, tt.browser)
 		if got != tt.want || (err == nil) != (tt.want != "") {
-			t.Errorf("startCommand(%s, %q) = %q, %v; want %q", tt.kind, tt.profile, got, err, tt.want)
+			t.Errorf("startCommand(%s, %q, %v) = %q, %v; want %q", tt.kind, tt.profile, tt.browser, got, err, tt.want)
 		}
 	}
 }

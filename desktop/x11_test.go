@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"froog.tech/froog/internal/testdep"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -105,14 +106,18 @@ func TestBridgeXvnc(t *testing.T) {
 				return
 			}
 			defer ws.Close()
-			rc := handshake(t, ws)
+			rc, err := testkit.NewRFB(testkit.NewWSStream(ws), false)
+			if err != nil {
+				t.Errorf("viewer %d: RFB through the bridge: %v", i, err)
+				return
+			}
 			// The first frames may predate the paint.
 			wait.Until(10*time.Second, func() bool {
-				c.got = rc.frameColour()
-				return c.got == [3]byte{255, 0, 255}
+				c.got, err = rc.Pixel(0, 0)
+				return err != nil || c.got == [3]byte{255, 0, 255}
 			})
-			if c.got != [3]byte{255, 0, 255} {
-				t.Errorf("viewer %d: got colour %v, want magenta", i, c.got)
+			if err != nil || c.got != [3]byte{255, 0, 255} {
+				t.Errorf("viewer %d: got colour %v (%v), want magenta", i, c.got, err)
 			}
 		}()
 	}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,14 +39,21 @@ type CA struct {
 	open, maxOpen    int // orders between their creation and their finalisation
 }
 
+// settings sets Pebble's settings, which it reads from the environment:
+// the same for every test, so set once for the process (t.Setenv would
+// keep the tests that start Pebble from running in parallel).
+var settings sync.Once
+
 // Start runs Pebble until the test ends. Its validation connects to
 // 127.0.0.1:httpPort (HTTP-01) and 127.0.0.1:tlsPort (TLS-ALPN-01);
 // certificates it issues are valid for validity (0: Pebble's 90 days).
 func Start(t testing.TB, httpPort, tlsPort int, validity time.Duration) *CA {
 	t.Helper()
-	t.Setenv("PEBBLE_VA_NOSLEEP", "1")      // validate at once
-	t.Setenv("PEBBLE_WFE_NONCEREJECT", "0") // no made-up badNonce errors
-	t.Setenv("PEBBLE_AUTHZREUSE", "0")      // every order proves control again
+	settings.Do(func() {
+		os.Setenv("PEBBLE_VA_NOSLEEP", "1")      // validate at once
+		os.Setenv("PEBBLE_WFE_NONCEREJECT", "0") // no made-up badNonce errors
+		os.Setenv("PEBBLE_AUTHZREUSE", "0")      // every order proves control again
+	})
 	logger := log.New(io.Discard, "", 0)
 	if testing.Verbose() {
 		logger = log.New(testWriter{t}, "pebble ", 0)

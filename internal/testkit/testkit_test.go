@@ -2,9 +2,6 @@ package testkit_test
 
 import (
 	"bytes"
-	"encoding/binary"
-	"io"
-	"net"
 	"os"
 	"strconv"
 	"testing"
@@ -69,57 +66,5 @@ func TestProc(t *testing.T) {
 	}
 	if testkit.ProcStat(-1) != nil || testkit.CPUTime(-1) != 0 {
 		t.Error("a process that is not there has a stat")
-	}
-}
-
-// A server that sends a ServerCutText, then a framebuffer of two
-// rectangles: RFB.Pixel finds the one the pixel is in.
-func TestRFB(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	shared := make(chan byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 64)
-		c.Write([]byte("RFB 003.008\n"))
-		io.ReadFull(c, buf[:12])
-		c.Write([]byte{2, 2, 1}) // VNC auth, None
-		io.ReadFull(c, buf[:1])
-		c.Write([]byte{0, 0, 0, 0})
-		io.ReadFull(c, buf[:1])
-		shared <- buf[0]
-		init := []byte{0, 4, 0, 2, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0, 0, 0, 0, 1, 'x'}
-		c.Write(init)
-		io.ReadFull(c, buf[:20+8+10]) // SetPixelFormat, SetEncodings, the request
-		msg := []byte{3, 0, 0, 0, 0, 0, 0, 2, 'h', 'i'}
-		msg = append(msg, 0, 0, 0, 2)
-		// A 2x2 rectangle at (0,0) of blue, one at (2,0) of (1,2,3).
-		msg = append(msg, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0, 0, 0)
-		msg = append(msg, bytes.Repeat(binary.LittleEndian.AppendUint32(nil, 0xff), 4)...)
-		msg = append(msg, 0, 2, 0, 0, 0, 2, 0, 2, 0, 0, 0, 0)
-		msg = append(msg, bytes.Repeat(binary.LittleEndian.AppendUint32(nil, 0x010203), 4)...)
-		c.Write(msg)
-		io.ReadFull(c, buf[:1])
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	p, _ := strconv.Atoi(port)
-	c, err := testkit.DialRFB(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if c.W != 4 || c.H != 2 || <-shared != 1 {
-		t.Fatalf("size %dx%d", c.W, c.H)
-	}
-	px, err := c.Pixel(3, 1)
-	if err != nil || px != [3]byte{1, 2, 3} {
-		t.Fatalf("pixel (3,1): %v, %v; want [1 2 3]", px, err)
 	}
 }
