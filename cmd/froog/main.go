@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,8 +91,9 @@ accepts --json for machine-readable output.`,
 		a.snapshotCmd(), a.snapshotsCmd(), a.restoreCmd())
 	add("run", a.execCmd(), a.jobsCmd(), a.logsCmd(), a.killCmd(), a.waitCmd(), a.sshCmd(), a.pushCmd(), a.scpCmd(),
 		a.psCmd(), a.metricsCmd())
-	add("web", a.hostCmd(), a.urlTokenCmd(), a.desktopCmd(), a.browserCmd(), a.wallCmd())
-	add("account", a.loginCmd(), a.logoutCmd(), a.statusCmd(), a.apiKeyCmd(), a.auditCmd(), a.limitsCmd())
+	add("web", a.hostCmd(), a.urlTokenCmd(), a.inboxCmd(), a.desktopCmd(), a.browserCmd(), a.wallCmd())
+	add("account", a.loginCmd(), a.logoutCmd(), a.statusCmd(), a.apiKeyCmd(), a.auditCmd(), a.limitsCmd(),
+		a.envCmd(), a.environmentCmd())
 	root.AddCommand(a.completionsCmd())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
@@ -135,6 +137,21 @@ func (a *app) print(v any, human func(w io.Writer)) error {
 	}
 	if human != nil {
 		human(a.stdout)
+	}
+	return nil
+}
+
+// confirm asks question on the terminal before verb (delete, purge)
+// goes ahead, as -y skips; an error when the answer is not yes, or when
+// stdin is no terminal to ask on.
+func (a *app) confirm(verb, question string) error {
+	if !isTerminal(a.stdin) {
+		return fmt.Errorf("%s asks first: give -y to %s without asking", verb, verb)
+	}
+	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+		return fmt.Errorf("not %sd", verb)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -351,13 +350,8 @@ func (a *app) deleteCmd() *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !yes {
-				if !isTerminal(a.stdin) {
-					return errors.New("delete asks first: give -y to delete without asking")
-				}
-				fmt.Fprintf(a.stderr, "Delete %s and its disk? [y/N] ", args[0])
-				line, _ := bufio.NewReader(a.stdin).ReadString('\n')
-				if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
-					return errors.New("not deleted")
+				if err := a.confirm("delete", fmt.Sprintf("Delete %s and its disk?", args[0])); err != nil {
+					return err
 				}
 			}
 			h, err := a.sandbox(args[0])

@@ -52,7 +52,10 @@ const secretKeySize = 32
 func startAPI(p *proc, c apiConfig, secret []byte, sh parts, ln net.Listener) error {
 	now, _ := testClock()
 	// The API keeps no route table: its waits follow the feed themselves.
-	fl := wake.NewFollower(sh.store)
+	fl, err := wake.NewFollower(p.ctx, sh.store)
+	if err != nil {
+		return err
+	}
 	wk, err := wake.New(wake.Options{Store: sh.store, Feed: fl, Dialer: sh.tun, Now: now})
 	if err != nil {
 		return err

@@ -29,6 +29,7 @@ type devConfig struct {
 	Rate                                                 rateConfig
 	Driver                                               driverConfig
 	Capacity                                             int
+	DesktopBrowser                                       bool
 }
 
 func (c *devConfig) bind(f flags) {
@@ -39,6 +40,7 @@ func (c *devConfig) bind(f flags) {
 	f.str(&c.Domain, "domain", "froog.localhost", "public-URL domain")
 	bindMetrics(f, &c.MetricsAddr)
 	f.num(&c.Capacity, "capacity", 16, "sandboxes the local host runs at once")
+	bindDesktopBrowser(f, &c.DesktopBrowser)
 	c.Rate.bind(f)
 	c.Driver.bind(f)
 }
@@ -116,7 +118,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := startAPI(p, apiConfig{Domain: c.Domain, PublicPort: publicPort}, secret, sh, apiLn); err != nil {
 			return err
 		}
-		ec := edgeConfig{Domain: c.Domain, PublicPort: publicPort, Rate: c.Rate, Certs: certs.Config{LocalCADir: c.Data}, DrainSecs: 10}
+		ec := edgeConfig{Domain: c.Domain, PublicPort: publicPort, Rate: c.Rate, Certs: certs.Config{LocalCADir: c.Data}, DrainSecs: 10, DesktopBrowser: c.DesktopBrowser}
 		checks, err := startEdge(p, ec, sh, secret, edgeLn, httpLn)
 		if err != nil {
 			return err

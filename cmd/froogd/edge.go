@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"froog.tech/froog/api"
 	"froog.tech/froog/certs"
 	"froog.tech/froog/desktop"
 	"froog.tech/froog/edge"
@@ -25,6 +26,7 @@ type edgeConfig struct {
 	Domain                      string
 	PublicPort                  int // the HTTPS port as visitors reach it
 	DrainSecs, DrainDelaySecs   int
+	DesktopBrowser              bool // a desktop the edge starts opens a browser window
 	Rate                        rateConfig
 	Certs                       certs.Config
 }
@@ -40,8 +42,14 @@ func (c *edgeConfig) bind(f flags) {
 	f.num(&c.DrainSecs, "drain-secs", 30, "on SIGTERM, how long requests in flight may take to finish before their connections are cut")
 	f.num(&c.DrainDelaySecs, "drain-delay-secs", 0, "on SIGTERM, how long to keep accepting with /readyz failing before the listeners close, so that load balancers take this edge out first")
 	f.str(&c.SecretKeyFile, "secret-key-file", "", "the 32-byte key file every API and edge process shares (the API's --secret-key-file): desktop sessions are signed with a key made from it; without it this edge serves no desktops")
+	bindDesktopBrowser(f, &c.DesktopBrowser)
 	c.Rate.bind(f)
 	bindCerts(f, &c.Certs)
+}
+
+// bindDesktopBrowser declares --desktop-browser, the edge's and dev's.
+func bindDesktopBrowser(f flags, p *bool) {
+	f.boolean(p, "desktop-browser", true, "a desktop that a link starts opens a browser window (Chromium, where the sandbox has it), as the docs' desktop has")
 }
 
 func (c *edgeConfig) validate() error {
@@ -127,8 +135,12 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	if c.Rate.Limit == 0 {
 		o.RateLimit = -1 // off
 	}
+	o.Inbox = sh.store
 	if secret != nil {
-		dsk, err := desktop.New(desktop.Options{Links: sh.store, Starter: &desktop.SSHStarter{Sessions: sh.tun, Sandboxes: routes},
+		if o.OpenSecret, err = api.InboxSecretOpener(secret); err != nil {
+			return nil, err
+		}
+		dsk, err := desktop.New(desktop.Options{Links: sh.store, Starter: &desktop.SSHStarter{Sessions: sh.tun, Sandboxes: routes, Browser: c.DesktopBrowser},
 			Dialer: sh.tun, Sandboxes: routes, Key: desktop.KeyFrom(secret), Domain: c.Domain, Log: sh.log, Now: now,
 			Accounts: wallAccounts{Table: routes}, Linker: wallLinker{Store: sh.store, Domain: c.Domain, Port: c.PublicPort, Now: now}})
 		if err != nil {
@@ -142,6 +154,7 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 		return nil, err
 	}
 	p.Go(func(ctx context.Context) error { routes.Run(ctx); return nil })
+	p.Go(srv.DeliverInboxes)
 	p.Go(func(ctx context.Context) error { return srv.ServeTLS(ctx, tlsLn) })
 	p.Go(func(ctx context.Context) error { return srv.ServeRedirect(ctx, httpLn) })
 	return []health.Check{

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -73,6 +74,19 @@ func (f flags) num(p *int, name string, def int, usage string) {
 		}
 	}
 	f.IntVar(p, name, *p, usage+" ("+envName(name)+")")
+}
+
+// boolean declares a true-or-false flag filling p.
+func (f flags) boolean(p *bool, name string, def bool, usage string) {
+	*p = def
+	if v, ok := os.LookupEnv(envName(name)); ok {
+		if b, err := strconv.ParseBool(v); err == nil {
+			*p = b
+		} else {
+			*f.errs = append(*f.errs, fmt.Errorf("%s=%q: want true or false", envName(name), v))
+		}
+	}
+	f.BoolVar(p, name, *p, usage+" ("+envName(name)+")")
 }
 
 // list is a repeatable string flag.
