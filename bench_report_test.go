@@ -33,19 +33,28 @@ func TestPerformanceReport(t *testing.T) {
 func TestPerformanceMarkdown(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	res := results{Rounds: 3, Paths: []pathResult{
-		{Path: "direct", Rate: 1000, P50: 0.6, P99: 4},
-		{Path: "edge", Rate: 1000, P50: 1.1, P99: 76, P99Range: [2]float64{22, 87}, P999: 111, P999Range: [2]float64{44, 125},
-			CPUPerReq: 110, CPUPerReqRange: [2]float64{106, 139}, MBps: 101, MBpsRange: [2]float64{76, 129}, CPUPerMB: 3.65,
+	res := results{Rounds: 3, Rates: []int{1000, 5000}, Paths: []pathResult{
+		{Path: "direct", Chain: "the upstream", Small: []smallResult{{Rate: 1000, P50: 0.6, P99: 4}}},
+		{Path: "edge", Chain: "**edge** → sshd", Small: []smallResult{
+			{Rate: 1000, P50: 1.1, P99: 76, P99Range: [2]float64{22, 87}, P999: 111, P999Range: [2]float64{44, 125}, CPUPerReq: 110, CPUPerReqRange: [2]float64{106, 139}},
+			{Rate: 5000, P99: 9, P99Range: [2]float64{8, 12}, CPUPerReq: 90, CPUPerReqRange: [2]float64{85, 95}}},
+			MBps: 101, MBpsRange: [2]float64{76, 129}, CPUPerMB: 3.65, CPUPerMBRange: [2]float64{3.5, 3.8},
 			UpMBps: 86, UpMBpsRange: [2]float64{73, 105}, UpCPUPerMB: 1.9},
-		{Path: "nginx-ssh", Rate: 1000, P50: 1.5, P99: 81, P99Range: [2]float64{26, 97}, P999: 148, P999Range: [2]float64{40, 149},
-			CPUPerReq: 160, CPUPerReqRange: [2]float64{135, 163}, MBps: 158, MBpsRange: [2]float64{139, 368}, CPUPerMB: 2.09,
-			UpMBps: 178, UpMBpsRange: [2]float64{177, 182}, UpCPUPerMB: 2.61},
-		{Path: "caddy-ssh", Rate: 1000, P99: 22, P99Range: [2]float64{7, 66}, CPUPerReq: 314, CPUPerReqRange: [2]float64{311, 320}},
-	}, Scale: map[string]float64{"websocket_idle_kib": 28.4, "tls_handshake_cpu_us": 252, "tls_handshake_cpu_us_nginx": 168, "route_change_ms": 18}}
+		{Path: "nginx-ssh", Peer: true, Small: []smallResult{
+			{Rate: 1000, P50: 1.5, P99: 81, P99Range: [2]float64{26, 97}, P999: 148, P999Range: [2]float64{40, 149}, CPUPerReq: 160, CPUPerReqRange: [2]float64{135, 163}},
+			{Rate: 5000, P99: 10, P99Range: [2]float64{9, 11}, CPUPerReq: 150, CPUPerReqRange: [2]float64{140, 170}}},
+			MBps: 158, MBpsRange: [2]float64{139, 368}, CPUPerMB: 2.09, UpMBps: 178, UpMBpsRange: [2]float64{177, 182}, UpCPUPerMB: 2.61},
+		{Path: "frp", Chain: "**frps** → **frpc**", Peer: true, Small: []smallResult{
+			{Rate: 1000, P99: 22, P99Range: [2]float64{7, 66}, CPUPerReq: 314, CPUPerReqRange: [2]float64{311, 320}},
+			{Rate: 5000, RPS: 2500, P99: 30, CPUPerReq: 120, CPUPerReqRange: [2]float64{100, 130}}},
+			MBps: 200, MBpsRange: [2]float64{190, 210}, CPUPerMB: 2.5, UpMBps: 100, UpCPUPerMB: 1.5, UpCPUPerMBRange: [2]float64{1.4, 1.6}},
+		{Path: "ssh-l", MBps: 900, CPUPerMB: 0.5},
+	}, Scale: map[string]float64{"websocket_idle_kib": 28.4, "tls_handshake_cpu_us": 252, "tls_handshake_cpu_us_nginx": 168,
+		"tls_handshake_cpu_us_frp": 300, "route_change_ms": 18}}
 	b, _ := json.Marshal(res)
 	os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644)
 	os.WriteFile(filepath.Join(dir, "files.json"), []byte(`{"api_upload": 332, "sftp_upload": 166, "api_download": 343, "sftp_download": 157, "file_size_mib": 256}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "inbox.json"), []byte(`{"webhooks": 960, "senders": 8, "accepted_per_s": 268.4, "p50_ms": 28.1, "p99_ms": 54.03, "max_ms": 72, "delivered_per_s": 163}`), 0o644)
 	out := filepath.Join(dir, "performance.md")
 	at := time.Date(2026, 12, 2, 9, 30, 0, 0, time.UTC)
 	for range 2 { // replaced, not appended
@@ -56,18 +65,31 @@ func TestPerformanceMarkdown(t *testing.T) {
 	got, _ := os.ReadFile(out)
 	for _, want := range []string{
 		"2026-12-02", "Test CPU @ 2.0GHz", "3 rounds",
-		"| CPU per request | 110 µs [106–139] | 160 µs [135–163] | **0.69×** [0.65–1.03] |",
-		"| p99 at 1000 req/s | 76 ms [22–87] | 81 ms [26–97] | **0.94×** [0.23–3.35] |",
-		"| download | 101 MB/s [76–129] | 158 MB/s [139–368] | **0.64×** [0.21–0.93] |",
-		"| CPU per request, against Caddy → `ssh -L` | 110 µs [106–139] | 314 µs [311–320] | **0.35×** [0.33–0.45] |",
-		"| TLS handshake CPU | 252 µs | 168 µs | **1.50×** |",
+		"| CPU per request at 1000 req/s | 110 µs [106–139] | nginx-ssh: 160 µs [135–163] | **0.69×** [0.65–1.03] |",
+		"| p99 at 1000 req/s | 76.0 ms [22.0–87.0] | frp: 22.0 ms [7.0–66.0] | **3.45×** [0.33–12.43] |",
+		"| CPU per request at 5000 req/s | 90 µs [85–95] | frp: 120 µs [100–130] | **0.75×** [0.65–0.95] |",
+		"| download | 101 MB/s [76–129] | frp: 200 MB/s [190–210] | **0.51×** [0.36–0.68] |",
+		"| download CPU | 3.65 ms/MB [3.50–3.80] | nginx-ssh: 2.09 ms/MB | **1.75×** |",
+		"| upload CPU | 1.90 ms/MB | frp: 1.50 ms/MB [1.40–1.60] | **1.27×** |",
+		"| TLS handshake CPU | 252 µs | nginx: 168 µs | **1.50×** |",
+		"| frp | **frps** → **frpc** | 314 [311–320], 22.0 [7.0–66.0], 0 | 120 [100–130], 30.0, 2500 | 200, 2.50 | 100, 1.50 |",
+		"| ssh-l |  | – | – | 900, 0.50 | – |",
+		"| direct | the upstream | 0, 4.0, 0 | – | – | – |",
 		"| idle websocket | 28.4 KiB RSS | – | – |",
 		"| files API upload, 256 MiB, local driver | 332 MB/s | 166 MB/s | **2.00×** |",
+		"Webhook inbox on Postgres: 960 signed webhooks to one URL from 8 senders",
+		"| 268 | 28.1 ms | 54.0 ms | 72.0 ms | 163 |",
 		"Not in this run: `files-qemu.json`, `autostart.json`.",
 	} {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("performance.md lacks %q:\n%s", want, got)
 		}
+	}
+	// results.md, the bench's own summary, has the same two tables and
+	// every scale figure.
+	if md := res.markdown(); !strings.Contains(md, "| CPU per request at 1000 req/s | 110 µs [106–139] | nginx-ssh: 160 µs [135–163] |") ||
+		!strings.Contains(md, "| ssh-l |  | – | – | 900, 0.50 | – |") || !strings.Contains(md, "| tls_handshake_cpu_us_frp | 300.00 |") {
+		t.Errorf("results.md lacks a table or a figure:\n%s", md)
 	}
 	if n := strings.Count(string(got), "# Performance"); n != 1 {
 		t.Errorf("performance.md has %d titles, want 1 (replaced, not appended)", n)
@@ -92,41 +114,9 @@ func writePerformance(dir, out string, at time.Time, cpu string) error {
 	fmt.Fprintf(&md, "as medians of %d rounds [min–max]; the ratio's range pairs each side's extremes. Read the ratios:\n", res.Rounds)
 	fmt.Fprintf(&md, "absolute figures move with the machine. What each part measures, and the aims:\n[development.md](development.md#reading-make-bench).\n\n")
 
-	paths := map[string]pathResult{}
-	for _, p := range res.Paths {
-		paths[p.Path] = p
-	}
-	edge, ng, cd := paths["edge"], paths["nginx-ssh"], paths["caddy-ssh"]
-	fmt.Fprintf(&md, "## The edge against nginx → `ssh -L`\n\n| figure | edge | peer | edge ÷ peer |\n|---|---|---|---|\n")
-	row := func(name, unit, format string, e, p float64, er, pr [2]float64) {
-		if e == 0 || p == 0 {
-			return
-		}
-		f := func(v float64) string { return fmt.Sprintf(format, v) }
-		side := func(v float64, r [2]float64) string {
-			if r == [2]float64{} {
-				return f(v) + " " + unit
-			}
-			return fmt.Sprintf("%s %s [%s–%s]", f(v), unit, f(r[0]), f(r[1]))
-		}
-		ratio := fmt.Sprintf("**%.2f×**", e/p)
-		if er != [2]float64{} && pr != [2]float64{} && pr[0] > 0 && pr[1] > 0 {
-			ratio += fmt.Sprintf(" [%.2f–%.2f]", er[0]/pr[1], er[1]/pr[0])
-		}
-		fmt.Fprintf(&md, "| %s | %s | %s | %s |\n", name, side(e, er), side(p, pr), ratio)
-	}
-	row("CPU per request", "µs", "%.0f", edge.CPUPerReq, ng.CPUPerReq, edge.CPUPerReqRange, ng.CPUPerReqRange)
-	rate := fmt.Sprintf("at %d req/s", edge.Rate)
-	row("p99 "+rate, "ms", "%.0f", edge.P99, ng.P99, edge.P99Range, ng.P99Range)
-	row("p99.9 "+rate, "ms", "%.0f", edge.P999, ng.P999, edge.P999Range, ng.P999Range)
-	row("download", "MB/s", "%.0f", edge.MBps, ng.MBps, edge.MBpsRange, ng.MBpsRange)
-	row("download CPU", "ms/MB", "%.2f", edge.CPUPerMB, ng.CPUPerMB, [2]float64{}, [2]float64{})
-	row("upload", "MB/s", "%.0f", edge.UpMBps, ng.UpMBps, edge.UpMBpsRange, ng.UpMBpsRange)
-	row("upload CPU", "ms/MB", "%.2f", edge.UpCPUPerMB, ng.UpCPUPerMB, [2]float64{}, [2]float64{})
-	row("CPU per request, against Caddy → `ssh -L`", "µs", "%.0f", edge.CPUPerReq, cd.CPUPerReq, edge.CPUPerReqRange, cd.CPUPerReqRange)
+	fmt.Fprintf(&md, "## The edge against the best peer\n\nFor each figure, the peer that did best at it in this run (the stacks are below).\n\n%s", res.againstBest())
+	fmt.Fprintf(&md, "\n## The stacks\n\nEvery stack reaches the same upstream (nginx serving a small page and a 256 MiB file; a Go sink for\nuploads) on the same machine; the CPU counted is that of the processes in bold, over the measured part.\nA stack answering fewer requests a second than offered is saturated, and its p99 is the queue it built.\n\n%s", res.stacks())
 	sc := res.Scale
-	row("TLS handshake CPU", "µs", "%.0f", sc["tls_handshake_cpu_us"], sc["tls_handshake_cpu_us_nginx"], [2]float64{}, [2]float64{})
-	row("TLS handshakes a second", "/s", "%.0f", sc["tls_handshakes_s"], sc["tls_handshakes_s_nginx"], [2]float64{}, [2]float64{})
 
 	// The edge's scale figures have no peer: each is read against its aim.
 	fmt.Fprintf(&md, "\n## The edge at scale (no peer: read against the aims)\n\n| figure | edge | peer | edge ÷ peer |\n|---|---|---|---|\n")
@@ -176,6 +166,22 @@ func writePerformance(dir, out string, at time.Time, cpu string) error {
 		for _, w := range wakes {
 			fmt.Fprintf(&md, "| %s | %.0f ms | %.0f ms | %.0f ms | %d |\n", w.Path, w.P50Ms, w.P99Ms, w.HoldP50Ms, w.Wakes)
 		}
+	}
+	var inbox struct {
+		Webhooks      int     `json:"webhooks"`
+		Senders       int     `json:"senders"`
+		AcceptedPerS  float64 `json:"accepted_per_s"`
+		P50Ms         float64 `json:"p50_ms"`
+		P99Ms         float64 `json:"p99_ms"`
+		MaxMs         float64 `json:"max_ms"`
+		DeliveredPerS float64 `json:"delivered_per_s"`
+	}
+	if err := readJSON(filepath.Join(dir, "inbox.json"), &inbox); err != nil {
+		missing = append(missing, "`inbox.json`")
+	} else {
+		fmt.Fprintf(&md, "\n## Webhook inbox on Postgres: %d signed webhooks to one URL from %d senders over HTTP/2 (no peer: read against the aims)\n\n", inbox.Webhooks, inbox.Senders)
+		fmt.Fprintf(&md, "| accepted a second | 202 p50 | 202 p99 | 202 max | delivered a second |\n|---|---|---|---|---|\n")
+		fmt.Fprintf(&md, "| %.0f | %.1f ms | %.1f ms | %.1f ms | %.0f |\n", inbox.AcceptedPerS, inbox.P50Ms, inbox.P99Ms, inbox.MaxMs, inbox.DeliveredPerS)
 	}
 	if len(missing) > 0 {
 		fmt.Fprintf(&md, "\nNot in this run: %s.\n", strings.Join(missing, ", "))

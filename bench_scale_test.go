@@ -26,11 +26,19 @@ import (
 	"froog.tech/froog/store/pg/pgtest"
 )
 
+// hsPeer is a peer whose TLS handshakes the edge's are measured against:
+// its name in the figures, where it listens, the server name to ask for,
+// and the processes whose CPU a handshake costs.
+type hsPeer struct {
+	name, addr, server string
+	pids               []int
+}
+
 // benchScale measures the edge at scale: memory and CPU with idle
 // websockets and idle tunnels open through it, a 100,000-URL route table,
-// and full TLS handshakes a second against nginx with the same kind of
+// and full TLS handshakes a second against peers with the same kind of
 // certificate (ECDSA P-256 from the same CA).
-func benchScale(t *testing.T, edge *child, out, edgeAddr, nginxAddr string, nginxPids []int, roots *x509.CertPool) map[string]float64 {
+func benchScale(t *testing.T, edge *child, out, edgeAddr string, roots *x509.CertPool, peers []hsPeer) map[string]float64 {
 	sc := map[string]float64{}
 	var stack float64 // KiB of goroutine stacks at the last gc
 	gc := func() (rss int, heap float64) {
@@ -46,9 +54,9 @@ func benchScale(t *testing.T, edge *child, out, edgeAddr, nginxAddr string, ngin
 		return float64((testkit.CPUTime(edge.Pid) - c0).Microseconds()) / 1000 / d.Seconds()
 	}
 
-	// TLS handshakes: the edge and nginx alternately, the server's CPU per
-	// handshake and handshakes a second, offering X25519 and P-256 (nginx
-	// 1.22 here has no ML-KEM, and refuses a client offering X25519
+	// TLS handshakes: the edge and each peer alternately, the server's CPU
+	// per handshake and handshakes a second, offering X25519 and P-256
+	// (nginx 1.22 here has no ML-KEM, and refuses a client offering X25519
 	// alone); then the edge alone with the X25519MLKEM768 hybrid that
 	// current browsers offer first.
 	hs := func(addr, name string, pids []int, curves []tls.CurveID) (rate, cpu float64) {
@@ -61,12 +69,15 @@ func benchScale(t *testing.T, edge *child, out, edgeAddr, nginxAddr string, ngin
 		return float64(n) / d.Seconds(), float64((testkit.CPUTime(pids...) - c0).Microseconds()) / float64(n)
 	}
 	x25519 := []tls.CurveID{tls.X25519, tls.CurveP256}
-	var edgeHS, nginxHS, edgeHSCPU, nginxHSCPU, mlkemHS, mlkemCPU []float64
+	var edgeHS, edgeHSCPU, mlkemHS, mlkemCPU []float64
+	peerHS, peerHSCPU := make([][]float64, len(peers)), make([][]float64, len(peers))
 	for range 2 {
 		r, c := hs(edgeAddr, "box.froog.test", []int{edge.Pid}, x25519)
 		edgeHS, edgeHSCPU = append(edgeHS, r), append(edgeHSCPU, c)
-		r, c = hs(nginxAddr, "nginx.froog.test", nginxPids, x25519)
-		nginxHS, nginxHSCPU = append(nginxHS, r), append(nginxHSCPU, c)
+		for i, p := range peers {
+			r, c = hs(p.addr, p.server, p.pids, x25519)
+			peerHS[i], peerHSCPU[i] = append(peerHS[i], r), append(peerHSCPU[i], c)
+		}
 		r, c = hs(edgeAddr, "box.froog.test", []int{edge.Pid}, nil)
 		mlkemHS, mlkemCPU = append(mlkemHS, r), append(mlkemCPU, c)
 	}
@@ -74,11 +85,13 @@ func benchScale(t *testing.T, edge *child, out, edgeAddr, nginxAddr string, ngin
 	edge.do("cpu " + filepath.Join(out, "edge-cpu-tls.pprof"))
 	hs(edgeAddr, "box.froog.test", []int{edge.Pid}, x25519)
 	edge.do("cpu")
-	sc["tls_handshakes_s"], sc["tls_handshakes_s_nginx"] = medianF(edgeHS), medianF(nginxHS)
-	sc["tls_handshake_cpu_us"], sc["tls_handshake_cpu_us_nginx"] = medianF(edgeHSCPU), medianF(nginxHSCPU)
+	sc["tls_handshakes_s"], sc["tls_handshake_cpu_us"] = medianF(edgeHS), medianF(edgeHSCPU)
 	sc["tls_handshakes_s_mlkem"], sc["tls_handshake_cpu_us_mlkem"] = medianF(mlkemHS), medianF(mlkemCPU)
-	t.Logf("TLS handshakes/s (X25519 or P-256): edge %v (%v µs CPU each), nginx %v (%v µs); edge with X25519MLKEM768 %v (%v µs)",
-		edgeHS, edgeHSCPU, nginxHS, nginxHSCPU, mlkemHS, mlkemCPU)
+	t.Logf("TLS handshakes/s (X25519 or P-256): edge %v (%v µs CPU each); edge with X25519MLKEM768 %v (%v µs)", edgeHS, edgeHSCPU, mlkemHS, mlkemCPU)
+	for i, p := range peers {
+		sc["tls_handshakes_s_"+p.name], sc["tls_handshake_cpu_us_"+p.name] = medianF(peerHS[i]), medianF(peerHSCPU[i])
+		t.Logf("TLS handshakes/s (X25519 or P-256): %s %v (%v µs CPU each)", p.name, peerHS[i], peerHSCPU[i])
+	}
 
 	// Idle tunnels: every idle sandbox's tunnel opened (one channel each,
 	// closed), then left alone.

@@ -35,26 +35,30 @@ import (
 
 // TestEdgeBench is `make bench`'s whole-system measure of what the proxy
 // itself costs. Every stack reaches the same upstream (nginx serving
-// static files; a Go sink for uploads) through the same OpenSSH sshd:
+// static files; a Go sink for uploads), over HTTPS with certificates from
+// one CA, through a tunnel:
 //
-//	direct     the upstream itself, plain HTTP (the floor)
-//	edge       froog's edge (a process of its own) over HTTPS with a
-//	           private URL's cookie, through its tunnel
-//	nginx-ssh  nginx over HTTPS in front of `ssh -L`
-//	caddy-ssh  Caddy over HTTPS in front of the same `ssh -L`
-//	ssh-l      the bare `ssh -L` (bulk only)
+//	direct        the upstream itself, plain HTTP (the floor)
+//	edge          froog's edge (a process of its own) with a private URL's
+//	              cookie, through its tunnel to OpenSSH's sshd
+//	nginx-ssh     nginx in front of `ssh -L` through the same sshd
+//	caddy-ssh     Caddy in front of the same `ssh -L`
+//	frp           frps's vhostHTTPSPort → frpc's https2http (startFrp)
+//	nginx-frp     nginx → frps's vhostHTTPPort → frpc
+//	nginx-chisel  nginx → chisel server's reverse remote → chisel client
+//	ssh-l         the bare `ssh -L` (bulk only)
 //
-// For each stack, in rounds that rotate the order: small GETs at one fixed
-// offered rate for all (open loop, latency from the intended send time),
-// with the CPU time of the proxying processes only (the edge process; the
-// nginx master and workers plus the ssh client; Caddy plus the ssh
-// client) read from /proc over the run, ÷ requests; then a 256 MiB
+// For each stack, in rounds that rotate the order: small GETs at each
+// fixed offered rate (open loop, latency from the intended send time),
+// with the CPU time of the public side's processes (each stack's chain
+// names them: what terminates TLS, proxies HTTP and holds the public end
+// of the tunnel) read from /proc over the run, ÷ requests; then a 256 MiB
 // download and upload with their CPU per MB. Then the edge's scale
 // figures: idle websockets, idle tunnels, a 100,000-URL route table, TLS
-// handshakes against nginx. The figures are medians over the rounds, with
-// their range. It writes .bench/results.json, .bench/results.md and the
-// edge's CPU and allocation profiles (.bench/edge-*.pprof). Nothing here
-// fails on a number.
+// handshakes against nginx and frp. The figures are medians over the
+// rounds, with their range. It writes .bench/results.json,
+// .bench/results.md and the edge's CPU and allocation profiles
+// (.bench/edge-*.pprof). Nothing here fails on a number.
 func TestEdgeBench(t *testing.T) {
 	if os.Getenv("FROOG_BENCH") == "" {
 		t.Skip("make bench runs this (FROOG_BENCH=1); it takes a few minutes")
@@ -65,7 +69,14 @@ func TestEdgeBench(t *testing.T) {
 		}
 	}
 	raiseNoFile()
-	rate := envInt("FROOG_BENCH_RATE", 1000)
+	var rates []int
+	for _, f := range strings.Split(envStr("FROOG_BENCH_RATES", "1000,5000"), ",") {
+		r, err := strconv.Atoi(f)
+		if err != nil || r <= 0 {
+			t.Fatalf("FROOG_BENCH_RATES: %q is not a rate a second", f)
+		}
+		rates = append(rates, r)
+	}
 	rounds := envInt("FROOG_BENCH_ROUNDS", 3)
 	// FROOG_BENCH_PARTS=scale (or paths) runs a part alone, when working on it.
 	parts := envStr("FROOG_BENCH_PARTS", "paths,scale")
@@ -130,19 +141,33 @@ func TestEdgeBench(t *testing.T) {
 		os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
 		return certFile, keyFile
 	}
+	// The tunnel systems: frp, and chisel; and one nginx (one worker, as
+	// for `ssh -L`) fronting `ssh -L`, frps's HTTP vhosts and chisel.
+	frp := startFrp(t, dir, upstream, sinkAddr, writeCert)
+	chisel := startChisel(t, upstream, sinkAddr)
 	nginxAddr := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
+	nginxFrpAddr := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
+	nginxChiselAddr := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 	crt, key := writeCert("nginx.froog.test")
-	nginxPid := runNginx(t, dir, "front", fmt.Sprintf(`upstream tunnel { server %s; keepalive 64; }
-upstream sink { server %s; keepalive 8; }
-server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access_log off;
-  location / { proxy_pass http://tunnel; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_buffering off; }
-  location /upload { proxy_pass http://sink; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_request_buffering off; client_max_body_size 0; } }`,
-		forward, forwardUp, nginxAddr, crt, key))
+	frpCrt, frpKey := writeCert("nginx-frp.froog.test")
+	chiselCrt, chiselKey := writeCert("nginx-chisel.froog.test")
+	nginxPid := runNginx(t, dir, "front", nginxFront("ssh", nginxAddr, crt, key, forward, forwardUp, false)+
+		nginxFront("frp", nginxFrpAddr, frpCrt, frpKey, frp.HTTP, frp.HTTP, true)+
+		nginxFront("chisel", nginxChiselAddr, chiselCrt, chiselKey, chisel.App, chisel.Sink, false))
+	frpURL := "https://frp.froog.test:" + port(frp.HTTPS)
+	frpUpURL := "https://frp-up.froog.test:" + port(frp.HTTPS)
+	nginxFrpURL := "https://nginx-frp.froog.test:" + port(nginxFrpAddr)
+	nginxChiselURL := "https://nginx-chisel.froog.test:" + port(nginxChiselAddr)
+	for _, w := range [][2]string{{frp.HTTPS, frpURL + "/"}, {frp.HTTPS, frpUpURL + "/upload"},
+		{nginxFrpAddr, nginxFrpURL + "/"}, {nginxFrpAddr, nginxFrpURL + "/upload"},
+		{nginxChiselAddr, nginxChiselURL + "/"}, {nginxChiselAddr, nginxChiselURL + "/upload"}} {
+		waitOK(t, ca.Pool(), w[0], w[1])
+	}
 	caddyAddr := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 	crt, key = writeCert("caddy.froog.test")
 	caddyfile := filepath.Join(dir, "Caddyfile")
-	os.WriteFile(caddyfile, []byte(fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n}\nhttps://caddy.froog.test:%s {\n\tbind 127.0.0.1\n\ttls %s %s\n\treverse_proxy %s\n}\n",
-		port(caddyAddr), crt, key, forward)), 0o644)
+	os.WriteFile(caddyfile, []byte(fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n}\nhttps://caddy.froog.test:%s {\n\tbind 127.0.0.1\n\ttls %s %s\n\treverse_proxy /upload* %s\n\treverse_proxy %s\n}\n",
+		port(caddyAddr), crt, key, forwardUp, forward)), 0o644)
 	caddy := exec.Command("caddy", "run", "--config", caddyfile, "--adapter", "caddyfile")
 	caddy.Env = append(os.Environ(), "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir, "HOME="+dir)
 	if out, err := startAndWait(caddy, caddyAddr); err != nil {
@@ -168,29 +193,41 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 	const cookie = "__Host-froog_url=pt_bench"
 
 	type stack struct {
-		name, addr, url, cookie string
-		down, up                string // bulk URLs; "" for none
-		pids                    func() []int
+		name, chain       string
+		peer              bool
+		addr, url, cookie string
+		down, up          string // bulk URLs; "" for none
+		pids              func() []int
 	}
 	edgeURL := func(label, path string) string { return "https://" + label + ".froog.test:" + port(edgeAddr) + path }
 	nginxURL := "https://nginx.froog.test:" + port(nginxAddr)
+	caddyURL := "https://caddy.froog.test:" + port(caddyAddr)
+	nginxPids := func(more ...int) func() []int {
+		return func() []int { return append(withChildren(nginxPid), more...) }
+	}
 	stacks := []stack{
-		{"direct", upstream, "http://" + upstream + "/", "", "http://" + upstream + "/big", "http://" + sinkAddr + "/upload",
+		{"direct", "the upstream, plain HTTP", false, upstream, "http://" + upstream + "/", "", "http://" + upstream + "/big", "http://" + sinkAddr + "/upload",
 			func() []int { return nil }},
-		{"edge", edgeAddr, edgeURL("box", "/"), cookie, edgeURL("box", "/big"), edgeURL("up", "/upload"),
+		{"edge", "**edge** (TLS, HTTP, SSH client) → sshd → upstream", false, edgeAddr, edgeURL("box", "/"), cookie, edgeURL("box", "/big"), edgeURL("up", "/upload"),
 			func() []int { return []int{edge.Pid} }},
-		{"nginx-ssh", nginxAddr, nginxURL + "/", "", nginxURL + "/big", nginxURL + "/upload",
-			func() []int { return append(withChildren(nginxPid), forwardPid, forwardUpPid) }},
-		{"caddy-ssh", caddyAddr, "https://caddy.froog.test:" + port(caddyAddr) + "/", "", "", "",
-			func() []int { return []int{caddy.Process.Pid, forwardPid} }},
-		{"ssh-l", "", "", "", "http://" + forward + "/big", "http://" + forwardUp + "/upload",
+		{"nginx-ssh", "**nginx** (TLS, HTTP) → **`ssh -L`** → sshd → upstream", true, nginxAddr, nginxURL + "/", "", nginxURL + "/big", nginxURL + "/upload",
+			nginxPids(forwardPid, forwardUpPid)},
+		{"caddy-ssh", "**Caddy** (TLS, HTTP) → **`ssh -L`** → sshd → upstream", true, caddyAddr, caddyURL + "/", "", caddyURL + "/big", caddyURL + "/upload",
+			func() []int { return []int{caddy.Process.Pid, forwardPid, forwardUpPid} }},
+		{"frp", "**frps** (vhostHTTPSPort, by SNI) → TLS tunnel → **frpc** (https2http: TLS, HTTP) → upstream", true, frp.HTTPS, frpURL + "/", "", frpURL + "/big", frpUpURL + "/upload",
+			func() []int { return []int{frp.Frps, frp.Frpc} }},
+		{"nginx-frp", "**nginx** (TLS, HTTP) → **frps** (vhostHTTPPort, by Host) → TLS tunnel → frpc → upstream", true, nginxFrpAddr, nginxFrpURL + "/", "", nginxFrpURL + "/big", nginxFrpURL + "/upload",
+			nginxPids(frp.Frps)},
+		{"nginx-chisel", "**nginx** (TLS, HTTP) → **chisel server** (reverse remote) → SSH over websocket → chisel client → upstream", true, nginxChiselAddr, nginxChiselURL + "/", "", nginxChiselURL + "/big", nginxChiselURL + "/upload",
+			nginxPids(chisel.Server)},
+		{"ssh-l", "**`ssh -L`** → sshd → upstream, plain HTTP", false, "", "", "", "http://" + forward + "/big", "http://" + forwardUp + "/upload",
 			func() []int { return []int{forwardPid, forwardUpPid} }},
 	}
 
+	type small struct{ rps, p50, p99, p999, cpuReq float64 }
 	type sample struct {
-		rps, p50, p99, p999, cpuReq float64
-		failed                      int
-		down, downCPU, up, upCPU    float64
+		small                    []small // one a rate
+		down, downCPU, up, upCPU float64
 	}
 	samples := map[string][]sample{}
 	warm := time.Second
@@ -198,7 +235,10 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 		for i := range stacks {
 			s := stacks[(i+r)%len(stacks)]
 			var sm sample
-			if s.url != "" {
+			for _, rate := range rates {
+				if s.url == "" {
+					break
+				}
 				var c0 time.Duration
 				client := benchClient(ca.Pool(), s.addr)
 				fr := runFixedRate(client, s.url, s.cookie, rate, warm, dur, func(begin bool) {
@@ -209,20 +249,20 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 					}
 				})
 				client.CloseIdleConnections()
-				sm.rps = float64(fr.sent-fr.failed) / fr.elapsed.Seconds()
-				sm.p50, sm.p99, sm.p999 = ms(fr.p50), ms(fr.p99), ms(fr.p999)
-				sm.cpuReq = float64(c0.Microseconds()) / float64(fr.sent)
-				sm.failed = fr.failed
+				x := small{rps: float64(fr.sent-fr.failed) / fr.elapsed.Seconds(), p50: ms(fr.p50), p99: ms(fr.p99), p999: ms(fr.p999),
+					cpuReq: float64(c0.Microseconds()) / float64(fr.sent)}
 				if fr.failed > 0 {
-					t.Errorf("%s: %d of %d requests failed", s.name, fr.failed, fr.sent)
+					t.Errorf("%s at %d/s: %d of %d requests failed", s.name, rate, fr.failed, fr.sent)
 				}
+				t.Logf("round %d %s: %.0f req/s at %d/s, p50 %.2f p99 %.2f p99.9 %.2f ms, %.1f µs CPU/req",
+					r+1, s.name, x.rps, rate, x.p50, x.p99, x.p999, x.cpuReq)
+				sm.small = append(sm.small, x)
 			}
 			if s.down != "" {
 				sm.down, sm.downCPU = bulk(t, caFile, s.down, s.cookie, "", s.pids)
 				sm.up, sm.upCPU = bulk(t, caFile, s.up, s.cookie, bigFile, s.pids)
+				t.Logf("round %d %s: down %.0f MB/s %.2f ms CPU/MB, up %.0f MB/s %.2f ms CPU/MB", r+1, s.name, sm.down, sm.downCPU, sm.up, sm.upCPU)
 			}
-			t.Logf("round %d %s: %.0f req/s at %d/s, p50 %.2f p99 %.2f p99.9 %.2f ms, %.1f µs CPU/req; down %.0f MB/s %.2f ms CPU/MB, up %.0f MB/s %.2f ms CPU/MB",
-				r+1, s.name, sm.rps, rate, sm.p50, sm.p99, sm.p999, sm.cpuReq, sm.down, sm.downCPU, sm.up, sm.upCPU)
 			samples[s.name] = append(samples[s.name], sm)
 		}
 	}
@@ -232,7 +272,7 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 	if rounds > 0 {
 		edgeProfiles(t, edge, out, func() {
 			client := benchClient(ca.Pool(), edgeAddr)
-			runFixedRate(client, edgeURL("box", "/"), cookie, rate, 0, dur, nil)
+			runFixedRate(client, edgeURL("box", "/"), cookie, rates[0], 0, dur, nil)
 			client.CloseIdleConnections()
 		}, func() {
 			bulk(t, caFile, edgeURL("box", "/big"), cookie, "", nil)
@@ -254,29 +294,39 @@ server { listen %s ssl http2; ssl_certificate %s; ssl_certificate_key %s; access
 			slices.Sort(v)
 			return v[len(v)/2], [2]float64{v[0], v[len(v)-1]}
 		}
-		p := pathResult{Path: s.name}
-		if s.url != "" {
-			p.Rate = rate
-			p.RPS, _ = pick(func(x sample) float64 { return x.rps })
-			p.P50, _ = pick(func(x sample) float64 { return x.p50 })
-			p.P99, p.P99Range = pick(func(x sample) float64 { return x.p99 })
-			p.P999, p.P999Range = pick(func(x sample) float64 { return x.p999 })
-			p.CPUPerReq, p.CPUPerReqRange = pick(func(x sample) float64 { return x.cpuReq })
+		p := pathResult{Path: s.name, Chain: s.chain, Peer: s.peer}
+		for i, rate := range rates {
+			if s.url == "" {
+				break
+			}
+			at := func(f func(small) float64) func(sample) float64 {
+				return func(x sample) float64 { return f(x.small[i]) }
+			}
+			sr := smallResult{Rate: rate}
+			sr.RPS, _ = pick(at(func(x small) float64 { return x.rps }))
+			sr.P50, _ = pick(at(func(x small) float64 { return x.p50 }))
+			sr.P99, sr.P99Range = pick(at(func(x small) float64 { return x.p99 }))
+			sr.P999, sr.P999Range = pick(at(func(x small) float64 { return x.p999 }))
+			sr.CPUPerReq, sr.CPUPerReqRange = pick(at(func(x small) float64 { return x.cpuReq }))
+			p.Small = append(p.Small, sr)
 		}
 		if s.down != "" {
 			p.MBps, p.MBpsRange = pick(func(x sample) float64 { return x.down })
-			p.CPUPerMB, _ = pick(func(x sample) float64 { return x.downCPU })
+			p.CPUPerMB, p.CPUPerMBRange = pick(func(x sample) float64 { return x.downCPU })
 			p.UpMBps, p.UpMBpsRange = pick(func(x sample) float64 { return x.up })
-			p.UpCPUPerMB, _ = pick(func(x sample) float64 { return x.upCPU })
+			p.UpCPUPerMB, p.UpCPUPerMBRange = pick(func(x sample) float64 { return x.upCPU })
 		}
 		paths = append(paths, p)
 	}
 
 	var scale map[string]float64
 	if strings.Contains(parts, "scale") {
-		scale = benchScale(t, edge, out, edgeAddr, nginxAddr, withChildren(nginxPid), ca.Pool())
+		scale = benchScale(t, edge, out, edgeAddr, ca.Pool(), []hsPeer{
+			{"nginx", nginxAddr, "nginx.froog.test", withChildren(nginxPid)},
+			{"frp", frp.HTTPS, "frp.froog.test", []int{frp.Frps, frp.Frpc}},
+		})
 	}
-	res := results{Rounds: rounds, Paths: paths, Scale: scale}
+	res := results{Rounds: rounds, Rates: rates, Paths: paths, Scale: scale}
 	js, _ := json.MarshalIndent(res, "", "  ")
 	os.WriteFile(filepath.Join(out, "results.json"), append(js, '\n'), 0o644)
 	md := res.markdown()
@@ -371,17 +421,24 @@ func startAndWait(cmd *exec.Cmd, addr string) (string, error) {
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; {
+	if err := waitListen(addr, 15*time.Second); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return out.String(), err
+	}
+	return "", nil
+}
+
+// waitListen polls addr until something accepts there, for at most d.
+func waitListen(addr string, d time.Duration) error {
+	for deadline := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return "", nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return out.String(), fmt.Errorf("nothing listened on %s", addr)
+			return fmt.Errorf("nothing listened on %s", addr)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
