@@ -23,7 +23,7 @@ import (
 // certificate without a new order; two edges asked for one new name at
 // once make one order.
 func TestACMEOnDemand(t *testing.T) {
-	// Alone: pebbletest.Start sets Pebble's settings in the process's environment (t.Setenv).
+	t.Parallel()
 	httpPort, tlsPort := loopback.FreePort(t), loopback.FreePort(t)
 	ca := pebbletest.Start(t, httpPort, tlsPort, 0)
 	root := filepath.Join(t.TempDir(), "pebble-dir.pem")

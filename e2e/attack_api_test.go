@@ -1,8 +1,6 @@
 package e2e_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,6 +13,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -198,9 +197,7 @@ func TestAttackAPISavedSnapshots(t *testing.T) {
 func TestAttackAPIAccountWide(t *testing.T) {
 	t.Parallel()
 	c, keys, _ := devWithKeys(t)
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	sp, _ := ssh.NewPublicKey(pub)
-	line, _ := json.Marshal(strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " owner@laptop")
+	line, _ := json.Marshal(strings.TrimSpace(string(ssh.MarshalAuthorizedKey(testkit.NewKey(t).PublicKey()))) + " owner@laptop")
 	c.call("POST", "/v1/ssh-keys", `{"public_key": `+string(line)+`}`, 201, nil)
 	for _, k := range []struct{ name, key string }{{"owner", keys.owner}, {"by name", keys.byName}, {"by label", keys.byLabel}} {
 		var out struct {

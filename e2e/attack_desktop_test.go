@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"froog.tech/froog/internal/testdep"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -107,7 +107,7 @@ func TestAttackDesktopCapabilities(t *testing.T) {
 
 	t.Run("a view-only viewer gets no clipboard", func(t *testing.T) {
 		display := e.display(t, "atk", "desktop")
-		conn := func(viewOnly bool, ext bool) *rfbClient {
+		conn := func(viewOnly bool, ext bool) *testkit.RFB {
 			path := "desktop"
 			if viewOnly {
 				path = "desktop?viewonly=1"
@@ -117,9 +117,11 @@ func TestAttackDesktopCapabilities(t *testing.T) {
 			if st != 200 {
 				t.Fatalf("session: %d", st)
 			}
-			c := rfbHandshake(t, e.websocket(t, hostOf(t, link), cookie))
+			c := e.rfb(t, hostOf(t, link), cookie)
 			if ext { // Raw and the Extended Clipboard pseudo-encoding
-				c.send([]byte{2, 0, 0, 2, 0, 0, 0, 0, 0xc0, 0xa1, 0xe5, 0xce})
+				if err := c.SetEncodings(0, -1063131698); err != nil {
+					t.Fatal(err)
+				}
 			}
 			return c
 		}
@@ -142,7 +144,7 @@ func TestAttackDesktopCapabilities(t *testing.T) {
 			}
 			return bytes.Contains(got, []byte("froog-secret-clip"))
 		})
-		for name, c := range map[string]*rfbClient{"extended": viewExt, "plain": viewPlain} {
+		for name, c := range map[string]*testkit.RFB{"extended": viewExt, "plain": viewPlain} {
 			if cuts := cutTexts(t, c, 10, false); len(cuts) > 0 {
 				t.Errorf("a view-only viewer (%s) got the clipboard: %q", name, cuts)
 			}
@@ -153,30 +155,18 @@ func TestAttackDesktopCapabilities(t *testing.T) {
 // cutTexts asks for a pixel n times and returns every ServerCutText's
 // data that came with the answers (an Extended Clipboard one's too);
 // untilOne stops at the first.
-func cutTexts(t *testing.T, c *rfbClient, n int, untilOne bool) [][]byte {
+func cutTexts(t *testing.T, c *testkit.RFB, n int, untilOne bool) [][]byte {
 	t.Helper()
 	var cuts [][]byte
 	for range n {
-		c.send([]byte{3, 0, 0, 0, 0, 0, 0, 1, 0, 1})
-	read:
-		for {
-			switch typ := c.read(1)[0]; typ {
-			case 0:
-				rects := int(binary.BigEndian.Uint16(c.read(3)[1:]))
-				for range rects {
-					rh := c.read(12)
-					c.read(int(binary.BigEndian.Uint16(rh[4:])) * int(binary.BigEndian.Uint16(rh[6:])) * 4)
-				}
-				break read
-			case 2:
-			case 3:
-				l := int32(binary.BigEndian.Uint32(c.read(7)[3:]))
-				cuts = append(cuts, c.read(int(max(l, -l))))
-			default:
-				t.Fatalf("rfb: server message %d", typ)
-			}
+		if err := c.Request(0, 0, 1, 1, false); err != nil {
+			t.Fatal(err)
 		}
-		if untilOne && len(cuts) > 0 {
+		u, err := c.ReadUpdate(nil)
+		if err != nil {
+			t.Fatalf("rfb: %v", err)
+		}
+		if cuts = append(cuts, u.Cuts...); untilOne && len(cuts) > 0 {
 			break
 		}
 	}

@@ -2,8 +2,11 @@ package e2e_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,7 +19,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/wait"
 )
 
 // rawApp is the app behind the attack corpus: it appends every byte it
@@ -71,41 +74,44 @@ while True:
 `
 
 // attackRig is froogd dev with the raw app on a private URL and on a
-// public one.
+// public one, each with a GitHub-verified inbox at /inbox/ (inboxSecret);
+// the public one routes /api/ to another raw app, which logs to
+// api/raw.log; and on guarded, a private URL whose allow_ips leave out
+// the corpus's own address (127.0.0.1).
 type attackRig struct {
 	t                      *testing.T
 	c                      client
 	edge                   string
 	pool                   *x509.CertPool
 	private, public, token string
+	guarded, guardedToken  string
 }
+
+const inboxSecret = "corpus-inbox-secret"
 
 func newAttackRig(t *testing.T) *attackRig {
 	d := startDev(t, devOptions{args: []string{"--rate-limit", "0"}})
 	r := &attackRig{t: t, c: d.c, edge: d.edge, pool: d.pool}
 	newSandbox(t, r.c, "atk", 15*time.Second)
 	script, _ := json.Marshal(rawApp)
-	r.c.call("POST", "/v1/sandboxes/atk/exec", `{"command": "cat > app.py", "stdin": `+string(script)+`}`, 200, nil)
-	for _, public := range []bool{false, true} {
-		port := loopback.FreePort(t)
-		r.c.call("POST", "/v1/sandboxes/atk/jobs", fmt.Sprintf(`{"command": "python3 app.py %d"}`, port), 201, nil)
-		var w struct{ Ready bool }
-		r.c.call("POST", "/v1/sandboxes/atk/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, &w)
-		if !w.Ready {
-			t.Fatal("the app never listened")
-		}
+	r.c.call("POST", "/v1/sandboxes/atk/exec", `{"command": "cat > app.py && mkdir api", "stdin": `+string(script)+`}`, 200, nil)
+	// host starts the app in folder dir on a new port, gives the port a
+	// URL with the members given, and returns its port, host and token
+	// ("" when public).
+	host := func(dir, members string) (int, string, string) {
+		port := serveIn(t, r.c, "atk", "cd "+dir+" && python3 ~/app.py %d")
 		var u struct{ URL, Host string }
-		r.c.call("POST", "/v1/sandboxes/atk/urls", fmt.Sprintf(`{"port": %d, "public": %v}`, port, public), 201, &u)
-		if public {
-			r.public = u.Host
-		} else {
-			r.private = u.Host
-			lu, _ := url.Parse(u.URL)
-			r.token = lu.Query().Get("_token")
-		}
+		r.c.call("POST", "/v1/sandboxes/atk/urls", fmt.Sprintf(`{"port": %d, %s}`, port, members), 201, &u)
+		lu, _ := url.Parse(u.URL)
+		return port, u.Host, lu.Query().Get("_token")
 	}
-	if r.token == "" {
-		t.Fatal("no token in the private link")
+	inbox := `"inbox": {"match": "POST /inbox/", "verify": {"provider": "github", "secret": "` + inboxSecret + `"}}`
+	_, r.private, r.token = host(".", `"public": false, `+inbox)
+	api, _, _ := host("api", `"public": true`)
+	_, r.public, _ = host(".", fmt.Sprintf(`"public": true, "routes": [{"prefix": "/api/", "port": %d}], %s`, api, inbox))
+	_, r.guarded, r.guardedToken = host(".", `"public": false, "allow_ips": ["127.0.0.2/32", "2001:db8::/32"]`)
+	if r.token == "" || r.guardedToken == "" {
+		t.Fatal("no token in a private link")
 	}
 	return r
 }
@@ -208,6 +214,16 @@ func TestAttackCorpus(t *testing.T) {
 	t.Parallel()
 	r := newAttackRig(t)
 	priv, pub, tok := r.private, r.public, r.token
+	grd, gtok := r.guarded, r.guardedToken
+	// A webhook's body, signed as GitHub signs it: the signature covers
+	// the body, not the path it is sent to.
+	hook := `{"zen":"corpus"}`
+	mac := hmac.New(sha256.New, []byte(inboxSecret))
+	mac.Write([]byte(hook))
+	hookSig := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	signed := func(host, target string) string {
+		return "POST " + target + " HTTP/1.1\r\nHost: " + host + "\r\nX-Hub-Signature-256: " + hookSig + "\r\nContent-Length: " + fmt.Sprint(len(hook)) + "\r\n\r\n" + hook
+	}
 	if saw := r.appSaw(); saw != "" {
 		t.Fatalf("the app saw requests before the corpus: %q", saw)
 	}
@@ -258,6 +274,49 @@ func TestAttackCorpus(t *testing.T) {
 		{"host port with a userinfo", priv, "GET /?_token=" + tok + " HTTP/1.1\r\nHost: " + priv + ":@evil.example\r\n\r\n", "HTTP/1.1 400", nothing},
 		{"absolute-form target", priv, "GET https://evil.example/?_token=" + tok + " HTTP/1.1\r\nHost: " + priv + "\r\n\r\n", "HTTP/1.1 400", nothing},
 		{"CONNECT", pub, "CONNECT example.com:443 HTTP/1.1\r\nHost: " + pub + "\r\n\r\n", "HTTP/1.1 403", nothing},
+		// Issue #30 item 2: allow_ips is the connection's source address,
+		// never a header's, and comes before the token. (An IPv4-mapped
+		// source, ::ffff:127.0.0.2, is not in the corpus: the kernel gives
+		// one only to a dual-stack listener on [::], and froogd dev's edge
+		// here listens on 127.0.0.1; edge's TestPolicyAllowIPsDualStack
+		// serves one on [::]. A mapped address in a header is here.)
+		{"X-Forwarded-For of an allowed address", grd, "GET / HTTP/1.1\r\nHost: " + grd + "\r\nX-Forwarded-For: 127.0.0.2\r\n\r\n", "HTTP/1.1 403", nothing},
+		{"X-Forwarded-For as a list, twice", grd, "GET / HTTP/1.1\r\nHost: " + grd + "\r\nX-Forwarded-For: 127.0.0.2, 127.0.0.2\r\nX-Forwarded-For: 2001:db8::1\r\n\r\n", "HTTP/1.1 403", nothing},
+		{"X-Real-IP and the CDNs' client headers", grd, "GET / HTTP/1.1\r\nHost: " + grd + "\r\nX-Real-IP: 127.0.0.2\r\nTrue-Client-IP: 127.0.0.2\r\nCF-Connecting-IP: 127.0.0.2\r\n" +
+			"Fastly-Client-IP: 127.0.0.2\r\nX-Client-IP: 127.0.0.2\r\nX-Cluster-Client-IP: 127.0.0.2\r\nX-Originating-IP: 127.0.0.2\r\nClient-IP: 127.0.0.2\r\n\r\n", "HTTP/1.1 403", nothing},
+		{"Forwarded for= an allowed IPv4 and IPv6", grd, "GET / HTTP/1.1\r\nHost: " + grd + "\r\nForwarded: for=127.0.0.2;proto=https, for=\"[2001:db8::1]\"\r\n\r\n", "HTTP/1.1 403", nothing},
+		{"an IPv4-mapped allowed address in headers", grd, "GET / HTTP/1.1\r\nHost: " + grd + "\r\nForwarded: for=\"[::ffff:127.0.0.2]\"\r\nX-Forwarded-For: ::ffff:127.0.0.2\r\nX-Real-IP: ::ffff:7f00:2\r\n\r\n", "HTTP/1.1 403", nothing},
+		{"a PROXY protocol line inside TLS", grd, "PROXY TCP4 127.0.0.2 127.0.0.1 40000 443\r\nGET / HTTP/1.1\r\nHost: " + grd + "\r\n\r\n", "HTTP/1.1 400", nothing},
+		{"the URL's token from another address", grd, "GET /?_token=" + gtok + " HTTP/1.1\r\nHost: " + grd + "\r\nX-Forwarded-For: 127.0.0.2\r\n\r\n", "HTTP/1.1 403", nothing},
+		{"the token header and a websocket from another address", grd, "GET /ws HTTP/1.1\r\nHost: " + grd + "\r\nX-Froog-Url-Token: " + gtok + "\r\n" +
+			"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nX-Forwarded-For: 127.0.0.2\r\n\r\n", "HTTP/1.1 403", nothing},
+		{"another URL's name, the guarded one's Host", pub, "GET / HTTP/1.1\r\nHost: " + grd + "\r\nX-Forwarded-For: 127.0.0.2\r\n\r\n", "HTTP/1.1 403", nothing},
+		// Issue #30 item 1: a route's prefix (/api/ to another port) is
+		// matched on the path as sent; a path an app could resolve elsewhere matches none and
+		// goes to the URL's own app, as sent: never to the route's app
+		// outside its prefix. The control: /api/x reaches the route's app.
+		{"a route", pub, "GET /api/x HTTP/1.1\r\nHost: " + pub + "\r\n\r\n", "HTTP/1.1 200", nothing},
+		{"out of a route by ..", pub, "GET /api/../admin HTTP/1.1\r\nHost: " + pub + "\r\n\r\n", "HTTP/1.1 200", "GET /api/../admin HTTP/1.1\r\n"},
+		{"out of a route by %2e%2e", pub, "GET /api/%2e%2E/admin HTTP/1.1\r\nHost: " + pub + "\r\n\r\n", "HTTP/1.1 200", "GET /api/%2e%2E/admin HTTP/1.1\r\n"},
+		{"out of a route by ..%2f", pub, "GET /api/..%2Fadmin HTTP/1.1\r\nHost: " + pub + "\r\n\r\n", "HTTP/1.1 200", "GET /api/..%2Fadmin HTTP/1.1\r\n"},
+		{"out of a route by ..;", pub, "GET /api/..;/admin HTTP/1.1\r\nHost: " + pub + "\r\n\r\n", "HTTP/1.1 200", "GET /api/..;/admin HTTP/1.1\r\n"},
+		{"out of a route by a backslash", pub, "GET /api/..\\admin HTTP/1.1\r\nHost: " + pub + "\r\n\r\n", "HTTP/1.1 200", "GET /api/..\\admin HTTP/1.1\r\n"},
+		{"into a route by ..", pub, "GET /x/../api/x HTTP/1.1\r\nHost: " + pub + "\r\n\r\n", "HTTP/1.1 200", "GET /x/../api/x HTTP/1.1\r\n"},
+		{"into a route by %61", pub, "GET /%61pi/x HTTP/1.1\r\nHost: " + pub + "\r\n\r\n", "HTTP/1.1 200", "GET /%61pi/x HTTP/1.1\r\n"},
+		// The inbox's path prefix, which a signature stands in for the
+		// token under: a path an app reads another way (decoded, dot
+		// segments resolved) must not take a signed request out of it on
+		// a private URL, nor an unsigned one into the app's side of it
+		// past the check on a public URL.
+		{"a signed request out of the inbox by ..", priv, signed(priv, "/inbox/../admin"), "HTTP/1.1 400", nothing},
+		{"out of the inbox by %2e%2e", priv, signed(priv, "/inbox/%2e%2E/admin"), "HTTP/1.1 400", nothing},
+		{"out of the inbox by .%2e and %2f", priv, signed(priv, "/inbox/.%2e%2fadmin"), "HTTP/1.1 400", nothing},
+		{"out of the inbox by a backslash", priv, signed(priv, "/inbox/..\\admin"), "HTTP/1.1 400", nothing},
+		{"out of the inbox by ..;", priv, signed(priv, "/inbox/..;/admin"), "HTTP/1.1 400", nothing},
+		{"into the inbox by ..", pub, "POST /x/../inbox/hook HTTP/1.1\r\nHost: " + pub + "\r\nContent-Length: 2\r\n\r\n{}", "HTTP/1.1 400", nothing},
+		{"into the inbox by //", pub, "POST //inbox/hook HTTP/1.1\r\nHost: " + pub + "\r\nContent-Length: 2\r\n\r\n{}", "HTTP/1.1 400", nothing},
+		{"into the inbox by %69", pub, "POST /%69nbox/hook HTTP/1.1\r\nHost: " + pub + "\r\nContent-Length: 2\r\n\r\n{}", "HTTP/1.1 400", nothing},
+		{"into the inbox by %2f", pub, "POST /x%2f..%2Finbox/hook HTTP/1.1\r\nHost: " + pub + "\r\nContent-Length: 2\r\n\r\n{}", "HTTP/1.1 400", nothing},
 	}
 	for _, tt := range h1cases {
 		answer := r.h1(tt.host, tt.raw)
@@ -307,6 +366,12 @@ func TestAttackCorpus(t *testing.T) {
 		{"token param percent-encoded", req("POST", priv, "/hook?%5ftoken="+tok), "x", "200", "POST /hook HTTP/1.1\r\n"},
 		{"extended CONNECT", req("CONNECT", priv, "/ws", ":protocol", "websocket"), "", "", nothing},
 		{"host port with a userinfo", req("GET", priv+":@evil.example", "/?_token="+tok), "", "", nothing},
+		{"x-forwarded-for, x-real-ip and forwarded of an allowed address", req("GET", grd, "/", "x-forwarded-for", "127.0.0.2", "x-real-ip", "127.0.0.2",
+			"forwarded", "for=127.0.0.2", "true-client-ip", "127.0.0.2"), "", "403", nothing},
+		{"the URL's token from another address", req("GET", grd, "/?_token="+gtok, "x-forwarded-for", "127.0.0.2"), "", "403", nothing},
+		{"a signed request out of the inbox by %2e%2e", req("POST", priv, "/inbox/%2e%2e/admin", "x-hub-signature-256", hookSig), hook, "400", nothing},
+		{"into the inbox by %69", req("POST", pub, "/%69nbox/hook"), "{}", "400", nothing},
+		{"out of a route by %2e%2e", req("GET", pub, "/api/%2e%2e/admin"), "", "200", "GET /api/%2e%2e/admin HTTP/1.1\r\n"},
 	}
 	for _, tt := range h2cases {
 		status, body := r.h2(priv, tt.fields, tt.body)
@@ -325,6 +390,20 @@ func TestAttackCorpus(t *testing.T) {
 		case tt.saw != nothing && !strings.Contains(saw, tt.saw):
 			t.Errorf("h2 %s: the app received %q, want it to contain %q", tt.name, saw, tt.saw)
 		}
+	}
+
+	// The control of the inbox's rows: the same signed body at the
+	// inbox's own path is stored (202) and delivered, so what refused
+	// them was their path, not their signature.
+	if line := statusLine(r.h1(priv, signed(priv, "/inbox/hook"))); !strings.HasPrefix(line, "HTTP/1.1 202") {
+		t.Errorf("the inbox's control: got %q, want HTTP/1.1 202", line)
+	}
+	var delivered string
+	if !wait.Until(15*time.Second, func() bool {
+		delivered += r.appSaw()
+		return strings.Contains(delivered, "POST /inbox/hook HTTP/1.1\r\n") && strings.HasSuffix(delivered, hook)
+	}) {
+		t.Errorf("the inbox's control: the app received %q, want the signed request delivered", delivered)
 	}
 
 	// Issue #24 item 6a: the token riding in elsewhere than its three

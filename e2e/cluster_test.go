@@ -5,7 +5,6 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
-	"froog.tech/froog/internal/browser"
 	"io"
 	"net"
 	"net/http"
@@ -14,12 +13,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
@@ -392,13 +393,36 @@ func TestCluster(t *testing.T) {
 	if code, _ := try(web["e2"], urls["s8"]+"cluster"); code == 200 {
 		t.Fatal("e2 served s8, made while it was cut off from the store")
 	}
-	// A cut of 12 s at least: past TCP's first retransmissions and the
-	// store's reconnect backoff, so e2's connections are broken for real.
-	time.Sleep(time.Until(cutAt.Add(12 * time.Second)))
-	served("e2", urls["s7"], "s7 still, with e2 cut off 12 s")
+	// Cut until e2's connections to the store are broken for real: TCP has
+	// retransmitted on them several times (ss's retrans counter), not
+	// only a read that timed out.
+	wait.For(t, 60*time.Second, "e2's store connections retransmitting", func() bool {
+		return storeRetransmits(t, cl.ns("e2"), cl.gw+":15432") >= 4
+	})
+	served("e2", urls["s7"], fmt.Sprintf("s7 still, with e2 cut off %v", time.Since(cutAt).Round(time.Second)))
 	ipRun(t, "ip", "netns", "exec", cl.ns("e2"), "nft", "delete", "table", "inet", "froogcut")
 	healed := time.Now()
 	wait.For(t, 90*time.Second, "e2 ready again", func() bool { return getReadyz(admin("e2")).code == 200 })
 	served("e2", urls["s8"], "s8 after the cut healed")
 	t.Logf("e2's cut healed (after %v): ready and serving s8 in %v", healed.Sub(cutAt).Round(time.Millisecond), time.Since(healed).Round(time.Millisecond))
+}
+
+// storeRetransmits is the total of TCP's retransmissions on the
+// connections from netns ns to addr (ss -ti's retrans:cur/total).
+func storeRetransmits(t *testing.T, ns, addr string) int {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", ns, "ss", "-tni", "dst", addr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ss: %v: %s", err, out)
+	}
+	n := 0
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "retrans:"); ok {
+			if _, total, ok := strings.Cut(v, "/"); ok {
+				k, _ := strconv.Atoi(total)
+				n += k
+			}
+		}
+	}
+	return n
 }

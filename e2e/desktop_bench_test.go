@@ -57,7 +57,7 @@ func TestDesktopBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.Close()
-	if err := rfbWebsocket(first).handshake(); err != nil {
+	if _, err := rfbWebsocket(first); err != nil {
 		t.Fatal(err)
 	}
 	var status struct {
@@ -76,7 +76,7 @@ func TestDesktopBench(t *testing.T) {
 	defer paint.close()
 
 	// Memory per idle viewer: N websockets, each through the RFB
-	// handshake to ServerInit (as a viewer is once connected), then
+	// handshake and its pixel format (as a viewer is once connected), then
 	// nothing: a still screen sends nothing.
 	const idle = 50
 	before := memoryOf(t, e.pid(), e.metrics)
@@ -86,8 +86,8 @@ func TestDesktopBench(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := rfbWebsocket(ws)
-		if err := s.handshake(); err != nil {
+		s, err := rfbWebsocket(ws)
+		if err != nil {
 			t.Fatal(err)
 		}
 		viewers = append(viewers, s)
@@ -117,7 +117,7 @@ func TestDesktopBench(t *testing.T) {
 		"bridge_zrle": zrle,
 		"idle_viewer": map[string]any{
 			"viewers":                           idle,
-			"what":                              "websockets through the RFB handshake to ServerInit, then idle; froogd's VmRSS and Go heap in use (its metrics) before and after, 3 s after the last",
+			"what":                              "websockets through the RFB handshake and SetPixelFormat, then idle; froogd's VmRSS and Go heap in use (its metrics) before and after, 3 s after the last",
 			"rss_bytes":                         perViewer["rss_bytes"],
 			"heap_bytes":                        perViewer["heap_bytes"],
 			"goroutines":                        perViewer["goroutines"],
@@ -141,21 +141,24 @@ func (e *benchEdge) bridgeBench(t *testing.T, paint *xPainter, host, cookie stri
 			if err != nil {
 				t.Fatal(err)
 			}
-			s = rfbWebsocket(ws)
+			if s, err = rfbWebsocket(ws); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
 		} else {
 			var err error
 			if s, err = rfbDirect("127.0.0.1:" + strconv.Itoa(vncPort)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		encodings := s.raw
-		if enc == "zrle" {
-			encodings = s.zrle
-		}
-		for _, step := range []func() error{s.handshake, encodings, func() error { return s.request(false) }} {
-			if err := step(); err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}
+		}
+		encoding := int32(0) // Raw
+		if enc == "zrle" {
+			encoding = 16
+		}
+		if err := s.SetEncodings(encoding); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if err := s.request(false); err != nil {
+			t.Fatalf("%s: %v", path, err)
 		}
 		if _, err := s.update(); err != nil {
 			t.Fatalf("%s: %v", path, err)
@@ -197,7 +200,7 @@ func (e *benchEdge) bridgeBench(t *testing.T, paint *xPainter, host, cookie stri
 				t.Fatalf("%s: %v", path, err)
 			}
 			p.Frames++
-			if area >= s.w*s.h {
+			if area >= s.W*s.H {
 				p.FullFrames++
 			}
 		}

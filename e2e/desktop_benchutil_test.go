@@ -21,7 +21,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -33,7 +32,7 @@ import (
 )
 
 // What the desktop and wall benchmarks share: a minimal X11 client that
-// paints a display, a minimal RFB reader, and the froogd process's CPU
+// paints a display, an RFB stream that counts its bytes, and the froogd process's CPU
 // and memory from /proc and its metrics.
 
 // xPainter is an X11 client with no library: it connects to a display's
@@ -187,31 +186,43 @@ func photoScreen(w, h int, seed uint64) []byte {
 	return px
 }
 
-// rfbStream is one RFB client connection for a benchmark: the reader
-// counts bytes.
+// rfbStream is one RFB client connection for a benchmark (testkit.RFB,
+// shared), counting the bytes it reads.
 type rfbStream struct {
-	r     *bufio.Reader
-	send  func([]byte) error
-	n     atomic.Int64 // bytes read
-	w, h  int
+	*testkit.RFB
+	n     *atomic.Int64 // bytes read
 	close func()
 }
 
-type countReader struct {
-	r io.Reader
+// counted is a stream whose reads are counted; its SetReadDeadline is
+// the stream's.
+type counted struct {
+	io.ReadWriter
 	n *atomic.Int64
 }
 
-func (c countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
+func (c counted) Read(p []byte) (int, error) {
+	n, err := c.ReadWriter.Read(p)
 	c.n.Add(int64(n))
 	return n, err
 }
 
-func newRFBStream(r io.Reader, send func([]byte) error, closer func()) *rfbStream {
-	s := &rfbStream{send: send, close: closer}
-	s.r = bufio.NewReaderSize(countReader{r, &s.n}, 256<<10)
-	return s
+func (c counted) SetReadDeadline(t time.Time) error {
+	if d, ok := c.ReadWriter.(interface{ SetReadDeadline(time.Time) error }); ok {
+		return d.SetReadDeadline(t)
+	}
+	return nil
+}
+
+// newRFBStream does the handshake over rw; closer ends rw.
+func newRFBStream(rw io.ReadWriter, closer func()) (*rfbStream, error) {
+	n := new(atomic.Int64)
+	c, err := testkit.NewRFB(counted{rw, n}, true)
+	if err != nil {
+		closer()
+		return nil, err
+	}
+	return &rfbStream{RFB: c, n: n, close: closer}, nil
 }
 
 // rfbDirect is an RFB stream over TCP to the VNC port.
@@ -220,135 +231,24 @@ func rfbDirect(addr string) (*rfbStream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newRFBStream(c, func(b []byte) error { _, err := c.Write(b); return err }, func() { c.Close() }), nil
+	return newRFBStream(c, func() { c.Close() })
 }
 
 // rfbWebsocket is an RFB stream over the edge's websocket.
-func rfbWebsocket(ws *websocket.Conn) *rfbStream {
-	var mu sync.Mutex
-	return newRFBStream(&wsReader{ws: ws}, func(b []byte) error {
-		mu.Lock()
-		defer mu.Unlock()
-		return ws.WriteMessage(websocket.BinaryMessage, b)
-	}, func() { ws.Close() })
-}
-
-// handshake does RFB 3.8 with security None, shared, up to ServerInit.
-func (s *rfbStream) handshake() error {
-	var b [24]byte
-	if _, err := io.ReadFull(s.r, b[:12]); err != nil {
-		return err
-	}
-	if !strings.HasPrefix(string(b[:12]), "RFB 003.") {
-		return fmt.Errorf("rfb version %q", b[:12])
-	}
-	if err := s.send([]byte("RFB 003.008\n")); err != nil {
-		return err
-	}
-	if _, err := io.ReadFull(s.r, b[:1]); err != nil {
-		return err
-	}
-	types := make([]byte, b[0])
-	if _, err := io.ReadFull(s.r, types); err != nil {
-		return err
-	}
-	if err := s.send([]byte{1}); err != nil {
-		return err
-	}
-	if _, err := io.ReadFull(s.r, b[:4]); err != nil || binary.BigEndian.Uint32(b[:4]) != 0 {
-		return fmt.Errorf("rfb security: %v", err)
-	}
-	if err := s.send([]byte{1}); err != nil {
-		return err
-	}
-	if _, err := io.ReadFull(s.r, b[:24]); err != nil {
-		return err
-	}
-	s.w, s.h = int(binary.BigEndian.Uint16(b[0:])), int(binary.BigEndian.Uint16(b[2:]))
-	_, err := s.r.Discard(int(binary.BigEndian.Uint32(b[20:])))
-	return err
-}
-
-// raw asks for 32-bit true colour pixels in the Raw encoding only: every
-// changed pixel is 4 bytes on the wire, whatever it shows, so the bridge
-// carries the most bytes a frame can be.
-func (s *rfbStream) raw() error {
-	return s.send(append([]byte{0, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0},
-		2, 0, 0, 1, 0, 0, 0, 0))
-}
-
-// zrle asks for 32-bit true colour pixels in ZRLE (zlib-compressed
-// tiles), as a viewer would use: the reader skips each rectangle's zlib
-// data by its length, without inflating it.
-func (s *rfbStream) zrle() error {
-	return s.send(append([]byte{0, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0},
-		2, 0, 0, 1, 0, 0, 0, 16))
+func rfbWebsocket(ws *websocket.Conn) (*rfbStream, error) {
+	return newRFBStream(testkit.NewWSStream(ws), func() { ws.Close() })
 }
 
 // request asks for an update of the whole screen.
 func (s *rfbStream) request(incremental bool) error {
-	inc := byte(0)
-	if incremental {
-		inc = 1
-	}
-	return s.send([]byte{3, inc, 0, 0, 0, 0, byte(s.w >> 8), byte(s.w), byte(s.h >> 8), byte(s.h)})
+	return s.Request(0, 0, s.W, s.H, incremental)
 }
 
 // update reads server messages up to the end of the next
 // FramebufferUpdate and returns the pixels it covered.
 func (s *rfbStream) update() (int, error) {
-	var b [12]byte
-	for {
-		typ, err := s.r.ReadByte()
-		if err != nil {
-			return 0, err
-		}
-		switch typ {
-		case 0:
-		case 2: // bell
-			continue
-		case 3: // cut text
-			if _, err := io.ReadFull(s.r, b[:7]); err != nil {
-				return 0, err
-			}
-			if _, err := s.r.Discard(int(binary.BigEndian.Uint32(b[3:]))); err != nil {
-				return 0, err
-			}
-			continue
-		default:
-			return 0, fmt.Errorf("rfb: server message %d", typ)
-		}
-		break
-	}
-	if _, err := io.ReadFull(s.r, b[:3]); err != nil {
-		return 0, err
-	}
-	area := 0
-	for n := binary.BigEndian.Uint16(b[1:]); n > 0; n-- {
-		if _, err := io.ReadFull(s.r, b[:12]); err != nil {
-			return 0, err
-		}
-		w, h := int(binary.BigEndian.Uint16(b[4:])), int(binary.BigEndian.Uint16(b[6:]))
-		switch enc := int32(binary.BigEndian.Uint32(b[8:])); enc {
-		case 0:
-			if _, err := s.r.Discard(4 * w * h); err != nil {
-				return 0, err
-			}
-			area += w * h
-		case 16: // ZRLE: a length, then that much zlib data
-			if _, err := io.ReadFull(s.r, b[:4]); err != nil {
-				return 0, err
-			}
-			if _, err := s.r.Discard(int(binary.BigEndian.Uint32(b[:4]))); err != nil {
-				return 0, err
-			}
-			area += w * h
-		case -223, -224: // DesktopSize, LastRect: no data
-		default:
-			return 0, fmt.Errorf("rfb: encoding %d, asked for Raw or ZRLE", enc)
-		}
-	}
-	return area, nil
+	u, err := s.ReadUpdate(nil)
+	return u.Area(), err
 }
 
 // memory is froogd's resident memory and Go heap in use, after a pause

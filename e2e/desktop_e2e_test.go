@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"froog.tech/froog/internal/testdep"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 	"github.com/gorilla/websocket"
 )
@@ -113,104 +113,31 @@ func TestDesktopThroughTheEdge(t *testing.T) {
 		return json.Unmarshal([]byte(st.Stdout), &status) == nil && status.Display != ""
 	})
 	c.call("POST", "/v1/sandboxes/desk/exec", `{"command": "DISPLAY=`+status.Display+` xsetroot -solid '#ff00ff'"}`, 200, nil)
-	r, g, bl := rfbPixel(t, &wsReader{ws: ws}, ws)
-	if r < 200 || g > 60 || bl < 200 {
-		t.Fatalf("the desktop's pixel through the edge: rgb(%d,%d,%d), want magenta", r, g, bl)
+	rc, err := testkit.NewRFB(testkit.NewWSStream(ws), true)
+	if err != nil {
+		t.Fatalf("RFB through the edge: %v", err)
 	}
-}
-
-// wsReader reads a websocket's binary messages as one stream.
-type wsReader struct {
-	ws  *websocket.Conn
-	buf []byte
-}
-
-func (w *wsReader) Read(p []byte) (int, error) {
-	for len(w.buf) == 0 {
-		w.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
-		_, b, err := w.ws.ReadMessage()
+	// Any pixel of the root, whole screens until one shows the paint (a
+	// desktop's panel and windows cover some of the root; the paint may
+	// land after a first update).
+	magenta := func(p [3]byte) bool { return p[0] > 200 && p[1] < 60 && p[2] > 200 }
+	var last [3]byte // a pixel of the last update, for the failure
+	if !wait.Until(30*time.Second, func() bool {
+		img, err := rc.Screen()
 		if err != nil {
-			return 0, err
+			t.Fatalf("RFB through the edge: %v", err)
 		}
-		w.buf = b
-	}
-	n := copy(p, w.buf)
-	w.buf = w.buf[n:]
-	return n, nil
-}
-
-// rfbPixel does an RFB 3.8 handshake (no security, shared), asks for the
-// whole screen as raw 32-bit pixels and returns a magenta pixel's colour
-// once the screen has one (the caller paints the root magenta).
-func rfbPixel(t *testing.T, r io.Reader, ws *websocket.Conn) (uint8, uint8, uint8) {
-	t.Helper()
-	send := func(b []byte) {
-		if err := ws.WriteMessage(websocket.BinaryMessage, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func(n int) []byte {
-		b := make([]byte, n)
-		if _, err := io.ReadFull(r, b); err != nil {
-			t.Fatalf("rfb: %v", err)
-		}
-		return b
-	}
-	if v := read(12); !bytes.HasPrefix(v, []byte("RFB 003.")) {
-		t.Fatalf("rfb version %q", v)
-	}
-	send([]byte("RFB 003.008\n"))
-	types := read(int(read(1)[0]))
-	if !bytes.Contains(types, []byte{1}) {
-		t.Fatalf("security types %v, want None", types)
-	}
-	send([]byte{1})
-	if res := read(4); binary.BigEndian.Uint32(res) != 0 {
-		t.Fatal("security failed")
-	}
-	send([]byte{1}) // ClientInit, shared
-	init := read(24)
-	w, hgt := binary.BigEndian.Uint16(init[0:]), binary.BigEndian.Uint16(init[2:])
-	read(int(binary.BigEndian.Uint32(init[20:])))
-	// 32 bits a pixel, true colour, little-endian, red at 16, green 8, blue 0.
-	send([]byte{0, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0})
-	send([]byte{2, 0, 0, 1, 0, 0, 0, 0})                                            // SetEncodings: Raw
-	magenta := func(p []byte) bool { return p[2] > 200 && p[1] < 60 && p[0] > 200 } // B, G, R
-	var last [3]uint8                                                               // a pixel of the last update, for the failure
-	for range 20 {                                                                  // the paint may land after a first update
-		send([]byte{3, 0, 0, 0, 0, 0, byte(w >> 8), byte(w), byte(hgt >> 8), byte(hgt)}) // the whole screen
-		for {
-			typ := read(1)[0]
-			if typ == 0 {
-				break
-			}
-			t.Fatalf("rfb: server message %d before an update", typ)
-		}
-		hdr := read(3)
-		var found []byte
-		for range int(binary.BigEndian.Uint16(hdr[1:])) {
-			rh := read(12)
-			rw, rhh := int(binary.BigEndian.Uint16(rh[4:])), int(binary.BigEndian.Uint16(rh[6:]))
-			if enc := int32(binary.BigEndian.Uint32(rh[8:])); enc != 0 {
-				t.Fatalf("rfb: encoding %d, asked for raw", enc)
-			}
-			// Any pixel of the root: a desktop's panel and windows
-			// cover some of it.
-			pix := read(rw * rhh * 4)
-			for i := 0; i+3 < len(pix) && found == nil; i += 4 {
-				last = [3]uint8{pix[i+2], pix[i+1], pix[i]}
-				if magenta(pix[i:]) {
-					found = pix[i : i+4]
+		for y := 0; y < rc.H; y++ {
+			for x := 0; x < rc.W; x++ {
+				if last = testkit.RGBAt(img, x, y); magenta(last) {
+					return true
 				}
 			}
 		}
-		if found != nil {
-			return found[2], found[1], found[0]
-		}
-		time.Sleep(100 * time.Millisecond) // the next full update, after the paint
+		return false
+	}) {
+		t.Fatalf("no magenta pixel of the desktop through the edge in 30 s (the last: %v)", last)
 	}
-	t.Fatalf("no magenta pixel in 20 updates (the last: %v)", last)
-	return 0, 0, 0
 }
 
 // The wall through the real binary: a wall link is exchanged on the

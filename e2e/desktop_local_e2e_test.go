@@ -13,18 +13,21 @@ import (
 
 // The local driver's desktop as the docs show one: XFCE's panel on the
 // background and a browser window, seen through the viewer in Chromium
-// (the picture is kept as e2e-local-desktop.png). froog-desktop opens
-// the browser on a desktop it starts with --browser.
+// (the picture is kept as e2e-local-desktop.png). The desktop is started
+// by its link alone, as a user's is: the edge asks froog-desktop for the
+// browser window (--desktop-browser, on unless turned off).
 func TestLocalDesktopLooksLikeTheDocs(t *testing.T) {
 	t.Parallel()
 	for _, bin := range []string{"xfwm4", "xfce4-panel", "xwininfo"} {
 		testdep.Need(t, bin)
 	}
-	e := devDesktop(t)
+	e := devDesktopWith(t, devOptions{env: []string{"FROOG_DESKTOP_BROWSER=true"}})
 	e.sandbox(t, "looks")
+	ctx := e.browser(t, 1280, 800)
+	openViewer(t, ctx, e.link(t, "looks", "desktop", ""))
 	var st struct{ Display string }
-	if err := json.Unmarshal([]byte(e.sh(t, "looks", "froog-desktop start --kind desktop --browser")), &st); err != nil || st.Display == "" {
-		t.Fatalf("froog-desktop start --browser: %v %+v", err, st)
+	if err := json.Unmarshal([]byte(e.sh(t, "looks", "froog-desktop status --kind desktop")), &st); err != nil || st.Display == "" {
+		t.Fatalf("froog-desktop status: %v %+v", err, st)
 	}
 	windows := func() string {
 		return e.sh(t, "looks", "DISPLAY="+st.Display+" xwininfo -root -tree | grep -o '\"[^\"]*\"' || true")
@@ -33,9 +36,6 @@ func TestLocalDesktopLooksLikeTheDocs(t *testing.T) {
 		w := windows()
 		return strings.Contains(w, "xfce4-panel") && strings.Contains(w, "Chromium")
 	})
-
-	ctx := e.browser(t, 1280, 800)
-	openViewer(t, ctx, e.link(t, "looks", "desktop", ""))
 	pic := canvasRect(t, ctx)
 	// part is a part of the screen's picture, in the screen's pixels.
 	part := func(x0, y0, x1, y1 int) image.Rectangle {

@@ -72,13 +72,18 @@ func TestQEMUDesktopOSImage(t *testing.T) {
 		t.Fatalf("the link's exchange: %d", st)
 	}
 	opened := time.Now()
-	rc := rfbHandshake(t, e.websocket(t, u.Host, cookie))
-	if rc.w != 1920 || rc.h != 1080 {
-		t.Errorf("the desktop is %dx%d, want 1920x1080", rc.w, rc.h)
+	rc := e.rfb(t, u.Host, cookie)
+	if rc.W != 1920 || rc.H != 1080 {
+		t.Errorf("the desktop is %dx%d, want 1920x1080", rc.W, rc.H)
 	}
-	rc.send([]byte{3, 0, 0, 0, 0, 0, 7, 128, 4, 56}) // the whole screen
-	rects := rc.frame()
-	t.Logf("the first frame (%d rectangles) came %v after the websocket opened", rects, time.Since(opened).Round(100*time.Millisecond))
+	if err := rc.Request(0, 0, rc.W, rc.H, false); err != nil {
+		t.Fatal(err)
+	}
+	upd, err := rc.ReadUpdate(nil)
+	if err != nil {
+		t.Fatalf("the first frame: %v", err)
+	}
+	t.Logf("the first frame (%d rectangles) came %v after the websocket opened", len(upd.Rects), time.Since(opened).Round(100*time.Millisecond))
 
 	// The wall: the sandbox's tile shows its XFCE desktop once the panel
 	// is up (XFCE takes a while under TCG).

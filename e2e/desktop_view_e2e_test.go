@@ -5,13 +5,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"froog.tech/froog/internal/browser"
 	"image"
 	"image/png"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -31,6 +29,7 @@ import (
 
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/testdep"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -49,12 +48,18 @@ type deskEnv struct {
 // where Xvnc or Chromium is missing (deploy/testdeps.sh installs them).
 func devDesktop(t *testing.T) *deskEnv {
 	t.Helper()
+	return devDesktopWith(t, devOptions{})
+}
+
+// devDesktopWith is devDesktop with o for its froogd dev.
+func devDesktopWith(t *testing.T, o devOptions) *deskEnv {
+	t.Helper()
 	for _, bin := range []string{"Xvnc", "chromium"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			testdep.Missing(t, "%s is not installed (deploy/testdeps.sh installs it)", bin)
 		}
 	}
-	d := startDev(t, devOptions{})
+	d := startDev(t, o)
 	return &deskEnv{c: d.c, edge: d.edge, pool: d.pool, web: d.web(false)}
 }
 
@@ -141,6 +146,17 @@ func (e *deskEnv) websocket(t *testing.T, host, cookie string) *websocket.Conn {
 	}
 	t.Cleanup(func() { ws.Close() })
 	return ws
+}
+
+// rfb is a test's own VNC client (shared) through the edge's bridge, on
+// host with the session cookie.
+func (e *deskEnv) rfb(t *testing.T, host, cookie string) *testkit.RFB {
+	t.Helper()
+	c, err := testkit.NewRFB(testkit.NewWSStream(e.websocket(t, host, cookie)), true)
+	if err != nil {
+		t.Fatalf("RFB through the edge: %v", err)
+	}
+	return c
 }
 
 // browser is a headless Chromium whose names under froog.test reach the
@@ -251,98 +267,6 @@ func share(img image.Image, r image.Rectangle, c [3]uint8) float64 {
 	return float64(in) / float64(n)
 }
 
-// rfbClient is a test's own VNC client through the edge's bridge.
-type rfbClient struct {
-	t    *testing.T
-	ws   *websocket.Conn
-	r    *wsReader
-	w, h uint16
-}
-
-// rfbHandshake does RFB 3.8 (security None, shared) and asks for raw
-// 32-bit pixels.
-func rfbHandshake(t *testing.T, ws *websocket.Conn) *rfbClient {
-	t.Helper()
-	c := &rfbClient{t: t, ws: ws, r: &wsReader{ws: ws}}
-	if v := c.read(12); !bytes.HasPrefix(v, []byte("RFB 003.")) {
-		t.Fatalf("rfb version %q", v)
-	}
-	c.send([]byte("RFB 003.008\n"))
-	if types := c.read(int(c.read(1)[0])); !bytes.Contains(types, []byte{1}) {
-		t.Fatalf("security types %v, want None", types)
-	}
-	c.send([]byte{1})
-	if binary.BigEndian.Uint32(c.read(4)) != 0 {
-		t.Fatal("rfb security failed")
-	}
-	c.send([]byte{1})
-	init := c.read(24)
-	c.w, c.h = binary.BigEndian.Uint16(init[0:]), binary.BigEndian.Uint16(init[2:])
-	c.read(int(binary.BigEndian.Uint32(init[20:])))
-	c.send([]byte{0, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0})
-	c.send([]byte{2, 0, 0, 1, 0, 0, 0, 0}) // Raw only
-	return c
-}
-
-func (c *rfbClient) send(b ...[]byte) {
-	c.t.Helper()
-	if err := c.ws.WriteMessage(websocket.BinaryMessage, bytes.Join(b, nil)); err != nil {
-		c.t.Fatalf("rfb send: %v", err)
-	}
-}
-
-func (c *rfbClient) read(n int) []byte {
-	c.t.Helper()
-	b := make([]byte, n)
-	if _, err := io.ReadFull(c.r, b); err != nil {
-		c.t.Fatalf("rfb read: %v", err)
-	}
-	return b
-}
-
-// key sends a press and a release of an X keysym.
-func (c *rfbClient) key(sym uint32) {
-	ev := func(down byte) []byte {
-		b := []byte{4, down, 0, 0, 0, 0, 0, 0}
-		binary.BigEndian.PutUint32(b[4:], sym)
-		return b
-	}
-	c.send(ev(1), ev(0))
-}
-
-// sync asks for one pixel and reads the answer: the server has handled
-// everything sent before it on this connection.
-func (c *rfbClient) sync() {
-	c.t.Helper()
-	c.send([]byte{3, 0, 0, 0, 0, 0, 0, 1, 0, 1})
-	c.frame()
-}
-
-// frame reads one FramebufferUpdate (raw rectangles, as asked), passing
-// over bells and cut text, and returns how many rectangles it had.
-func (c *rfbClient) frame() int {
-	c.t.Helper()
-	for {
-		switch typ := c.read(1)[0]; typ {
-		case 0:
-			n := int(binary.BigEndian.Uint16(c.read(3)[1:]))
-			for range n {
-				rh := c.read(12)
-				if enc := int32(binary.BigEndian.Uint32(rh[8:])); enc != 0 {
-					c.t.Fatalf("rfb: encoding %d, asked for raw", enc)
-				}
-				c.read(int(binary.BigEndian.Uint16(rh[4:])) * int(binary.BigEndian.Uint16(rh[6:])) * 4)
-			}
-			return n
-		case 2: // bell
-		case 3: // cut text
-			c.read(int(binary.BigEndian.Uint32(c.read(7)[3:])))
-		default:
-			c.t.Fatalf("rfb: server message %d", typ)
-		}
-	}
-}
-
 // keyLogger runs xev on a display as a job of the sandbox, its events in
 // file, and waits until its window has the keyboard. xev (x11-utils, a
 // few hundred KB) is the smallest X program that says which keys reached
@@ -432,18 +356,26 @@ func TestDesktopViewerInChromium(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("the view-only link's exchange: %d", st)
 	}
-	raw := rfbHandshake(t, e.websocket(t, u.Host, cookie))
-	raw.key('w')
-	raw.sync()
+	raw := e.rfb(t, u.Host, cookie)
+	if err := raw.Key('w'); err != nil {
+		t.Fatalf("the raw client's key: %v", err)
+	}
+	if err := raw.Sync(); err != nil {
+		t.Fatalf("the raw client's sync after its key: %v", err)
+	}
 	// The same client with an ordinary session: its keys arrive, so the
 	// one above would have.
 	u, _ = url.Parse(e.link(t, "desk", "desktop", ""))
 	if st, cookie = e.session(t, u.Host, u.Fragment); st != 200 {
 		t.Fatalf("the link's exchange: %d", st)
 	}
-	full := rfbHandshake(t, e.websocket(t, u.Host, cookie))
-	full.key('e')
-	full.sync()
+	full := e.rfb(t, u.Host, cookie)
+	if err := full.Key('e'); err != nil {
+		t.Fatalf("the full client's key: %v", err)
+	}
+	if err := full.Sync(); err != nil {
+		t.Fatalf("the full client's sync after its key: %v", err)
+	}
 	// The viewer of an ordinary link: typed keys arrive.
 	viewer := tab(t, ctx)
 	openViewer(t, viewer, e.link(t, "desk", "desktop", ""))

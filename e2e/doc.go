@@ -2,13 +2,16 @@
 // real froogd binary (its roles dev, edge, api, hostctl, migrate, admin)
 // against real sandboxes, Postgres, Chromium and VMs.
 //
-// The harness is in its test files: TestMain builds froogd once (a
-// test build, with the race detector); startDev starts froogd dev with
-// options (flags, a test clock, an account's key) and start/startCmd any
-// other role; client is the API's typed caller, whose answers are checked
-// against the OpenAPI document (contract_test.go); selfHosted prepares a
-// Postgres store (a schema of its own) as an operator would, the
-// embedded store is froogd dev's; every process's log is scanned for
+// The harness is in its test files: TestMain builds froogd and the froog
+// CLI once (a test build, with the race detector); startDev starts froogd
+// dev with options (flags, a test clock, an account's key) and
+// start/startCmd any other role; cli runs the froog CLI as its user does
+// (a home folder of its own, no FROOG_* of the test's) for the TestCLI…
+// tests (cli_test.go, cli_env_test.go, cli_inbox_test.go); client is the
+// API's typed caller, whose answers are checked against the OpenAPI
+// document (contract_test.go); selfHosted prepares a Postgres store (a
+// schema of its own) as an operator would, the embedded store is froogd
+// dev's; every process's log, and every CLI run's stderr, is scanned for
 // secrets when it ends (checkNoSecrets); keep puts artefacts
 // (screenshots) in .artefacts/ or $FROOG_ARTEFACTS.
 //

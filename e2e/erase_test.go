@@ -211,7 +211,7 @@ func TestQEMUSnapshotsOffThroughTheAPI(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	cmd := exec.Command(froogd, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--driver", "qemu",
+	cmd := exec.Command(froogd, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--driver", "qemu",
 		"--kernel", filepath.Join(tiny, "vmlinux"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
 		"--vm-cpus", "1", "--vm-memory-mb", "256", "--vm-disk-gb", "1")
 	p, m := startCmd(t, devReady, cmd, cmd.Args[1:])

@@ -31,7 +31,7 @@ func TestFilesEndToEnd(t *testing.T) {
 	t.Run("embedded", func(t *testing.T) {
 		t.Parallel()
 		data := t.TempDir()
-		p, m := start(t, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0")
+		p, m := start(t, devReady, "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0")
 		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 		filesWalkthrough(t, client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, p, "")
 	})

@@ -43,6 +43,13 @@ func start(t *testing.T, re *regexp.Regexp, args ...string) (*proc, []string) {
 func startCmd(t *testing.T, re *regexp.Regexp, cmd *exec.Cmd, args []string) (*proc, []string) {
 	t.Helper()
 	p := &proc{cmd: cmd}
+	// A desktop a link starts opens no browser window unless the test
+	// asks (FROOG_DESKTOP_BROWSER=true in its env, which comes later and
+	// wins): the desktop tests look at the screen's pixels.
+	if p.cmd.Env == nil {
+		p.cmd.Env = os.Environ()
+	}
+	p.cmd.Env = append([]string{"FROOG_DESKTOP_BROWSER=false"}, p.cmd.Env...)
 	p.cmd.Stderr = &p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -65,7 +72,7 @@ func startCmd(t *testing.T, re *regexp.Regexp, cmd *exec.Cmd, args []string) (*p
 				<-done
 			}
 		}
-		checkNoSecrets(t, args, p.stderr.String())
+		checkNoSecrets(t, "froogd "+args[0], p.stderr.String())
 	})
 	lines := make(chan []string, 1)
 	go func() {
@@ -101,12 +108,13 @@ func startCmd(t *testing.T, re *regexp.Regexp, cmd *exec.Cmd, args []string) (*p
 // desktop-link tokens and API keys (froog_ followed by the key's secret).
 var secretRE = regexp.MustCompile(`\b(pt|pvt|dt)_[A-Za-z0-9_-]{40,}|\bfroog_[A-Za-z0-9_-]{40,}`)
 
-// checkNoSecrets fails t when a froogd's log holds a secret. Every test
-// that runs the binary goes through it, so every log line the end-to-end
-// suites produce is checked against every token they used.
-func checkNoSecrets(t *testing.T, args []string, log string) {
+// checkNoSecrets fails t when the log of the command who (a froogd's, or
+// the froog CLI's stderr) holds a secret. Every test that runs the
+// binaries goes through it, so every log line the end-to-end suites
+// produce is checked against every token they used.
+func checkNoSecrets(t *testing.T, who, log string) {
 	if m := secretRE.FindAllString(log, 3); m != nil {
-		t.Errorf("froogd %s logged secrets %q", args[0], m)
+		t.Errorf("%s logged secrets %q", who, m)
 	}
 }
 
@@ -227,7 +235,7 @@ func visit(t *testing.T, c *http.Client, method, u string, headers ...string) (*
 	}
 	res, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, u, err)
+		t.Fatalf("%s %s: %v", method, strings.Split(u, "?")[0], err) // a query may hold a token
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
@@ -340,6 +348,67 @@ func (d *dev) advance(t *testing.T, delta time.Duration) {
 	off := time.Duration(d.offset.Add(int64(delta)))
 	if err := os.WriteFile(d.clock, []byte(off.String()), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// cli is the froog CLI as its user runs it: HOME a folder of its own
+// (the config file froog login writes is there) and nothing of FROOG_*
+// from the test's environment. Links and keys go to stdout when asked
+// for, never to stderr: every run's stderr goes through checkNoSecrets.
+type cli struct {
+	home string
+}
+
+// newCLI is a froog CLI with a home folder of its own.
+func newCLI(t *testing.T) *cli { return &cli{home: t.TempDir()} }
+
+// run runs froog with stdin and args and returns what it printed and its
+// exit code.
+func (c *cli) run(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	return c.runEnv(t, nil, stdin, args...)
+}
+
+// runEnv is run with env (NAME=value) added to the environment.
+func (c *cli) runEnv(t *testing.T, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(froogCLI, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FROOG_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(append(cmd.Env, "HOME="+c.home), env...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	checkNoSecrets(t, "froog "+args[0], e.String())
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("froog %v: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+// ok is run for a command that must succeed; it returns stdout, trimmed.
+func (c *cli) ok(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, code := c.run(t, "", args...)
+	if code != 0 {
+		t.Fatalf("froog %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+	}
+	return strings.TrimSpace(out)
+}
+
+// login logs c in to d's API with d's key, on stdin.
+func (c *cli) login(t *testing.T, d *dev) {
+	t.Helper()
+	if _, errOut, code := c.run(t, d.c.key+"\n", "login", "--url", d.c.base); code != 0 {
+		t.Fatalf("login: %s", errOut)
 	}
 }
 

@@ -167,7 +167,7 @@ func TestLoad(t *testing.T) {
 						if _, err := pw.Write([]byte("x")); err != nil {
 							return
 						}
-						time.Sleep(2 * time.Second) // the trickle under test
+						time.Sleep(500 * time.Millisecond) // the trickle under test: 2 bytes a second, far under the edge's minimum rate
 					}
 					pw.Close()
 				}()

@@ -1,8 +1,6 @@
 package e2e_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"net"
 	"os"
@@ -17,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/internal/testimage"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -37,8 +36,7 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
 	// The account's SSH key, added before the sandbox exists.
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	mine, _ := ssh.NewSignerFromKey(priv)
+	mine := testkit.NewKey(t)
 	pub, _ := json.Marshal(strings.TrimSpace(string(ssh.MarshalAuthorizedKey(mine.PublicKey()))) + " me@laptop")
 	c.call("POST", "/v1/ssh-keys", `{"public_key": `+string(pub)+`}`, 201, nil)
 	c.call("POST", "/v1/sandboxes", `{"name": "vm-box"}`, 202, nil)
