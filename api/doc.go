@@ -8,7 +8,7 @@
 // files routes and the calls on them: list, read, write, replace,
 // delete, move, mkdir, chmod, walk, search, unpack) is package
 // sandboxio's, behind the small interfaces Commands, Jobs and
-// FileSessions, and one function, fileError, maps sandboxio's file
+// FileSessions (whose sessions are FileSession), and one function, fileError, maps sandboxio's file
 // errors to answers in one place; starting a stopped sandbox and waiting
 // for it or for a port (exec, jobs and files of a stopped auto-start
 // sandbox, wait) is package wake's, behind Waker. It never dials a VM

@@ -39,16 +39,48 @@ const (
 	maxFindFile = 50 << 20
 )
 
-// FileSessions opens SFTP sessions in sandboxes (package sandboxio).
+// FileSessions opens SFTP sessions in sandboxes: sandboxio's, through
+// shellFiles; a test may give its own.
 type FileSessions interface {
-	OpenFiles(ctx context.Context, sandboxID string) (*sandboxio.Files, error)
+	OpenFiles(ctx context.Context, sandboxID string) (FileSession, error)
 }
 
-var _ FileSessions = (*sandboxio.Shell)(nil)
+// FileSession is one SFTP session in a sandbox, as the files routes use
+// it (*sandboxio.Files is the real one; its doc says what each does).
+type FileSession interface {
+	Home() string
+	Stat(p string) (os.FileInfo, error)
+	Lstat(p string) (os.FileInfo, error)
+	List(ctx context.Context, p string, max int) (sandboxio.Listing, error)
+	OpenRead(p string) (sandboxio.Content, os.FileInfo, error)
+	Write(ctx context.Context, p string, src io.Reader, max int64, mode *os.FileMode) (os.FileInfo, error)
+	Replace(p string, old, new []byte, max int64) (int, error)
+	Delete(p string, recursive bool) error
+	Move(from, to string) error
+	MakeFolder(p string, mode *os.FileMode) (os.FileInfo, error)
+	SetMode(ctx context.Context, p string, mode os.FileMode, recursive bool) (int, error)
+	Walk(ctx context.Context, root string, fn func(p string, fi os.FileInfo) bool, onErr func(p string, err error)) bool
+	Find(ctx context.Context, files []string, match func([]byte) bool) ([]sandboxio.Match, bool)
+	Unpack(ctx context.Context, dir string, r io.Reader) (sandboxio.Unpacked, error)
+	Close()
+}
+
+var _ FileSession = (*sandboxio.Files)(nil)
+
+// shellFiles is sandboxio's Shell as FileSessions.
+type shellFiles struct{ sh *sandboxio.Shell }
+
+func (s shellFiles) OpenFiles(ctx context.Context, sandboxID string) (FileSession, error) {
+	f, err := s.sh.OpenFiles(ctx, sandboxID)
+	if err != nil {
+		return nil, err // not a nil *Files in a non-nil FileSession
+	}
+	return f, nil
+}
 
 // fileConn is one SFTP session in a sandbox, and the slot it holds.
 type fileConn struct {
-	*sandboxio.Files
+	FileSession
 	home    string
 	sb      *store.Sandbox
 	release func()
@@ -56,7 +88,7 @@ type fileConn struct {
 
 // Close ends the session and gives its slot back.
 func (c *fileConn) Close() {
-	c.Files.Close()
+	c.FileSession.Close()
 	c.release()
 }
 
@@ -123,7 +155,7 @@ func (s *Server) openFiles(ctx context.Context, sb *store.Sandbox) (_ *fileConn,
 	if err != nil {
 		return nil, ioError(sb, err)
 	}
-	return &fileConn{Files: f, home: f.Home, sb: sb, release: release}, nil
+	return &fileConn{FileSession: f, home: f.Home(), sb: sb, release: release}, nil
 }
 
 // files finds the path's sandbox, running (auto-start as for exec), and

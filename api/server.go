@@ -121,7 +121,7 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Sessions != nil {
 		sh := sandboxio.New(o.Sessions)
-		s.commands, s.jobs, s.fileSessions = sh, sh, sh
+		s.commands, s.jobs, s.fileSessions = sh, sh, shellFiles{sh}
 	}
 	methods := map[string][]string{} // pattern → its methods
 	for _, rt := range routes {

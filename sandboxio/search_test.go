@@ -29,7 +29,7 @@ func filesOn(t *testing.T, dir string) *Files {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &Files{Client: c, Home: dir, stop: func() { srv.Close() }}
+	f := &Files{Client: c, home: dir, stop: func() { srv.Close() }}
 	t.Cleanup(f.Close)
 	return f
 }

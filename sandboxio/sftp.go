@@ -15,9 +15,12 @@ var ErrNoSFTP = errors.New("the sandbox has no SFTP server")
 // the user's home (where relative paths start).
 type Files struct {
 	*sftp.Client
-	Home string
+	home string
 	stop func()
 }
+
+// Home is the user's home in the sandbox.
+func (f *Files) Home() string { return f.home }
 
 // Close ends the session, then the client (a write blocked on the
 // session ends with it).
@@ -67,5 +70,5 @@ func (sh *Shell) OpenFiles(ctx context.Context, sandboxID string) (*Files, error
 		c.Close()
 		return nil, &UnreachableError{Err: err}
 	}
-	return &Files{Client: c, Home: home, stop: func() { stop(); sess.Close() }}, nil
+	return &Files{Client: c, home: home, stop: func() { stop(); sess.Close() }}, nil
 }
