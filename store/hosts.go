@@ -40,7 +40,7 @@ func HostDown(sb *Sandbox, h *Host) bool {
 		return false
 	}
 	sb.State = StateError
-	sb.Error = fmt.Sprintf("host %s stopped heart-beating (last seen %s): the sandbox is unreachable until its host is back", h.Name, h.SeenAt.UTC().Format(time.RFC3339))
+	sb.Error = fmt.Sprintf("host %s "+hostDownNote+" (last seen %s): the sandbox is unreachable until its host is back", h.Name, h.SeenAt.UTC().Format(time.RFC3339))
 	sb.WarmUntil = nil
 	return true
 }

@@ -188,6 +188,7 @@ type Store interface {
 	Snapshots
 	Environments
 	Inboxes
+	Webhooks
 	Feed
 	Close() error
 }

@@ -47,6 +47,10 @@ type Store struct {
 	deliveries map[string]*store.Delivery
 	bodies     map[string]*deliveryBody
 
+	webhooks   map[string]*store.Webhook
+	whDeliv    map[string]*store.WebhookDelivery
+	whAttempts map[string]*store.WebhookAttempt
+
 	changes []store.Change // the newest keepChanges, oldest first
 	signal  store.Signal
 }
@@ -80,6 +84,9 @@ func Open(dir string) (*Store, error) {
 
 		deliveries: map[string]*store.Delivery{},
 		bodies:     map[string]*deliveryBody{},
+		webhooks:   map[string]*store.Webhook{},
+		whDeliv:    map[string]*store.WebhookDelivery{},
+		whAttempts: map[string]*store.WebhookAttempt{},
 	}
 	log, lock, err := openLog(dir, s.apply, s.snapshot)
 	if err != nil {
@@ -150,6 +157,12 @@ func (s *Store) apply(r record) error {
 		setOrDel(s.deliveries, r)
 	case tBody:
 		setOrDel(s.bodies, r)
+	case tWebhook:
+		setOrDel(s.webhooks, r)
+	case tWhDeliv:
+		setOrDel(s.whDeliv, r)
+	case tWhTry:
+		setOrDel(s.whAttempts, r)
 	default:
 		return fmt.Errorf("unknown table %q", r.T)
 	}
@@ -186,6 +199,9 @@ func (s *Store) snapshot() []record {
 	recs = appendAll(recs, tSnapshot, s.snapshots)
 	recs = appendAll(recs, tDelivery, s.deliveries)
 	recs = appendAll(recs, tBody, s.bodies)
+	recs = appendAll(recs, tWebhook, s.webhooks)
+	recs = appendAll(recs, tWhDeliv, s.whDeliv)
+	recs = appendAll(recs, tWhTry, s.whAttempts)
 	return recs
 }
 
@@ -203,6 +219,7 @@ func (s *Store) commit(recs []record, ev *store.AuditEvent) error {
 	if s.closed {
 		return errors.New("store is closed")
 	}
+	recs = append(recs, s.webhookEvents(recs, ev)...)
 	var changes []store.Change
 	m := s.meta
 	for _, r := range recs {

@@ -36,6 +36,9 @@ const (
 	tSnapshot = store.KindSnapshot
 	tDelivery = "delivery"
 	tBody     = "delivery_body"
+	tWebhook  = "webhook"
+	tWhDeliv  = "webhook_delivery"
+	tWhTry    = "webhook_attempt"
 	tMeta     = "meta"
 )
 
@@ -117,6 +120,12 @@ func newValue(table string) (any, error) {
 		return new(startRec), nil
 	case tSnapshot:
 		return new(store.Snapshot), nil
+	case tWebhook:
+		return new(store.Webhook), nil
+	case tWhDeliv:
+		return new(store.WebhookDelivery), nil
+	case tWhTry:
+		return new(store.WebhookAttempt), nil
 	case tDelivery:
 		return new(store.Delivery), nil
 	case tBody:

@@ -192,6 +192,9 @@ func (s *Store) Close() error {
 type txn struct {
 	pgx.Tx
 	changes []store.Change
+	// sandboxes are the sandboxes the transaction wrote, each with its
+	// row as it was before (nil: new), for their webhook events.
+	sandboxes []sandboxWrite
 }
 
 func (t *txn) changed(kind, id string, v any) {
@@ -227,6 +230,9 @@ func (s *Store) inTx(ctx context.Context, ev *store.AuditEvent, fn func(*txn) er
 				if err := insertAudit(ctx, t, ev); err != nil {
 					return err
 				}
+			}
+			if err := queueWebhookEvents(ctx, t, ev); err != nil {
+				return err
 			}
 			return publish(ctx, t, s.opts.channel())
 		})

@@ -195,12 +195,19 @@ func (s *Store) AccountUsage(ctx context.Context, accountID string, at time.Time
 
 func writeSandbox(ctx context.Context, t *txn, sb *store.Sandbox, insert bool) error {
 	var err error
+	doc := mustJSON(sb)
+	var oldDoc []byte
 	if insert {
 		_, err = t.Exec(ctx, `INSERT INTO sandboxes (id, account_id, name, created_at, deleted, desired_running, doc) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			sb.ID, sb.AccountID, sb.Name, sb.CreatedAt, sb.DeletedAt != nil, sb.DesiredState == store.StateRunning, mustJSON(sb))
+			sb.ID, sb.AccountID, sb.Name, sb.CreatedAt, sb.DeletedAt != nil, sb.DesiredState == store.StateRunning, doc)
 	} else {
-		_, err = t.Exec(ctx, `UPDATE sandboxes SET name = $2, deleted = $3, desired_running = $4, doc = $5 WHERE id = $1`,
-			sb.ID, sb.Name, sb.DeletedAt != nil, sb.DesiredState == store.StateRunning, mustJSON(sb))
+		// The row as it was, for the write's webhook events.
+		err = t.QueryRow(ctx, `WITH old AS (SELECT doc FROM sandboxes WHERE id = $1)
+			UPDATE sandboxes SET name = $2, deleted = $3, desired_running = $4, doc = $5 WHERE id = $1 RETURNING (SELECT doc FROM old)`,
+			sb.ID, sb.Name, sb.DeletedAt != nil, sb.DesiredState == store.StateRunning, doc).Scan(&oldDoc)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
 	}
 	if isUnique(err) {
 		return fmt.Errorf("sandbox name %q: %w", sb.Name, store.ErrConflict)
@@ -209,7 +216,7 @@ func writeSandbox(ctx context.Context, t *txn, sb *store.Sandbox, insert bool) e
 		return fmt.Errorf("write sandbox: %w", err)
 	}
 	t.changed(store.KindSandbox, sb.ID, sb)
-	return nil
+	return t.wroteSandbox(oldDoc, doc)
 }
 
 func (s *Store) CreateSandbox(ctx context.Context, sb store.Sandbox, ev *store.AuditEvent) (store.Sandbox, error) {

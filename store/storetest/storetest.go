@@ -59,6 +59,10 @@ func Run(t *testing.T, f Factory) {
 		{"Snapshots", testSnapshots},
 		{"Inbox", testInbox},
 		{"InboxBounds", testInboxBounds},
+		{"Webhooks", testWebhooks},
+		{"WebhookEvents", testWebhookEvents},
+		{"WebhookEndpoints", testWebhookEndpoints},
+		{"WebhookLimit", testWebhookLimit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
