@@ -63,11 +63,14 @@ func checkSecs(field string, v *int64, max int64) error {
 
 // sandboxView is a sandbox as the API shows it.
 type sandboxView struct {
-	ID              string            `json:"id"`
-	Name            string            `json:"name"`
-	State           string            `json:"state"`
-	DesiredState    string            `json:"desired_state"`
-	Error           string            `json:"error,omitempty"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	State        string `json:"state"`
+	DesiredState string `json:"desired_state"`
+	Error        string `json:"error,omitempty"`
+	// StartStage: how far a start has got (or the stage a failed one
+	// stopped in), as its host's driver says.
+	StartStage      string            `json:"start_stage,omitempty"`
 	Size            string            `json:"size"`
 	OS              string            `json:"os"`
 	Labels          map[string]string `json:"labels"`
@@ -103,7 +106,7 @@ type sandboxView struct {
 
 func viewSandbox(sb *store.Sandbox) sandboxView {
 	v := sandboxView{
-		ID: sb.ID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, Error: sb.Error,
+		ID: sb.ID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, Error: sb.Error, StartStage: sb.StartStage,
 		Size: sb.Size, OS: sb.OS, Labels: sb.Labels, AutoStart: sb.AutoStart, TTLSecs: sb.TTLSecs,
 		MaxLifetimeSecs: sb.MaxLifetimeSecs, DeleteAfterSecs: sb.DeleteAfterSecs, StopID: sb.PendingStopID,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, StartedAt: sb.StartedAt, StoppedAt: sb.StoppedAt, LastActiveAt: sb.LastActiveAt,

@@ -1136,14 +1136,17 @@ type Sandbox struct {
 	Size        string             `json:"size"`
 
 	// Snapshots false when created with snapshots: false
-	Snapshots bool         `json:"snapshots"`
-	StartedAt *time.Time   `json:"started_at"`
-	State     SandboxState `json:"state"`
-	StopAt    *time.Time   `json:"stop_at"`
-	StopId    *string      `json:"stop_id,omitempty"`
-	StoppedAt *time.Time   `json:"stopped_at"`
-	TtlSecs   int          `json:"ttl_secs"`
-	UpdatedAt time.Time    `json:"updated_at"`
+	Snapshots bool `json:"snapshots"`
+
+	// StartStage How far a start has got, in words, as its host's driver says ("booting: the kernel", "resuming"); while the sandbox is starting, and the stage a failed start stopped in. Absent otherwise.
+	StartStage *string      `json:"start_stage,omitempty"`
+	StartedAt  *time.Time   `json:"started_at"`
+	State      SandboxState `json:"state"`
+	StopAt     *time.Time   `json:"stop_at"`
+	StopId     *string      `json:"stop_id,omitempty"`
+	StoppedAt  *time.Time   `json:"stopped_at"`
+	TtlSecs    int          `json:"ttl_secs"`
+	UpdatedAt  time.Time    `json:"updated_at"`
 
 	// WarmUntil a stopped sandbox resumes warm (in about a second) until then
 	WarmUntil *time.Time `json:"warm_until"`

@@ -198,17 +198,21 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.Error, s.SSHHostKey = store.StateStarting, "", pinned }); err != nil {
+	if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
+		s.State, s.Error, s.SSHHostKey, s.StartStage = store.StateStarting, "", pinned, ""
+	}); err != nil {
 		return time.Time{}, false, err
 	}
-	ep, err := c.o.Driver.Start(ctx, sb, keys)
+	sctx, ended := c.startProgress(ctx, sb.ID)
+	ep, err := c.o.Driver.Start(sctx, sb, keys)
+	ended() // a failed start keeps the stage it failed in
 	if err != nil {
 		return c.fail(ctx, sb, w, err)
 	}
 	w.adopted = true
 	start := c.now()
 	up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
-		s.State, s.Error = store.StateRunning, ""
+		s.State, s.Error, s.StartStage = store.StateRunning, "", ""
 		s.SSHHost, s.SSHPort, s.SSHHostKey = ep.Host, ep.Port, ep.HostKey
 		s.StartedAt, s.WarmUntil, s.AutoStopAt = &start, nil, nil
 		if s.TTLSecs > 0 {

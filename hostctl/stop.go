@@ -77,7 +77,7 @@ func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time,
 			return time.Time{}, false, c.finishStop(ctx, sb, store.StopFailed, err.Error(), end)
 		}
 		up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
-			s.State, s.StoppedAt, s.WarmUntil, s.AutoStopAt = store.StateStopped, &end, warm, nil
+			s.State, s.StoppedAt, s.WarmUntil, s.AutoStopAt, s.StartStage = store.StateStopped, &end, warm, nil, ""
 		})
 		if err != nil {
 			return time.Time{}, false, err
@@ -89,7 +89,7 @@ func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time,
 	case store.StateCreating, store.StateError:
 		// Never started, or broken: nothing runs; it is stopped.
 		c.o.Driver.Stop(ctx, sb)
-		up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.StoppedAt = store.StateStopped, &now })
+		up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.StoppedAt, s.StartStage = store.StateStopped, &now, "" })
 		if err != nil {
 			return time.Time{}, false, err
 		}

@@ -124,6 +124,11 @@ type Sandbox struct {
 	DesiredState string `json:"desired_state"`
 	State        string `json:"state"`
 	Error        string `json:"error,omitempty"`
+	// StartStage is how far the current start has got, in words, as its
+	// host's driver says ("booting: the kernel", "the guest's SSH server
+	// answers"): written while State is starting, kept when the start
+	// fails (the stage it failed in), cleared once it runs or stops.
+	StartStage string `json:"start_stage,omitempty"`
 
 	HostID     string `json:"host_id,omitempty"`
 	SSHHost    string `json:"ssh_host,omitempty"`

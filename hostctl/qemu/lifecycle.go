@@ -61,6 +61,7 @@ func (d *Driver) Start(ctx context.Context, sb *store.Sandbox, keys []string) (h
 func (d *Driver) startAndAuthorize(ctx context.Context, sb *store.Sandbox, keys []string) (hostctl.Endpoint, string, error) {
 	ep, accel, err := d.start(ctx, sb, keys)
 	if err == nil {
+		hostctl.ReportProgress(ctx, "the guest's SSH server answers; writing its keys")
 		if err = d.authorize(ctx, ep, keys); err != nil {
 			err = fmt.Errorf("qemu: writing the authorized keys of %s: %w", sb.ID, err)
 		}
@@ -76,6 +77,7 @@ func (d *Driver) start(ctx context.Context, sb *store.Sandbox, keys []string) (h
 			return hostctl.Endpoint{}, "", err
 		}
 		if st == "paused" {
+			hostctl.ReportProgress(ctx, "resuming")
 			if err := vm.api(ctx).Cont(); err != nil {
 				return hostctl.Endpoint{}, "", err
 			}

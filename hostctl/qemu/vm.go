@@ -163,6 +163,9 @@ func (d *Driver) endpoint(ctx context.Context, id string) (hostctl.Endpoint, err
 		if err := w.observe(time.Now(), console, cpuTicks(d.pid(id))); err != nil {
 			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s's SSH server did not answer: %v; last console lines: %s", id, err, d.consoleTail(id))
 		}
+		if len(console) > 0 { // a restored or resumed guest writes nothing: it is not booting
+			hostctl.ReportProgress(ctx, "booting: "+w.stage)
+		}
 		select {
 		case <-ctx.Done():
 			return hostctl.Endpoint{}, fmt.Errorf("qemu: waiting for %s's SSH server (at %s): %w", id, w.stage, ctx.Err())

@@ -87,6 +87,7 @@ func (d *Driver) restore(ctx context.Context, sb *store.Sandbox) (hostctl.Endpoi
 		err = fmt.Errorf("the memory was saved on a %s machine, and this start has %d vCPUs and %d MB", saved, size.CPUs, size.MemoryMB)
 	}
 	if err == nil {
+		hostctl.ReportProgress(ctx, "restoring its memory")
 		err = d.boot(ctx, sb, saved.Accel, true)
 	}
 	if err == nil {
