@@ -105,6 +105,16 @@ var routes = []route{
 	{Method: "POST", Pattern: "/v1/api-keys/{id}/rotate", Action: "account.admin", handle: (*Server).rotateAPIKey},
 
 	{Method: "GET", Pattern: "/v1/audit", Action: "account.admin", handle: (*Server).listAudit},
+
+	// Webhooks for sandbox events (webhooks.go): account-wide admin keys.
+	{Method: "GET", Pattern: "/v1/webhooks", Action: "account.admin", handle: (*Server).listWebhooks},
+	{Method: "POST", Pattern: "/v1/webhooks", Action: "account.admin", handle: (*Server).createWebhook},
+	{Method: "GET", Pattern: "/v1/webhooks/{id}", Action: "account.admin", handle: (*Server).getWebhook},
+	{Method: "PATCH", Pattern: "/v1/webhooks/{id}", Action: "account.admin", handle: (*Server).patchWebhook},
+	{Method: "DELETE", Pattern: "/v1/webhooks/{id}", Action: "account.admin", handle: (*Server).deleteWebhook},
+	{Method: "GET", Pattern: "/v1/webhooks/{id}/deliveries", Action: "account.admin", handle: (*Server).listWebhookDeliveries},
+	{Method: "POST", Pattern: "/v1/webhooks/{id}/rotate", Action: "account.admin", handle: (*Server).rotateWebhook},
+	{Method: "POST", Pattern: "/v1/webhooks/{id}/test", Action: "account.admin", handle: (*Server).testWebhook},
 }
 
 // Routes lists "METHOD pattern" for every route (for tests and docs).

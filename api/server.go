@@ -2,12 +2,14 @@ package api
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -48,6 +50,21 @@ type Options struct {
 	// MaxFileBytes bounds a file sent or received whole (files/content,
 	// archives, links); 0 means the docs' 100 MiB.
 	MaxFileBytes int64
+	// Webhooks configure the webhook sender (webhooks_send.go).
+	Webhooks WebhookOptions
+}
+
+// WebhookOptions configure the webhook sender. The zero value is
+// production's: public HTTPS endpoints, the system's roots and resolver.
+type WebhookOptions struct {
+	// RootCAs verify endpoints' certificates; nil: the system's.
+	RootCAs *x509.CertPool
+	// Lookup resolves endpoints' names; nil: the system's resolver.
+	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	// AllowPrivateTargets is for tests alone: it lets endpoints be on
+	// loopback and private addresses, which the SSRF rule refuses. froogd
+	// sets it only in test builds (the froogtest tag).
+	AllowPrivateTargets bool
 }
 
 // Server serves /v1.
@@ -72,6 +89,9 @@ type Server struct {
 	apiURL       string
 	maxFile      int64
 	uses         keyUses // API keys' requests, written in batches (apikeys.go)
+
+	allowPrivateHooks bool
+	hookClient        *http.Client
 }
 
 // New checks the options and builds the handler; it starts nothing.
@@ -118,6 +138,9 @@ func New(o Options) (*Server, error) {
 		waker:   o.Waker,
 		apiURL:  strings.TrimSuffix(o.APIURL, "/"),
 		maxFile: o.MaxFileBytes,
+
+		allowPrivateHooks: o.Webhooks.AllowPrivateTargets,
+		hookClient:        newWebhookClient(newWebhookDialer(o.Webhooks.AllowPrivateTargets, o.Webhooks.Lookup), o.Webhooks.RootCAs),
 	}
 	if o.Sessions != nil {
 		sh := sandboxio.New(o.Sessions)
