@@ -61,12 +61,13 @@ func startAPI(p *proc, c apiConfig, secret []byte, sh parts, ln net.Listener) er
 		return err
 	}
 	srv, err := api.New(api.Options{Store: sh.store, Domain: c.Domain, PublicPort: c.PublicPort, SecretKey: secret, Sessions: sh.tun, Waker: wk, Logger: sh.log, APIURL: c.APIURL,
-		Now: now})
+		Now: now, Webhooks: testWebhooks()})
 	if err != nil {
 		return err
 	}
 	p.Go(func(ctx context.Context) error { fl.Run(ctx); return nil })
 	p.Go(func(ctx context.Context) error { return serveHTTP(ctx, ln, srv) })
+	p.Go(srv.DeliverWebhooks) // leased through the store: every API process may send
 	return nil
 }
 
