@@ -188,6 +188,7 @@ type record struct {
 func (s *Server) finish(x *record) {
 	d := time.Since(x.start)
 	s.m.requests.WithLabelValues(strconv.Itoa(x.status/100) + "xx").Inc()
+	s.m.protocols.WithLabelValues(alpn(x.proto)).Inc()
 	s.m.latency.Observe(d.Seconds())
 	in, out := x.bytesIn.Load(), x.bytesOut.Load()
 	s.m.bytesIn.Add(float64(in))
@@ -199,6 +200,18 @@ func (s *Server) finish(x *record) {
 		slog.String("request_id", x.id), slog.String("host", x.host), slog.String("method", x.method),
 		slog.String("path", x.path), slog.Int("status", x.status), slog.Int64("bytes_in", in),
 		slog.Int64("bytes", out), slog.Duration("duration", d), slog.String("proto", x.proto))
+}
+
+// alpn names a request's protocol (record.proto) as ALPN does, for the
+// metrics' label.
+func alpn(proto string) string {
+	switch proto {
+	case "HTTP/3.0":
+		return "h3"
+	case "HTTP/2.0":
+		return "h2"
+	}
+	return "http/1.1"
 }
 
 // The token and the decision to let a request in.

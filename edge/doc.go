@@ -9,7 +9,14 @@
 //   - framing.go: the HTTP/1.1 smuggling guard under fasthttp;
 //   - h1.go, h2.go: the two protocols' adapters (fasthttp, net/http):
 //     each reads its request's head into an exchange and writes the
-//     edge's own answers, and nothing more;
+//     edge's own answers, and nothing more; an answer over either says
+//     where HTTP/3 is (Alt-Svc) when the edge serves it;
+//   - h3.go: HTTP/3, quic-go's listener and server on the UDP port of
+//     the HTTPS port's number, serving through h2.go's handler: QUIC's
+//     limits, the per-address connection count shared with TCP, no
+//     0-RTT, a view host by SNI to the views' server, and whether a
+//     request without Content-Length has a body; ServeQUIC drains as
+//     ServeTLS does;
 //   - pipeline.go: the request path, once for both protocols: admit
 //     (read the head, decide, answer a refusal or the token's redirect),
 //     then pass (strip, X-Forwarded-*, hold, proxy, answer, log);
@@ -65,7 +72,9 @@
 //     body is through.
 //
 // Eight files for HTTP/1.1 (listen, framing, h1, pipeline, core,
-// headers, hold, proxy), seven for HTTP/2. The pipeline is the spine:
+// headers, hold, proxy), seven for HTTP/2, seven for HTTP/3 (h3 in
+// place of listen, then h2's). Websockets stay on HTTP/1.1: HTTP/2's
+// and HTTP/3's extended CONNECT is refused as any CONNECT. The pipeline is the spine:
 // core.go, headers.go, hold.go and pages.go are called by it and return
 // to it, and the forward does not go back to the adapter's file.
 //

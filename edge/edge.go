@@ -76,6 +76,12 @@ type Options struct {
 	// HTTPSPort is the HTTPS port visitors reach, for redirects from
 	// HTTP; 0 or 443 leaves it out.
 	HTTPSPort int
+	// HTTP3 says the edge serves HTTP/3 (ServeQUIC) on the UDP port of
+	// HTTPSPort's number: its HTTP/1.1 and HTTP/2 answers then carry
+	// Alt-Svc h3=":HTTPSPort" (443 for 0), which browsers follow. False:
+	// they carry none. Either way an app's own Alt-Svc never reaches
+	// the client: it would speak for the edge.
+	HTTP3 bool
 	// DrainDelay is how long the edge keeps accepting after its Serve
 	// contexts end, with Draining true, so that load balancers polling
 	// readiness take it out first; 0 means none. DrainTimeout bounds how
@@ -113,6 +119,7 @@ type Server struct {
 	o         Options
 	domain    string
 	limit     *limiter  // nil: no limit
+	altSvc    string    // the TCP answers' Alt-Svc; "": none (Options.HTTP3)
 	urlLimits urlLimits // URLs' own rate limits (policy.go)
 	proxy     *httputil.ReverseProxy
 	upstreams upstreams   // both protocols' connections to sandboxes
@@ -186,6 +193,9 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.ib = newInboxState()
+	if o.HTTP3 {
+		s.altSvc = altSvc(o.HTTPSPort)
+	}
 	s.proxy = s.newReverseProxy()
 	s.upstreams.s = s
 	switch {

@@ -55,7 +55,8 @@ type rig struct {
 	listen string
 }
 
-func newRig(t *testing.T, st store.Store) *rig {
+// newRig's edits change the first edge's options.
+func newRig(t *testing.T, st store.Store, edit ...func(*edge.Options)) *rig {
 	t.Helper()
 	drv, signer := live.Driver(t, local.Options{})
 	a, err := st.CreateAccount(ctx, store.Account{MaxSandboxes: 10, URLNamesPerDay: 100})
@@ -87,7 +88,7 @@ func newRig(t *testing.T, st store.Store) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, st: st, sb: sb, ca: ca, logs: &syncbuf.Buffer{}, tun: tun, driver: drv}
-	r.addr, r.http, r.stop = r.startEdge(st)
+	r.addr, r.http, r.stop = r.startEdge(st, edit...)
 	return r
 }
 
@@ -105,15 +106,16 @@ func (r *rig) startEdge(st store.Store, edit ...func(*edge.Options)) (string, st
 	for _, e := range edit {
 		e(&o)
 	}
-	srv, err := edge.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	listen := r.listen
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
 	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := listenQUIC(t, &o, ln) // nil unless o.HTTP3
+	srv, err := edge.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +127,10 @@ func (r *rig) startEdge(st store.Store, edit ...func(*edge.Options)) (string, st
 	go func() { defer wg.Done(); routes.Run(cctx) }()
 	go func() { defer wg.Done(); srv.ServeTLS(cctx, ln) }()
 	go func() { defer wg.Done(); srv.ServeRedirect(cctx, hln) }()
+	if pc != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); srv.ServeQUIC(cctx, pc); pc.Close() }()
+	}
 	stop := sync.OnceFunc(func() { cancel(); wg.Wait() })
 	t.Cleanup(stop)
 	select {

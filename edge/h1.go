@@ -89,6 +89,7 @@ type h1Decided struct{}
 func (s *Server) expectH1(ctx *fasthttp.RequestCtx) int {
 	x := &h1Exchange{s: s, ctx: ctx}
 	if !s.admit(x, &x.f, "HTTP/1.1") {
+		x.advertise()
 		return ctx.Response.StatusCode()
 	}
 	ctx.SetUserValue(h1Decided{}, x)
@@ -101,11 +102,21 @@ func (s *Server) serveH1(ctx *fasthttp.RequestCtx) {
 		x.continued = true
 		s.pass(x, &x.f)
 		x.reframe()
+		x.advertise()
 		return
 	}
 	x := &h1Exchange{s: s, ctx: ctx}
 	s.serve(x, &x.f, "HTTP/1.1")
 	x.reframe()
+	x.advertise()
+}
+
+// advertise gives the answer the edge's Alt-Svc (Options.HTTP3), in
+// place of any the app sent (headers.go drops it anyway).
+func (x *h1Exchange) advertise() {
+	if x.s.altSvc != "" {
+		x.ctx.Response.Header.Set("Alt-Svc", x.s.altSvc)
+	}
 }
 
 // frame: fasthttp writes the answer's head once the handler returns,

@@ -11,18 +11,27 @@ import (
 )
 
 // The HTTP/2 adapter: net/http's server and its ReverseProxy behind an
-// exchange (pipeline.go).
+// exchange (pipeline.go). HTTP/3 (h3.go) comes through it too: quic-go's
+// server gives net/http's request and answer types.
 
 // discardLog takes the log lines of net/http's servers and proxy: they
 // quote bytes of the exchange (a client's bad preface, an app's bad
 // answer), which may hold a token.
 var discardLog = log.New(io.Discard, "", 0)
 
-// ServeHTTP serves one request that came over HTTP/2 (or any net/http
-// server) through the pipeline.
+// ServeHTTP serves one request that came over HTTP/2 or HTTP/3 (or any
+// net/http server) through the pipeline. An answer over TCP says where
+// HTTP/3 is, when the edge serves it (Options.HTTP3).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	proto := r.Proto
+	switch {
+	case r.ProtoMajor == 3:
+		proto = "HTTP/3.0" // an extended CONNECT's Proto is its :protocol
+	case s.altSvc != "":
+		w.Header().Set("Alt-Svc", s.altSvc)
+	}
 	x := &h2Exchange{s: s, w: w, r: r}
-	s.serve(x, &x.f, r.Proto)
+	s.serve(x, &x.f, proto)
 }
 
 // h2Exchange is one net/http request as the pipeline sees it.
@@ -51,8 +60,9 @@ func (x *h2Exchange) head(c *call, hp *hops) bool {
 		}
 	}
 	ok := sc.done(c, hp)
-	// HTTP/2 has no upgrades (its server refuses Connection and Upgrade
-	// headers), and its extended CONNECT is refused as a CONNECT.
+	// HTTP/2 and HTTP/3 have no upgrades (their servers refuse a
+	// Connection header), and their extended CONNECT (websockets over
+	// HTTP/2 or HTTP/3) is refused as any CONNECT is.
 	c.upgrade = false
 	return ok
 }

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"net/http"
 	"strings"
 
 	"froog.tech/froog/names"
@@ -92,11 +93,31 @@ func (h *hops) drop(name string) bool {
 	return false
 }
 
+// edgeResponseHeaders are answer headers only the edge may send: an
+// app's Alt-Svc would speak for the edge (which protocols, which port
+// it answers on), and could send browsers elsewhere or clear the edge's.
+var edgeResponseHeaders = []string{"Alt-Svc"}
+
+// dropEdgeHeaders takes the edge's own headers off an app's answer on
+// its way through the reverse proxy (HTTP/2, HTTP/3).
+func dropEdgeHeaders(res *http.Response) error {
+	for _, h := range edgeResponseHeaders {
+		delete(res.Header, h) // as http.ReadResponse spells it
+	}
+	return nil
+}
+
 // dropResponse reports whether a response header named name ends at the
-// edge: the hop-by-hop ones and those the response's Connection names.
+// edge: the hop-by-hop ones, those the response's Connection names, and
+// the edge's own (edgeResponseHeaders).
 func (h *hops) dropResponse(name string) bool {
 	for _, hh := range hopHeaders {
 		if strings.EqualFold(name, hh) {
+			return true
+		}
+	}
+	for _, e := range edgeResponseHeaders {
+		if strings.EqualFold(name, e) {
 			return true
 		}
 	}

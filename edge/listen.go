@@ -322,32 +322,66 @@ func (s *Server) untrack(c io.Closer) {
 	s.mu.Unlock()
 }
 
-// connCounts counts each client address's open connections.
+// connCounts counts each client address's open connections, TCP and
+// QUIC together: one budget per address, whatever the protocol.
 type connCounts struct {
 	mu sync.Mutex
 	m  map[netip.Addr]int
 }
 
-// admit counts c against its address and returns it wrapped so that
-// closing it counts it out; past max it closes c and returns nil.
-func (cc *connCounts) admit(c net.Conn, max int) net.Conn {
-	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
-	if err != nil {
-		return c
-	}
-	ip := ap.Addr().Unmap()
+// enter counts one more connection from ip, unless it has max open
+// already (false).
+func (cc *connCounts) enter(ip netip.Addr, max int) bool {
 	cc.mu.Lock()
+	defer cc.mu.Unlock()
 	if cc.m == nil {
 		cc.m = map[netip.Addr]int{}
 	}
 	if cc.m[ip] >= max {
-		cc.mu.Unlock()
+		return false
+	}
+	cc.m[ip]++
+	return true
+}
+
+// leave counts one of ip's connections out.
+func (cc *connCounts) leave(ip netip.Addr) {
+	cc.mu.Lock()
+	if cc.m[ip]--; cc.m[ip] <= 0 {
+		delete(cc.m, ip)
+	}
+	cc.mu.Unlock()
+}
+
+// open is how many connections ip has open.
+func (cc *connCounts) open(ip netip.Addr) int {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.m[ip]
+}
+
+// admit counts c against its address and returns it wrapped so that
+// closing it counts it out; past max it closes c and returns nil.
+func (cc *connCounts) admit(c net.Conn, max int) net.Conn {
+	ip, ok := addrIP(c.RemoteAddr())
+	if !ok {
+		return c
+	}
+	if !cc.enter(ip, max) {
 		c.Close()
 		return nil
 	}
-	cc.m[ip]++
-	cc.mu.Unlock()
 	return &countedConn{Conn: c, cc: cc, ip: ip}
+}
+
+// addrIP is a connection's address without its port, IPv4-mapped IPv6
+// read as IPv4 (one client, one count).
+func addrIP(a net.Addr) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap(), true
 }
 
 type countedConn struct {
@@ -358,12 +392,6 @@ type countedConn struct {
 }
 
 func (c *countedConn) Close() error {
-	c.once.Do(func() {
-		c.cc.mu.Lock()
-		if c.cc.m[c.ip]--; c.cc.m[c.ip] <= 0 {
-			delete(c.cc.m, c.ip)
-		}
-		c.cc.mu.Unlock()
-	})
+	c.once.Do(func() { c.cc.leave(c.ip) })
 	return c.Conn.Close()
 }

@@ -3,7 +3,10 @@ package edge
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	requests   *prometheus.CounterVec
+	requests *prometheus.CounterVec
+	// protocols counts requests by the protocol they came over (h3 next
+	// to h2 and http/1.1: is Alt-Svc followed?).
+	protocols  *prometheus.CounterVec
 	latency    prometheus.Histogram
 	bytesIn    prometheus.Counter
 	bytesOut   prometheus.Counter
@@ -22,6 +25,8 @@ type metrics struct {
 func newMetrics(r prometheus.Registerer) metrics {
 	m := metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "froog_edge_requests_total", Help: "Requests by status class."}, []string{"class"}),
+		protocols: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "froog_edge_protocol_requests_total",
+			Help: "Requests by the protocol they came over (http/1.1, h2, h3)."}, []string{"proto"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "froog_edge_request_duration_seconds",
 			Help: "From a request's head to the end of its answer (to the upgrade, for websockets).", Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14)}),
 		bytesIn:    prometheus.NewCounter(prometheus.CounterOpts{Name: "froog_edge_request_bytes_total", Help: "Request body bytes received."}),
@@ -39,7 +44,7 @@ func newMetrics(r prometheus.Registerer) metrics {
 			Help: "Delivery attempts of inboxes' requests, by outcome (delivered, retry, failed)."}, []string{"outcome"}),
 	}
 	if r != nil {
-		r.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.websockets, m.autoStarts, m.holdTime, m.held, m.acceptRetries, m.inbox, m.deliveries)
+		r.MustRegister(m.requests, m.protocols, m.latency, m.bytesIn, m.bytesOut, m.websockets, m.autoStarts, m.holdTime, m.held, m.acceptRetries, m.inbox, m.deliveries)
 	}
 	return m
 }

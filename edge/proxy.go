@@ -560,6 +560,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 		},
 		Transport:     (*poolTransport)(s),
 		FlushInterval: -1, // server-sent events and streams go out as they come
+		ModifyResponse: dropEdgeHeaders,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				w.WriteHeader(499) // the client went away; nobody reads this

@@ -1,0 +1,228 @@
+package edge
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+)
+
+// The HTTP/3 adapter: quic-go's listener and HTTP/3 server on the UDP
+// port of the HTTPS port's number, serving through ServeHTTP, the
+// HTTP/2 adapter's handler, so through the one pipeline. What differs
+// is here: QUIC's limits, the connection count per client address
+// (shared with TCP's), 0-RTT refused, and a request body's presence,
+// which HTTP/3 does not say in its head.
+
+// maxStreams bounds the requests one QUIC connection may have open at
+// once: 250, as net/http's HTTP/2 server's MaxConcurrentStreams.
+const maxStreams = 250
+
+// bodyProbe is how long an HTTP/3 request that usually has no body
+// (settleBody) waits to learn whether one follows: net/http's own wait
+// when it sends such a request upstream.
+const bodyProbe = 200 * time.Millisecond
+
+// errCrowded refuses a QUIC connection from an address that has
+// Options.MaxConnsPerIP open already (TCP's and QUIC's together).
+var errCrowded = errors.New("edge: too many connections from one address")
+
+// altSvc is the Alt-Svc the TCP answers carry when the edge serves
+// HTTP/3 on port (0: 443): a day, as Cloudflare's (Caddy's is 30).
+func altSvc(port int) string {
+	if port == 0 {
+		port = 443
+	}
+	return `h3=":` + strconv.Itoa(port) + `"; ma=86400`
+}
+
+// ServeQUIC serves HTTP/3 on pc, a UDP socket on the HTTPS port's
+// number, until ctx ends or Close. On ctx's end it drains as ServeTLS
+// does: it keeps serving through the drain delay, then takes no new
+// connection and sends GOAWAY on the open ones, whose requests have the
+// drain timeout to finish before their connections are closed. pc is
+// the caller's to close, after.
+func (s *Server) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
+	ctx, stop := s.withDone(ctx)
+	defer stop()
+	tr := &quic.Transport{Conn: pc, ConnContext: s.admitQUIC, VerifySourceAddress: s.crowded}
+	defer tr.Close()
+	ln, err := tr.Listen(s.quicTLSConfig(), s.quicConfig())
+	if err != nil {
+		return fmt.Errorf("edge: listen for QUIC on %s: %w", pc.LocalAddr(), err)
+	}
+	srv := &http3.Server{
+		Handler:        http.HandlerFunc(s.serveH3),
+		MaxHeaderBytes: maxHeader,
+		IdleTimeout:    s.o.IdleTimeout, // with no request open; QUIC's own idle timeout is quicConfig's
+		// Its debug lines quote the request's target, which may hold a
+		// token; nil would send a handler's panic to slog's default.
+		Logger: slog.New(slog.DiscardHandler),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeListener(ln) }()
+	var first error
+	select {
+	case <-ctx.Done():
+	case first = <-errc: // the listener failed for good: say why
+		errc <- nil
+	}
+	s.drain()
+	ln.Close() // handshakes under way are refused; open connections stay
+	sctx, cancel := s.withDone(context.Background())
+	defer cancel()
+	sctx, cancelTimeout := context.WithTimeout(sctx, s.o.DrainTimeout)
+	defer cancelTimeout()
+	if err := srv.Shutdown(sctx); err != nil {
+		s.o.Logger.Warn("edge drain: HTTP/3 requests still in flight at the drain timeout are cut", slog.Duration("timeout", s.o.DrainTimeout))
+	}
+	<-errc
+	return first
+}
+
+// quicTLSConfig is the TLS of the QUIC listener: the TCP listener's
+// certificates (on-demand issuance included), TLS 1.3 (QUIC's only),
+// ALPN h3.
+func (s *Server) quicTLSConfig() *tls.Config {
+	return &tls.Config{
+		GetCertificate: s.o.GetCertificate,
+		MinVersion:     tls.VersionTLS13,
+		NextProtos:     []string{http3.NextProtoH3},
+	}
+}
+
+// quicConfig is QUIC's own: the handshake bounded as TCP's TLS handshake
+// is (ReadHeaderTimeout), a connection with no packet closed after the
+// keep-alive idle time (the client's own, if shorter, wins), HTTP/2's
+// stream limit, and no 0-RTT: early data can be replayed by anyone who
+// saw it, and the pipeline would act on a replayed POST as on the
+// first. (Listen, not ListenEarly, also never accepts it.)
+func (s *Server) quicConfig() *quic.Config {
+	return &quic.Config{
+		HandshakeIdleTimeout: s.o.ReadHeaderTimeout,
+		MaxIdleTimeout:       s.o.IdleTimeout,
+		MaxIncomingStreams:   maxStreams,
+		Allow0RTT:            false,
+	}
+}
+
+// admitQUIC counts a new QUIC connection against its client address, in
+// the count TCP's connections share, before its handshake; past
+// MaxConnsPerIP it is refused (CONNECTION_REFUSED). The count drops when
+// the connection ends, or its handshake fails.
+func (s *Server) admitQUIC(ctx context.Context, ci *quic.ClientInfo) (context.Context, error) {
+	ip, ok := addrIP(ci.RemoteAddr)
+	if !ok {
+		return ctx, nil
+	}
+	if !s.conns.enter(ip, s.o.MaxConnsPerIP) {
+		return nil, errCrowded
+	}
+	context.AfterFunc(ctx, func() { s.conns.leave(ip) })
+	return ctx, nil
+}
+
+// crowded asks a client for proof of its address (QUIC's Retry, one
+// round trip) once the address holds half its connections: a UDP
+// source can be forged, and forged Initials could otherwise spend a
+// real client's count.
+func (s *Server) crowded(a net.Addr) bool {
+	ip, ok := addrIP(a)
+	return ok && s.conns.open(ip) >= max(s.o.MaxConnsPerIP/2, 1)
+}
+
+// serveH3 serves one HTTP/3 request: a view host's (by SNI, as on TCP)
+// to the views' server, any other through ServeHTTP.
+func (s *Server) serveH3(w http.ResponseWriter, r *http.Request) {
+	if r.TLS != nil && s.isView(r.TLS.ServerName) {
+		s.serveView(w, r)
+		return
+	}
+	settleBody(r)
+	s.ServeHTTP(w, r)
+}
+
+// settleBody makes an HTTP/3 request say whether it has a body, as an
+// HTTP/2 request's head does (END_STREAM): without Content-Length,
+// quic-go gives -1 whether or not one follows. For a method that
+// usually has none (GET, HEAD, OPTIONS, DELETE) it reads the body's
+// first byte, waiting up to bodyProbe: the stream's end means none
+// (ContentLength 0), which a CORS preflight needs to be let through
+// without the token (isPreflight); anything else is a body, the byte
+// read kept in front of the rest. A browser sends a bodiless request's
+// end with its head, so the wait is nil in practice.
+func settleBody(r *http.Request) {
+	if r.ContentLength != -1 || r.Body == nil || !usuallyBodiless(r.Method) {
+		return
+	}
+	first := make(chan probed, 1)
+	body := r.Body
+	go func() {
+		var p probed
+		p.n, p.err = body.Read(p.b[:])
+		first <- p
+	}()
+	t := time.NewTimer(bodyProbe)
+	defer t.Stop()
+	select {
+	case p := <-first:
+		if p.n == 0 && p.err == io.EOF {
+			r.Body, r.ContentLength = http.NoBody, 0
+			return
+		}
+		done := make(chan probed, 1)
+		done <- p
+		r.Body = &probedBody{first: done, rest: body}
+	case <-t.C:
+		r.Body = &probedBody{first: first, rest: body}
+	}
+}
+
+func usuallyBodiless(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// probed is what settleBody's read of a body's first byte gave.
+type probed struct {
+	b   [1]byte
+	n   int
+	err error
+}
+
+// probedBody is a request body whose first read settleBody made: its
+// outcome comes first, then the rest.
+type probedBody struct {
+	first chan probed // nil once taken
+	rest  io.ReadCloser
+}
+
+func (b *probedBody) Read(p []byte) (int, error) {
+	if b.first != nil && len(p) > 0 {
+		got := <-b.first
+		b.first = nil
+		if got.n == 1 {
+			p[0] = got.b[0]
+			return 1, got.err
+		}
+		if got.err != nil {
+			return 0, got.err
+		}
+	}
+	return b.rest.Read(p)
+}
+
+// Close ends the body, and with it a first read still waiting.
+func (b *probedBody) Close() error { return b.rest.Close() }
