@@ -3,10 +3,12 @@ package e2e_test
 import (
 	"encoding/json"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,7 +42,27 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 	pub, _ := json.Marshal(strings.TrimSpace(string(ssh.MarshalAuthorizedKey(mine.PublicKey()))) + " me@laptop")
 	c.call("POST", "/v1/ssh-keys", `{"public_key": `+string(pub)+`}`, 201, nil)
 	c.call("POST", "/v1/sandboxes", `{"name": "vm-box"}`, 202, nil)
-	runs(t, c, "vm-box")
+	// While the VM boots, the sandbox says how far its start has got
+	// (start_stage, from the driver's console); once it runs, nothing.
+	var booting struct {
+		State, Error string
+		StartStage   string `json:"start_stage"`
+	}
+	var stages []string
+	if !wait.Until(2*time.Minute, func() bool {
+		booting.StartStage = ""
+		c.call("GET", "/v1/sandboxes/vm-box", "", 200, &booting)
+		if n := len(stages); booting.StartStage != "" && (n == 0 || stages[n-1] != booting.StartStage) {
+			stages = append(stages, booting.StartStage)
+		}
+		return booting.State == "running" || booting.State == "error"
+	}) || booting.State != "running" {
+		t.Fatalf("vm-box never ran: %+v (stages %q)", booting, stages)
+	}
+	if booting.StartStage != "" || !slices.ContainsFunc(stages, func(s string) bool { return strings.HasPrefix(s, "booting: ") }) {
+		t.Fatalf("the start's stages %q, and %q once running: want a booting stage, then none", stages, booting.StartStage)
+	}
+	t.Logf("vm-box's start: %q", stages)
 	var res struct {
 		ExitCode int `json:"exit_code"`
 		Stdout   string
@@ -95,9 +117,24 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 		return sb.State == "stopped"
 	})
 	web := edgeClient(t, m[2], filepath.Join(data, "ca.pem"), false)
+	// A Starting page's watch is the edge's to answer, and wakes nothing.
+	watch := func() (st struct {
+		State string
+		Ready bool
+	}) { t.Helper(); req, _ := http.NewRequest("GET", "https://"+u.Host+"/index.html", nil); req.Header.Set("Froog-Start-Watch", ""); res, err := web.Do(req); if err != nil {
+		t.Fatal(err)
+	}; defer res.Body.Close(); if err := json.NewDecoder(res.Body).Decode(&st); res.StatusCode != 200 || err != nil {
+		t.Fatalf("a watch: %d, %v", res.StatusCode, err)
+	}; return st }
+	if st := watch(); st.State != "stopped" || st.Ready {
+		t.Fatalf("a watch of the stopped sandbox: %+v", st)
+	}
 	held, body := visit(t, web, "GET", "https://"+u.Host+"/index.html")
 	if held.StatusCode != 200 || strings.TrimSpace(body) != "hello-from-the-vm" {
 		t.Fatalf("a held request after a warm stop: %d %q", held.StatusCode, body)
+	}
+	if st := watch(); !st.Ready {
+		t.Fatalf("a watch once the app answers: %+v", st)
 	}
 	c.call("DELETE", "/v1/sandboxes/vm-fork", "", 202, nil)
 	c.call("DELETE", "/v1/sandboxes/vm-box", "", 202, nil)

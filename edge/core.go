@@ -34,6 +34,10 @@ type call struct {
 	asksUpgrade   bool // Connection: upgrade or an Upgrade header, whatever the edge does with it
 	body          bool // the request has a body (any length but 0)
 	html          bool // a browser navigation: errors are pages
+	// startWatch: a Starting page's watch (starting.go), which the edge
+	// answers itself; startSeen is the version the page shows.
+	startWatch bool
+	startSeen  string
 	ip            netip.Addr
 }
 

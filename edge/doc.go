@@ -31,6 +31,8 @@
 //   - headers.go: hop-by-hop headers and the token's removal, one set of
 //     rules for both protocols;
 //   - hold.go: auto-start, a request held while its sandbox starts;
+//   - starting.go: the Starting page's watch of the start (the stage
+//     hostctl writes, the port answering), answered by the edge itself;
 //   - inbox.go, inbox_verify.go, inbox_deliver.go: a URL's webhook
 //     inbox: the step after strip that verifies (GitHub, Stripe, Slack,
 //     Standard Webhooks), stores and answers a matching request itself,

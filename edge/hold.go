@@ -35,7 +35,9 @@ const maxDrainedBody = 16 << 20
 
 var (
 	errStarting = problem{status: 503, code: "sandbox_starting", title: "Starting…",
-		message: "This sandbox was asleep and is starting. The page reloads by itself in a few seconds.", reload: true, retryAfter: 5}
+		message: "This sandbox was asleep and is starting. The page follows its start and shows the app as soon as it answers.", reload: true, retryAfter: 5}
+	errStartFailed = problem{status: 503, code: "sandbox_start_failed", title: "The start failed",
+		message: "This sandbox could not start. Its owner can see why, and start it again."}
 	// errUnavailable says nothing of why: the visitor is not the owner.
 	errUnavailable = problem{status: 503, code: "unavailable", title: "Not available",
 		message: "This address cannot be served right now."}
@@ -114,11 +116,39 @@ func (s *Server) hold(ctx context.Context, rt *route.Route, port int, sb *route.
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			s.m.autoStarts.WithLabelValues("timed_out").Inc()
 		} // else the client went away
-		return &errStarting
+		return s.starting(rt, port)
+	}
+	if p := s.startFailed(rt, err); p != nil {
+		s.m.autoStarts.WithLabelValues("failed").Inc()
+		return p
 	}
 	s.m.autoStarts.WithLabelValues("refused").Inc()
 	s.o.Logger.Warn("auto-start refused", slog.String("request_id", requestID), slog.String("sandbox", rt.SandboxID), slog.String("error", err.Error()))
 	return &errUnavailable
+}
+
+// startFailed is the page of a wait that ended because the start failed
+// (the sandbox is in error): at which stage, not why (the error is the
+// owner's to read, in the API); nil for any other end.
+func (s *Server) startFailed(rt *route.Route, err error) *problem {
+	var failed *wake.FailedError
+	if !errors.As(err, &failed) || failed.State != store.StateError {
+		return nil
+	}
+	p := errStartFailed
+	if sb := s.o.Routes.Sandbox(rt.SandboxID); sb != nil && sb.StartStage != "" {
+		p.message = "This sandbox could not start (at " + sb.StartStage + "). Its owner can see why, and start it again."
+	}
+	return &p
+}
+
+// starting is the Starting page of a request to port of rt's sandbox,
+// with where its start is now.
+func (s *Server) starting(rt *route.Route, port int) *problem {
+	p := errStarting
+	st := startOf(s.o.Routes.Sandbox(rt.SandboxID), port, false)
+	p.start = &st
+	return &p
 }
 
 // tooLargeToHold answers a request whose body is too large to wait in
@@ -137,5 +167,5 @@ func (s *Server) tooLargeToHold(rt *route.Route, port int, sb *route.Sandbox, wa
 			}
 		}()
 	}
-	return &errStarting
+	return s.starting(rt, port)
 }

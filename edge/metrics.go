@@ -32,7 +32,7 @@ func newMetrics(r prometheus.Registerer) metrics {
 		bytesIn:    prometheus.NewCounter(prometheus.CounterOpts{Name: "froog_edge_request_bytes_total", Help: "Request body bytes received."}),
 		bytesOut:   prometheus.NewCounter(prometheus.CounterOpts{Name: "froog_edge_response_bytes_total", Help: "Response body bytes sent."}),
 		websockets: prometheus.NewGauge(prometheus.GaugeOpts{Name: "froog_edge_websockets_open", Help: "Open websocket (upgraded) connections."}),
-		autoStarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "froog_edge_auto_starts_total", Help: "Requests held for a stopped sandbox, by outcome (started, refused, timed_out)."}, []string{"outcome"}),
+		autoStarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "froog_edge_auto_starts_total", Help: "Requests held for a stopped sandbox, by outcome (started, failed, refused, timed_out)."}, []string{"outcome"}),
 		holdTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "froog_edge_hold_seconds", Help: "How long requests were held while their sandbox started.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "froog_edge_requests_held", Help: "Requests held now, waiting for their sandbox to start."}),

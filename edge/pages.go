@@ -34,6 +34,9 @@ type problem struct {
 	rfc9457 bool
 	port    int // the URL's, for the problem's facts
 	ports   *portFacts
+	// start, on the Starting page, is where the start is: the page shows
+	// it and follows it (starting.go).
+	start *startStatus
 }
 
 var (
@@ -73,15 +76,15 @@ func itoa(n int) string {
 var page = template.Must(template.New("page").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-{{if .Reload}}<meta http-equiv="refresh" content="5">{{end}}
+{{if .Start}}<noscript><meta http-equiv="refresh" content="5"></noscript>{{else if .Reload}}<meta http-equiv="refresh" content="5">{{end}}
 <title>{{.Title}} · froog</title>
 <style>
 body{font:16px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;min-height:100vh;display:flex;align-items:center;justify-content:center;background:#f6f7f9;color:#1d2330}
 main{max-width:34rem;margin:2rem;padding:2rem 2.25rem;background:#fff;border-radius:12px;box-shadow:0 1px 3px rgba(0,0,0,.08)}
-h1{font-size:1.35rem;margin:0 0 .5rem}p{margin:.5rem 0;color:#4a5263}.ports{color:#1d2330;font-weight:500}.code{font:13px ui-monospace,monospace;color:#8a92a3}
-@media (prefers-color-scheme:dark){body{background:#12151c;color:#e6e9ef}main{background:#1b1f29;box-shadow:none}p{color:#aab2c3}.ports{color:#e6e9ef}}
+h1{font-size:1.35rem;margin:0 0 .5rem}p{margin:.5rem 0;color:#4a5263}.ports,.stage{color:#1d2330;font-weight:500}.code{font:13px ui-monospace,monospace;color:#8a92a3}
+@media (prefers-color-scheme:dark){body{background:#12151c;color:#e6e9ef}main{background:#1b1f29;box-shadow:none}p{color:#aab2c3}.ports,.stage{color:#e6e9ef}}
 </style></head>
-<body><main><h1>{{.Title}}</h1><p>{{.Message}}</p>{{if .Ports}}<p class="ports">{{.Ports}}</p>{{end}}<p class="code">{{.Status}} · {{.Code}}{{if .RequestID}} · {{.RequestID}}{{end}}</p></main></body></html>
+<body><main><h1>{{.Title}}</h1><p>{{.Message}}</p>{{if .Ports}}<p class="ports">{{.Ports}}</p>{{end}}{{with .Start}}<p class="stage"><span id="stage" data-version="{{.Version}}">{{if .Stage}}{{.Stage}}{{else}}{{.State}}{{end}}</span> · <span id="since">0 s</span></p>{{end}}<p class="code">{{.Status}} · {{.Code}}{{if .RequestID}} · {{.RequestID}}{{end}}</p></main>{{if .Start}}<script>{{.Script}}</script>{{end}}</body></html>
 `))
 
 // pageCSP allows the page's own inline style and nothing else.
@@ -102,6 +105,9 @@ func (p *problem) headers(html bool, set func(name, value string)) {
 		set("Retry-After", itoa(p.retryAfter))
 	}
 	switch {
+	case html && p.start != nil:
+		set("Content-Type", "text/html; charset=utf-8")
+		set("Content-Security-Policy", startingCSP)
 	case html:
 		set("Content-Type", "text/html; charset=utf-8")
 		set("Content-Security-Policy", pageCSP)
@@ -122,7 +128,8 @@ func (p *problem) body(html bool, requestID string) []byte {
 	}
 	switch {
 	case html:
-		page.Execute(&b, map[string]any{"Title": p.title, "Message": p.message, "Ports": ports, "Status": p.status, "Code": p.code, "RequestID": requestID, "Reload": p.reload})
+		page.Execute(&b, map[string]any{"Title": p.title, "Message": p.message, "Ports": ports, "Status": p.status, "Code": p.code, "RequestID": requestID, "Reload": p.reload,
+			"Start": p.start, "Script": template.JS(startScript)})
 	case p.rfc9457:
 		json.NewEncoder(&b).Encode(p.problemJSON(ports, requestID))
 	default:

@@ -91,6 +91,8 @@ func (sc *headScan) field(c *call, hp *hops, name, v string) {
 		c.requestMethod = v
 	case strings.EqualFold(name, tokenHeader) && c.tokenHeader == "":
 		c.tokenHeader = trimOWS(v)
+	case strings.EqualFold(name, startWatchHeader):
+		c.startWatch, c.startSeen = true, strings.Clone(trimOWS(v))
 	}
 }
 
@@ -175,6 +177,11 @@ func (s *Server) admit(ex exchange, f *flow, proto string) bool {
 // proxied, answered.
 func (s *Server) pass(ex exchange, f *flow) {
 	c, d, rec := &f.c, &f.d, &f.rec
+	if c.startWatch {
+		ex.drain(s, false)
+		s.watchStart(ex, f)
+		return
+	}
 	if !s.strip(ex, f, c, d, &f.hp) {
 		s.answer(ex, rec, &errBadRequest, c.html)
 		return

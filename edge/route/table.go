@@ -89,6 +89,8 @@ type Sandbox struct {
 	// Endpoint is where the tunnel reaches it: SSH host:port and host
 	// key. With StartedAt it says when pooled connections are stale.
 	Endpoint string
+	// StartStage is how far its start has got (store.Sandbox.StartStage).
+	StartStage string
 }
 
 // table is one version of the route table.
@@ -213,7 +215,7 @@ func (t *table) putSandbox(sb *store.Sandbox) {
 		return
 	}
 	s := &Sandbox{ID: sb.ID, AccountID: sb.AccountID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart,
-		UpdatedAt: sb.UpdatedAt, Endpoint: net.JoinHostPort(sb.SSHHost, strconv.Itoa(sb.SSHPort)) + " " + sb.SSHHostKey}
+		UpdatedAt: sb.UpdatedAt, Endpoint: net.JoinHostPort(sb.SSHHost, strconv.Itoa(sb.SSHPort)) + " " + sb.SSHHostKey, StartStage: sb.StartStage}
 	if sb.StartedAt != nil {
 		s.StartedAt = *sb.StartedAt
 	}
