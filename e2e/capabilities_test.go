@@ -47,6 +47,7 @@ type minted struct {
 	sandbox string // its sandbox, when it has one
 	port    int    // its URL's port, for URL rows
 	tokenID string // a viewer token's id
+	hookID  string // a webhook endpoint's id
 	keyID   string // the API key it is, or that made it
 	key     client // that key's client
 	// use tries the secret once: "" when it opened what it opens, else
@@ -109,6 +110,16 @@ var capEvents = map[string]func(t *testing.T, r *capRig, m *minted){
 	"url-removed": func(t *testing.T, r *capRig, m *minted) {
 		r.as(t).call("DELETE", fmt.Sprintf("/v1/sandboxes/%s/urls/%d", m.sandbox, m.port), "", 200, nil)
 	},
+	"webhook-rotated": func(t *testing.T, r *capRig, m *minted) {
+		var rot struct{ ID, Secret string }
+		r.as(t).call("POST", "/v1/webhooks/"+m.hookID+"/rotate", "", 200, &rot)
+		if rot.ID != m.hookID || rot.Secret == "" {
+			t.Fatalf("rotate: got %q and a secret %v, want %q and a new secret", rot.ID, rot.Secret != "", m.hookID)
+		}
+	},
+	"webhook-removed": func(t *testing.T, r *capRig, m *minted) {
+		r.as(t).call("DELETE", "/v1/webhooks/"+m.hookID, "", 200, nil)
+	},
 	"url-renamed": func(t *testing.T, r *capRig, m *minted) {
 		r.as(t).call("POST", "/v1/sandboxes/"+m.sandbox+"/urls", fmt.Sprintf(`{"port": %d, "subdomain": "%s-renamed"}`, m.port, m.sandbox), 200, nil)
 	},
@@ -164,6 +175,39 @@ var capRows = map[string]capRow{
 		}
 		m.refusal = map[string]string{"expiry": "link_expired"}
 		return m.minted
+	}},
+	// A signing secret opens nothing in froog: it is used when froog signs
+	// a ping with it, and the receiver's check passes.
+	"Webhook signing secret": {mint: func(t *testing.T, r *capRig, event string) *minted {
+		var h struct{ ID, Secret string }
+		r.as(t).call("POST", "/v1/webhooks", fmt.Sprintf(`{"url": %q}`, r.hooks.srv.URL+"/cap"), 201, &h)
+		r.hooks.tell(h.ID, h.Secret)
+		t.Cleanup(func() { httpStatus("DELETE", r.admin.base+"/v1/webhooks/"+h.ID, bearer(r.admin.key), "", 200) })
+		return &minted{hookID: h.ID, use: func() string {
+			req, _ := http.NewRequest("POST", r.admin.base+"/v1/webhooks/"+h.ID+"/test", nil)
+			req.Header.Set("Authorization", "Bearer "+r.admin.key)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err.Error()
+			}
+			defer res.Body.Close()
+			var a struct {
+				EventID string `json:"event_id"`
+				Status  string
+			}
+			if b, _ := io.ReadAll(res.Body); res.StatusCode != 200 || json.Unmarshal(b, &a) != nil {
+				return fmt.Sprintf("test: %d %s", res.StatusCode, b)
+			}
+			for _, q := range r.hooks.requests() {
+				if q.Delivery == a.EventID && q.Webhook == h.ID {
+					if !q.Verified {
+						return "the ping does not verify with the secret"
+					}
+					return ""
+				}
+			}
+			return "the receiver got no ping (" + a.Status + ")"
+		}}
 	}},
 	"Signed file link": {mint: func(t *testing.T, r *capRig, event string) *minted {
 		name := r.sandbox(t)
@@ -296,6 +340,7 @@ func (r *capRig) refused(t *testing.T, m *minted, ev string) {
 // client for the edge that trusts its CA.
 type capRig struct {
 	*dev
+	hooks *hookReceiver // the webhook endpoints' receiver
 	admin client
 	https *http.Client // reaches the edge, trusting its CA
 	n     atomic.Int32
@@ -304,12 +349,13 @@ type capRig struct {
 func newCapRig(t *testing.T) *capRig {
 	// An account with room: every case makes sandboxes, starts and URL
 	// names of its own, past the docs' limits for one account.
-	d := startDev(t, devOptions{clock: true, args: []string{"--rate-limit", "0", "--capacity", "100"}, prepare: func(data string) string {
+	hooks := newHookReceiver(t)
+	d := startDev(t, devOptions{clock: true, env: []string{hooks.env()}, args: []string{"--rate-limit", "0", "--capacity", "100"}, prepare: func(data string) string {
 		acct := froogdRun(t, "admin", "create-account", "--data", data, "--name", "capabilities", "--max-sandboxes", "100",
 			"--starts-per-minute", "500", "--starts-per-hour", "5000", "--starts-per-day", "50000", "--url-names-per-day", "500")
 		return froogdRun(t, "admin", "api-key", "create", "--data", data, "--account", acct, "--preset", "admin")
 	}})
-	return &capRig{dev: d, admin: d.c, https: d.web(true)}
+	return &capRig{dev: d, hooks: hooks, admin: d.c, https: d.web(true)}
 }
 
 // as is the admin key's client for t.
