@@ -29,7 +29,7 @@ type devConfig struct {
 	Rate                                                 rateConfig
 	Driver                                               driverConfig
 	Capacity                                             int
-	DesktopBrowser                                       bool
+	DesktopBrowser, HTTP3                                bool
 }
 
 func (c *devConfig) bind(f flags) {
@@ -41,6 +41,7 @@ func (c *devConfig) bind(f flags) {
 	bindMetrics(f, &c.MetricsAddr)
 	f.num(&c.Capacity, "capacity", 16, "sandboxes the local host runs at once")
 	bindDesktopBrowser(f, &c.DesktopBrowser)
+	bindHTTP3(f, &c.HTTP3)
 	c.Rate.bind(f)
 	c.Driver.bind(f)
 }
@@ -118,7 +119,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := startAPI(p, apiConfig{Domain: c.Domain, PublicPort: publicPort}, secret, sh, apiLn); err != nil {
 			return err
 		}
-		ec := edgeConfig{Domain: c.Domain, PublicPort: publicPort, Rate: c.Rate, Certs: certs.Config{LocalCADir: c.Data}, DrainSecs: 10, DesktopBrowser: c.DesktopBrowser}
+		ec := edgeConfig{Domain: c.Domain, PublicPort: publicPort, Rate: c.Rate, Certs: certs.Config{LocalCADir: c.Data}, DrainSecs: 10, DesktopBrowser: c.DesktopBrowser, HTTP3: c.HTTP3}
 		checks, err := startEdge(p, ec, sh, secret, edgeLn, httpLn)
 		if err != nil {
 			return err

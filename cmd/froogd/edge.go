@@ -27,6 +27,7 @@ type edgeConfig struct {
 	PublicPort                  int // the HTTPS port as visitors reach it
 	DrainSecs, DrainDelaySecs   int
 	DesktopBrowser              bool // a desktop the edge starts opens a browser window
+	HTTP3                       bool // HTTP/3 on the HTTPS port's number, over UDP
 	Rate                        rateConfig
 	Certs                       certs.Config
 }
@@ -43,8 +44,14 @@ func (c *edgeConfig) bind(f flags) {
 	f.num(&c.DrainDelaySecs, "drain-delay-secs", 0, "on SIGTERM, how long to keep accepting with /readyz failing before the listeners close, so that load balancers take this edge out first")
 	f.str(&c.SecretKeyFile, "secret-key-file", "", "the 32-byte key file every API and edge process shares (the API's --secret-key-file): desktop sessions are signed with a key made from it; without it this edge serves no desktops")
 	bindDesktopBrowser(f, &c.DesktopBrowser)
+	bindHTTP3(f, &c.HTTP3)
 	c.Rate.bind(f)
 	bindCerts(f, &c.Certs)
+}
+
+// bindHTTP3 declares --http3, the edge's and dev's.
+func bindHTTP3(f flags, p *bool) {
+	f.boolean(p, "http3", true, "serve HTTP/3 (QUIC) on UDP at the HTTPS port's number, and advertise it (Alt-Svc) on HTTPS answers; false: HTTP/1.1 and HTTP/2 only")
 }
 
 // bindDesktopBrowser declares --desktop-browser, the edge's and dev's.
@@ -135,6 +142,16 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	if c.Rate.Limit == 0 {
 		o.RateLimit = -1 // off
 	}
+	var quic net.PacketConn
+	if c.HTTP3 {
+		// The HTTPS listener's own address: the same port number (and,
+		// for :0, the one it was given).
+		if quic, err = net.ListenPacket("udp", tlsLn.Addr().String()); err != nil {
+			return nil, fmt.Errorf("listen for HTTP/3 (--http3) on udp %s: %w", tlsLn.Addr(), err)
+		}
+		p.onClose(func() { quic.Close() })
+		o.HTTP3 = true
+	}
 	o.Inbox = sh.store
 	if secret != nil {
 		if o.OpenSecret, err = api.InboxSecretOpener(secret); err != nil {
@@ -156,6 +173,9 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	p.Go(func(ctx context.Context) error { routes.Run(ctx); return nil })
 	p.Go(srv.DeliverInboxes)
 	p.Go(func(ctx context.Context) error { return srv.ServeTLS(ctx, tlsLn) })
+	if quic != nil {
+		p.Go(func(ctx context.Context) error { return srv.ServeQUIC(ctx, quic) })
+	}
 	p.Go(func(ctx context.Context) error { return srv.ServeRedirect(ctx, httpLn) })
 	return []health.Check{
 		{Name: "draining", Run: func(context.Context) error {
