@@ -116,7 +116,7 @@ func (s *Server) hold(ctx context.Context, rt *route.Route, port int, sb *route.
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			s.m.autoStarts.WithLabelValues("timed_out").Inc()
 		} // else the client went away
-		return s.starting(rt, port)
+		return s.starting(rt, port, time.Since(start))
 	}
 	if p := s.startFailed(rt, err); p != nil {
 		s.m.autoStarts.WithLabelValues("failed").Inc()
@@ -143,10 +143,11 @@ func (s *Server) startFailed(rt *route.Route, err error) *problem {
 }
 
 // starting is the Starting page of a request to port of rt's sandbox,
-// with where its start is now.
-func (s *Server) starting(rt *route.Route, port int) *problem {
+// held for waited, with where its start is now.
+func (s *Server) starting(rt *route.Route, port int, waited time.Duration) *problem {
 	p := errStarting
 	st := startOf(s.o.Routes.Sandbox(rt.SandboxID), port, false)
+	st.waited = int(waited.Seconds())
 	p.start = &st
 	return &p
 }
@@ -167,5 +168,5 @@ func (s *Server) tooLargeToHold(rt *route.Route, port int, sb *route.Sandbox, wa
 			}
 		}()
 	}
-	return s.starting(rt, port)
+	return s.starting(rt, port, 0)
 }

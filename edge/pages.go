@@ -84,7 +84,7 @@ main{max-width:34rem;margin:2rem;padding:2rem 2.25rem;background:#fff;border-rad
 h1{font-size:1.35rem;margin:0 0 .5rem}p{margin:.5rem 0;color:#4a5263}.ports,.stage{color:#1d2330;font-weight:500}.code{font:13px ui-monospace,monospace;color:#8a92a3}
 @media (prefers-color-scheme:dark){body{background:#12151c;color:#e6e9ef}main{background:#1b1f29;box-shadow:none}p{color:#aab2c3}.ports,.stage{color:#e6e9ef}}
 </style></head>
-<body><main><h1>{{.Title}}</h1><p>{{.Message}}</p>{{if .Ports}}<p class="ports">{{.Ports}}</p>{{end}}{{with .Start}}<p class="stage"><span id="stage" data-version="{{.Version}}">{{if .Stage}}{{.Stage}}{{else}}{{.State}}{{end}}</span> · <span id="since">0 s</span></p>{{end}}<p class="code">{{.Status}} · {{.Code}}{{if .RequestID}} · {{.RequestID}}{{end}}</p></main>{{if .Start}}<script>{{.Script}}</script>{{end}}</body></html>
+<body><main><h1>{{.Title}}</h1><p>{{.Message}}</p>{{if .Ports}}<p class="ports">{{.Ports}}</p>{{end}}{{with .Start}}<p class="stage"><span id="stage" data-version="{{.Version}}">{{if .Stage}}{{.Stage}}{{else}}{{.State}}{{end}}</span> · <span id="since" data-waited="{{$.Waited}}">{{$.Waited}} s</span></p>{{end}}<p class="code">{{.Status}} · {{.Code}}{{if .RequestID}} · {{.RequestID}}{{end}}</p></main>{{if .Start}}<script>{{.Script}}</script>{{end}}</body></html>
 `))
 
 // pageCSP allows the page's own inline style and nothing else.
@@ -129,13 +129,21 @@ func (p *problem) body(html bool, requestID string) []byte {
 	switch {
 	case html:
 		page.Execute(&b, map[string]any{"Title": p.title, "Message": p.message, "Ports": ports, "Status": p.status, "Code": p.code, "RequestID": requestID, "Reload": p.reload,
-			"Start": p.start, "Script": template.JS(startScript)})
+			"Start": p.start, "Waited": waited(p.start), "Script": template.JS(startScript)})
 	case p.rfc9457:
 		json.NewEncoder(&b).Encode(p.problemJSON(ports, requestID))
 	default:
 		json.NewEncoder(&b).Encode(map[string]any{"error": map[string]string{"code": p.code, "message": p.message, "request_id": requestID}})
 	}
 	return b.Bytes()
+}
+
+// waited is how long a Starting page's request was held, in seconds.
+func waited(st *startStatus) int {
+	if st == nil {
+		return 0
+	}
+	return st.waited
 }
 
 // problemDoc is an RFC 9457 problem: its members (type about:blank, so

@@ -40,6 +40,7 @@ type startStatus struct {
 	Ready   bool   `json:"ready"`  // running, and the port answers: reload
 	Failed  bool   `json:"failed"` // the start failed: stop watching
 	Version string `json:"version"`
+	waited  int    // seconds the page's request was held, for its clock
 }
 
 // startOf says where sb's start is, for a request to port.
@@ -117,7 +118,7 @@ func (s *Server) answers(ctx context.Context, sandboxID string, port int) bool {
 // startScript follows the start on a Starting page (watchStart); the
 // page's CSP lets in this script alone, by its hash.
 const startScript = `(() => {
-const stage = document.getElementById("stage"), since = document.getElementById("since"), t0 = Date.now();
+const stage = document.getElementById("stage"), since = document.getElementById("since"), t0 = Date.now() - 1000 * (+since.dataset.waited || 0);
 setInterval(() => { since.textContent = Math.round((Date.now() - t0) / 1000) + " s"; }, 1000);
 let seen = stage.dataset.version || "";
 const watch = async () => {

@@ -90,10 +90,10 @@ func TestStartingPage(t *testing.T) {
 	rts.mu.Lock()
 	rts.boxes["sb1"] = &route.Sandbox{ID: "sb1", State: store.StateStarting, DesiredState: store.StateRunning, StartStage: "booting: <the kernel>"}
 	rts.mu.Unlock()
-	p := s.starting(rts.routes["app.froog.test"], 8080)
+	p := s.starting(rts.routes["app.froog.test"], 8080, 20*time.Second)
 	body := string(p.body(true, "req-1"))
-	if !strings.Contains(body, `booting: &lt;the kernel&gt;`) || strings.Contains(body, "<the kernel>") {
-		t.Fatalf("the page does not show the stage, escaped: %s", body)
+	if !strings.Contains(body, `booting: &lt;the kernel&gt;`) || strings.Contains(body, "<the kernel>") || !strings.Contains(body, `data-waited="20">20 s<`) {
+		t.Fatalf("the page does not show the stage, escaped, and the 20 s it was held: %s", body)
 	}
 	m := regexp.MustCompile(`(?s)<script>(.*)</script>`).FindStringSubmatch(body)
 	if m == nil {
