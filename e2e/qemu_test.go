@@ -121,11 +121,20 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 	watch := func() (st struct {
 		State string
 		Ready bool
-	}) { t.Helper(); req, _ := http.NewRequest("GET", "https://"+u.Host+"/index.html", nil); req.Header.Set("Froog-Start-Watch", ""); res, err := web.Do(req); if err != nil {
-		t.Fatal(err)
-	}; defer res.Body.Close(); if err := json.NewDecoder(res.Body).Decode(&st); res.StatusCode != 200 || err != nil {
-		t.Fatalf("a watch: %d, %v", res.StatusCode, err)
-	}; return st }
+	}) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "https://"+u.Host+"/index.html", nil)
+		req.Header.Set("Froog-Start-Watch", "")
+		res, err := web.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if err := json.NewDecoder(res.Body).Decode(&st); res.StatusCode != 200 || err != nil {
+			t.Fatalf("a watch: %d, %v", res.StatusCode, err)
+		}
+		return st
+	}
 	if st := watch(); st.State != "stopped" || st.Ready {
 		t.Fatalf("a watch of the stopped sandbox: %+v", st)
 	}

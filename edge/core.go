@@ -38,7 +38,7 @@ type call struct {
 	// answers itself; startSeen is the version the page shows.
 	startWatch bool
 	startSeen  string
-	ip            netip.Addr
+	ip         netip.Addr
 }
 
 // decision is the core's answer: a problem to answer with, a redirect
