@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -47,6 +49,30 @@ func benchClient(roots *x509.CertPool, addr string) *http.Client {
 		DisableCompression: true,
 	}
 	return &http.Client{Transport: tr}
+}
+
+// benchClientFor is the client of a stack: HTTP/1.1 (benchClient) but
+// for the edge's edge-h2 and edge-h3 rows, which multiplex one HTTP/2
+// or HTTP/3 connection.
+func benchClientFor(stack string, roots *x509.CertPool, addr string) *http.Client {
+	switch stack {
+	case "edge-h2":
+		d := &net.Dialer{}
+		return &http.Client{Transport: &http.Transport{
+			DialContext:       func(ctx context.Context, n, _ string) (net.Conn, error) { return d.DialContext(ctx, n, addr) },
+			TLSClientConfig:   &tls.Config{RootCAs: roots},
+			ForceAttemptHTTP2: true, DisableCompression: true,
+		}}
+	case "edge-h3":
+		return &http.Client{Transport: &http3.Transport{
+			TLSClientConfig:    &tls.Config{RootCAs: roots},
+			DisableCompression: true,
+			Dial: func(ctx context.Context, _ string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
+				return quic.DialAddr(ctx, addr, tc, qc)
+			},
+		}}
+	}
+	return benchClient(roots, addr)
 }
 
 // runFixedRate sends GET url at rate requests a second for d, open loop

@@ -149,7 +149,7 @@ func benchEdgeProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv, err := edge.New(edge.Options{Routes: routes, Sandboxes: st, Dialer: tun, GetCertificate: ca.GetCertificate, Logger: slog.New(slog.DiscardHandler),
-		RateLimit: -1, MaxConnsPerIP: 1 << 20}) // the bench is one address
+		RateLimit: -1, MaxConnsPerIP: 1 << 20, HTTP3: true}) // the bench is one address
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +157,14 @@ func benchEdgeProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pc, err := net.ListenPacket("udp", ln.Addr().String()) // HTTP/3, for the edge-h3 row
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
 	go routes.Run(ctx)
 	go srv.ServeTLS(ctx, ln)
+	go srv.ServeQUIC(ctx, pc)
 	<-routes.Ready()
 	say("addr %s", ln.Addr())
 	var prof *os.File

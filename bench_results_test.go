@@ -133,6 +133,23 @@ func (r results) againstBest() string {
 		row("p99"+at, "%.1f", "ms", func(p pathResult) (float64, [2]float64) { s := p.at(rate); return s.P99, s.P99Range }, false)
 		row("p99.9"+at, "%.1f", "ms", func(p pathResult) (float64, [2]float64) { s := p.at(rate); return s.P999, s.P999Range }, false)
 	}
+	// HTTP/3 against the edge's own HTTP/2, in the same run.
+	h2, h3 := r.path("edge-h2"), r.path("edge-h3")
+	for _, rate := range r.Rates {
+		for _, f := range []struct {
+			name, format, unit string
+			v                  func(smallResult) (float64, [2]float64)
+		}{
+			{"HTTP/3 CPU per request", "%.0f", "µs", func(s smallResult) (float64, [2]float64) { return s.CPUPerReq, s.CPUPerReqRange }},
+			{"HTTP/3 p99", "%.1f", "ms", func(s smallResult) (float64, [2]float64) { return s.P99, s.P99Range }},
+		} {
+			e, er := f.v(h3.at(rate))
+			p, pr := f.v(h2.at(rate))
+			if e != 0 && p != 0 {
+				fmt.Fprintf(&md, "| %s at %d req/s | %s | edge-h2: %s | %s |\n", f.name, rate, value(f.format, f.unit, e, er), value(f.format, f.unit, p, pr), ratio(e, p, er, pr))
+			}
+		}
+	}
 	row("download", "%.0f", "MB/s", func(p pathResult) (float64, [2]float64) { return p.MBps, p.MBpsRange }, true)
 	row("download CPU", "%.2f", "ms/MB", func(p pathResult) (float64, [2]float64) { return p.CPUPerMB, p.CPUPerMBRange }, false)
 	row("upload", "%.0f", "MB/s", func(p pathResult) (float64, [2]float64) { return p.UpMBps, p.UpMBpsRange }, true)

@@ -222,6 +222,12 @@ func TestEdgeBench(t *testing.T) {
 			nginxPids(chisel.Server)},
 		{"ssh-l", "**`ssh -L`** → sshd → upstream, plain HTTP", false, "", "", "", "http://" + forward + "/big", "http://" + forwardUp + "/upload",
 			func() []int { return []int{forwardPid, forwardUpPid} }},
+		// The edge against itself: HTTP/3 beside its own HTTP/2, each
+		// multiplexing one connection (small GETs only: curl has no h3).
+		{"edge-h2", "**edge** over HTTP/2 → sshd → upstream", false, edgeAddr, edgeURL("box", "/"), cookie, "", "",
+			func() []int { return []int{edge.Pid} }},
+		{"edge-h3", "**edge** over HTTP/3 (QUIC) → sshd → upstream", false, edgeAddr, edgeURL("box", "/"), cookie, "", "",
+			func() []int { return []int{edge.Pid} }},
 	}
 
 	type small struct{ rps, p50, p99, p999, cpuReq float64 }
@@ -240,7 +246,7 @@ func TestEdgeBench(t *testing.T) {
 					break
 				}
 				var c0 time.Duration
-				client := benchClient(ca.Pool(), s.addr)
+				client := benchClientFor(s.name, ca.Pool(), s.addr)
 				fr := runFixedRate(client, s.url, s.cookie, rate, warm, dur, func(begin bool) {
 					if begin {
 						c0 = testkit.CPUTime(s.pids()...)
