@@ -34,6 +34,8 @@
 //   - stop.go: the timers (auto-stop, lifetime, warm window) and stopping.
 //   - snapshots.go: automatic and saved snapshots, restores, their files.
 //   - driver.go: the Driver interface and its optional parts.
+//   - progress.go: how far a start has got, as the driver reports it,
+//     written on the sandbox (StartStage).
 //   - memory.go: watching the host's free memory; warm sandboxes give up
 //     their processes when it runs low.
 package hostctl

@@ -26,8 +26,10 @@
 // Debian package's example environment files, from the flags),
 // wiring.go (the process, shared parts, listeners), views.go (the
 // desktop server's adapters to the route table and the store), notify.go (systemd's
-// sd_notify), pprof.go (profiles, in a build with -tags pprof) and
+// sd_notify), pprof.go (profiles, in a build with -tags pprof),
 // testclock.go (a clock run ahead for tests, in a build with -tags
 // froogtest; testclock_release.go is the real clock of every other
-// build).
+// build) and testwebhooks.go (a test build's webhook sender, which may
+// trust the test's receiver on loopback; testwebhooks_release.go is the
+// strict one of every other build).
 package main
