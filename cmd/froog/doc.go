@@ -15,8 +15,9 @@
 // delete, fork, restore), snapshots.go (snapshot, snapshots), exec.go
 // (exec, jobs, logs, kill, wait), metrics.go (metrics, ps), files.go
 // (push, scp, ssh), urls.go (host, url-token), inbox.go (inbox),
-// views.go (desktop, browser, wall), env.go (env, environment) and
-// account.go (api-key, audit, limits, completions). Its tests here need
+// views.go (desktop, browser, wall), env.go (env, environment),
+// webhooks.go (webhooks) and account.go (api-key, audit, limits,
+// completions). Its tests here need
 // no froogd; the end-to-end ones, which run the froog binary against
 // froogd dev, are e2e's TestCLI… (e2e/cli_test.go and beside it).
 package main

@@ -34,6 +34,8 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"delete", "--help"}, []string{"saved snapshots stay", "-y, --yes"}},
 		{[]string{"url-token", "--help"}, []string{"froog url-token create my-box 3000 --ttl 2h --label alice", "revoke"}},
 		{[]string{"inbox", "--help"}, []string{"froog inbox redeliver my-box 3000 --failed", "list", "purge"}},
+		{[]string{"webhooks", "--help"}, []string{"froog webhooks add https://example.com/froog --name prod", "deliveries", "rotate", "sandbox.recovered"}},
+		{[]string{"webhooks", "update", "--help"}, []string{"--url", "--name", "--event", "--all-events", "--enable", "--disable"}},
 		{[]string{"completions", "bash"}, []string{"bash completion"}},
 		{[]string{"completions", "zsh"}, []string{"#compdef froog"}},
 		{[]string{"completions", "fish"}, []string{"complete -c froog"}},

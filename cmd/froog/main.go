@@ -93,7 +93,7 @@ accepts --json for machine-readable output.`,
 		a.psCmd(), a.metricsCmd())
 	add("web", a.hostCmd(), a.urlTokenCmd(), a.inboxCmd(), a.desktopCmd(), a.browserCmd(), a.wallCmd())
 	add("account", a.loginCmd(), a.logoutCmd(), a.statusCmd(), a.apiKeyCmd(), a.auditCmd(), a.limitsCmd(),
-		a.envCmd(), a.environmentCmd())
+		a.envCmd(), a.environmentCmd(), a.webhooksCmd())
 	root.AddCommand(a.completionsCmd())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
