@@ -558,8 +558,8 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 				pr.Out.Header[h] = pr.In.Header[h]
 			}
 		},
-		Transport:     (*poolTransport)(s),
-		FlushInterval: -1, // server-sent events and streams go out as they come
+		Transport:      (*poolTransport)(s),
+		FlushInterval:  -1, // server-sent events and streams go out as they come
 		ModifyResponse: dropEdgeHeaders,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {

@@ -103,6 +103,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		apiLn, edgeLn, httpLn := lns[0], lns[1], lns[2]
+		var quic net.PacketConn
+		if c.HTTP3 {
+			if edgeLn, quic, err = listenQUIC(p, c.EdgeAddr, edgeLn); err != nil {
+				return err
+			}
+		}
 		// Links name the edge's port as given (visitors reach it there).
 		_, edgePort, _ := net.SplitHostPort(c.EdgeAddr)
 		publicPort, _ := strconv.Atoi(edgePort)
@@ -120,7 +126,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		ec := edgeConfig{Domain: c.Domain, PublicPort: publicPort, Rate: c.Rate, Certs: certs.Config{LocalCADir: c.Data}, DrainSecs: 10, DesktopBrowser: c.DesktopBrowser, HTTP3: c.HTTP3}
-		checks, err := startEdge(p, ec, sh, secret, edgeLn, httpLn)
+		checks, err := startEdge(p, ec, sh, secret, edgeLn, httpLn, quic)
 		if err != nil {
 			return err
 		}

@@ -118,7 +118,7 @@ func bindMetrics(f flags, p *string) {
 // with secret (the shared secret key), also the desktops' view hosts. It
 // returns the edge's readiness checks: the route table follows the
 // store, the certificates load, and the edge is not draining.
-func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net.Listener) ([]health.Check, error) {
+func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net.Listener, quic net.PacketConn) ([]health.Check, error) {
 	// The route table first: certs asks it which names to order or sign,
 	// and the edge which sandbox port a host is.
 	now, _ := testClock()
@@ -142,16 +142,7 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	if c.Rate.Limit == 0 {
 		o.RateLimit = -1 // off
 	}
-	var quic net.PacketConn
-	if c.HTTP3 {
-		// The HTTPS listener's own address: the same port number (and,
-		// for :0, the one it was given).
-		if quic, err = net.ListenPacket("udp", tlsLn.Addr().String()); err != nil {
-			return nil, fmt.Errorf("listen for HTTP/3 (--http3) on udp %s: %w", tlsLn.Addr(), err)
-		}
-		p.onClose(func() { quic.Close() })
-		o.HTTP3 = true
-	}
+	o.HTTP3 = quic != nil
 	o.Inbox = sh.store
 	if secret != nil {
 		if o.OpenSecret, err = api.InboxSecretOpener(secret); err != nil {
@@ -210,7 +201,13 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return err
 			}
 		}
-		checks, err := startEdge(p, c, sh, secret, lns[0], lns[1])
+		var quic net.PacketConn
+		if c.HTTP3 {
+			if lns[0], quic, err = listenQUIC(p, c.Addr, lns[0]); err != nil {
+				return err
+			}
+		}
+		checks, err := startEdge(p, c, sh, secret, lns[0], lns[1], quic)
 		if err != nil {
 			return err
 		}

@@ -194,6 +194,31 @@ func listen(p *proc, addrs ...string) ([]net.Listener, error) {
 	return lns, nil
 }
 
+// listenQUIC opens HTTP/3's UDP socket at the HTTPS listener's address
+// (its port number). For an address of port 0 that number is the one TCP
+// gave, which UDP may have in use already: then both are opened again on
+// another, a few times, and the new HTTPS listener is returned.
+func listenQUIC(p *proc, addr string, tls net.Listener) (net.Listener, net.PacketConn, error) {
+	_, asked, _ := net.SplitHostPort(addr)
+	for try := 1; ; try++ {
+		pc, err := net.ListenPacket("udp", tls.Addr().String())
+		if err == nil {
+			p.onClose(func() { pc.Close() })
+			return tls, pc, nil
+		}
+		if asked != "0" || try == 10 {
+			return nil, nil, fmt.Errorf("listen for HTTP/3 (--http3) on udp %s: %w", tls.Addr(), err)
+		}
+		tls.Close()
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		p.onClose(func() { ln.Close() })
+		tls = ln
+	}
+}
+
 // port is a listener's TCP port.
 func port(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
 

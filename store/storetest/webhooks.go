@@ -180,7 +180,10 @@ func testWebhookEvents(t *testing.T, o func() Backend) {
 	w := webhook(t, s, a.ID, "all", nil, true)
 	h := register(t, s, "wh-host", 8, now)
 	sb := sandbox(t, s, a.ID, "box", nil, now)
-	if _, err := s.UpdateSandbox(ctx, sb.ID, func(x *store.Sandbox, _ *store.AuditEvent) error { x.HostID, x.State = h.ID, store.StateRunning; return nil }, nil); err != nil {
+	if _, err := s.UpdateSandbox(ctx, sb.ID, func(x *store.Sandbox, _ *store.AuditEvent) error {
+		x.HostID, x.State = h.ID, store.StateRunning
+		return nil
+	}, nil); err != nil {
 		t.Fatal(err)
 	}
 	type ev struct{ typ, reason string }
