@@ -54,7 +54,9 @@ func TestHeldClientGoes(t *testing.T) {
 				}
 			}()
 		}
-		wait.For(t, 10*time.Second, "ten requests held", func() bool { return held() == 10 })
+		if !wait.Until(30*time.Second, func() bool { return held() == 10 }) {
+			t.Fatalf("h2=%v: %v requests held, want 10", h2, held())
+		}
 		cancel()
 		wg.Wait()
 		c.CloseIdleConnections()
