@@ -403,8 +403,9 @@ func TestWebsocketAndStreams(t *testing.T) {
 	r.host("ws-1-cccccc", wsPort, false, "pt_ws")
 	// An edge whose header timeout is short, so that an idle spell past it
 	// is short too; not so short that the handshake and the upgrade's head
-	// miss it on a loaded machine (at 200 ms they did, under -parallel).
-	const headerTimeout = 500 * time.Millisecond
+	// miss it on a loaded machine (at 200 ms they did, under -parallel;
+	// at 500 ms, once, in a whole make test beside other work).
+	const headerTimeout = 2 * time.Second
 	wsAddr, _, stopWS := r.startEdge(r.st, func(o *edge.Options) { o.ReadHeaderTimeout = headerTimeout })
 	d := websocket.Dialer{
 		NetDialContext:  func(ctx context.Context, network, _ string) (net.Conn, error) { return net.Dial(network, wsAddr) },
