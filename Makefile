@@ -82,7 +82,7 @@ bench: ## run the benchmarks into .bench/ (the edge against nginx, Caddy, frp an
 fuzz: ## run every fuzz target for FUZZTIME each (20s), one at a time; failing inputs land in testdata/fuzz
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./deploy/fuzz.sh
 
-generate: ## regenerate the Go SDK, froog/api.gen.go, from api/openapi.json (froog's TestGeneratedUpToDate checks it)
+generate: ## regenerate the Go SDK, froog/api.gen.go and models.gen.go, from api/openapi.json (froog's TestGeneratedUpToDate checks it)
 	$(GO) generate ./froog/
 
 lint: ## no build outputs in git, gofmt, go vet, staticcheck, and Redocly's lint of api/openapi.json (no warnings)

@@ -1,8 +1,9 @@
 // Package froog is the Go SDK for froog's /v1 API.
 //
-// api.gen.go is generated from api/openapi.json by oapi-codegen, with
-// overlay.yaml's changes (make generate; TestGeneratedUpToDate fails when
-// it is stale): typed requests, responses and one method per operation. The hand-written files are a thin
+// api.gen.go (the calls) and models.gen.go (their types) are generated
+// from api/openapi.json by oapi-codegen, with overlay.yaml's changes (make
+// generate; TestGeneratedUpToDate fails when either is stale): typed
+// requests, responses and one method per operation. The hand-written files are a thin
 // layer over those calls, in the docs' handle style:
 //
 //	c := froog.New("") // FROOG_API_KEY; NewWithOptions for the rest
@@ -20,3 +21,4 @@
 package froog
 
 //go:generate go tool oapi-codegen -config oapi-codegen.yaml ../api/openapi.json
+//go:generate go tool oapi-codegen -config oapi-codegen-models.yaml ../api/openapi.json
