@@ -127,6 +127,7 @@ type urlRequest struct {
 	// The policy (urls_policy.go): absent keeps it, null takes it off.
 	AllowIPs       json.RawMessage `json:"allow_ips"`
 	RateLimit      json.RawMessage `json:"rate_limit"`
+	BandwidthMbit  json.RawMessage `json:"bandwidth_mbit"`
 	FrameAncestors json.RawMessage `json:"frame_ancestors"`
 	// Routes (urls_routes.go): absent keeps them, null or [] takes them
 	// off.

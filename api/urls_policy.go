@@ -13,24 +13,26 @@ import (
 )
 
 // A URL's policy, set by its owner on POST …/urls (issue 30): allow_ips,
-// rate_limit and frame_ancestors. Each member absent keeps what the URL
-// has; null (or an empty list) takes it off.
+// rate_limit, bandwidth_mbit and frame_ancestors. Each member absent
+// keeps what the URL has; null (or an empty list) takes it off.
 
 const (
 	maxAllowIPs       = 64
 	maxFrameAncestors = 16
 	maxPerSecond      = 10000
 	maxBurst          = 100000
+	maxBandwidthMbit  = 10000
 )
 
 // urlPolicy is what a request changes of a URL's policy, and of its
 // routes (urls_routes.go), which are set and taken off the same way.
 type urlPolicy struct {
-	setAllow, setRate, setFrame, setRoutes bool
-	allow                                  []netip.Prefix
-	rate                                   *store.RateLimit
-	frame                                  []string
-	routes                                 []store.PathRoute
+	setAllow, setRate, setFrame, setRoutes, setBandwidth bool
+	allow                                                []netip.Prefix
+	rate                                                 *store.RateLimit
+	frame                                                []string
+	routes                                               []store.PathRoute
+	bandwidth                                            int64 // Mbit/s; 0: no cap
 }
 
 // parsePolicy reads the policy members of req and its routes (req.Port
@@ -61,6 +63,12 @@ func parsePolicy(req *urlRequest) (urlPolicy, error) {
 			return p, err
 		}
 	}
+	if req.BandwidthMbit != nil {
+		p.setBandwidth = true
+		if p.bandwidth, err = parseBandwidth(req.BandwidthMbit); err != nil {
+			return p, err
+		}
+	}
 	if req.FrameAncestors != nil {
 		p.setFrame = true
 		if p.frame, err = parseFrameAncestors(req.FrameAncestors); err != nil {
@@ -81,6 +89,13 @@ func (p *urlPolicy) apply(u *store.URL, detail map[string]string) {
 		detail["rate_limit"] = "off"
 		if p.rate != nil {
 			detail["rate_limit"] = strconv.FormatFloat(p.rate.PerSecond, 'g', -1, 64) + "/s burst " + strconv.Itoa(p.rate.Burst)
+		}
+	}
+	if p.setBandwidth {
+		u.BandwidthMbit = p.bandwidth
+		detail["bandwidth_mbit"] = "off"
+		if p.bandwidth > 0 {
+			detail["bandwidth_mbit"] = strconv.FormatInt(p.bandwidth, 10)
 		}
 	}
 	if p.setFrame {
@@ -184,6 +199,19 @@ func parseRateLimit(raw json.RawMessage) (*store.RateLimit, error) {
 	return rl, nil
 }
 
+// parseBandwidth reads bandwidth_mbit: a whole number of megabits a
+// second, or null for no cap.
+func parseBandwidth(raw json.RawMessage) (int64, error) {
+	if string(raw) == "null" {
+		return 0, nil
+	}
+	var n int64
+	if err := json.Unmarshal(raw, &n); err != nil || n < 1 || n > maxBandwidthMbit {
+		return 0, invalid("bandwidth_mbit is a whole number of megabits a second from 1 to %d, or null for no cap", maxBandwidthMbit)
+	}
+	return n, nil
+}
+
 // parseFrameAncestors reads frame_ancestors: origins that may frame the
 // URL (https://app.example, https://*.example.com, http://localhost:5173)
 // and the keywords 'self' and 'none' (alone), lowercased.
@@ -264,11 +292,12 @@ func hostLabel(l string) bool {
 type policyView struct {
 	AllowIPs       []string         `json:"allow_ips"`
 	RateLimit      *store.RateLimit `json:"rate_limit,omitempty"`
+	BandwidthMbit  int64            `json:"bandwidth_mbit,omitempty"`
 	FrameAncestors []string         `json:"frame_ancestors"`
 }
 
 func viewPolicy(u *store.URL) policyView {
-	v := policyView{AllowIPs: []string{}, RateLimit: u.RateLimit, FrameAncestors: []string{}}
+	v := policyView{AllowIPs: []string{}, RateLimit: u.RateLimit, BandwidthMbit: u.BandwidthMbit, FrameAncestors: []string{}}
 	for _, p := range u.AllowIPs {
 		v.AllowIPs = append(v.AllowIPs, p.String())
 	}
@@ -284,6 +313,7 @@ func (s *Server) patchURL(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		AllowIPs       json.RawMessage `json:"allow_ips"`
 		RateLimit      json.RawMessage `json:"rate_limit"`
+		BandwidthMbit  json.RawMessage `json:"bandwidth_mbit"`
 		FrameAncestors json.RawMessage `json:"frame_ancestors"`
 		Routes         json.RawMessage `json:"routes"`
 	}
@@ -294,7 +324,7 @@ func (s *Server) patchURL(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	policy, err := parsePolicy(&urlRequest{Port: &port, AllowIPs: req.AllowIPs, RateLimit: req.RateLimit, FrameAncestors: req.FrameAncestors, Routes: req.Routes})
+	policy, err := parsePolicy(&urlRequest{Port: &port, AllowIPs: req.AllowIPs, RateLimit: req.RateLimit, BandwidthMbit: req.BandwidthMbit, FrameAncestors: req.FrameAncestors, Routes: req.Routes})
 	if err != nil {
 		return err
 	}

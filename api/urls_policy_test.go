@@ -15,6 +15,7 @@ import (
 type policyOut struct {
 	AllowIPs       []string         `json:"allow_ips"`
 	RateLimit      *store.RateLimit `json:"rate_limit"`
+	BandwidthMbit  int64            `json:"bandwidth_mbit"`
 	FrameAncestors []string         `json:"frame_ancestors"`
 }
 
@@ -31,28 +32,29 @@ func TestURLPolicy(t *testing.T) {
 		e.do("POST", "/v1/sandboxes/box/urls", e.admin, map[string]any{"port": 3000,
 			"allow_ips":       []string{"203.0.113.0/24", "2001:db8::/32", "198.51.100.7", "2001:db8:1::1"},
 			"rate_limit":      map[string]any{"per_second": 10, "burst": 20},
+			"bandwidth_mbit":  50,
 			"frame_ancestors": []string{"https://App.Example", "https://*.example.com:8443/", "'self'"},
 		}).want(t, 200, "").json(t, &u)
 		wantAllow := []string{"203.0.113.0/24", "2001:db8::/32", "198.51.100.7/32", "2001:db8:1::1/128"}
 		wantFrame := []string{"https://app.example", "https://*.example.com:8443", "'self'"}
-		if !slices.Equal(u.AllowIPs, wantAllow) || u.RateLimit == nil || *u.RateLimit != (store.RateLimit{PerSecond: 10, Burst: 20}) || !slices.Equal(u.FrameAncestors, wantFrame) {
-			t.Fatalf("policy set: got %+v, want %v, 10/s burst 20, %v", u, wantAllow, wantFrame)
+		if !slices.Equal(u.AllowIPs, wantAllow) || u.RateLimit == nil || *u.RateLimit != (store.RateLimit{PerSecond: 10, Burst: 20}) || u.BandwidthMbit != 50 || !slices.Equal(u.FrameAncestors, wantFrame) {
+			t.Fatalf("policy set: got %+v, want %v, 10/s burst 20, 50 Mbit/s, %v", u, wantAllow, wantFrame)
 		}
 		st := storedURL(t, e, "box", 3000)
-		if len(st.AllowIPs) != 4 || st.AllowIPs[2] != netip.MustParsePrefix("198.51.100.7/32") || st.RateLimit.Burst != 20 || !slices.Equal(st.FrameAncestors, wantFrame) {
+		if len(st.AllowIPs) != 4 || st.AllowIPs[2] != netip.MustParsePrefix("198.51.100.7/32") || st.RateLimit.Burst != 20 || st.BandwidthMbit != 50 || !slices.Equal(st.FrameAncestors, wantFrame) {
 			t.Fatalf("stored: %+v", st)
 		}
 		// Absent keeps each; burst defaults to per_second rounded up.
 		u = policyOut{}
 		e.do("POST", "/v1/sandboxes/box/urls", e.admin, map[string]any{"port": 3000, "rate_limit": map[string]any{"per_second": 0.5}}).want(t, 200, "").json(t, &u)
-		if !slices.Equal(u.AllowIPs, wantAllow) || *u.RateLimit != (store.RateLimit{PerSecond: 0.5, Burst: 1}) || !slices.Equal(u.FrameAncestors, wantFrame) {
+		if !slices.Equal(u.AllowIPs, wantAllow) || *u.RateLimit != (store.RateLimit{PerSecond: 0.5, Burst: 1}) || u.BandwidthMbit != 50 || !slices.Equal(u.FrameAncestors, wantFrame) {
 			t.Fatalf("absent members: got %+v, want them kept and burst 1", u)
 		}
 		// null and [] take them off.
 		u = policyOut{}
-		e.do("POST", "/v1/sandboxes/box/urls", e.admin, `{"port": 3000, "allow_ips": null, "rate_limit": null, "frame_ancestors": []}`).want(t, 200, "").json(t, &u)
+		e.do("POST", "/v1/sandboxes/box/urls", e.admin, `{"port": 3000, "allow_ips": null, "rate_limit": null, "bandwidth_mbit": null, "frame_ancestors": []}`).want(t, 200, "").json(t, &u)
 		st = storedURL(t, e, "box", 3000)
-		if len(u.AllowIPs) != 0 || u.RateLimit != nil || len(u.FrameAncestors) != 0 || st.AllowIPs != nil || st.RateLimit != nil || st.FrameAncestors != nil {
+		if len(u.AllowIPs) != 0 || u.RateLimit != nil || u.BandwidthMbit != 0 || len(u.FrameAncestors) != 0 || st.AllowIPs != nil || st.RateLimit != nil || st.BandwidthMbit != 0 || st.FrameAncestors != nil {
 			t.Fatalf("taken off: got %+v, stored %+v", u, st)
 		}
 		// The list shows it too.
@@ -94,6 +96,10 @@ func TestURLPolicyRefused(t *testing.T) {
 		{"burst 0", map[string]any{"rate_limit": map[string]any{"per_second": 1, "burst": 0}}, "burst"},
 		{"an unknown member", map[string]any{"rate_limit": map[string]any{"per_second": 1, "per_minute": 5}}, "rate_limit"},
 		{"not an object", map[string]any{"rate_limit": 10}, "rate_limit"},
+		{"bandwidth 0", map[string]any{"bandwidth_mbit": 0}, "bandwidth_mbit is a whole number"},
+		{"bandwidth too high", map[string]any{"bandwidth_mbit": 10001}, "from 1 to 10000"},
+		{"bandwidth a fraction", map[string]any{"bandwidth_mbit": 1.5}, "bandwidth_mbit"},
+		{"bandwidth a string", map[string]any{"bandwidth_mbit": "50"}, "bandwidth_mbit"},
 		{"a path", map[string]any{"frame_ancestors": []string{"https://app.example/embed"}}, "not an origin"},
 		{"a header's end", map[string]any{"frame_ancestors": []string{"https://a.example; script-src *"}}, "not an origin"},
 		{"a line's end", map[string]any{"frame_ancestors": []string{"https://a.example\r\nSet-Cookie: x=y"}}, "not an origin"},

@@ -185,6 +185,8 @@ type record struct {
 	// The bodies' bytes: atomic, as HTTP/2's request body may still be
 	// read by the proxy's writer when the exchange is logged.
 	bytesIn, bytesOut atomic.Int64
+	// bw is the URL's bandwidth cap the bodies pay into; nil: none.
+	bw *byteBucket
 }
 
 // finish logs x and counts it. Never the query (it may carry a token), a

@@ -28,6 +28,8 @@
 //   - policy.go: a URL's own policy, which the decision applies before
 //     the token: its allowed source addresses, its rate limit, and the
 //     frame-ancestors its answers carry;
+//   - bandwidth.go: a URL's bandwidth cap, one byte bucket per URL that
+//     its bodies and websockets pay into;
 //   - headers.go: hop-by-hop headers and the token's removal, one set of
 //     rules for both protocols;
 //   - hold.go: auto-start, a request held while its sandbox starts;

@@ -118,9 +118,10 @@ type Options struct {
 type Server struct {
 	o         Options
 	domain    string
-	limit     *limiter  // nil: no limit
-	altSvc    string    // the TCP answers' Alt-Svc; "": none (Options.HTTP3)
-	urlLimits urlLimits // URLs' own rate limits (policy.go)
+	limit     *limiter   // nil: no limit
+	altSvc    string     // the TCP answers' Alt-Svc; "": none (Options.HTTP3)
+	urlLimits urlLimits  // URLs' own rate limits (policy.go)
+	bandwidth bandwidths // URLs' bandwidth caps (bandwidth.go)
 	proxy     *httputil.ReverseProxy
 	upstreams upstreams   // both protocols' connections to sandboxes
 	listening listenCache // what listens in sandboxes, for the pages

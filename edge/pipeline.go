@@ -214,8 +214,11 @@ func (s *Server) pass(ex exchange, f *flow) {
 		return
 	}
 	s.forgetStale(d.rt.SandboxID)
+	if p := d.rt.Policy; p != nil {
+		rec.bw = s.bandwidth.of(d.rt.URLID, p.BytesPerSecond)
+	}
 	in := &f.in
-	*in = countingReader{r: ex.body(), n: &rec.bytesIn}
+	*in = countingReader{r: ex.body(), n: &rec.bytesIn, bw: rec.bw}
 	s.paced(in, ex.setReadDeadline)
 	later, err := s.forward(ex, d, in, rec)
 	if err != nil {

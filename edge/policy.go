@@ -15,7 +15,7 @@ import (
 
 // A URL's policy, set by its owner (route.Policy): who may come in (the
 // connection's source address, never a header's), how often, and who
-// may frame its answers. decide applies the first two once a request's
+// may frame its answers (its bandwidth cap is bandwidth.go's). decide applies the first two once a request's
 // route is known and before anything its token would do; pass hands the
 // third to the exchange before the app answers.
 

@@ -1,14 +1,17 @@
 package edge_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -276,6 +279,49 @@ func TestPolicyAllowIPsDualStack(t *testing.T) {
 		}
 		if res, b := do(t, r.clientFrom(net.JoinHostPort("::1", p), "::1", h2), "GET", base); res.StatusCode != 403 {
 			t.Errorf("h2=%v: ::1: %d %s, want 403", h2, res.StatusCode, b)
+		}
+	}
+}
+
+// A URL's bandwidth cap slows its answers' bodies over both protocols,
+// and its requests' bodies: past the bucket's quarter second, 250 kB at
+// 1 Mbit/s (125 kB/s) take at least 1.75 s. Only a lower bound is
+// checked: a loaded machine may be slower, never faster.
+func TestPolicyBandwidth(t *testing.T) {
+	t.Parallel()
+	const size = 250_000
+	r := newRig(t, embeddedStore(t))
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" {
+			n, _ := io.Copy(io.Discard, r.Body)
+			fmt.Fprint(w, n)
+			return
+		}
+		w.Write(bytes.Repeat([]byte("x"), size))
+	}))
+	t.Cleanup(app.Close)
+	port := app.Listener.Addr().(*net.TCPAddr).Port
+	r.host("capped-1-eeeeee", port, true, "")
+	r.policy(port, func(u *store.URL) { u.BandwidthMbit = 1 })
+	addr, _, _ := r.startEdge(r.st)
+	least := time.Duration(float64(size-size/8) / 125_000 * float64(time.Second)) // the bucket holds 31 250 bytes: an eighth
+	for _, h2 := range []bool{false, true} {
+		c := r.clientFrom(addr, "127.0.0.1", h2)
+		began := time.Now()
+		res, body := do(t, c, "GET", "https://capped-1-eeeeee."+domain+"/")
+		if took := time.Since(began); res.StatusCode != 200 || len(body) != size || took < least {
+			t.Errorf("h2=%v: a %d-byte answer at 1 Mbit/s: %d, %d bytes in %v; want all of it in %v or more", h2, size, res.StatusCode, len(body), took, least)
+		}
+		began = time.Now()
+		req, _ := http.NewRequest("POST", "https://capped-1-eeeeee."+domain+"/", bytes.NewReader(bytes.Repeat([]byte("y"), size)))
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if took := time.Since(began); res.StatusCode != 200 || string(got) != strconv.Itoa(size) || took < least {
+			t.Errorf("h2=%v: a %d-byte request body at 1 Mbit/s: %d, the app read %s in %v; want all of it in %v or more", h2, size, res.StatusCode, got, took, least)
 		}
 	}
 }

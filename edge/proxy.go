@@ -419,7 +419,7 @@ func (s *Server) forwardH1(ctx *fasthttp.RequestCtx, d *decision, in *countingRe
 	if n < 0 {
 		n = -1 // chunked to the client, whatever the sandbox framed it as
 	}
-	ctx.Response.SetBodyStream(&bodyTail{countingReader: countingReader{r: body, n: &rec.bytesOut}, up: up, c: c, keep: keep, x: rec, s: s}, n)
+	ctx.Response.SetBodyStream(&bodyTail{countingReader: countingReader{r: body, n: &rec.bytesOut, bw: rec.bw}, up: up, c: c, keep: keep, x: rec, s: s}, n)
 	return true, nil
 }
 
@@ -599,6 +599,7 @@ func (w *recorder) WriteHeader(code int) {
 }
 
 func (w *recorder) Write(b []byte) (int, error) {
+	w.x.bw.take(len(b))
 	n, err := w.ResponseWriter.Write(b)
 	w.x.bytesOut.Add(int64(n))
 	return n, err
@@ -763,6 +764,7 @@ type countingReader struct {
 	idle     time.Duration
 	rate     float64 // bytes a second
 	start    time.Time
+	bw       *byteBucket // the URL's bandwidth cap (bandwidth.go); nil: none
 }
 
 // errBodyTooSlow: a client sent its request body too slowly.
@@ -781,6 +783,8 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	}
 	n, err := c.r.Read(p)
 	total := c.n.Add(int64(n))
+	// The cap's wait is the edge's, not the client's slowness.
+	c.start = c.start.Add(c.bw.take(n))
 	if err != nil && err != io.EOF {
 		c.err = err
 	}

@@ -110,7 +110,7 @@ func (s *Server) upgradeH1(x *h1Exchange, d *decision, rec *record) {
 		}
 		// In a goroutine of its own, so that fasthttp's, which holds its
 		// reader, ends.
-		go s.pipe(c, up, fromSandbox)
+		go s.pipe(c, up, fromSandbox, rec.bw)
 	})
 }
 
@@ -129,15 +129,16 @@ func headerFold(all iter.Seq2[[]byte, []byte], name string) string {
 // library in between and no idle timeout, until either side ends.
 // fromSandbox reads the sandbox's side (it may hold bytes already read).
 // It is tracked, so that shutdown ends it with a close frame (wsPipe).
-func (s *Server) pipe(client, sandbox net.Conn, fromSandbox io.Reader) {
+// Both ways pay into bw, the URL's bandwidth cap (nil: none).
+func (s *Server) pipe(client, sandbox net.Conn, fromSandbox io.Reader, bw *byteBucket) {
 	p := &wsPipe{client: client, sandbox: sandbox}
 	s.track(p)
 	defer s.untrack(p)
 	s.m.websockets.Inc()
 	defer s.m.websockets.Dec()
 	done := make(chan struct{})
-	go func() { copyTrickle(sandbox, client); p.end(); close(done) }()
-	p.down(fromSandbox)
+	go func() { copyTrickle(sandbox, capReader(client, bw)); p.end(); close(done) }()
+	p.down(capReader(fromSandbox, bw))
 	p.end()
 	<-done
 }

@@ -1039,6 +1039,9 @@ type HostPort struct {
 	// AllowIps the only source addresses the URL answers: CIDRs or single addresses, IPv4 and IPv6 (203.0.113.0/24, 2001:db8::/32), at most 64. Matched on the connection's source address only, never X-Forwarded-For; an IPv4 client matches the IPv4 rules. Others get 403 ip_not_allowed, before the token is read, and never start the sandbox. Absent keeps it; null or [] takes it off (any address).
 	AllowIps *[]string `json:"allow_ips,omitempty"`
 
+	// BandwidthMbit caps the URL's request and answer bodies and websockets, both ways together, in megabits a second, on each edge that serves it (a URL two edges serve may get up to twice the cap). Absent keeps it; null takes it off.
+	BandwidthMbit *int `json:"bandwidth_mbit,omitempty"`
+
 	// FrameAncestors origins that may frame the URL (https://app.example, https://*.example.com, http://localhost:5173, 'self'; 'none' alone: nobody), sent as Content-Security-Policy: frame-ancestors on the URL's answers in place of the app's frame-ancestors and X-Frame-Options. Absent keeps it; null or [] takes it off (the app's headers stand).
 	FrameAncestors *[]string `json:"frame_ancestors,omitempty"`
 
@@ -1404,8 +1407,11 @@ type StopStatus string
 // URL defines model for URL.
 type URL struct {
 	// AllowIps []: any address
-	AllowIps  []string  `json:"allow_ips"`
-	CreatedAt time.Time `json:"created_at"`
+	AllowIps []string `json:"allow_ips"`
+
+	// BandwidthMbit the URL's bandwidth cap in megabits a second; absent: none
+	BandwidthMbit *int      `json:"bandwidth_mbit,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
 
 	// FrameAncestors []: the app's framing headers stand
 	FrameAncestors []string `json:"frame_ancestors"`
@@ -1429,6 +1435,9 @@ type URL struct {
 type URLPolicy struct {
 	// AllowIps the only source addresses the URL answers: CIDRs or single addresses, IPv4 and IPv6 (203.0.113.0/24, 2001:db8::/32), at most 64. Matched on the connection's source address only, never X-Forwarded-For; an IPv4 client matches the IPv4 rules. Others get 403 ip_not_allowed, before the token is read, and never start the sandbox. Absent keeps it; null or [] takes it off (any address).
 	AllowIps *[]string `json:"allow_ips,omitempty"`
+
+	// BandwidthMbit caps the URL's request and answer bodies and websockets, both ways together, in megabits a second, on each edge that serves it (a URL two edges serve may get up to twice the cap). Absent keeps it; null takes it off.
+	BandwidthMbit *int `json:"bandwidth_mbit,omitempty"`
 
 	// FrameAncestors origins that may frame the URL (https://app.example, https://*.example.com, http://localhost:5173, 'self'; 'none' alone: nobody), sent as Content-Security-Policy: frame-ancestors on the URL's answers in place of the app's frame-ancestors and X-Frame-Options. Absent keeps it; null or [] takes it off (the app's headers stand).
 	FrameAncestors *[]string `json:"frame_ancestors,omitempty"`

@@ -237,6 +237,10 @@ type URL struct {
 	// URL's answers (CSP frame-ancestors, replacing the app's framing
 	// rules). nil: whatever the app says.
 	FrameAncestors []string `json:"frame_ancestors,omitempty"`
+	// BandwidthMbit caps the bytes of the URL's request and answer bodies
+	// and websockets, both ways together, in megabits a second, on each
+	// edge that serves it; 0: no cap.
+	BandwidthMbit int64 `json:"bandwidth_mbit,omitempty"`
 	// Routes send the paths under a prefix to another port of the same
 	// sandbox (one origin for a frontend and its API); every other path
 	// goes to Port. nil: none.

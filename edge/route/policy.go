@@ -8,7 +8,8 @@ import (
 )
 
 // Policy is a URL's policy as the edge applies it (store.URL's
-// AllowIPs, RateLimit and FrameAncestors). Never changed once made.
+// AllowIPs, RateLimit, BandwidthMbit and FrameAncestors). Never changed
+// once made.
 type Policy struct {
 	// allow: the source prefixes let in; nil, any.
 	allow []netip.Prefix
@@ -17,14 +18,17 @@ type Policy struct {
 	// FrameAncestors is the frame-ancestors directive's sources, joined
 	// by spaces; "": the app's framing rules stand.
 	FrameAncestors string
+	// BytesPerSecond caps the URL's bodies and websockets, both ways
+	// together, on each edge; 0: no cap.
+	BytesPerSecond int64
 }
 
 // newPolicy is u's policy, or nil when it has none.
 func newPolicy(u *store.URL) *Policy {
-	if u.AllowIPs == nil && u.RateLimit == nil && u.FrameAncestors == nil {
+	if u.AllowIPs == nil && u.RateLimit == nil && u.FrameAncestors == nil && u.BandwidthMbit <= 0 {
 		return nil
 	}
-	p := &Policy{RateLimit: u.RateLimit}
+	p := &Policy{RateLimit: u.RateLimit, BytesPerSecond: max(u.BandwidthMbit, 0) * 125_000}
 	if u.RateLimit != nil && (u.RateLimit.PerSecond <= 0 || u.RateLimit.Burst < 1) {
 		p.RateLimit = nil // not the API's: a limit of nothing would close the URL
 	}
