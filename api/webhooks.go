@@ -344,8 +344,22 @@ func (s *Server) patchWebhook(w http.ResponseWriter, r *http.Request) error {
 	if req.URL != nil {
 		detail["url"] = "changed"
 	}
+	// Only what the request set, onto the record as the store has it: a
+	// rename beside a pause must not switch the endpoint back on.
 	out, err := s.store.UpdateWebhook(r.Context(), hook.AccountID, hook.ID, func(x *store.Webhook, _ *store.AuditEvent) error {
-		x.URL, x.Events, x.Name, x.Enabled, x.UpdatedAt = change.URL, change.Events, change.Name, change.Enabled, s.now()
+		if req.URL != nil {
+			x.URL = change.URL
+		}
+		if len(req.Events) > 0 && string(req.Events) != "null" {
+			x.Events = change.Events
+		}
+		if req.Name != nil {
+			x.Name = change.Name
+		}
+		if req.Enabled != nil {
+			x.Enabled = change.Enabled
+		}
+		x.UpdatedAt = s.now()
 		return nil
 	}, s.audit(r, "webhook.update", hook.ID, detail))
 	if err != nil {

@@ -193,7 +193,7 @@ func (s *Server) sendWebhook(ctx context.Context, hook *store.Webhook, secret st
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 			return fail("no answer within 10 s")
 		}
-		return fail(err.Error())
+		return fail(sendFailure(err))
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
@@ -208,10 +208,31 @@ func (s *Server) sendWebhook(ctx context.Context, hook *store.Webhook, secret st
 	return res
 }
 
+// sendFailure says why a send failed in a few fixed words: the error
+// itself names addresses, ports and certificates, and the delivery log
+// is no port scanner for whoever owns an endpoint.
+func sendFailure(err error) string {
+	var dns *net.DNSError
+	var cert *tls.CertificateVerificationError
+	var op *net.OpError
+	switch {
+	case errors.As(err, &dns):
+		return "the endpoint's name did not resolve"
+	case errors.As(err, &cert):
+		return "the endpoint's TLS certificate is not valid for its name"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "the endpoint refused the connection"
+	case errors.As(err, &op) && op.Op == "dial":
+		return "could not connect to the endpoint"
+	}
+	return "the exchange with the endpoint failed"
+}
+
 // DeliverWebhooks sends queued webhook events until ctx ends: it claims
 // due deliveries through the store, sends each, and records the
 // attempt. Several processes may run it at once.
 func (s *Server) DeliverWebhooks(ctx context.Context) error {
+	defer s.hookClient.CloseIdleConnections()
 	owner := store.NewID("sender")
 	for ctx.Err() == nil {
 		list, next, err := s.store.ClaimWebhookDeliveries(ctx, owner, s.clock(), webhookLease, webhookBatch)
@@ -255,9 +276,14 @@ func (s *Server) deliverWebhook(ctx context.Context, owner string, d store.Webho
 	}
 	var res store.WebhookResult
 	secret, err := s.sealer.open(hook.SecretSealed, webhookAD(hook.ID))
-	if err != nil {
+	switch {
+	case d.Attempts > store.WebhookMaxAttempts:
+		// Claimed again after its last attempt's sender stopped before it
+		// recorded it: never an attempt past the docs' 8; it ends here.
+		res = store.WebhookResult{At: s.clock(), Error: "not sent: all 8 attempts were made"}
+	case err != nil:
 		res = store.WebhookResult{At: s.clock(), Error: "the signing secret does not open (the API's secret key changed?)"}
-	} else {
+	default:
 		res = s.sendWebhook(ctx, &hook, secret, d.Event, d.Attempts)
 	}
 	if ctx.Err() != nil {

@@ -15,6 +15,9 @@ import (
 // the sandbox as it is before the commit), queued for the endpoints that
 // want them. s.mu must be held.
 func (s *Store) webhookEvents(recs []record, ev *store.AuditEvent) []record {
+	if len(s.webhooks) == 0 {
+		return nil // no endpoint wants anything: the common case costs nothing
+	}
 	last := map[string]*store.Sandbox{}
 	var order []string
 	for _, r := range recs {
@@ -29,7 +32,7 @@ func (s *Store) webhookEvents(recs []record, ev *store.AuditEvent) []record {
 	var out []record
 	for _, id := range order {
 		sb := last[id]
-		events := store.SandboxEvents(s.sandboxes[id], clone(sb), ev)
+		events := store.SandboxEvents(s.sandboxes[id], sb, ev)
 		if len(events) == 0 {
 			continue
 		}

@@ -53,7 +53,7 @@ func queueWebhookEvents(ctx context.Context, t *txn, ev *store.AuditEvent) error
 		list, ok := hooks[w.sb.AccountID]
 		if !ok {
 			var err error
-			if list, err = docs[store.Webhook](ctx, t, "webhooks", `SELECT doc FROM webhooks WHERE account_id = $1 ORDER BY created_at, id`, w.sb.AccountID); err != nil {
+			if list, err = docs[store.Webhook](ctx, t, "webhooks", `SELECT doc FROM webhooks WHERE account_id = $1 ORDER BY created_at, id FOR SHARE`, w.sb.AccountID); err != nil {
 				return err
 			}
 			hooks[w.sb.AccountID] = list

@@ -1,0 +1,45 @@
+package api
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A failed send says why in fixed words, never the address, the port or
+// the certificate's details the error holds: the delivery log is no port
+// scanner. Each case is a real failure of a real client.
+func TestSendFailureSaysLittle(t *testing.T) {
+	t.Parallel()
+	closed := func() string { // a port nothing listens on
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	}()
+	untrusted := httptest.NewTLSServer(http.NotFoundHandler())
+	defer untrusted.Close()
+	client := &http.Client{Timeout: 5 * time.Second}
+	for _, c := range []struct{ url, want string }{
+		{"https://127.0.0.1:" + closed + "/", "the endpoint refused the connection"},
+		{untrusted.URL + "/", "the endpoint's TLS certificate is not valid for its name"},
+		{"https://no-such-name.invalid/", "the endpoint's name did not resolve"},
+	} {
+		req, _ := http.NewRequestWithContext(context.Background(), "POST", c.url, nil)
+		_, err := client.Do(req)
+		if err == nil {
+			t.Fatalf("%s: no error", c.url)
+		}
+		got := sendFailure(err)
+		if got != c.want || strings.Contains(got, "127.0.0.1") || strings.Contains(got, closed) {
+			t.Errorf("%s: %q, want %q (from %v)", c.url, got, c.want, err)
+		}
+	}
+}
