@@ -46,7 +46,9 @@
 //     else's: forgetStale), the request written on a pooled connection
 //     and the answer read back (fasthttp's codec for HTTP/1.1; for
 //     HTTP/2, net/http's ReverseProxy over the pool, the request's end
-//     closing its connection), the dial through the tunnel, body pacing;
+//     closing its connection), the dial through the tunnel;
+//   - bodies.go: a body as the edge reads it: counted, a request's paced
+//     (the client's minimum rate), both capped by bandwidth.go;
 //   - websocket.go: an HTTP/1.1 upgrade passed through, and the pipe
 //     that joins the two connections;
 //   - pages.go, metrics.go, limit.go, edge.go: error pages and the
