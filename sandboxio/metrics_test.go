@@ -145,8 +145,13 @@ cpu  1100 0 0 1100 0 0 0 0 0 0
 42 (my (odd) name) R 1 42 42 0 -1 4194560 100 0 0 0 150 0 0 0 20 0 1 0 1 1000 50 18446744073709551615
 99 (new) S 1 99 99 0 -1 4194560 100 0 0 0 7 0 0 0 20 0 1 0 1 1000 10 18446744073709551615
 == cmd
-1 /sbin/init splash
-42 python3 -m http.server
+==> 1/cmdline <==
+/sbin/init splash 
+==> 2/cmdline <==
+
+==> 42/cmdline <==
+python3 -m http.server 
+a second line 
 `
 
 func TestParseProcesses(t *testing.T) {
@@ -156,7 +161,7 @@ func TestParseProcesses(t *testing.T) {
 	}
 	// 200 jiffies passed: 42 took 50 (25%), init 20 (10%), 99 is new.
 	want := []Process{
-		{PID: 42, PPID: 1, State: "R", CPUPercent: 25, MemoryBytes: 50 * 4096, Name: "my (odd) name", Command: "python3 -m http.server"},
+		{PID: 42, PPID: 1, State: "R", CPUPercent: 25, MemoryBytes: 50 * 4096, Name: "my (odd) name", Command: "python3 -m http.server a second line"},
 		{PID: 1, PPID: 0, State: "S", CPUPercent: 10, MemoryBytes: 100 * 4096, Name: "init", Command: "/sbin/init splash"},
 		{PID: 99, PPID: 1, State: "S", CPUPercent: 0, MemoryBytes: 10 * 4096, Name: "new"},
 	}
@@ -182,7 +187,8 @@ func TestParseProcessesMalformed(t *testing.T) {
 		{"bad pid", "99 (new) S", "x (new) S"},
 		{"short process", "99 (new) S 1 99 99 0 -1 4194560 100 0 0 0 7 0 0 0 20 0 1 0 1 1000 10 18446744073709551615", "99 (new) S 1"},
 		{"bad utime", "100 0 0 0 7 0", "100 0 0 0 x 0"},
-		{"bad cmd pid", "42 python3", "x python3"},
+		{"bad cmd pid", "==> 42/cmdline", "==> x/cmdline"},
+		{"a command line before its header", "==> 1/cmdline <==\n", ""},
 		{"unknown section", "== cmd", "== what\n== cmd"},
 	} {
 		badSampleCase(t, tc.name, goodProcesses, tc.old, tc.new, func(b []byte) error { _, err := ParseProcesses(b); return err })
