@@ -7104,43 +7104,6 @@ type ListAPIKeysResponse struct {
 	Headers429 *ListAPIKeysResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListAPIKeysResponse) GetJSON200() *struct {
-	ApiKeys []APIKey `json:"api_keys"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListAPIKeysResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListAPIKeysResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListAPIKeysResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListAPIKeysResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListAPIKeysResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListAPIKeysResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r ListAPIKeysResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -7191,41 +7154,6 @@ type CreateAPIKeyResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateAPIKeyResponse429Headers
-}
-
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CreateAPIKeyResponse) GetJSON201() *APIKey {
-	return r.JSON201
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r CreateAPIKeyResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r CreateAPIKeyResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r CreateAPIKeyResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r CreateAPIKeyResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r CreateAPIKeyResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateAPIKeyResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -7286,50 +7214,6 @@ type RevokeAPIKeyResponse struct {
 	Headers429 *RevokeAPIKeyResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r RevokeAPIKeyResponse) GetJSON200() *struct {
-	Id        string    `json:"id"`
-	Revoked   bool      `json:"revoked"`
-	RevokedAt time.Time `json:"revoked_at"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r RevokeAPIKeyResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r RevokeAPIKeyResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r RevokeAPIKeyResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r RevokeAPIKeyResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r RevokeAPIKeyResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r RevokeAPIKeyResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r RevokeAPIKeyResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r RevokeAPIKeyResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -7386,51 +7270,6 @@ type RotateAPIKeyResponse struct {
 	Headers429 *RotateAPIKeyResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r RotateAPIKeyResponse) GetJSON200() *APIKey {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r RotateAPIKeyResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r RotateAPIKeyResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r RotateAPIKeyResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r RotateAPIKeyResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r RotateAPIKeyResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r RotateAPIKeyResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r RotateAPIKeyResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r RotateAPIKeyResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r RotateAPIKeyResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -7481,41 +7320,6 @@ type ListAuditResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListAuditResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListAuditResponse) GetJSON200() *AuditPage {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListAuditResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListAuditResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListAuditResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListAuditResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListAuditResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListAuditResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -7570,43 +7374,6 @@ type ListEnvResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListEnvResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListEnvResponse) GetJSON200() *struct {
-	Variables []EnvVariable `json:"variables"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListEnvResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListEnvResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListEnvResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListEnvResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListEnvResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListEnvResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -7666,49 +7433,6 @@ type RemoveEnvResponse struct {
 	Headers429 *RemoveEnvResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r RemoveEnvResponse) GetJSON200() *struct {
-	Deleted bool   `json:"deleted"`
-	Name    string `json:"name"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r RemoveEnvResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r RemoveEnvResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r RemoveEnvResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r RemoveEnvResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r RemoveEnvResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r RemoveEnvResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r RemoveEnvResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r RemoveEnvResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -7759,41 +7483,6 @@ type SetEnvResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *SetEnvResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r SetEnvResponse) GetJSON200() *EnvVariable {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r SetEnvResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r SetEnvResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r SetEnvResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r SetEnvResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r SetEnvResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r SetEnvResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -7848,41 +7537,6 @@ type GetEnvironmentResponse struct {
 	Headers429 *GetEnvironmentResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetEnvironmentResponse) GetJSON200() *Environment {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetEnvironmentResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r GetEnvironmentResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetEnvironmentResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetEnvironmentResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetEnvironmentResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r GetEnvironmentResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r GetEnvironmentResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -7933,41 +7587,6 @@ type UpdateEnvironmentResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *UpdateEnvironmentResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r UpdateEnvironmentResponse) GetJSON200() *Environment {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r UpdateEnvironmentResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r UpdateEnvironmentResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r UpdateEnvironmentResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r UpdateEnvironmentResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r UpdateEnvironmentResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r UpdateEnvironmentResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -8024,46 +7643,6 @@ type RemoveEnvironmentFileResponse struct {
 	Headers429 *RemoveEnvironmentFileResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r RemoveEnvironmentFileResponse) GetJSON200() *Environment {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r RemoveEnvironmentFileResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r RemoveEnvironmentFileResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r RemoveEnvironmentFileResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r RemoveEnvironmentFileResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r RemoveEnvironmentFileResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r RemoveEnvironmentFileResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r RemoveEnvironmentFileResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r RemoveEnvironmentFileResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -8114,41 +7693,6 @@ type PutEnvironmentFileResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *PutEnvironmentFileResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r PutEnvironmentFileResponse) GetJSON200() *Environment {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r PutEnvironmentFileResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r PutEnvironmentFileResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r PutEnvironmentFileResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r PutEnvironmentFileResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r PutEnvironmentFileResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r PutEnvironmentFileResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -8228,56 +7772,6 @@ type DownloadFileLinkResponse struct {
 	Headers503 *DownloadFileLinkResponse503Headers
 }
 
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r DownloadFileLinkResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r DownloadFileLinkResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r DownloadFileLinkResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r DownloadFileLinkResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON413 returns the response for an HTTP 413 `application/json` response
-func (r DownloadFileLinkResponse) GetJSON413() *ErrorAnswer {
-	return r.JSON413
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r DownloadFileLinkResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r DownloadFileLinkResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r DownloadFileLinkResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r DownloadFileLinkResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r DownloadFileLinkResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r DownloadFileLinkResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -8345,61 +7839,6 @@ type UploadFileLinkResponse struct {
 	Headers503 *UploadFileLinkResponse503Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r UploadFileLinkResponse) GetJSON200() *FileInfo {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r UploadFileLinkResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r UploadFileLinkResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r UploadFileLinkResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r UploadFileLinkResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON413 returns the response for an HTTP 413 `application/json` response
-func (r UploadFileLinkResponse) GetJSON413() *ErrorAnswer {
-	return r.JSON413
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r UploadFileLinkResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r UploadFileLinkResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r UploadFileLinkResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r UploadFileLinkResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r UploadFileLinkResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r UploadFileLinkResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -8452,41 +7891,6 @@ type GetLimitsResponse struct {
 	Headers429 *GetLimitsResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetLimitsResponse) GetJSON200() *Limits {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetLimitsResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r GetLimitsResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetLimitsResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetLimitsResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetLimitsResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r GetLimitsResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r GetLimitsResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -8531,26 +7935,6 @@ type GetOpenAPIResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetOpenAPIResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetOpenAPIResponse) GetJSON200() *map[string]interface{} {
-	return r.JSON200
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetOpenAPIResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetOpenAPIResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r GetOpenAPIResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -8610,41 +7994,6 @@ type ListSandboxesResponse struct {
 	Headers200 *ListSandboxesResponse200Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListSandboxesResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListSandboxesResponse) GetJSON200() *[]Sandbox {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListSandboxesResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListSandboxesResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListSandboxesResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListSandboxesResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListSandboxesResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListSandboxesResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -8712,56 +8061,6 @@ type CreateSandboxesResponse struct {
 	Headers429 *CreateSandboxesResponse429Headers
 }
 
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r CreateSandboxesResponse) GetJSON202() *CreateSandboxes202JSONResponseBody {
-	return r.JSON202
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r CreateSandboxesResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r CreateSandboxesResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r CreateSandboxesResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r CreateSandboxesResponse) GetJSON404() *ErrorBody {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r CreateSandboxesResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON422 returns the response for an HTTP 422 `application/json` response
-func (r CreateSandboxesResponse) GetJSON422() *ErrorAnswer {
-	return r.JSON422
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r CreateSandboxesResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r CreateSandboxesResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateSandboxesResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r CreateSandboxesResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -8819,49 +8118,6 @@ type DeleteSandboxResponse struct {
 	Headers429 *DeleteSandboxResponse429Headers
 }
 
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r DeleteSandboxResponse) GetJSON202() *struct {
-	Deleted bool   `json:"deleted"`
-	Name    string `json:"name"`
-} {
-	return r.JSON202
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r DeleteSandboxResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r DeleteSandboxResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r DeleteSandboxResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r DeleteSandboxResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r DeleteSandboxResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r DeleteSandboxResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r DeleteSandboxResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r DeleteSandboxResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -8914,46 +8170,6 @@ type GetSandboxResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetSandboxResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetSandboxResponse) GetJSON200() *Sandbox {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetSandboxResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r GetSandboxResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetSandboxResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r GetSandboxResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetSandboxResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetSandboxResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r GetSandboxResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -9010,51 +8226,6 @@ type UpdateSandboxResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *UpdateSandboxResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r UpdateSandboxResponse) GetJSON200() *Sandbox {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r UpdateSandboxResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r UpdateSandboxResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r UpdateSandboxResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r UpdateSandboxResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r UpdateSandboxResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r UpdateSandboxResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r UpdateSandboxResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r UpdateSandboxResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -9119,57 +8290,6 @@ type CreateBrowserLinkResponse struct {
 	Headers429 *CreateBrowserLinkResponse429Headers
 }
 
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CreateBrowserLinkResponse) GetJSON201() *struct {
-	// ExpiresAt when the link stops opening (a session already open keeps working)
-	ExpiresAt time.Time `json:"expires_at"`
-
-	// Url https://KIND--ID.<domain>/…#dt_…
-	Url string `json:"url"`
-} {
-	return r.JSON201
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r CreateBrowserLinkResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r CreateBrowserLinkResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r CreateBrowserLinkResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r CreateBrowserLinkResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r CreateBrowserLinkResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r CreateBrowserLinkResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r CreateBrowserLinkResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateBrowserLinkResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r CreateBrowserLinkResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -9230,57 +8350,6 @@ type CreateDesktopLinkResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateDesktopLinkResponse429Headers
-}
-
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CreateDesktopLinkResponse) GetJSON201() *struct {
-	// ExpiresAt when the link stops opening (a session already open keeps working)
-	ExpiresAt time.Time `json:"expires_at"`
-
-	// Url https://KIND--ID.<domain>/…#dt_…
-	Url string `json:"url"`
-} {
-	return r.JSON201
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r CreateDesktopLinkResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r CreateDesktopLinkResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r CreateDesktopLinkResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r CreateDesktopLinkResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r CreateDesktopLinkResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r CreateDesktopLinkResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r CreateDesktopLinkResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateDesktopLinkResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -9350,66 +8419,6 @@ type ExecResponse struct {
 	Headers429 *ExecResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ExecResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ExecResponse) GetJSON200() *ExecResult {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ExecResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ExecResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ExecResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r ExecResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r ExecResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON413 returns the response for an HTTP 413 `application/json` response
-func (r ExecResponse) GetJSON413() *ErrorAnswer {
-	return r.JSON413
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ExecResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ExecResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r ExecResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r ExecResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ExecResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -9482,64 +8491,6 @@ type DeleteFilesResponse struct {
 	Headers503 *DeleteFilesResponse503Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r DeleteFilesResponse) GetJSON200() *struct {
-	Deleted bool   `json:"deleted"`
-	Path    string `json:"path"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r DeleteFilesResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r DeleteFilesResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r DeleteFilesResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r DeleteFilesResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r DeleteFilesResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r DeleteFilesResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r DeleteFilesResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r DeleteFilesResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r DeleteFilesResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r DeleteFilesResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r DeleteFilesResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -9605,61 +8556,6 @@ type GetFilesResponse struct {
 	Headers429 *GetFilesResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetFilesResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetFilesResponse) GetJSON200() *FileInfo {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetFilesResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r GetFilesResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetFilesResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r GetFilesResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r GetFilesResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetFilesResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetFilesResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r GetFilesResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r GetFilesResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r GetFilesResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -9729,66 +8625,6 @@ type PutFileArchiveResponse struct {
 	Headers429 *PutFileArchiveResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *PutFileArchiveResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r PutFileArchiveResponse) GetJSON200() *Unpacked {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r PutFileArchiveResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r PutFileArchiveResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r PutFileArchiveResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r PutFileArchiveResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r PutFileArchiveResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON413 returns the response for an HTTP 413 `application/json` response
-func (r PutFileArchiveResponse) GetJSON413() *ErrorAnswer {
-	return r.JSON413
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r PutFileArchiveResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r PutFileArchiveResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r PutFileArchiveResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r PutFileArchiveResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r PutFileArchiveResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -9870,61 +8706,6 @@ type GetFileContentResponse struct {
 	Headers503 *GetFileContentResponse503Headers
 }
 
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetFileContentResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r GetFileContentResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetFileContentResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r GetFileContentResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r GetFileContentResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON413 returns the response for an HTTP 413 `application/json` response
-func (r GetFileContentResponse) GetJSON413() *ErrorAnswer {
-	return r.JSON413
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetFileContentResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetFileContentResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r GetFileContentResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r GetFileContentResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r GetFileContentResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r GetFileContentResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -9994,66 +8775,6 @@ type PutFileContentResponse struct {
 	Headers503 *PutFileContentResponse503Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r PutFileContentResponse) GetJSON200() *FileInfo {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r PutFileContentResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r PutFileContentResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r PutFileContentResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r PutFileContentResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r PutFileContentResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON413 returns the response for an HTTP 413 `application/json` response
-func (r PutFileContentResponse) GetJSON413() *ErrorAnswer {
-	return r.JSON413
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r PutFileContentResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r PutFileContentResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r PutFileContentResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r PutFileContentResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r PutFileContentResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r PutFileContentResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -10106,46 +8827,6 @@ type CreateFileDownloadURLResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateFileDownloadURLResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r CreateFileDownloadURLResponse) GetJSON200() *FileLink {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r CreateFileDownloadURLResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r CreateFileDownloadURLResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r CreateFileDownloadURLResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r CreateFileDownloadURLResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r CreateFileDownloadURLResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r CreateFileDownloadURLResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateFileDownloadURLResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -10215,61 +8896,6 @@ type FindInFilesResponse struct {
 	Headers503 *FindInFilesResponse503Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r FindInFilesResponse) GetJSON200() *FileFind {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r FindInFilesResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r FindInFilesResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r FindInFilesResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r FindInFilesResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r FindInFilesResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r FindInFilesResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r FindInFilesResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r FindInFilesResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r FindInFilesResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r FindInFilesResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r FindInFilesResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -10337,61 +8963,6 @@ type MakeFolderResponse struct {
 	Headers503 *MakeFolderResponse503Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r MakeFolderResponse) GetJSON200() *FileInfo {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r MakeFolderResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r MakeFolderResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r MakeFolderResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r MakeFolderResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r MakeFolderResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r MakeFolderResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r MakeFolderResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r MakeFolderResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r MakeFolderResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r MakeFolderResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r MakeFolderResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -10457,61 +9028,6 @@ type MoveFileResponse struct {
 	Headers429 *MoveFileResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *MoveFileResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r MoveFileResponse) GetJSON200() *FileMove {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r MoveFileResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r MoveFileResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r MoveFileResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r MoveFileResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r MoveFileResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r MoveFileResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r MoveFileResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r MoveFileResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r MoveFileResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r MoveFileResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -10585,65 +9101,6 @@ type SetFilePermissionsResponse struct {
 	Headers503 *SetFilePermissionsResponse503Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r SetFilePermissionsResponse) GetJSON200() *struct {
-	Changed int    `json:"changed"`
-	Mode    string `json:"mode"`
-	Path    string `json:"path"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r SetFilePermissionsResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r SetFilePermissionsResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r SetFilePermissionsResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r SetFilePermissionsResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r SetFilePermissionsResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r SetFilePermissionsResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r SetFilePermissionsResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r SetFilePermissionsResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r SetFilePermissionsResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r SetFilePermissionsResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r SetFilePermissionsResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -10709,61 +9166,6 @@ type ReplaceInFilesResponse struct {
 	Headers429 *ReplaceInFilesResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ReplaceInFilesResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ReplaceInFilesResponse) GetJSON200() *FileReplaceResults {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ReplaceInFilesResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ReplaceInFilesResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ReplaceInFilesResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r ReplaceInFilesResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r ReplaceInFilesResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ReplaceInFilesResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ReplaceInFilesResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r ReplaceInFilesResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r ReplaceInFilesResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ReplaceInFilesResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -10833,61 +9235,6 @@ type SearchFilesResponse struct {
 	Headers503 *SearchFilesResponse503Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r SearchFilesResponse) GetJSON200() *FileSearch {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r SearchFilesResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r SearchFilesResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r SearchFilesResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r SearchFilesResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r SearchFilesResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r SearchFilesResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r SearchFilesResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r SearchFilesResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r SearchFilesResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r SearchFilesResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r SearchFilesResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -10940,46 +9287,6 @@ type CreateFileUploadURLResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateFileUploadURLResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r CreateFileUploadURLResponse) GetJSON200() *FileLink {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r CreateFileUploadURLResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r CreateFileUploadURLResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r CreateFileUploadURLResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r CreateFileUploadURLResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r CreateFileUploadURLResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r CreateFileUploadURLResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateFileUploadURLResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -11047,56 +9354,6 @@ type ForkSandboxResponse struct {
 	Headers429 *ForkSandboxResponse429Headers
 }
 
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r ForkSandboxResponse) GetJSON202() *ForkSandbox202JSONResponseBody {
-	return r.JSON202
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ForkSandboxResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ForkSandboxResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ForkSandboxResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r ForkSandboxResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r ForkSandboxResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON422 returns the response for an HTTP 422 `application/json` response
-func (r ForkSandboxResponse) GetJSON422() *ErrorAnswer {
-	return r.JSON422
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ForkSandboxResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ForkSandboxResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ForkSandboxResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r ForkSandboxResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -11162,61 +9419,6 @@ type ListJobsResponse struct {
 	Headers429 *ListJobsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *ListJobsResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListJobsResponse) GetJSON200() *[]Job {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListJobsResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListJobsResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListJobsResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r ListJobsResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r ListJobsResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListJobsResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListJobsResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r ListJobsResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r ListJobsResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ListJobsResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -11288,66 +9490,6 @@ type StartJobResponse struct {
 	Headers503 *StartJobResponse503Headers
 }
 
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r StartJobResponse) GetJSON201() *Job {
-	return r.JSON201
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r StartJobResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r StartJobResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r StartJobResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r StartJobResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r StartJobResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON413 returns the response for an HTTP 413 `application/json` response
-func (r StartJobResponse) GetJSON413() *ErrorAnswer {
-	return r.JSON413
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r StartJobResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r StartJobResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r StartJobResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r StartJobResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r StartJobResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r StartJobResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -11413,61 +9555,6 @@ type GetJobResponse struct {
 	Headers429 *GetJobResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetJobResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetJobResponse) GetJSON200() *JobOutput {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetJobResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r GetJobResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetJobResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r GetJobResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r GetJobResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetJobResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetJobResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r GetJobResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r GetJobResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r GetJobResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -11537,61 +9624,6 @@ type StopJobResponse struct {
 	Headers503 *StopJobResponse503Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r StopJobResponse) GetJSON200() *Job {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r StopJobResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r StopJobResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r StopJobResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r StopJobResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r StopJobResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r StopJobResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r StopJobResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r StopJobResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r StopJobResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r StopJobResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r StopJobResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -11655,56 +9687,6 @@ type GetSandboxMetricsResponse struct {
 	Headers429 *GetSandboxMetricsResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *GetSandboxMetricsResponse503Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetSandboxMetricsResponse) GetJSON200() *Metrics {
-	return r.JSON200
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r GetSandboxMetricsResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetSandboxMetricsResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r GetSandboxMetricsResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r GetSandboxMetricsResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetSandboxMetricsResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetSandboxMetricsResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r GetSandboxMetricsResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r GetSandboxMetricsResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r GetSandboxMetricsResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -11772,56 +9754,6 @@ type ListSandboxProcessesResponse struct {
 	Headers503 *ListSandboxProcessesResponse503Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListSandboxProcessesResponse) GetJSON200() *ProcessList {
-	return r.JSON200
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListSandboxProcessesResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListSandboxProcessesResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r ListSandboxProcessesResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r ListSandboxProcessesResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListSandboxProcessesResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListSandboxProcessesResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r ListSandboxProcessesResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r ListSandboxProcessesResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r ListSandboxProcessesResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r ListSandboxProcessesResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -11878,56 +9810,6 @@ type RestoreSandboxResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RestoreSandboxResponse429Headers
-}
-
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r RestoreSandboxResponse) GetJSON202() *Sandbox {
-	return r.JSON202
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r RestoreSandboxResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r RestoreSandboxResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r RestoreSandboxResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r RestoreSandboxResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r RestoreSandboxResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON422 returns the response for an HTTP 422 `application/json` response
-func (r RestoreSandboxResponse) GetJSON422() *ErrorAnswer {
-	return r.JSON422
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r RestoreSandboxResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r RestoreSandboxResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r RestoreSandboxResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -11987,49 +9869,6 @@ type DeleteAutoSnapshotsResponse struct {
 	Headers429 *DeleteAutoSnapshotsResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r DeleteAutoSnapshotsResponse) GetJSON200() *struct {
-	Deleted int `json:"deleted"`
-	Kept    int `json:"kept"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r DeleteAutoSnapshotsResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r DeleteAutoSnapshotsResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r DeleteAutoSnapshotsResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r DeleteAutoSnapshotsResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r DeleteAutoSnapshotsResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r DeleteAutoSnapshotsResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r DeleteAutoSnapshotsResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r DeleteAutoSnapshotsResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -12082,46 +9921,6 @@ type ListSandboxSnapshotsResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListSandboxSnapshotsResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListSandboxSnapshotsResponse) GetJSON200() *[]Snapshot {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListSandboxSnapshotsResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListSandboxSnapshotsResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListSandboxSnapshotsResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r ListSandboxSnapshotsResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListSandboxSnapshotsResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListSandboxSnapshotsResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListSandboxSnapshotsResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -12182,56 +9981,6 @@ type SaveSnapshotResponse struct {
 	Headers429 *SaveSnapshotResponse429Headers
 }
 
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r SaveSnapshotResponse) GetJSON202() *Snapshot {
-	return r.JSON202
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r SaveSnapshotResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r SaveSnapshotResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r SaveSnapshotResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r SaveSnapshotResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r SaveSnapshotResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON422 returns the response for an HTTP 422 `application/json` response
-func (r SaveSnapshotResponse) GetJSON422() *ErrorAnswer {
-	return r.JSON422
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r SaveSnapshotResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r SaveSnapshotResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r SaveSnapshotResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r SaveSnapshotResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -12290,50 +10039,6 @@ type DeleteSandboxSnapshotResponse struct {
 	Headers429 *DeleteSandboxSnapshotResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r DeleteSandboxSnapshotResponse) GetJSON200() *struct {
-	Deleted bool   `json:"deleted"`
-	Id      string `json:"id"`
-	Name    string `json:"name"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r DeleteSandboxSnapshotResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r DeleteSandboxSnapshotResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r DeleteSandboxSnapshotResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r DeleteSandboxSnapshotResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r DeleteSandboxSnapshotResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r DeleteSandboxSnapshotResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r DeleteSandboxSnapshotResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r DeleteSandboxSnapshotResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -12386,46 +10091,6 @@ type GetSandboxSnapshotResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetSandboxSnapshotResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetSandboxSnapshotResponse) GetJSON200() *Snapshot {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetSandboxSnapshotResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r GetSandboxSnapshotResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetSandboxSnapshotResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r GetSandboxSnapshotResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetSandboxSnapshotResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetSandboxSnapshotResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r GetSandboxSnapshotResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -12494,61 +10159,6 @@ type SandboxSSHResponse struct {
 	Headers429 *SandboxSSHResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r SandboxSSHResponse) GetJSON200() *struct {
-	Host string `json:"host"`
-
-	// HostKey the sandbox's SSH host key, authorized_keys format
-	HostKey string `json:"host_key"`
-
-	// KnownHosts the same as a known_hosts line
-	KnownHosts string `json:"known_hosts"`
-	Port       int    `json:"port"`
-	User       string `json:"user"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r SandboxSSHResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r SandboxSSHResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r SandboxSSHResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r SandboxSSHResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r SandboxSSHResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r SandboxSSHResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r SandboxSSHResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r SandboxSSHResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r SandboxSSHResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -12605,51 +10215,6 @@ type StartSandboxResponse struct {
 	Headers429 *StartSandboxResponse429Headers
 }
 
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r StartSandboxResponse) GetJSON202() *Sandbox {
-	return r.JSON202
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r StartSandboxResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r StartSandboxResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r StartSandboxResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r StartSandboxResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r StartSandboxResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r StartSandboxResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r StartSandboxResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r StartSandboxResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r StartSandboxResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -12702,46 +10267,6 @@ type StopSandboxResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *StopSandboxResponse429Headers
-}
-
-// GetJSON202 returns the response for an HTTP 202 `application/json` response
-func (r StopSandboxResponse) GetJSON202() *Stop {
-	return r.JSON202
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r StopSandboxResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r StopSandboxResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r StopSandboxResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r StopSandboxResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r StopSandboxResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r StopSandboxResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r StopSandboxResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -12798,46 +10323,6 @@ type TouchSandboxResponse struct {
 	Headers429 *TouchSandboxResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r TouchSandboxResponse) GetJSON200() *Sandbox {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r TouchSandboxResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r TouchSandboxResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r TouchSandboxResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r TouchSandboxResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r TouchSandboxResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r TouchSandboxResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r TouchSandboxResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r TouchSandboxResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -12890,46 +10375,6 @@ type ListURLsResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListURLsResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListURLsResponse) GetJSON200() *[]URL {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListURLsResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListURLsResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListURLsResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r ListURLsResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListURLsResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListURLsResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListURLsResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -12990,56 +10435,6 @@ type HostPortResponse struct {
 	Headers429 *HostPortResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r HostPortResponse) GetJSON200() *URL {
-	return r.JSON200
-}
-
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r HostPortResponse) GetJSON201() *URL {
-	return r.JSON201
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r HostPortResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r HostPortResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r HostPortResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r HostPortResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r HostPortResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r HostPortResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r HostPortResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r HostPortResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r HostPortResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -13097,49 +10492,6 @@ type UnhostPortResponse struct {
 	Headers429 *UnhostPortResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r UnhostPortResponse) GetJSON200() *struct {
-	Deleted bool `json:"deleted"`
-	Port    int  `json:"port"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r UnhostPortResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r UnhostPortResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r UnhostPortResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r UnhostPortResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r UnhostPortResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r UnhostPortResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r UnhostPortResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r UnhostPortResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -13192,46 +10544,6 @@ type ChangeURLPolicyResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ChangeURLPolicyResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ChangeURLPolicyResponse) GetJSON200() *URL {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ChangeURLPolicyResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ChangeURLPolicyResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ChangeURLPolicyResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r ChangeURLPolicyResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ChangeURLPolicyResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ChangeURLPolicyResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ChangeURLPolicyResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -13291,49 +10603,6 @@ type PurgeDeliveriesResponse struct {
 	Headers429 *PurgeDeliveriesResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r PurgeDeliveriesResponse) GetJSON200() *struct {
-	Port   int `json:"port"`
-	Purged int `json:"purged"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r PurgeDeliveriesResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r PurgeDeliveriesResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r PurgeDeliveriesResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r PurgeDeliveriesResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r PurgeDeliveriesResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r PurgeDeliveriesResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r PurgeDeliveriesResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r PurgeDeliveriesResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -13386,46 +10655,6 @@ type ListDeliveriesResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListDeliveriesResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListDeliveriesResponse) GetJSON200() *[]Delivery {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListDeliveriesResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListDeliveriesResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListDeliveriesResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r ListDeliveriesResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListDeliveriesResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListDeliveriesResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListDeliveriesResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -13484,51 +10713,6 @@ type RedeliverResponse struct {
 	Headers429 *RedeliverResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r RedeliverResponse) GetJSON200() *Delivery {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r RedeliverResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r RedeliverResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r RedeliverResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r RedeliverResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r RedeliverResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r RedeliverResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r RedeliverResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r RedeliverResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r RedeliverResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -13581,46 +10765,6 @@ type ListURLTokensResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListURLTokensResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListURLTokensResponse) GetJSON200() *[]URLToken {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListURLTokensResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListURLTokensResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListURLTokensResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r ListURLTokensResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListURLTokensResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListURLTokensResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListURLTokensResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -13679,51 +10823,6 @@ type CreateURLTokenResponse struct {
 	Headers429 *CreateURLTokenResponse429Headers
 }
 
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CreateURLTokenResponse) GetJSON201() *URLToken {
-	return r.JSON201
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r CreateURLTokenResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r CreateURLTokenResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r CreateURLTokenResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r CreateURLTokenResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r CreateURLTokenResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r CreateURLTokenResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r CreateURLTokenResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateURLTokenResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r CreateURLTokenResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -13779,49 +10878,6 @@ type RevokeURLTokenResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeURLTokenResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r RevokeURLTokenResponse) GetJSON200() *struct {
-	Id      string `json:"id"`
-	Revoked bool   `json:"revoked"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r RevokeURLTokenResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r RevokeURLTokenResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r RevokeURLTokenResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r RevokeURLTokenResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r RevokeURLTokenResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r RevokeURLTokenResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r RevokeURLTokenResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -13895,65 +10951,6 @@ type WaitForPortResponse struct {
 	Headers503 *WaitForPortResponse503Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r WaitForPortResponse) GetJSON200() *struct {
-	Port     int  `json:"port"`
-	Ready    bool `json:"ready"`
-	WaitedMs int  `json:"waited_ms"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r WaitForPortResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r WaitForPortResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r WaitForPortResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r WaitForPortResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r WaitForPortResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r WaitForPortResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r WaitForPortResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetJSON502 returns the response for an HTTP 502 `application/json` response
-func (r WaitForPortResponse) GetJSON502() *ErrorAnswer {
-	return r.JSON502
-}
-
-// GetJSON503 returns the response for an HTTP 503 `application/json` response
-func (r WaitForPortResponse) GetJSON503() *Unavailable {
-	return r.JSON503
-}
-
-// GetBody returns the raw response body bytes
-func (r WaitForPortResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r WaitForPortResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -14004,41 +11001,6 @@ type ListSavedSnapshotsResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListSavedSnapshotsResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListSavedSnapshotsResponse) GetJSON200() *[]Snapshot {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListSavedSnapshotsResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListSavedSnapshotsResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListSavedSnapshotsResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListSavedSnapshotsResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListSavedSnapshotsResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListSavedSnapshotsResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -14099,50 +11061,6 @@ type DeleteSavedSnapshotResponse struct {
 	Headers429 *DeleteSavedSnapshotResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r DeleteSavedSnapshotResponse) GetJSON200() *struct {
-	Deleted bool   `json:"deleted"`
-	Id      string `json:"id"`
-	Name    string `json:"name"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r DeleteSavedSnapshotResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r DeleteSavedSnapshotResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r DeleteSavedSnapshotResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r DeleteSavedSnapshotResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r DeleteSavedSnapshotResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r DeleteSavedSnapshotResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r DeleteSavedSnapshotResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r DeleteSavedSnapshotResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -14197,46 +11115,6 @@ type GetSavedSnapshotResponse struct {
 	Headers429 *GetSavedSnapshotResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetSavedSnapshotResponse) GetJSON200() *Snapshot {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetSavedSnapshotResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r GetSavedSnapshotResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetSavedSnapshotResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r GetSavedSnapshotResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetSavedSnapshotResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetSavedSnapshotResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r GetSavedSnapshotResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r GetSavedSnapshotResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -14287,41 +11165,6 @@ type ListSnapshotsResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ListSnapshotsResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListSnapshotsResponse) GetJSON200() *[]Snapshot {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListSnapshotsResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListSnapshotsResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListSnapshotsResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListSnapshotsResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListSnapshotsResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListSnapshotsResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -14378,43 +11221,6 @@ type ListSSHKeysResponse struct {
 	Headers429 *ListSSHKeysResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListSSHKeysResponse) GetJSON200() *struct {
-	SshKeys []SSHKey `json:"ssh_keys"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListSSHKeysResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListSSHKeysResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListSSHKeysResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListSSHKeysResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListSSHKeysResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListSSHKeysResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r ListSSHKeysResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -14467,46 +11273,6 @@ type AddSSHKeyResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AddSSHKeyResponse429Headers
-}
-
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r AddSSHKeyResponse) GetJSON201() *SSHKey {
-	return r.JSON201
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r AddSSHKeyResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r AddSSHKeyResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r AddSSHKeyResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r AddSSHKeyResponse) GetJSON409() *ErrorAnswer {
-	return r.JSON409
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r AddSSHKeyResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r AddSSHKeyResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r AddSSHKeyResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -14566,49 +11332,6 @@ type RemoveSSHKeyResponse struct {
 	Headers429 *RemoveSSHKeyResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r RemoveSSHKeyResponse) GetJSON200() *struct {
-	Deleted bool   `json:"deleted"`
-	Id      string `json:"id"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r RemoveSSHKeyResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r RemoveSSHKeyResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r RemoveSSHKeyResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r RemoveSSHKeyResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r RemoveSSHKeyResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r RemoveSSHKeyResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r RemoveSSHKeyResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r RemoveSSHKeyResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -14661,46 +11384,6 @@ type GetStopResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *GetStopResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetStopResponse) GetJSON200() *Stop {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetStopResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r GetStopResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetStopResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r GetStopResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetStopResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetStopResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r GetStopResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -14761,47 +11444,6 @@ type CreateWallLinkResponse struct {
 	Headers429 *CreateWallLinkResponse429Headers
 }
 
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CreateWallLinkResponse) GetJSON201() *struct {
-	// ExpiresAt when the link stops opening (a session already open keeps working)
-	ExpiresAt time.Time `json:"expires_at"`
-
-	// Url https://KIND--ID.<domain>/…#dt_…
-	Url string `json:"url"`
-} {
-	return r.JSON201
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r CreateWallLinkResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r CreateWallLinkResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r CreateWallLinkResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r CreateWallLinkResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r CreateWallLinkResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateWallLinkResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r CreateWallLinkResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -14856,43 +11498,6 @@ type ListWebhooksResponse struct {
 	Headers429 *ListWebhooksResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListWebhooksResponse) GetJSON200() *struct {
-	Webhooks []Webhook `json:"webhooks"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListWebhooksResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListWebhooksResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListWebhooksResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListWebhooksResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListWebhooksResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListWebhooksResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r ListWebhooksResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -14943,41 +11548,6 @@ type CreateWebhookResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateWebhookResponse429Headers
-}
-
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r CreateWebhookResponse) GetJSON201() *WebhookWithSecret {
-	return r.JSON201
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r CreateWebhookResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r CreateWebhookResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r CreateWebhookResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r CreateWebhookResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r CreateWebhookResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r CreateWebhookResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -15037,49 +11607,6 @@ type DeleteWebhookResponse struct {
 	Headers429 *DeleteWebhookResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r DeleteWebhookResponse) GetJSON200() *struct {
-	Deleted bool   `json:"deleted"`
-	Id      string `json:"id"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r DeleteWebhookResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r DeleteWebhookResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r DeleteWebhookResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r DeleteWebhookResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r DeleteWebhookResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r DeleteWebhookResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r DeleteWebhookResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r DeleteWebhookResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -15134,46 +11661,6 @@ type GetWebhookResponse struct {
 	Headers429 *GetWebhookResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetWebhookResponse) GetJSON200() *Webhook {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r GetWebhookResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r GetWebhookResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r GetWebhookResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r GetWebhookResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r GetWebhookResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r GetWebhookResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r GetWebhookResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r GetWebhookResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -15226,46 +11713,6 @@ type UpdateWebhookResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *UpdateWebhookResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r UpdateWebhookResponse) GetJSON200() *Webhook {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r UpdateWebhookResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r UpdateWebhookResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r UpdateWebhookResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r UpdateWebhookResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r UpdateWebhookResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r UpdateWebhookResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r UpdateWebhookResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
@@ -15324,48 +11771,6 @@ type ListWebhookDeliveriesResponse struct {
 	Headers429 *ListWebhookDeliveriesResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ListWebhookDeliveriesResponse) GetJSON200() *struct {
-	Deliveries []WebhookAttempt `json:"deliveries"`
-} {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r ListWebhookDeliveriesResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r ListWebhookDeliveriesResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r ListWebhookDeliveriesResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r ListWebhookDeliveriesResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r ListWebhookDeliveriesResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r ListWebhookDeliveriesResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r ListWebhookDeliveriesResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r ListWebhookDeliveriesResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -15420,46 +11825,6 @@ type RotateWebhookResponse struct {
 	Headers429 *RotateWebhookResponse429Headers
 }
 
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r RotateWebhookResponse) GetJSON200() *WebhookWithSecret {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r RotateWebhookResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r RotateWebhookResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r RotateWebhookResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r RotateWebhookResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r RotateWebhookResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r RotateWebhookResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r RotateWebhookResponse) GetBody() []byte {
-	return r.Body
-}
-
 // Status returns HTTPResponse.Status
 func (r RotateWebhookResponse) Status() string {
 	if r.HTTPResponse != nil {
@@ -15512,46 +11877,6 @@ type TestWebhookResponse struct {
 	JSON500 *ErrorAnswer
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *TestWebhookResponse429Headers
-}
-
-// GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r TestWebhookResponse) GetJSON200() *WebhookAttempt {
-	return r.JSON200
-}
-
-// GetJSON400 returns the response for an HTTP 400 `application/json` response
-func (r TestWebhookResponse) GetJSON400() *ErrorAnswer {
-	return r.JSON400
-}
-
-// GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r TestWebhookResponse) GetJSON401() *ErrorAnswer {
-	return r.JSON401
-}
-
-// GetJSON403 returns the response for an HTTP 403 `application/json` response
-func (r TestWebhookResponse) GetJSON403() *ErrorAnswer {
-	return r.JSON403
-}
-
-// GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r TestWebhookResponse) GetJSON404() *ErrorAnswer {
-	return r.JSON404
-}
-
-// GetJSON429 returns the response for an HTTP 429 `application/json` response
-func (r TestWebhookResponse) GetJSON429() *LimitReached {
-	return r.JSON429
-}
-
-// GetJSON500 returns the response for an HTTP 500 `application/json` response
-func (r TestWebhookResponse) GetJSON500() *ErrorAnswer {
-	return r.JSON500
-}
-
-// GetBody returns the raw response body bytes
-func (r TestWebhookResponse) GetBody() []byte {
-	return r.Body
 }
 
 // Status returns HTTPResponse.Status
