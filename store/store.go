@@ -189,6 +189,7 @@ type Store interface {
 	Environments
 	Inboxes
 	Webhooks
+	History
 	Feed
 	Close() error
 }

@@ -51,6 +51,8 @@ type Store struct {
 	whDeliv    map[string]*store.WebhookDelivery
 	whAttempts map[string]*store.WebhookAttempt
 
+	history history // history.go
+
 	changes []store.Change // the newest keepChanges, oldest first
 	signal  store.Signal
 }
@@ -87,6 +89,7 @@ func Open(dir string) (*Store, error) {
 		webhooks:   map[string]*store.Webhook{},
 		whDeliv:    map[string]*store.WebhookDelivery{},
 		whAttempts: map[string]*store.WebhookAttempt{},
+		history:    newHistory(),
 	}
 	log, lock, err := openLog(dir, s.apply, s.snapshot)
 	if err != nil {
@@ -163,6 +166,8 @@ func (s *Store) apply(r record) error {
 		setOrDel(s.whDeliv, r)
 	case tWhTry:
 		setOrDel(s.whAttempts, r)
+	case tCommand, tOutput, tHour:
+		s.history.apply(r)
 	default:
 		return fmt.Errorf("unknown table %q", r.T)
 	}
@@ -202,7 +207,7 @@ func (s *Store) snapshot() []record {
 	recs = appendAll(recs, tWebhook, s.webhooks)
 	recs = appendAll(recs, tWhDeliv, s.whDeliv)
 	recs = appendAll(recs, tWhTry, s.whAttempts)
-	return recs
+	return s.history.rows(recs)
 }
 
 func appendAll[T any](recs []record, table string, m map[string]*T) []record {

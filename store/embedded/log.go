@@ -39,6 +39,9 @@ const (
 	tWebhook  = "webhook"
 	tWhDeliv  = "webhook_delivery"
 	tWhTry    = "webhook_attempt"
+	tCommand  = "command"
+	tOutput   = "command_output"
+	tHour     = "command_output_hour"
 	tMeta     = "meta"
 )
 
@@ -126,6 +129,12 @@ func newValue(table string) (any, error) {
 		return new(store.WebhookDelivery), nil
 	case tWhTry:
 		return new(store.WebhookAttempt), nil
+	case tCommand:
+		return new(store.Command), nil
+	case tOutput:
+		return new(outputRec), nil
+	case tHour:
+		return new(outputHour), nil
 	case tDelivery:
 		return new(store.Delivery), nil
 	case tBody:

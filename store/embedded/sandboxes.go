@@ -245,6 +245,7 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string, at time.Time, ev *
 			recs = append(recs, del(tLink, l.ID))
 		}
 	}
+	recs = append(recs, s.history.deleteRecords(id)...)
 	return s.commit(recs, ev)
 }
 

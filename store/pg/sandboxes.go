@@ -416,6 +416,9 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string, at time.Time, ev *
 		if err := deleteIDs(ctx, t, store.KindURL, `DELETE FROM urls WHERE sandbox_id = $1 RETURNING id`, id); err != nil {
 			return err
 		}
+		if err := deleteHistory(ctx, t, id); err != nil {
+			return err
+		}
 		return deleteIDs(ctx, t, store.KindDesktopLink, `DELETE FROM desktop_links WHERE sandbox_id = $1 RETURNING id`, id)
 	})
 	if err != nil {

@@ -63,6 +63,8 @@ func Run(t *testing.T, f Factory) {
 		{"WebhookEvents", testWebhookEvents},
 		{"WebhookEndpoints", testWebhookEndpoints},
 		{"WebhookLimit", testWebhookLimit},
+		{"History", testHistory},
+		{"HistoryOutput", testHistoryOutput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
