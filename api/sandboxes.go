@@ -81,11 +81,16 @@ type sandboxView struct {
 	StopAt          *time.Time        `json:"stop_at"`
 	DeleteAfterSecs int64             `json:"delete_after_secs"`
 	DeleteAt        *time.Time        `json:"delete_at"`
-	StopID          string            `json:"stop_id,omitempty"`
-	CreatedAt       time.Time         `json:"created_at"`
-	UpdatedAt       time.Time         `json:"updated_at"`
-	StartedAt       *time.Time        `json:"started_at"`
-	StoppedAt       *time.Time        `json:"stopped_at"`
+	// DiskExpiresAt: a stopped sandbox's disk is deleted then (store.DiskKept);
+	// DiskExpiredAt: it was, and only a restore from a saved snapshot
+	// starts it again.
+	DiskExpiresAt *time.Time `json:"disk_expires_at"`
+	DiskExpiredAt *time.Time `json:"disk_expired_at,omitempty"`
+	StopID        string     `json:"stop_id,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+	StartedAt     *time.Time `json:"started_at"`
+	StoppedAt     *time.Time `json:"stopped_at"`
 	// WarmUntil: a stopped sandbox resumes warm until then.
 	WarmUntil *time.Time `json:"warm_until"`
 	// LastActiveAt is the latest activity recorded (POST …/touch); it
@@ -131,6 +136,7 @@ func viewSandbox(sb *store.Sandbox) sandboxView {
 		t := sb.StoppedAt.Add(time.Duration(sb.DeleteAfterSecs) * time.Second)
 		v.DeleteAt = &t
 	}
+	v.DiskExpiresAt, v.DiskExpiredAt = store.DiskExpiresAt(sb), sb.DiskExpiredAt
 	return v
 }
 

@@ -68,6 +68,11 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if snap == nil {
+		if err := diskExpired(src); err != nil {
+			return err
+		}
+	}
 	noSnapshots, setSnapshots, err := snapshots(req.Snapshots)
 	if err != nil {
 		return err

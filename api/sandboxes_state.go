@@ -203,6 +203,9 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) error {
 		if store.Erasing(sb) {
 			return errorf(http.StatusConflict, "conflict", "sandbox %q is being erased: it was made with snapshots off, and a stop erases it", sb.Name)
 		}
+		if err := diskExpired(sb); err != nil {
+			return err
+		}
 		if req.Size != nil && *req.Size != sb.Size {
 			if sb.State != store.StateStopped || sb.DesiredState != store.StateStopped {
 				return errorf(http.StatusConflict, "conflict", "the size changes only while the sandbox is stopped")

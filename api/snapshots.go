@@ -92,6 +92,15 @@ func snapshotsOff(sb *store.Sandbox) error {
 	return nil
 }
 
+// diskExpired refuses what needs sb's disk once it expired
+// (store.DiskKept): a start, or a fork of its current state.
+func diskExpired(sb *store.Sandbox) error {
+	if sb.DiskExpiredAt != nil {
+		return errorf(http.StatusConflict, "snapshot_data_expired", "sandbox %q: %s", sb.Name, store.DiskExpiredMessage)
+	}
+	return nil
+}
+
 // findSnapshot finds one of sb's snapshots by id, label or latest (the
 // newest available one).
 func (s *Server) findSnapshot(ctx context.Context, sb *store.Sandbox, ref string) (store.Snapshot, error) {

@@ -410,7 +410,7 @@ type ClientInterface interface {
 
 	// ForkSandboxWithBody Fork it: a new sandbox that starts from its disk
 	//
-	// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off.
+	// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off. A source whose disk expired (stopped over 14 days) forks only from a saved snapshot: 409 snapshot_data_expired.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -419,7 +419,7 @@ type ClientInterface interface {
 
 	// ForkSandbox Fork it: a new sandbox that starts from its disk
 	//
-	// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off.
+	// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off. A source whose disk expired (stopped over 14 days) forks only from a saved snapshot: 409 snapshot_data_expired.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1619,7 +1619,7 @@ func (c *API) CreateFileUploadURL(ctx context.Context, name string, body CreateF
 
 // ForkSandboxWithBody Fork it: a new sandbox that starts from its disk
 //
-// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off.
+// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off. A source whose disk expired (stopped over 14 days) forks only from a saved snapshot: 409 snapshot_data_expired.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1638,7 +1638,7 @@ func (c *API) ForkSandboxWithBody(ctx context.Context, name string, params *Fork
 
 // ForkSandbox Fork it: a new sandbox that starts from its disk
 //
-// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off.
+// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off. A source whose disk expired (stopped over 14 days) forks only from a saved snapshot: 409 snapshot_data_expired.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6628,7 +6628,7 @@ type ClientWithResponsesInterface interface {
 
 	// ForkSandboxWithBodyWithResponse Fork it: a new sandbox that starts from its disk
 	//
-	// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off.
+	// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off. A source whose disk expired (stopped over 14 days) forks only from a saved snapshot: 409 snapshot_data_expired.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6637,7 +6637,7 @@ type ClientWithResponsesInterface interface {
 
 	// ForkSandboxWithResponse Fork it: a new sandbox that starts from its disk
 	//
-	// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off.
+	// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off. A source whose disk expired (stopped over 14 days) forks only from a saved snapshot: 409 snapshot_data_expired.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12568,7 +12568,7 @@ func (c *ClientWithResponses) CreateFileUploadURLWithResponse(ctx context.Contex
 
 // ForkSandboxWithBodyWithResponse Fork it: a new sandbox that starts from its disk
 //
-// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off.
+// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off. A source whose disk expired (stopped over 14 days) forks only from a saved snapshot: 409 snapshot_data_expired.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12583,7 +12583,7 @@ func (c *ClientWithResponses) ForkSandboxWithBodyWithResponse(ctx context.Contex
 
 // ForkSandboxWithResponse Fork it: a new sandbox that starts from its disk
 //
-// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off.
+// Needs the sandbox.fork action. Counts as a start. With count, the copies NAME-1 … NAME-N are made all or none. With snapshot, the copies start from that snapshot's disk (409 snapshot_not_available while it is being taken). A source made with snapshots off has no fork at all, not even of its current state: 409 snapshots_off. A source whose disk expired (stopped over 14 days) forks only from a saved snapshot: 409 snapshot_data_expired.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -1269,6 +1269,12 @@ type Sandbox struct {
 	DeleteAt        *time.Time          `json:"delete_at"`
 	DesiredState    SandboxDesiredState `json:"desired_state"`
 
+	// DiskExpiredAt When its disk was deleted after 14 days stopped; a restore from a saved snapshot gives it one again
+	DiskExpiredAt *time.Time `json:"disk_expired_at,omitempty"`
+
+	// DiskExpiresAt A stopped sandbox keeps its disk for 14 days: then its disk and automatic snapshots are deleted, and start and fork fail with 409 snapshot_data_expired (null unless stopped)
+	DiskExpiresAt *time.Time `json:"disk_expires_at"`
+
 	// EnvNames the names of its own variables; values are never returned
 	EnvNames []string `json:"env_names"`
 

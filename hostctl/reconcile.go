@@ -181,6 +181,11 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 	if sb.State == store.StateError && sb.UpdatedAt.Equal(w.failedAt) {
 		return time.Time{}, false, nil // wait for a new start
 	}
+	if sb.DiskExpiredAt != nil {
+		// The API and auto-start refuse; a start that came anyway must not
+		// boot a fresh disk in its place.
+		return c.fail(ctx, sb, w, errors.New(store.DiskExpiredMessage))
+	}
 	if sb.ForkOf != "" {
 		if err := c.fork(ctx, sb); err != nil {
 			return c.fail(ctx, sb, w, err)

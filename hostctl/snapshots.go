@@ -195,7 +195,7 @@ func (c *Controller) restore(ctx context.Context, sb *store.Sandbox, w *worker) 
 	if err == nil {
 		w.adopted = false
 		if err = c.o.Driver.Stop(ctx, sb); err == nil {
-			if sb.State != store.StateCreating {
+			if sb.State != store.StateCreating && sb.DiskExpiredAt == nil { // a disk to keep
 				err = c.autoSnapshot(ctx, sb, store.SnapshotRestore)
 			}
 		}
@@ -218,7 +218,7 @@ func (c *Controller) restore(ctx context.Context, sb *store.Sandbox, w *worker) 
 			if x.State != store.StateStopped || x.StoppedAt == nil {
 				x.StoppedAt = &now
 			}
-			x.State, x.Error = store.StateStopped, ""
+			x.State, x.Error, x.DiskExpiredAt = store.StateStopped, "", nil
 		}
 		return nil
 	}, nil)

@@ -110,7 +110,45 @@ func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time,
 		err := c.o.Store.DeleteSandbox(ctx, sb.ID, now, &store.AuditEvent{AccountID: sb.AccountID, At: now, Action: "sandbox.delete", Target: sb.Name, Actor: "auto-delete"})
 		return time.Time{}, false, err
 	}
+	if at := store.DiskExpiresAt(sb); at != nil && sb.WarmUntil == nil && !now.Before(*at) {
+		if err := c.expire(ctx, sb, now); err != nil {
+			return time.Time{}, false, err
+		}
+		return time.Time{}, false, nil
+	}
 	return c.nextRest(sb), false, nil
+}
+
+// errNoChange ends an update that finds nothing left to do.
+var errNoChange = errors.New("nothing to change")
+
+// expire ends a stopped sandbox's disk DiskKept after it stopped: the
+// driver removes what the sandbox has on the host, its automatic
+// snapshots go, and the sandbox stays, without a disk, until a restore
+// from a saved snapshot gives it one (store.DiskExpiresAt).
+func (c *Controller) expire(ctx context.Context, sb *store.Sandbox, now time.Time) error {
+	if err := c.o.Driver.Delete(ctx, sb); err != nil {
+		return fmt.Errorf("expire the disk: %w", err)
+	}
+	if err := c.forgetSandbox(ctx, sb); err != nil {
+		return err
+	}
+	ev := &store.AuditEvent{AccountID: sb.AccountID, At: now, Action: store.ActionExpired, Target: sb.Name, Actor: "disk-expiry",
+		Detail: map[string]string{"reason": fmt.Sprintf("stopped since %s: a stopped sandbox keeps its disk %s", sb.StoppedAt.Format(time.RFC3339), store.DiskKept)}}
+	_, err := c.o.Store.UpdateSandbox(ctx, sb.ID, func(x *store.Sandbox, _ *store.AuditEvent) error {
+		if store.DiskExpiresAt(x) == nil {
+			return errNoChange // started, restored or expired meanwhile
+		}
+		x.DiskExpiredAt, x.SSHHostKey = &now, ""
+		return nil
+	}, ev)
+	if errors.Is(err, errNoChange) {
+		return nil
+	}
+	if err == nil {
+		c.o.Logger.Info("a stopped sandbox's disk expired", slog.String("sandbox", sb.ID))
+	}
+	return err
 }
 
 // coolDown ends a warm sandbox's process: at the end of its warm window,
@@ -169,6 +207,9 @@ func (c *Controller) nextRest(sb *store.Sandbox) time.Time {
 		if t := sb.StoppedAt.Add(time.Duration(sb.DeleteAfterSecs) * time.Second); next.IsZero() || t.Before(next) {
 			next = t
 		}
+	}
+	if t := store.DiskExpiresAt(sb); t != nil && (next.IsZero() || t.Before(next)) {
+		next = *t
 	}
 	return next
 }

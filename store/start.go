@@ -44,6 +44,8 @@ func AutoStart(ctx context.Context, s SandboxUpdater, id string, ev *AuditEvent,
 			return &StartRefusedError{State: sb.State}
 		case Erasing(sb):
 			return &StartRefusedError{State: "being erased (it was stopped with snapshots off)"}
+		case sb.DiskExpiredAt != nil:
+			return &StartRefusedError{State: "without a disk (it stayed stopped over 14 days)"}
 		}
 		if ev.Target == "" {
 			ev.Target = sb.Name

@@ -179,6 +179,9 @@ type Sandbox struct {
 	AutoStopAt *time.Time `json:"auto_stop_at,omitempty"`
 	StoppedAt  *time.Time `json:"stopped_at,omitempty"`
 	WarmUntil  *time.Time `json:"warm_until,omitempty"`
+	// DiskExpiredAt is when hostctl deleted its disk, DiskKept after it
+	// stopped (DiskExpiresAt); a restore that gives it one clears it.
+	DiskExpiredAt *time.Time `json:"disk_expired_at,omitempty"`
 	// LastActiveAt is the latest activity recorded on it (Touch): nil
 	// until there is some. It is bookkeeping, not intent: nothing starts,
 	// stops or moves a deadline because of it.

@@ -41,8 +41,8 @@ var EventTypes = []string{EventRunning, EventStopped, EventError, EventDeleted, 
 // writes, queues the event with the audit event's detail "reason".
 const (
 	ActionDegraded = "sandbox.degraded"
-	// ActionExpired is a delete whose cause is the end of a stopped
-	// sandbox's disk: it is sandbox.expired rather than sandbox.deleted.
+	// ActionExpired is hostctl's write that records the end of a stopped
+	// sandbox's disk (DiskKept): sandbox.expired. The sandbox stays.
 	ActionExpired = "sandbox.expire"
 )
 
@@ -229,15 +229,16 @@ func SandboxEvents(old, sb *Sandbox, ev *AuditEvent) []WebhookEvent {
 		if old == nil {
 			return nil
 		}
-		if ev != nil && ev.Action == ActionExpired {
-			add(EventExpired, ev.Detail["reason"])
-		} else {
-			add(EventDeleted, "")
-		}
+		add(EventDeleted, "")
 		return out
 	}
-	if ev != nil && ev.Action == ActionDegraded && ev.Target == sb.Name {
-		add(EventDegraded, ev.Detail["reason"])
+	if ev != nil && ev.Target == sb.Name {
+		switch ev.Action {
+		case ActionDegraded:
+			add(EventDegraded, ev.Detail["reason"])
+		case ActionExpired:
+			add(EventExpired, ev.Detail["reason"])
+		}
 	}
 	oldState := ""
 	if old != nil {
