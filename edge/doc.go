@@ -14,9 +14,10 @@
 //   - h3.go: HTTP/3, quic-go's listener and server on the UDP port of
 //     the HTTPS port's number, serving through h2.go's handler: QUIC's
 //     limits, the per-address connection count shared with TCP, no
-//     0-RTT, a view host by SNI to the views' server, and whether a
-//     request without Content-Length has a body; ServeQUIC drains as
-//     ServeTLS does;
+//     0-RTT, a request stream's head bounded as TCP's (its own stream
+//     loop around quic-go's connection), a view host by SNI to the
+//     views' server, and whether a request without Content-Length has a
+//     body; ServeQUIC drains as ServeTLS does;
 //   - pipeline.go: the request path, once for both protocols: admit
 //     (read the head, decide, answer a refusal or the token's redirect),
 //     then pass (strip, X-Forwarded-*, hold, proxy, answer, log);

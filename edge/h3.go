@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -20,8 +21,9 @@ import (
 // port of the HTTPS port's number, serving through ServeHTTP, the
 // HTTP/2 adapter's handler, so through the one pipeline. What differs
 // is here: QUIC's limits, the connection count per client address
-// (shared with TCP's), 0-RTT refused, and a request body's presence,
-// which HTTP/3 does not say in its head.
+// (shared with TCP's), 0-RTT refused, the time a request stream has to
+// send its head (serveQUICConn), and a request body's presence, which
+// HTTP/3 does not say in its head.
 
 // maxStreams bounds the requests one QUIC connection may have open at
 // once: 250, as net/http's HTTP/2 server's MaxConcurrentStreams.
@@ -48,9 +50,9 @@ func altSvc(port int) string {
 // ServeQUIC serves HTTP/3 on pc, a UDP socket on the HTTPS port's
 // number, until ctx ends or Close. On ctx's end it drains as ServeTLS
 // does: it keeps serving through the drain delay, then takes no new
-// connection and sends GOAWAY on the open ones, whose requests have the
-// drain timeout to finish before their connections are closed. pc is
-// the caller's to close, after.
+// connection, and each open one refuses new requests while its own
+// finish, within the drain timeout, and then closes (serveQUICConn).
+// pc is the caller's to close, after.
 func (s *Server) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 	ctx, stop := s.withDone(ctx)
 	defer stop()
@@ -68,25 +70,133 @@ func (s *Server) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 		// token; nil would send a handler's panic to slog's default.
 		Logger: slog.New(slog.DiscardHandler),
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ServeListener(ln) }()
+	// grace ends at the drain, cut at its timeout (or Close).
+	grace, drain := context.WithCancel(context.Background())
+	defer drain()
+	cut, cutNow := s.withDone(context.Background())
+	defer cutNow()
+	var conns sync.WaitGroup
+	acceptc := make(chan error, 1)
+	go func() {
+		for {
+			conn, err := ln.Accept(context.Background())
+			if err != nil {
+				if errors.Is(err, quic.ErrServerClosed) {
+					err = nil
+				}
+				acceptc <- err
+				return
+			}
+			conns.Go(func() { s.serveQUICConn(grace, cut, srv, conn) })
+		}
+	}()
 	var first error
 	select {
 	case <-ctx.Done():
-	case first = <-errc: // the listener failed for good: say why
-		errc <- nil
+	case first = <-acceptc: // the listener failed for good: say why
+		acceptc <- nil
 	}
 	s.drain()
 	ln.Close() // handshakes under way are refused; open connections stay
-	sctx, cancel := s.withDone(context.Background())
-	defer cancel()
-	sctx, cancelTimeout := context.WithTimeout(sctx, s.o.DrainTimeout)
-	defer cancelTimeout()
-	if err := srv.Shutdown(sctx); err != nil {
+	<-acceptc  // no connection is added to conns from here on
+	drain()
+	answered := make(chan struct{})
+	go func() { conns.Wait(); close(answered) }()
+	select {
+	case <-answered:
+	case <-time.After(s.o.DrainTimeout):
 		s.o.Logger.Warn("edge drain: HTTP/3 requests still in flight at the drain timeout are cut", slog.Duration("timeout", s.o.DrainTimeout))
+	case <-cut.Done():
 	}
-	<-errc
+	cutNow()
+	<-answered
 	return first
+}
+
+// serveQUICConn serves one QUIC connection's requests: quic-go's
+// HTTP/3 connection (http3.RawServerConn) with the edge's own stream
+// loop in place of http3.Server's, for the one bound quic-go's lacks.
+// Its loop (Server.handleConn in v0.65.0) hands each request stream to
+// HandleRequestStream, which reads the HEADERS frame with no deadline;
+// and http3.Server.IdleTimeout stops when a stream opens. So a client
+// whose PINGs keep QUIC's idle timeout away could hold 250 streams a
+// connection open, sending no head or a byte of one now and then:
+// what ReadHeaderTimeout ends on TCP. Here a request stream has
+// ReadHeaderTimeout to send its head, the read deadline set before
+// quic-go reads it and lifted by serveH3 once it is in; past it quic-go
+// resets the stream (H3_REQUEST_INCOMPLETE), and the connection's other
+// streams go on.
+//
+// The price is GOAWAY: quic-go sends it only from its own loop, on the
+// control stream NewRawServerConn keeps to itself. From grace's end (the
+// drain) a new request is refused with H3_REQUEST_REJECTED, which tells
+// the client it was not processed and may be sent again elsewhere (RFC
+// 9114 §4.1.1), as GOAWAY would; the connection closes (H3_NO_ERROR)
+// once its requests are answered, or at cut.
+func (s *Server) serveQUICConn(grace, cut context.Context, srv *http3.Server, conn *quic.Conn) {
+	hc, err := srv.NewRawServerConn(conn)
+	if err != nil { // its control stream could not be opened
+		conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeInternalError), "")
+		return
+	}
+	go func() { // the client's control and QPACK streams
+		for {
+			str, err := conn.AcceptUniStream(conn.Context())
+			if err != nil {
+				return
+			}
+			go hc.HandleUnidirectionalStream(str)
+		}
+	}()
+	var reqs sync.WaitGroup
+	defer reqs.Wait()
+	for {
+		str, err := conn.AcceptStream(grace)
+		if err != nil {
+			break
+		}
+		str.SetReadDeadline(time.Now().Add(s.o.ReadHeaderTimeout))
+		reqs.Go(func() { hc.HandleRequestStream(str) })
+	}
+	if conn.Context().Err() != nil {
+		return // the connection ended
+	}
+	go func() { // the drain: no new request
+		for {
+			str, err := conn.AcceptStream(conn.Context())
+			if err != nil {
+				return
+			}
+			str.ReleaseStreamCredit()
+			str.CancelRead(quic.StreamErrorCode(http3.ErrCodeRequestRejected))
+			str.CancelWrite(quic.StreamErrorCode(http3.ErrCodeRequestRejected))
+		}
+	}()
+	answered := make(chan struct{})
+	go func() { reqs.Wait(); close(answered) }()
+	select {
+	case <-answered:
+	case <-cut.Done():
+	}
+	// The last answer's last bytes may not have reached the client yet,
+	// and a close drops what is unacknowledged; quic-go does not say
+	// when data is acknowledged, so the close waits three probe timeouts
+	// (RFC 9002 §6.2: the time after which a sender retransmits), or
+	// for the client's own close.
+	linger := time.NewTimer(3 * probeTimeout(conn.ConnectionStats()))
+	defer linger.Stop()
+	select {
+	case <-linger.C:
+	case <-conn.Context().Done():
+	case <-cut.Done():
+	}
+	conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
+}
+
+// probeTimeout is a connection's probe timeout (RFC 9002 §6.2.1) from
+// its RTT estimates, with the default max_ack_delay (25 ms).
+func probeTimeout(st quic.ConnectionStats) time.Duration {
+	return st.SmoothedRTT + max(4*st.MeanDeviation, time.Millisecond) + 25*time.Millisecond
 }
 
 // quicTLSConfig is the TLS of the QUIC listener: the TCP listener's
@@ -143,6 +253,9 @@ func (s *Server) crowded(a net.Addr) bool {
 // serveH3 serves one HTTP/3 request: a view host's (by SNI, as on TCP)
 // to the views' server, any other through ServeHTTP.
 func (s *Server) serveH3(w http.ResponseWriter, r *http.Request) {
+	// The head is in: serveQUICConn's deadline for it is lifted (a
+	// body's are the pipeline's).
+	http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if r.TLS != nil && s.isView(r.TLS.ServerName) {
 		s.serveView(w, r)
 		return

@@ -375,3 +375,74 @@ func TestH3Drain(t *testing.T) {
 		t.Fatal("the edge took a QUIC connection after its shutdown")
 	}
 }
+
+// A request stream has ReadHeaderTimeout to send its head, as a TCP
+// connection has: one that sends part of a HEADERS frame and stops, and
+// one that sends frames of unknown type (which HTTP/3 skips) and never
+// a head, are each reset (H3_REQUEST_INCOMPLETE) once it has passed,
+// while requests on other streams of the same connection are answered,
+// before the resets and after.
+func TestH3HeadTimeout(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, embeddedStore(t), withH3, func(o *edge.Options) { o.ReadHeaderTimeout = time.Second })
+	r.host("head-1-hhhhhh", echo(t), true, "")
+	tc := &tls.Config{RootCAs: r.ca.Pool(), ServerName: "head-1-hhhhhh." + domain, NextProtos: []string{http3.NextProtoH3}}
+	// Keep-alives: the connection never idles out, only the streams' heads can end them.
+	qc, err := quic.DialAddr(ctx, r.addr, tc, &quic.Config{KeepAlivePeriod: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("dial over QUIC: %v", err)
+	}
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	cc := (&http3.Transport{}).NewClientConn(qc)
+	get := func(when string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "https://head-1-hhhhhh."+domain+"/", nil)
+		res, err := cc.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("a request %s: %v", when, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("a request %s: %d", when, res.StatusCode)
+		}
+	}
+	open := func(first []byte) *quic.Stream {
+		str, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := str.Write(first); err != nil {
+			t.Fatal(err)
+		}
+		return str
+	}
+	partial := open([]byte{0x01, 0x40}) // HEADERS, its length's first byte of two
+	grease := open([]byte{0x21, 0x00})  // a reserved frame type, empty
+	stopGrease := make(chan struct{})
+	greased := make(chan struct{})
+	go func() {
+		defer close(greased)
+		for {
+			select {
+			case <-stopGrease:
+				return
+			case <-time.After(200 * time.Millisecond): // the trickle under test
+			}
+			if _, err := grease.Write([]byte{0x21, 0x00}); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { close(stopGrease); <-greased }()
+	get("while two streams hold no head")
+	for name, str := range map[string]*quic.Stream{"part of a head": partial, "frames of unknown type": grease} {
+		str.SetReadDeadline(time.Now().Add(15 * time.Second))
+		_, err := str.Read(make([]byte, 1))
+		var se *quic.StreamError
+		if !errors.As(err, &se) || se.ErrorCode != quic.StreamErrorCode(http3.ErrCodeRequestIncomplete) || !se.Remote {
+			t.Fatalf("a stream that sent %s: %v, want a reset H3_REQUEST_INCOMPLETE", name, err)
+		}
+	}
+	get("after the two were reset")
+}
