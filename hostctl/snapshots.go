@@ -215,8 +215,8 @@ func (c *Controller) restore(ctx context.Context, sb *store.Sandbox, w *worker) 
 		if err != nil {
 			x.State, x.Error = store.StateError, "restore: "+err.Error()
 		} else {
-			if x.State != store.StateStopped || x.StoppedAt == nil {
-				x.StoppedAt = &now
+			if x.State != store.StateStopped || x.StoppedAt == nil || x.DiskExpiredAt != nil {
+				x.StoppedAt = &now // a disk given back keeps its 14 days from now
 			}
 			x.State, x.Error, x.DiskExpiredAt = store.StateStopped, "", nil
 		}
