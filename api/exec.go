@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/crypto/ssh"
 
@@ -221,11 +220,20 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := store.NewID("cmd")
 	command := sandboxio.Prelude(req.cwd(), env) + "exec sh -c " + sandboxio.Quote(*req.Command)
+	// The history keeps the command, not its env's values.
+	mode := store.ModeSync
+	if stream {
+		mode = store.ModeStream
+	}
+	if err := s.recordCommand(r.Context(), sb, id, mode, *req.Command); err != nil {
+		return err
+	}
 	if stream {
 		return s.execStream(w, r, sb, id, command, stdin, time.Duration(timeout)*time.Second)
 	}
-	stdout, stderr := &sandboxio.Capped{Max: maxOutput}, &sandboxio.Capped{Max: maxOutput}
+	stdout, stderr := &capture{max: maxOutput}, &capture{max: maxOutput}
 	res, err := s.run(r.Context(), sb, command, stdin, stdout, stderr, time.Duration(timeout)*time.Second)
+	s.finishCommand(r.Context(), sb, id, stdout, stderr, res, err, r.Context().Err() != nil)
 	if errors.Is(err, errLost) {
 		return lostWhileRunning(err)
 	}
@@ -233,8 +241,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"exit_code": res.Code, "stdout": strings.ToValidUTF8(stdout.String(), "\uFFFD"),
-		"stderr": strings.ToValidUTF8(stderr.String(), "\uFFFD"), "timed_out": res.TimedOut, "command_id": id,
+		"exit_code": res.Code, "stdout": strings.ToValidUTF8(string(stdout.buf), "\uFFFD"),
+		"stderr": strings.ToValidUTF8(string(stderr.buf), "\uFFFD"), "timed_out": res.TimedOut, "command_id": id,
 	})
 	return nil
 }
@@ -263,15 +271,7 @@ type chunks struct {
 
 func (c *chunks) Write(p []byte) (int, error) {
 	b := append(c.rest, p...)
-	cut := len(b)
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if !utf8.FullRune(b[i:]) {
-				cut = i // the last character is not all here yet
-			}
-			break
-		}
-	}
+	cut := fullRunes(b) // the last character may not be all here yet
 	c.rest = append([]byte(nil), b[cut:]...)
 	if cut > 0 {
 		c.out.send(map[string]string{"type": c.kind, "data": strings.ToValidUTF8(string(b[:cut]), "\uFFFD")})
@@ -292,9 +292,11 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sb *store.Sa
 	out := &ndjson{w: w}
 	out.send(map[string]string{"type": "started", "command_id": id})
 	stdout, stderr := &chunks{out: out, kind: "stdout"}, &chunks{out: out, kind: "stderr"}
-	res, err := s.run(r.Context(), sb, command, stdin, stdout, stderr, timeout)
+	keptOut, keptErr := &capture{max: store.MaxWaitingOutput}, &capture{max: store.MaxWaitingOutput}
+	res, err := s.run(r.Context(), sb, command, stdin, io.MultiWriter(stdout, keptOut), io.MultiWriter(stderr, keptErr), timeout)
 	stdout.flush()
 	stderr.flush()
+	s.finishCommand(r.Context(), sb, id, keptOut, keptErr, res, err, r.Context().Err() != nil)
 	switch {
 	case err == nil:
 		out.send(map[string]any{"type": "exit", "exit_code": res.Code, "timed_out": res.TimedOut})

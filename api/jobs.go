@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -61,8 +60,12 @@ func (s *Server) startJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := store.NewID("job")
+	if err := s.recordCommand(r.Context(), sb, id, store.ModeDetached, *req.Command); err != nil {
+		return err
+	}
 	j, err := s.jobs.StartJob(r.Context(), sb.ID, id, sandboxio.Prelude(req.cwd(), env), *req.Command, stdin)
 	if err != nil {
+		s.finishCommand(r.Context(), sb, id, &capture{}, &capture{}, sandboxio.Result{}, err, false) // failed: it could not run
 		return jobError(sb, err)
 	}
 	// The answer is the job as a read of it shows it (the document's Job).
@@ -105,13 +108,9 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(q, "offset"); err != nil {
 		return err
 	}
-	var offset int64
-	if o := q.Get("offset"); o != "" {
-		n, err := strconv.ParseInt(o, 10, 64)
-		if err != nil || n < 0 {
-			return badRequest("invalid_query", "offset must be a whole number, 0 or more")
-		}
-		offset = n
+	offset, err := queryOffset(q)
+	if err != nil {
+		return err
 	}
 	id, sb, err := s.jobFor(r)
 	if err != nil {
@@ -121,6 +120,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return jobError(sb, err)
 	}
+	s.jobRead(r.Context(), sb, v, offset, data)
 	next := min(offset, v.OutputSize) + int64(len(data))
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": v.ID, "state": v.State, "exit_code": v.ExitCode, "output": strings.ToValidUTF8(string(data), "\uFFFD"),
@@ -158,6 +158,11 @@ func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
 	j, err := s.jobs.StopJob(r.Context(), sb.ID, id)
 	if err != nil {
 		return jobError(sb, err)
+	}
+	if c, err := s.store.Command(r.Context(), sb.ID, id); err == nil {
+		if err := s.copyJob(r.Context(), sb, c); err != nil {
+			s.historyFailed(r.Context(), sb, id, err)
+		}
 	}
 	v := viewJob(j)
 	writeJSON(w, http.StatusOK, v)

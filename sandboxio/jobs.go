@@ -87,10 +87,14 @@ func unixTime(secs string) *time.Time {
 	return &t
 }
 
-// jobState is the shell that prints a job's "state code size started" line.
+// jobState is the shell that prints a job's "state code size started"
+// line. The exit code is looked for again after the process group is
+// found gone: a job that ends between the two looks wrote it, and is
+// exited, not lost (the command history keeps the first end it sees).
 const jobState = `st=running; code=-
-if [ -f "$d/exit_code" ]; then st=exited; code=$(cat "$d/exit_code"); [ -f "$d/killed" ] && st=killed
-elif ! kill -s 0 -- "-$(cat "$d/pid" 2>/dev/null)" 2>/dev/null; then st=lost; [ -f "$d/killed" ] && st=killed; fi
+[ -f "$d/exit_code" ] || kill -s 0 -- "-$(cat "$d/pid" 2>/dev/null)" 2>/dev/null || st=lost
+if [ -f "$d/exit_code" ]; then st=exited; code=$(cat "$d/exit_code"); fi
+[ "$st" != running ] && [ -f "$d/killed" ] && st=killed
 printf '%s %s %s %s\n' "$st" "$code" "$(wc -c < "$d/output")" "$(cat "$d/started_at" 2>/dev/null || echo 0)"`
 
 // parseJobLine reads jobState's line.

@@ -67,7 +67,8 @@ func startAPI(p *proc, c apiConfig, secret []byte, sh parts, ln net.Listener) er
 	}
 	p.Go(func(ctx context.Context) error { fl.Run(ctx); return nil })
 	p.Go(func(ctx context.Context) error { return serveHTTP(ctx, ln, srv) })
-	p.Go(srv.DeliverWebhooks) // leased through the store: every API process may send
+	p.Go(srv.DeliverWebhooks)  // leased through the store: every API process may send
+	p.Go(srv.RunHistoryCopier) // two copies of one output store it once: every API process may copy
 	return nil
 }
 
