@@ -1,7 +1,9 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -21,13 +23,18 @@ func (s *Server) liveSandbox(r *http.Request) (*store.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	return sb, s.live(sb)
+}
+
+// live is liveSandbox's check of a sandbox found.
+func (s *Server) live(sb *store.Sandbox) error {
 	if s.commands == nil {
-		return nil, errorf(http.StatusServiceUnavailable, "unavailable", "this API has no connection to sandboxes")
+		return errorf(http.StatusServiceUnavailable, "unavailable", "this API has no connection to sandboxes")
 	}
 	if sb.State != store.StateRunning {
-		return nil, errorf(http.StatusConflict, "sandbox_stopped", "sandbox %q is not running (it is %s)", sb.Name, sb.State)
+		return errorf(http.StatusConflict, "sandbox_stopped", "sandbox %q is not running (it is %s)", sb.Name, sb.State)
 	}
-	return sb, nil
+	return nil
 }
 
 // sampleError makes a failed reading of sb the API's answer.
@@ -55,12 +62,24 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// getProcesses answers a running sandbox's processes, live. The last
-// sample of a stopped sandbox (live: false, kept 7 days) is not kept
-// yet: a stopped sandbox answers 409 sandbox_stopped.
+// getProcesses answers a running sandbox's processes, live; one that is
+// not running answers the busiest of them as it last stopped (live:
+// false, store.KeptProcesses), or 409 sandbox_stopped without such a
+// sample.
 func (s *Server) getProcesses(w http.ResponseWriter, r *http.Request) error {
-	sb, err := s.liveSandbox(r)
+	sb, err := s.sandboxFor(r)
 	if err != nil {
+		return err
+	}
+	if last := store.KeptProcesses(sb, s.now()); last != nil && sb.State != store.StateRunning {
+		var ps []sandboxio.Process
+		if err := json.Unmarshal(last.Processes, &ps); err != nil {
+			return fmt.Errorf("sandbox %s's last process sample: %w", sb.ID, err)
+		}
+		writeJSON(w, http.StatusOK, processesAnswer{Live: false, SampledAt: last.At.UTC(), Processes: ps})
+		return nil
+	}
+	if err := s.live(sb); err != nil {
 		return err
 	}
 	ps, err := sandboxio.ReadProcesses(r.Context(), s.commands, sb.ID)

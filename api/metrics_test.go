@@ -1,9 +1,13 @@
 package api_test
 
 import (
+	"context"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"froog.tech/froog/sandboxio"
+	"froog.tech/froog/store"
 )
 
 // The local driver's sandboxes run on this Linux host: the numbers are
@@ -57,6 +61,39 @@ func TestMetricsAndProcesses(t *testing.T) {
 		e.do("POST", "/v1/sandboxes/box/stop", e.admin, nil).want(t, 202, "")
 		e.waitState("box", "stopped")
 		e.do("GET", "/v1/sandboxes/box/metrics", e.admin, nil).want(t, 409, "sandbox_stopped")
+		e.do("GET", "/v1/sandboxes/box/processes", e.admin, nil).want(t, 409, "sandbox_stopped")
+
+		// With the sample hostctl keeps at a stop: live false, its time,
+		// while it is kept; then 409 again.
+		sb, err := e.store.Sandbox(context.Background(), e.account.ID, "box")
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep := func(at time.Time) {
+			t.Helper()
+			if _, err := e.store.UpdateSandbox(context.Background(), sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error {
+				s.LastProcesses = &store.ProcessSample{At: at, Processes: json.RawMessage(`[{"pid":7,"command":"sleep 600"}]`)}
+				return nil
+			}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		at := e.now().Add(-time.Hour).UTC()
+		keep(at)
+		var last struct {
+			Live      bool       `json:"live"`
+			SampledAt *time.Time `json:"sampled_at"`
+			Processes []struct {
+				PID     int    `json:"pid"`
+				Command string `json:"command"`
+			} `json:"processes"`
+		}
+		e.do("GET", "/v1/sandboxes/box/processes", e.key("ro3", "sandbox.read"), nil).want(t, 200, "").json(t, &last)
+		if last.Live || last.SampledAt == nil || !last.SampledAt.Equal(at) || len(last.Processes) != 1 || last.Processes[0].Command != "sleep 600" {
+			t.Fatalf("a stopped sandbox's last sample: %+v", last)
+		}
+		e.do("GET", "/v1/sandboxes/box/processes", e.key("z", "exec"), nil).want(t, 403, "api_key_action_forbidden")
+		keep(e.now().Add(-store.ProcessesKept - time.Minute))
 		e.do("GET", "/v1/sandboxes/box/processes", e.admin, nil).want(t, 409, "sandbox_stopped")
 	})
 }

@@ -260,6 +260,14 @@ func TestCLIWalkthrough(t *testing.T) {
 		if out := froog.ok(t, "ps", "jobs"); !strings.HasPrefix(out, "PID ") || !strings.Contains(out, "COMMAND") || strings.Count(out, "\n") < 1 {
 			t.Errorf("ps: %q", out)
 		}
+		// Stopped, ps shows the busiest processes as it stopped: a spinning
+		// one among them (the local driver's sandboxes share this host's
+		// /proc, so a busy one is sure to be in the 12).
+		froog.ok(t, "exec", "jobs", "--detach", "--", "exec sh -c 'while :; do :; done' froog-last")
+		froog.ok(t, "stop", "jobs")
+		if out := froog.ok(t, "ps", "jobs"); !strings.HasPrefix(out, "not running: its processes as it stopped, ") || !strings.Contains(out, "froog-last") {
+			t.Errorf("ps of a stopped sandbox: %q", out)
+		}
 	})
 
 	t.Run("snapshots and forks", func(t *testing.T) {

@@ -468,9 +468,9 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/sandboxes/{name}/metrics (the `GetSandboxMetrics` operationId).
 	GetSandboxMetrics(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListSandboxProcesses A running sandbox's processes, busiest first
+	// ListSandboxProcesses A sandbox's processes, busiest first
 	//
-	// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers 409 sandbox_stopped (the last sample of a stopped sandbox is not kept by this deployment).
+	// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers its busiest 12 processes as it last stopped, read just before the stop, with live: false and sampled_at (kept 7 days); without such a sample, 409 sandbox_stopped.
 	//
 	// Corresponds with GET /v1/sandboxes/{name}/processes (the `ListSandboxProcesses` operationId).
 	ListSandboxProcesses(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1757,9 +1757,9 @@ func (c *API) GetSandboxMetrics(ctx context.Context, name string, reqEditors ...
 	return c.Client.Do(req)
 }
 
-// ListSandboxProcesses A running sandbox's processes, busiest first
+// ListSandboxProcesses A sandbox's processes, busiest first
 //
-// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers 409 sandbox_stopped (the last sample of a stopped sandbox is not kept by this deployment).
+// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers its busiest 12 processes as it last stopped, read just before the stop, with live: false and sampled_at (kept 7 days); without such a sample, 409 sandbox_stopped.
 //
 // Corresponds with GET /v1/sandboxes/{name}/processes (the `ListSandboxProcesses` operationId).
 func (c *API) ListSandboxProcesses(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6694,9 +6694,9 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/sandboxes/{name}/metrics (the `GetSandboxMetrics` operationId).
 	GetSandboxMetricsWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetSandboxMetricsResponse, error)
 
-	// ListSandboxProcessesWithResponse A running sandbox's processes, busiest first
+	// ListSandboxProcessesWithResponse A sandbox's processes, busiest first
 	//
-	// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers 409 sandbox_stopped (the last sample of a stopped sandbox is not kept by this deployment).
+	// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers its busiest 12 processes as it last stopped, read just before the stop, with live: false and sampled_at (kept 7 days); without such a sample, 409 sandbox_stopped.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12682,9 +12682,9 @@ func (c *ClientWithResponses) GetSandboxMetricsWithResponse(ctx context.Context,
 	return ParseGetSandboxMetricsResponse(rsp)
 }
 
-// ListSandboxProcessesWithResponse A running sandbox's processes, busiest first
+// ListSandboxProcessesWithResponse A sandbox's processes, busiest first
 //
-// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers 409 sandbox_stopped (the last sample of a stopped sandbox is not kept by this deployment).
+// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers its busiest 12 processes as it last stopped, read just before the stop, with live: false and sampled_at (kept 7 days); without such a sample, 409 sandbox_stopped.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -1215,7 +1215,7 @@ type Process struct {
 
 // ProcessList defines model for ProcessList.
 type ProcessList struct {
-	// Live Read now from the running sandbox
+	// Live Read now from the running sandbox; false: the busiest 12 as it last stopped, read at sampled_at
 	Live      bool      `json:"live"`
 	Processes []Process `json:"processes"`
 	SampledAt time.Time `json:"sampled_at"`

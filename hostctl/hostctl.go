@@ -2,6 +2,7 @@ package hostctl
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -65,8 +66,12 @@ type Options struct {
 	// snapshot (with snapshots on and a Snapshotter driver); 0 means an
 	// hour, as the docs say.
 	SnapshotEvery time.Duration
-	Logger        *slog.Logger     // nil discards
-	Now           func() time.Time // nil means time.Now
+	// Sample reads a running sandbox's busiest processes, kept as its last
+	// sample when it stops (store.ProcessSample); nil keeps none. A stop
+	// waits for it at most sampleWait, and goes on without it.
+	Sample func(ctx context.Context, sandboxID string) (json.RawMessage, error)
+	Logger *slog.Logger     // nil discards
+	Now    func() time.Time // nil means time.Now
 }
 
 // Controller runs one host.

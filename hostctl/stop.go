@@ -53,6 +53,7 @@ func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time,
 	}
 	switch sb.State {
 	case store.StateRunning, store.StateStarting, store.StateStopping:
+		last := c.sample(ctx, sb) // before stopping: the tunnel reaches a running sandbox only
 		if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State = store.StateStopping }); err != nil {
 			return time.Time{}, false, err
 		}
@@ -78,6 +79,7 @@ func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time,
 		}
 		up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
 			s.State, s.StoppedAt, s.WarmUntil, s.AutoStopAt, s.StartStage = store.StateStopped, &end, warm, nil, ""
+			s.LastProcesses = last // none of an earlier run
 		})
 		if err != nil {
 			return time.Time{}, false, err
@@ -109,6 +111,11 @@ func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time,
 	if sb.DeleteAfterSecs > 0 && sb.StoppedAt != nil && !now.Before(sb.StoppedAt.Add(time.Duration(sb.DeleteAfterSecs)*time.Second)) {
 		err := c.o.Store.DeleteSandbox(ctx, sb.ID, now, &store.AuditEvent{AccountID: sb.AccountID, At: now, Action: "sandbox.delete", Target: sb.Name, Actor: "auto-delete"})
 		return time.Time{}, false, err
+	}
+	if sb.LastProcesses != nil && store.KeptProcesses(sb, now) == nil {
+		if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.LastProcesses = nil }); err != nil {
+			return time.Time{}, false, err
+		}
 	}
 	if at := store.DiskExpiresAt(sb); at != nil && sb.WarmUntil == nil && !now.Before(*at) {
 		if err := c.expire(ctx, sb, now); err != nil {
@@ -211,5 +218,31 @@ func (c *Controller) nextRest(sb *store.Sandbox) time.Time {
 	if t := store.DiskExpiresAt(sb); t != nil && (next.IsZero() || t.Before(next)) {
 		next = *t
 	}
+	if p := store.KeptProcesses(sb, c.now()); p != nil {
+		if t := p.At.Add(store.ProcessesKept); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
 	return next
+}
+
+// sampleWait bounds the process sample a stop takes (Options.Sample).
+const sampleWait = 5 * time.Second
+
+// sample is a running sandbox's last process sample, or nil: without a
+// sampler, for a sandbox not running, or when sampling fails (the stop
+// goes on, and the sandbox keeps no sample).
+func (c *Controller) sample(ctx context.Context, sb *store.Sandbox) *store.ProcessSample {
+	if c.o.Sample == nil || sb.State != store.StateRunning {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, sampleWait)
+	defer cancel()
+	at := c.now()
+	ps, err := c.o.Sample(sctx, sb.ID)
+	if err != nil {
+		c.o.Logger.Warn("a stopping sandbox's processes could not be read", slog.String("sandbox", sb.ID), slog.String("error", err.Error()))
+		return nil
+	}
+	return &store.ProcessSample{At: at, Processes: ps}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,6 +118,21 @@ func ReadProcesses(ctx context.Context, r Runner, sandboxID string) ([]Process, 
 		return nil, err
 	}
 	return ParseProcesses(out)
+}
+
+// StoppedProcesses is how many processes a stopped sandbox's last sample
+// keeps (docs: froog ps).
+const StoppedProcesses = 12
+
+// LastSample reads sandboxID's busiest StoppedProcesses processes over
+// r, as the JSON a stopped sandbox's last sample keeps
+// (store.ProcessSample).
+func LastSample(ctx context.Context, r Runner, sandboxID string) (json.RawMessage, error) {
+	ps, err := ReadProcesses(ctx, r, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(ps[:min(len(ps), StoppedProcesses)])
 }
 
 func sample(ctx context.Context, r Runner, sandboxID, script string) ([]byte, error) {

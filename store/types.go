@@ -182,6 +182,8 @@ type Sandbox struct {
 	// DiskExpiredAt is when hostctl deleted its disk, DiskKept after it
 	// stopped (DiskExpiresAt); a restore that gives it one clears it.
 	DiskExpiredAt *time.Time `json:"disk_expired_at,omitempty"`
+	// LastProcesses is what ran as it last stopped (KeptProcesses).
+	LastProcesses *ProcessSample `json:"last_processes,omitempty"`
 	// LastActiveAt is the latest activity recorded on it (Touch): nil
 	// until there is some. It is bookkeeping, not intent: nothing starts,
 	// stops or moves a deadline because of it.

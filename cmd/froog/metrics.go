@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -60,10 +61,11 @@ func writeMetrics(w io.Writer, m *froog.Metrics) {
 func (a *app) psCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "ps NAME",
-		Short: "A running sandbox's processes, busiest first",
+		Short: "A sandbox's processes, busiest first",
 		Long: `List a running sandbox's processes live, the busiest first (CPU over half a
-second, as a share of all its CPUs), at most 100. A stopped sandbox answers
-sandbox_stopped.`,
+second, as a share of all its CPUs), at most 100. A stopped sandbox shows its
+busiest 12 as it stopped (kept 7 days), under a line that says so; without
+them it answers sandbox_stopped.`,
 		Example: `  froog ps my-box
   froog ps my-box --json`,
 		Args: cobra.ExactArgs(1),
@@ -77,6 +79,9 @@ sandbox_stopped.`,
 				return err
 			}
 			return a.print(ps, func(w io.Writer) {
+				if !ps.Live {
+					fmt.Fprintf(w, "not running: its processes as it stopped, %s\n", ps.SampledAt.Format(time.RFC3339))
+				}
 				rows := make([][]string, 0, len(ps.Processes))
 				for _, p := range ps.Processes {
 					command := p.Command

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"froog.tech/froog/sandboxio"
 	"io"
 	"net"
 	"os"
@@ -150,7 +152,11 @@ func startHostctl(p *proc, c hostctlConfig, sh parts) (health.Check, error) {
 		return health.Check{}, err
 	}
 	now, rescan := testClock()
-	ctl, err := hostctl.New(hostctl.Options{Store: sh.store, Driver: drv, HostName: c.HostName, Capacity: c.Capacity,
+	shell := sandboxio.New(sh.tun)
+	sample := func(ctx context.Context, id string) (json.RawMessage, error) {
+		return sandboxio.LastSample(ctx, shell, id)
+	}
+	ctl, err := hostctl.New(hostctl.Options{Store: sh.store, Driver: drv, HostName: c.HostName, Capacity: c.Capacity, Sample: sample,
 		Address: c.AdvertiseAddr, Heartbeat: time.Duration(c.HeartbeatSecs) * time.Second, DownAfter: time.Duration(c.DownSecs) * time.Second,
 		MinFreeMemory: uint64(c.Driver.MinFreeMB) << 20, WarmWindow: time.Duration(c.Driver.WarmSecs) * time.Second, Logger: sh.log,
 		Now: now, Rescan: rescan})
@@ -176,7 +182,8 @@ func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseConfig("hostctl", &c, args, stderr); err != nil {
 		return err
 	}
-	return runPG(ctx, "hostctl", c.DatabaseURL, c.ControlKeyFile, false, stderr, func(p *proc, sh parts) error {
+	// With the tunnel: a stop keeps what ran (Options.Sample).
+	return runPG(ctx, "hostctl", c.DatabaseURL, c.ControlKeyFile, true, stderr, func(p *proc, sh parts) error {
 		lns, err := listen(p, c.MetricsAddr)
 		if err != nil {
 			return err
