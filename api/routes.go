@@ -60,6 +60,10 @@ var routes = []route{
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/jobs", Action: "exec", handle: (*Server).startJob},
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/jobs/{id}", Action: "sandbox.read", handle: (*Server).getJob},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/jobs/{id}/stop", Action: "exec", handle: (*Server).stopJob},
+	// The command history (history.go): store reads, also while stopped.
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/command-history", Action: "sandbox.read", handle: (*Server).listHistory},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/command-history/{id}", Action: "sandbox.read", handle: (*Server).getHistory},
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/command-history/{id}/logs", Action: "sandbox.read", handle: (*Server).historyLogs},
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/metrics", Action: "sandbox.read", handle: (*Server).getMetrics},
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/processes", Action: "sandbox.read", handle: (*Server).getProcesses},
 
