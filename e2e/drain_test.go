@@ -114,9 +114,7 @@ func TestEdgeDrain(t *testing.T) {
 	}
 
 	signalled := time.Now()
-	edge.cmd.Process.Signal(syscall.SIGTERM)
-	exited := make(chan error, 1)
-	go func() { exited <- edge.cmd.Wait() }()
+	exited := edge.term()
 
 	wait.For(t, 5*time.Second, "/readyz fails, naming the drain", func() bool {
 		r := getReadyz(admin)
@@ -143,14 +141,7 @@ func TestEdgeDrain(t *testing.T) {
 	if r := <-foreverDone; r.err == nil {
 		t.Errorf("the endless request ended cleanly after %d bytes; want it cut at the drain timeout", r.n)
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("the edge exited with %v: %s", err, edge.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the edge still runs 30 s after SIGTERM with --drain-secs 8")
-	}
+	edge.exitsClean(t, exited, 30*time.Second) // --drain-secs 8
 	t.Logf("the edge exited %v after SIGTERM (--drain-secs 8)", time.Since(signalled).Round(time.Millisecond))
 	if logs := edge.stderr.String(); !strings.Contains(logs, `"msg":"edge draining"`) || !strings.Contains(logs, "cut") {
 		t.Errorf("the edge's log does not say it drained and cut what was left:\n%s", logs)

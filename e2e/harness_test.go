@@ -121,16 +121,27 @@ func checkNoSecrets(t *testing.T, who, log string) {
 // stop ends p with SIGTERM and checks it exits cleanly.
 func (p *proc) stop(t *testing.T) {
 	t.Helper()
+	p.exitsClean(t, p.term(), 20*time.Second)
+}
+
+// term sends p SIGTERM; its exit comes on the channel.
+func (p *proc) term() <-chan error {
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
+	return done
+}
+
+// exitsClean checks that p, sent SIGTERM (term), exits cleanly within d.
+func (p *proc) exitsClean(t *testing.T, exited <-chan error, d time.Duration) {
+	t.Helper()
 	select {
-	case err := <-done:
+	case err := <-exited:
 		if err != nil {
 			t.Fatalf("froogd exited with %v: %s", err, p.stderr.String())
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("froogd did not stop on SIGTERM")
+	case <-time.After(d):
+		t.Fatalf("froogd still runs %v after SIGTERM", d)
 	}
 }
 
@@ -203,13 +214,19 @@ func writeControlKey(t *testing.T) string {
 // edgeClient reaches the edge at addr for every host, trusting the local
 // CA in caFile.
 func edgeClient(t *testing.T, addr, caFile string, h2 bool) *http.Client {
-	pemBytes, err := os.ReadFile(caFile)
+	return edgeClientWith(addr, caPool(t, caFile), h2)
+}
+
+// caPool is the pool of one PEM file's certificates (the local CA's).
+func caPool(t *testing.T, file string) *x509.CertPool {
+	t.Helper()
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pemBytes)
-	return edgeClientWith(addr, pool, h2)
+	pool.AppendCertsFromPEM(b)
+	return pool
 }
 
 // edgeClientWith reaches the edge at addr for every host, trusting pool.
@@ -327,12 +344,7 @@ func startDev(t *testing.T, o devOptions) *dev {
 		key = strings.TrimSpace(string(b))
 	}
 	d.p, d.c, d.edge, d.caFile = p, client{t: t, base: m[1], key: key}, m[2], filepath.Join(d.data, "ca.pem")
-	d.pool = x509.NewCertPool()
-	caPEM, err := os.ReadFile(d.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.pool.AppendCertsFromPEM(caPEM)
+	d.pool = caPool(t, d.caFile)
 	return d
 }
 

@@ -179,11 +179,12 @@ func (s *Server) serveQUICConn(grace, cut context.Context, srv *http3.Server, co
 	case <-cut.Done():
 	}
 	// The last answer's last bytes may not have reached the client yet,
-	// and a close drops what is unacknowledged; quic-go does not say
-	// when data is acknowledged, so the close waits three probe timeouts
-	// (RFC 9002 §6.2: the time after which a sender retransmits), or
-	// for the client's own close.
-	linger := time.NewTimer(3 * probeTimeout(conn.ConnectionStats()))
+	// and a close drops what is unacknowledged (quic-go's client drops
+	// even what it received and was not read yet); quic-go does not say
+	// when data is acknowledged, so the close waits a second, or three
+	// probe timeouts (RFC 9002 §6.2: the time after which a sender
+	// retransmits) on a slow path, or for the client's own close.
+	linger := time.NewTimer(max(time.Second, 3*probeTimeout(conn.ConnectionStats())))
 	defer linger.Stop()
 	select {
 	case <-linger.C:
