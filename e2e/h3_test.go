@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -26,6 +27,33 @@ func h3Client(t *testing.T, addr string, pool *x509.CertPool) *http.Client {
 	}
 	t.Cleanup(func() { tr.Close() })
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// froogd dev on port 0 advertises HTTP/3 (Alt-Svc) on the port it
+// bound, and serves it there.
+func TestH3DevAltSvc(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	_, port, _ := net.SplitHostPort(d.edge)
+	newSandbox(t, d.c, "alt", 15*time.Second)
+	u := "https://" + publicURL(t, d.c, "alt", 3000) + "/" // nothing listens: the edge's own answer
+	res, err := d.web(false).Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	want := `h3=":` + port + `"; ma=86400`
+	if got := res.Header.Get("Alt-Svc"); got != want {
+		t.Fatalf("Alt-Svc %q from the edge on %s, want %q", got, d.edge, want)
+	}
+	res, err = h3Client(t, "127.0.0.1:"+port, d.pool).Get(u)
+	if err != nil {
+		t.Fatalf("HTTP/3 on the advertised port: %v", err)
+	}
+	res.Body.Close()
+	if res.Proto != "HTTP/3.0" || res.StatusCode != 502 {
+		t.Fatalf("HTTP/3 on the advertised port: %s %d, want HTTP/3.0 502", res.Proto, res.StatusCode)
+	}
 }
 
 // The edge drains HTTP/3 on SIGTERM as it drains TCP: a request in

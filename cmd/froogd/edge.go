@@ -142,6 +142,9 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	if c.Rate.Limit == 0 {
 		o.RateLimit = -1 // off
 	}
+	if o.HTTPSPort == 0 { // froogd dev on port 0: visitors reach the one bound
+		o.HTTPSPort = port(tlsLn)
+	}
 	o.HTTP3 = quic != nil
 	o.Inbox = sh.store
 	if secret != nil {
