@@ -73,7 +73,7 @@ func (s *Server) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 	// grace ends at the drain, cut at its timeout (or Close).
 	grace, drain := context.WithCancel(context.Background())
 	defer drain()
-	cut, cutNow := s.withDone(context.Background())
+	cut, cutNow := context.WithCancel(context.Background())
 	defer cutNow()
 	var conns sync.WaitGroup
 	acceptc := make(chan error, 1)
@@ -96,20 +96,22 @@ func (s *Server) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 	case first = <-acceptc: // the listener failed for good: say why
 		acceptc <- nil
 	}
-	s.drain()
-	ln.Close() // handshakes under way are refused; open connections stay
-	<-acceptc  // no connection is added to conns from here on
-	drain()
-	answered := make(chan struct{})
-	go func() { conns.Wait(); close(answered) }()
-	select {
-	case <-answered:
-	case <-time.After(s.o.DrainTimeout):
-		s.o.Logger.Warn("edge drain: HTTP/3 requests still in flight at the drain timeout are cut", slog.Duration("timeout", s.o.DrainTimeout))
-	case <-cut.Done():
-	}
-	cutNow()
-	<-answered
+	s.shutdown("HTTP/3", func() {
+		ln.Close() // handshakes under way are refused; open connections stay
+		<-acceptc  // no connection is added to conns from here on
+	}, func(ctx context.Context) error {
+		drain()
+		answered := make(chan struct{})
+		go func() { conns.Wait(); close(answered) }()
+		select {
+		case <-answered:
+			return nil
+		case <-ctx.Done():
+			cutNow()
+			<-answered
+			return ctx.Err()
+		}
+	})
 	return first
 }
 

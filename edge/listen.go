@@ -51,8 +51,8 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 	h2srv, viewsSrv := s.newH2Server(s), s.newH2Server(http.HandlerFunc(s.serveView))
 	h1srv := s.newH1Server()
 	errc := make(chan error, 3)
-	go func() { errc <- s.runServer(ctx, h2srv, func() error { return h2srv.Serve(h2) }) }()
-	go func() { errc <- s.runServer(ctx, viewsSrv, func() error { return viewsSrv.Serve(views) }) }()
+	go func() { errc <- s.runServer(ctx, "HTTP/2", h2srv, func() error { return h2srv.Serve(h2) }) }()
+	go func() { errc <- s.runServer(ctx, "views", viewsSrv, func() error { return viewsSrv.Serve(views) }) }()
 	go func() {
 		err := h1srv.Serve(h1)
 		if ctx.Err() != nil {
@@ -77,14 +77,10 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 		acceptDone = true
 		stop()
 	}
-	s.drain()
-	ln.Close()
-	s.closeHijacked() // before the shutdown, which would wait for them
-	sctx, cancel := context.WithTimeout(context.Background(), s.o.DrainTimeout)
-	if err := h1srv.ShutdownWithContext(sctx); err != nil { // closes h1; the HTTP/2 server's Shutdown closes h2
-		s.o.Logger.Warn("edge drain: requests still in flight at the drain timeout are cut", slog.Duration("timeout", s.o.DrainTimeout))
-	}
-	cancel()
+	s.shutdown("HTTP/1.1", func() {
+		ln.Close()
+		s.closeHijacked() // before the shutdown, which would wait for them
+	}, h1srv.ShutdownWithContext) // closes h1; the HTTP/2 server's Shutdown closes h2
 	s.closeHijacked()
 	if !acceptDone {
 		first = <-acceptc
@@ -272,10 +268,12 @@ func (s *Server) ServeRedirect(ctx context.Context, ln net.Listener) error {
 			http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusPermanentRedirect)
 		}),
 	}
-	return s.runServer(ctx, srv, func() error { return srv.Serve(ln) })
+	return s.runServer(ctx, "HTTP redirect", srv, func() error { return srv.Serve(ln) })
 }
 
-func (s *Server) runServer(ctx context.Context, srv *http.Server, serve func() error) error {
+// runServer serves srv (serve) until ctx ends, then drains it (shutdown,
+// named what).
+func (s *Server) runServer(ctx context.Context, what string, srv *http.Server, serve func() error) error {
 	errc := make(chan error, 1)
 	go func() { errc <- serve() }()
 	select {
@@ -285,14 +283,33 @@ func (s *Server) runServer(ctx context.Context, srv *http.Server, serve func() e
 		}
 	case <-ctx.Done():
 	}
-	s.drain()
-	sctx, cancel := context.WithTimeout(context.Background(), s.o.DrainTimeout)
-	defer cancel()
-	if srv.Shutdown(sctx) != nil {
-		srv.Close() // past the drain timeout: cut what is left
-	}
+	s.shutdown(what, func() {}, func(ctx context.Context) error {
+		err := srv.Shutdown(ctx) // closes its listener
+		if err != nil {
+			srv.Close() // past the drain timeout: cut what is left
+		}
+		return err
+	})
 	s.closeHijacked()
 	return nil
+}
+
+// shutdown is the drain every listener's server ends with: through the
+// drain delay (drain) it serves on; then stop takes no new connection,
+// and finish lets what is in flight end within its context, which ends
+// at the drain timeout (or Close), cutting what is left, and says so
+// (an error), which the log then does.
+func (s *Server) shutdown(what string, stop func(), finish func(context.Context) error) {
+	s.drain()
+	stop()
+	ctx, cancel := s.withDone(context.Background())
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, s.o.DrainTimeout)
+	defer cancelTimeout()
+	if err := finish(ctx); err != nil {
+		s.o.Logger.Warn("edge drain: requests still in flight at the drain timeout are cut",
+			slog.String("server", what), slog.Duration("timeout", s.o.DrainTimeout))
+	}
 }
 
 // closeHijacked ends every websocket: Shutdown does not see them.
