@@ -202,15 +202,14 @@ func probeTimeout(st quic.ConnectionStats) time.Duration {
 	return st.SmoothedRTT + max(4*st.MeanDeviation, time.Millisecond) + 25*time.Millisecond
 }
 
-// quicTLSConfig is the TLS of the QUIC listener: the TCP listener's
-// certificates (on-demand issuance included), TLS 1.3 (QUIC's only),
-// ALPN h3.
+// quicTLSConfig is the TLS of the QUIC listener: tlsConfig's (its
+// certificates, on-demand issuance included), with ALPN h3 alone
+// (http3.ConfigureTLSConfig; acme-tls/1 is TCP's) and TLS 1.3, QUIC's
+// only.
 func (s *Server) quicTLSConfig() *tls.Config {
-	return &tls.Config{
-		GetCertificate: s.o.GetCertificate,
-		MinVersion:     tls.VersionTLS13,
-		NextProtos:     []string{http3.NextProtoH3},
-	}
+	c := http3.ConfigureTLSConfig(s.tlsConfig())
+	c.MinVersion = tls.VersionTLS13
+	return c
 }
 
 // quicConfig is QUIC's own: the handshake bounded as TCP's TLS handshake
