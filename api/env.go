@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"froog.tech/froog/internal/seal"
 	"froog.tech/froog/store"
 )
 
@@ -46,7 +47,7 @@ func checkEnv(env map[string]string) error {
 
 // envAD binds a sealed env to its sandbox: moved to another, it does not
 // open.
-func envAD(sandboxID string) string { return "env:" + sandboxID }
+var envAD = seal.SandboxEnvAD
 
 // snapshotEnvAD binds a saved snapshot's sealed variables to it.
 func snapshotEnvAD(snapshotID string) string { return "snapshot-env:" + snapshotID }

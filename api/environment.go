@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"froog.tech/froog/internal/seal"
 	"froog.tech/froog/store"
 )
 
@@ -20,9 +21,13 @@ import (
 // the account (and the name or path), and file contents are never shown
 // again.
 
-func accountEnvAD(accountID, name string) string  { return "account-env:" + accountID + ":" + name }
-func accountFileAD(accountID, path string) string { return "account-file:" + accountID + ":" + path }
-func accountSetupAD(accountID string) string      { return "account-setup:" + accountID }
+// The additional data that binds them (package seal, shared with
+// hostctl, which opens files and the script at each start).
+var (
+	accountEnvAD   = seal.AccountEnvAD
+	accountFileAD  = seal.AccountFileAD
+	accountSetupAD = seal.AccountSetupAD
+)
 
 type envVarView struct {
 	Name      string    `json:"name"`

@@ -1,48 +1,26 @@
 package api
 
-import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
-	"errors"
-	"fmt"
-)
+import "froog.tech/froog/internal/seal"
 
-// sealer encrypts URL tokens for the store, so the API can show a private
-// URL's link again without the store holding it in the clear. The URL's
-// id is bound in as additional data: a sealed token moved to another URL
-// does not open.
-type sealer struct{ aead cipher.AEAD }
+// sealer encrypts secrets for the store (package seal: URL tokens,
+// variables, secret files, the setup script), so the API can show a
+// private URL's link again, and hostctl write a sandbox's files, without
+// the store holding them in the clear. What a value belongs to (a URL's
+// id, an account and a path …) is bound in as additional data: a sealed
+// value moved elsewhere does not open.
+type sealer struct{ s *seal.Sealer }
 
 func newSealer(key []byte) (*sealer, error) {
-	if len(key) != 32 {
-		return nil, fmt.Errorf("secret key: want 32 bytes, got %d", len(key))
-	}
-	block, err := aes.NewCipher(key)
+	s, err := seal.New(key)
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &sealer{aead: aead}, nil
+	return &sealer{s: s}, nil
 }
 
-func (s *sealer) seal(plain, urlID string) []byte {
-	nonce := make([]byte, s.aead.NonceSize())
-	rand.Read(nonce)
-	return s.aead.Seal(nonce, nonce, []byte(plain), []byte(urlID))
-}
+func (s *sealer) seal(plain, ad string) []byte { return s.s.Seal([]byte(plain), ad) }
 
-func (s *sealer) open(sealed []byte, urlID string) (string, error) {
-	n := s.aead.NonceSize()
-	if len(sealed) < n {
-		return "", errors.New("sealed token too short")
-	}
-	plain, err := s.aead.Open(nil, sealed[:n], sealed[n:], []byte(urlID))
-	if err != nil {
-		return "", fmt.Errorf("open sealed token: %w", err)
-	}
-	return string(plain), nil
+func (s *sealer) open(sealed []byte, ad string) (string, error) {
+	plain, err := s.s.Open(sealed, ad)
+	return string(plain), err
 }
