@@ -62,14 +62,6 @@ func (s *Server) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 	if err != nil {
 		return fmt.Errorf("edge: listen for QUIC on %s: %w", pc.LocalAddr(), err)
 	}
-	srv := &http3.Server{
-		Handler:        http.HandlerFunc(s.serveH3),
-		MaxHeaderBytes: maxHeader,
-		IdleTimeout:    s.o.IdleTimeout, // with no request open; QUIC's own idle timeout is quicConfig's
-		// Its debug lines quote the request's target, which may hold a
-		// token; nil would send a handler's panic to slog's default.
-		Logger: slog.New(slog.DiscardHandler),
-	}
 	// grace ends at the drain, cut at its timeout (or Close).
 	grace, drain := context.WithCancel(context.Background())
 	defer drain()
@@ -87,7 +79,7 @@ func (s *Server) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 				acceptc <- err
 				return
 			}
-			conns.Go(func() { s.serveQUICConn(grace, cut, srv, conn) })
+			conns.Go(func() { s.serveQUICConn(grace, cut, conn) })
 		}
 	}()
 	var first error
@@ -135,8 +127,9 @@ func (s *Server) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 // the client it was not processed and may be sent again elsewhere (RFC
 // 9114 §4.1.1), as GOAWAY would; the connection closes (H3_NO_ERROR)
 // once its requests are answered, or at cut.
-func (s *Server) serveQUICConn(grace, cut context.Context, srv *http3.Server, conn *quic.Conn) {
-	hc, err := srv.NewRawServerConn(conn)
+func (s *Server) serveQUICConn(grace, cut context.Context, conn *quic.Conn) {
+	streams := &h3Streams{m: map[quic.StreamID]*quic.Stream{}}
+	hc, err := s.newH3Server(streams).NewRawServerConn(conn)
 	if err != nil { // its control stream could not be opened
 		conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeInternalError), "")
 		return
@@ -158,7 +151,11 @@ func (s *Server) serveQUICConn(grace, cut context.Context, srv *http3.Server, co
 			break
 		}
 		str.SetReadDeadline(time.Now().Add(s.o.ReadHeaderTimeout))
-		reqs.Go(func() { hc.HandleRequestStream(str) })
+		streams.put(str)
+		reqs.Go(func() {
+			hc.HandleRequestStream(str)
+			streams.drop(str.StreamID())
+		})
 	}
 	if conn.Context().Err() != nil {
 		return // the connection ended
@@ -194,6 +191,58 @@ func (s *Server) serveQUICConn(grace, cut context.Context, srv *http3.Server, co
 	case <-cut.Done():
 	}
 	conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
+}
+
+// quicLog takes quic-go's HTTP/3 log lines: its debug lines quote
+// the request's target, which may hold a token; no logger would send a
+// handler's panic to slog's default.
+var quicLog = slog.New(slog.DiscardHandler)
+
+// newH3Server is the HTTP/3 server of one QUIC connection, whose
+// requests' contexts carry its request streams (streamOf).
+func (s *Server) newH3Server(streams *h3Streams) *http3.Server {
+	return &http3.Server{
+		Handler:        http.HandlerFunc(s.serveH3),
+		MaxHeaderBytes: maxHeader,
+		IdleTimeout:    s.o.IdleTimeout, // with no request open; QUIC's own idle timeout is quicConfig's
+		Logger:         quicLog,
+		ConnContext: func(ctx context.Context, _ *quic.Conn) context.Context {
+			return context.WithValue(ctx, h3StreamsKey{}, streams)
+		},
+	}
+}
+
+// h3Streams are one QUIC connection's request streams being served, by
+// id: what quic-go's request does not give its handler.
+type h3Streams struct {
+	mu sync.Mutex
+	m  map[quic.StreamID]*quic.Stream
+}
+
+type h3StreamsKey struct{}
+
+func (ss *h3Streams) put(str *quic.Stream) {
+	ss.mu.Lock()
+	ss.m[str.StreamID()] = str
+	ss.mu.Unlock()
+}
+
+func (ss *h3Streams) drop(id quic.StreamID) {
+	ss.mu.Lock()
+	delete(ss.m, id)
+	ss.mu.Unlock()
+}
+
+// streamOf is the QUIC stream of an HTTP/3 request, or nil.
+func streamOf(r *http.Request) *quic.Stream {
+	ss, _ := r.Context().Value(h3StreamsKey{}).(*h3Streams)
+	b, ok := r.Body.(interface{ StreamID() quic.StreamID })
+	if ss == nil || !ok {
+		return nil
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.m[b.StreamID()]
 }
 
 // probeTimeout is a connection's probe timeout (RFC 9002 §6.2.1) from
@@ -255,50 +304,37 @@ func (s *Server) crowded(a net.Addr) bool {
 // serveH3 serves one HTTP/3 request: a view host's (by SNI, as on TCP)
 // to the views' server, any other through ServeHTTP.
 func (s *Server) serveH3(w http.ResponseWriter, r *http.Request) {
-	// The head is in: serveQUICConn's deadline for it is lifted (a
-	// body's are the pipeline's).
-	http.NewResponseController(w).SetReadDeadline(time.Time{})
+	str := streamOf(r)
+	if str != nil { // the head is in: serveQUICConn's deadline for it is lifted
+		str.SetReadDeadline(time.Time{})
+	}
 	if r.TLS != nil && s.isView(r.TLS.ServerName) {
 		s.serveView(w, r)
 		return
 	}
-	settleBody(r)
+	settleBody(r, str)
 	s.ServeHTTP(w, r)
 }
 
 // settleBody makes an HTTP/3 request say whether it has a body, as an
 // HTTP/2 request's head does (END_STREAM): without Content-Length,
 // quic-go gives -1 whether or not one follows. For a method that
-// usually has none (GET, HEAD, OPTIONS, DELETE) it reads the body's
-// first byte, waiting up to bodyProbe: the stream's end means none
-// (ContentLength 0), which a CORS preflight needs to be let through
-// without the token (isPreflight); anything else is a body, the byte
-// read kept in front of the rest. A browser sends a bodiless request's
-// end with its head, so the wait is nil in practice.
-func settleBody(r *http.Request) {
-	if r.ContentLength != -1 || r.Body == nil || !usuallyBodiless(r.Method) {
+// usually has none (GET, HEAD, OPTIONS, DELETE) it peeks at the stream
+// past the head (str), waiting up to bodyProbe: the stream's end means
+// none (ContentLength 0), which a CORS preflight needs to be let
+// through without the token (isPreflight); anything else is a body,
+// left as it is, for nothing was read. A browser sends a bodiless
+// request's end with its head, so the peek answers at once, with no
+// goroutine or timer (quic-go starts a timer only when it must wait).
+func settleBody(r *http.Request, str *quic.Stream) {
+	if r.ContentLength != -1 || r.Body == nil || r.Body == http.NoBody || str == nil || !usuallyBodiless(r.Method) {
 		return
 	}
-	first := make(chan probed, 1)
-	body := r.Body
-	go func() {
-		var p probed
-		p.n, p.err = body.Read(p.b[:])
-		first <- p
-	}()
-	t := time.NewTimer(bodyProbe)
-	defer t.Stop()
-	select {
-	case p := <-first:
-		if p.n == 0 && p.err == io.EOF {
-			r.Body, r.ContentLength = http.NoBody, 0
-			return
-		}
-		done := make(chan probed, 1)
-		done <- p
-		r.Body = &probedBody{first: done, rest: body}
-	case <-t.C:
-		r.Body = &probedBody{first: first, rest: body}
+	str.SetReadDeadline(time.Now().Add(bodyProbe))
+	n, err := str.Peek(make([]byte, 1))
+	str.SetReadDeadline(time.Time{})
+	if n == 0 && err == io.EOF {
+		r.Body, r.ContentLength = http.NoBody, 0
 	}
 }
 
@@ -309,35 +345,3 @@ func usuallyBodiless(method string) bool {
 	}
 	return false
 }
-
-// probed is what settleBody's read of a body's first byte gave.
-type probed struct {
-	b   [1]byte
-	n   int
-	err error
-}
-
-// probedBody is a request body whose first read settleBody made: its
-// outcome comes first, then the rest.
-type probedBody struct {
-	first chan probed // nil once taken
-	rest  io.ReadCloser
-}
-
-func (b *probedBody) Read(p []byte) (int, error) {
-	if b.first != nil && len(p) > 0 {
-		got := <-b.first
-		b.first = nil
-		if got.n == 1 {
-			p[0] = got.b[0]
-			return 1, got.err
-		}
-		if got.err != nil {
-			return 0, got.err
-		}
-	}
-	return b.rest.Read(p)
-}
-
-// Close ends the body, and with it a first read still waiting.
-func (b *probedBody) Close() error { return b.rest.Close() }

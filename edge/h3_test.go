@@ -446,3 +446,41 @@ func TestH3HeadTimeout(t *testing.T) {
 	}
 	get("after the two were reset")
 }
+
+// An HTTP/3 GET without Content-Length whose body follows its head, at
+// once or after a pause longer than the edge waits to see whether one
+// does, reaches the app with its body whole; one without (the stream's
+// end with its head) reaches it with none.
+func TestH3BodyOfAGet(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, embeddedStore(t), withH3)
+	r.host("getbody-1-hhhhhh", echo(t), true, "")
+	c := r.h3Client(r.addr)
+	u := "https://getbody-1-hhhhhh." + domain + "/"
+	for _, pause := range []time.Duration{0, 400 * time.Millisecond} {
+		pr, pw := io.Pipe()
+		go func() {
+			time.Sleep(pause) // a body that comes late: the case under test
+			io.WriteString(pw, "a body of a get")
+			pw.Close()
+		}()
+		req, _ := http.NewRequest("GET", u, pr) // a pipe: no Content-Length
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("a GET with a body %v after its head: %v", pause, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var s seen
+		json.Unmarshal(b, &s)
+		if res.StatusCode != 200 || s.Body != "a body of a get" {
+			t.Fatalf("a GET with a body %v after its head: %d %s", pause, res.StatusCode, b)
+		}
+	}
+	res, b := do(t, c, "GET", u)
+	var s seen
+	json.Unmarshal(b, &s)
+	if _, chunked := s.Header["Transfer-Encoding"]; res.StatusCode != 200 || chunked || s.Body != "" {
+		t.Fatalf("a GET without a body: %d %s", res.StatusCode, b)
+	}
+}
