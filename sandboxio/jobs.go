@@ -88,11 +88,13 @@ func unixTime(secs string) *time.Time {
 }
 
 // jobState is the shell that prints a job's "state code size started"
-// line. The exit code is looked for again after the process group is
-// found gone: a job that ends between the two looks wrote it, and is
-// exited, not lost (the command history keeps the first end it sees).
-const jobState = `st=running; code=-
-[ -f "$d/exit_code" ] || kill -s 0 -- "-$(cat "$d/pid" 2>/dev/null)" 2>/dev/null || st=lost
+// line. A job is running while its process group lives, or its first
+// process (which has not yet made the group, just after the start); the
+// exit code is looked for again after both are found gone: a job that
+// ends between the looks wrote it, and is exited, not lost. (The
+// command history keeps the first end it sees.)
+const jobState = `st=running; code=-; p=$(cat "$d/pid" 2>/dev/null)
+[ -f "$d/exit_code" ] || kill -s 0 -- "-$p" 2>/dev/null || kill -s 0 "$p" 2>/dev/null || st=lost
 if [ -f "$d/exit_code" ]; then st=exited; code=$(cat "$d/exit_code"); fi
 [ "$st" != running ] && [ -f "$d/killed" ] && st=killed
 printf '%s %s %s %s\n' "$st" "$code" "$(wc -c < "$d/output")" "$(cat "$d/started_at" 2>/dev/null || echo 0)"`
