@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/base64"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
@@ -57,7 +55,13 @@ func TestH3Chromium(t *testing.T) {
 	}
 	link.Host = link.Hostname() + ":" + edgePort
 	origin := "https://" + link.Host
-	ctx := quicBrowser(t, link.Host, leafKeys(t, d, link.Hostname()))
+	// QUIC forced on for the URL's origin, so nothing falls back to TCP
+	// unseen, no Alt-Svc needed; its certificate's keys trusted, as
+	// Chromium's QUIC does not take --ignore-certificate-errors.
+	desk := &deskEnv{c: d.c, edge: d.edge, pool: d.pool, web: d.web(false)}
+	ctx := desk.browserWith(t, 900, 420, []chromedp.ExecAllocatorOption{
+		chromedp.Flag("ignore-certificate-errors-spki-list", leafKeys(t, d, link.Hostname())),
+		chromedp.Flag("enable-quic", true), chromedp.Flag("origin-to-force-quic-on", link.Host)})
 	if err := chromedp.Do(ctx, chromedp.Navigate(link.String())); err != nil {
 		t.Fatal(err)
 	}
@@ -107,29 +111,4 @@ func leafKeys(t *testing.T, d *dev, host string) string {
 		keys = append(keys, base64.StdEncoding.EncodeToString(h[:]))
 	}
 	return strings.Join(keys, ",")
-}
-
-// quicBrowser is a headless Chromium that reaches every froog.test host
-// on this machine, with QUIC forced on for origin (HOST:PORT): no TCP
-// for it, no Alt-Svc needed. keys are the SPKI hashes it trusts
-// (leafKeys).
-func quicBrowser(t *testing.T, origin, keys string) context.Context {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.NoSandbox,
-		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("ignore-certificate-errors-spki-list", keys),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("host-resolver-rules", "MAP *.froog.test 127.0.0.1"),
-		chromedp.Flag("enable-quic", true), chromedp.Flag("origin-to-force-quic-on", origin),
-		chromedp.WindowSize(900, 420), chromedp.UserDataDir(t.TempDir()))
-	browser.Watching(t)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(cancel)
-	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	return ctx
 }
