@@ -30,6 +30,7 @@ type countingReader struct {
 	rate     float64 // bytes a second
 	start    time.Time
 	bw       *byteBucket // the URL's bandwidth cap (bandwidth.go); nil: none
+	tap      *bodyTap    // the exchange's capture (capture.go); nil: none
 }
 
 // errBodyTooSlow: a client sent its request body too slowly.
@@ -48,6 +49,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	}
 	n, err := c.r.Read(p)
 	total := c.n.Add(int64(n))
+	c.tap.write(p[:n])
 	// The cap's wait is the edge's, not the client's slowness.
 	c.start = c.start.Add(c.bw.take(n))
 	if err != nil && err != io.EOF {

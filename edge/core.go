@@ -187,6 +187,16 @@ type record struct {
 	bytesIn, bytesOut atomic.Int64
 	// bw is the URL's bandwidth cap the bodies pay into; nil: none.
 	bw *byteBucket
+	// For the URL's request ring (traffic.go): its route (nil: the
+	// request is kept in none), the query without _token, the client's
+	// address, the stages' times (-1: none), the exchange it replays,
+	// and its capture (nil: none).
+	rt              *route.Route
+	query           string
+	ip              netip.Addr
+	dial, firstByte time.Duration
+	replayOf        string
+	cap             *capture
 }
 
 // finish logs x and counts it. Never the query (it may carry a token), a
@@ -199,6 +209,7 @@ func (s *Server) finish(x *record) {
 	in, out := x.bytesIn.Load(), x.bytesOut.Load()
 	s.m.bytesIn.Add(float64(in))
 	s.m.bytesOut.Add(float64(out))
+	s.keep(x, d)
 	if !s.o.Logger.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}

@@ -57,7 +57,24 @@
 //     limit, Options and New;
 //   - listening.go: what a refused dial's page says of the ports that do
 //     listen in the sandbox (read over the tunnel, cached, bounded), and
-//     to whom.
+//     to whom;
+//   - traffic.go: the owner's request rings: per URL, the last 100
+//     exchanges this edge saw (a summary: method, path, query without
+//     _token, status, bytes, client, dial, first byte, total), recorded
+//     once by finish for every protocol, bounded per URL (100, 1 MiB of
+//     captures) and per edge (64 MiB), in memory only, kept in step with
+//     the route table (KeepTraffic), read by Requests and Follow;
+//   - capture.go: with the owner's capture on, the headers and the first
+//     10 KiB of each body, taken where the pipeline has them and
+//     redacted before the ring keeps them (cookies, credentials, tokens);
+//   - replay.go: a captured request sent again through the pipeline,
+//     marked Froog-Replay for the app and in the ring.
+//
+// The API reaches the rings through the small interface it declares
+// (api.Traffic), which Server implements: cmd/froogd wires the edge of
+// the same process into it. The rings are not in the store: they are
+// many small writes a second that only their owner reads, and they must
+// not outlive the process (nothing captured is written to disk).
 //
 // The path of a request for a private URL, from accept to the tunnel:
 //

@@ -31,6 +31,9 @@ type Routes interface {
 	// Recheck looks host up again once the table has caught up with the
 	// store, for a request Lookup's route refused (route.Table.Recheck).
 	Recheck(host, key string, ok func(*route.Route) bool) *route.Route
+	// URL finds the route of a URL by its id, or nil (the request rings
+	// follow their URLs with it: traffic.go).
+	URL(id string) *route.Route
 	// Serves reports whether some route still points at a sandbox's port.
 	Serves(p route.Port) bool
 	// Sandbox gives the state and auto_start of a sandbox, or nil.
@@ -125,6 +128,7 @@ type Server struct {
 	proxy     *httputil.ReverseProxy
 	upstreams upstreams   // both protocols' connections to sandboxes
 	listening listenCache // what listens in sandboxes, for the pages
+	traffic   rings       // the owner's request rings (traffic.go)
 	starts    starts
 	conns     connCounts
 	// seen is the run (runKey) each sandbox id was last proxied to, for

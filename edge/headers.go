@@ -19,10 +19,12 @@ var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy
 
 // replacedHeaders are the edge's to set, or a client's claims of where
 // it is that only a proxy may make: whatever a client sent is dropped
-// (the token header too, which must never reach the sandbox). Every
+// (the token header too, which must never reach the sandbox; and
+// Froog-Replay, which only a replay carries, so that the app may trust
+// it). Every
 // X-Forwarded-* name is the edge's too (forwardedPrefix); the edge sets
 // X-Forwarded-For, -Proto and -Host.
-var replacedHeaders = []string{tokenHeader, "X-Request-Id", "Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip",
+var replacedHeaders = []string{tokenHeader, replayHeader, "X-Request-Id", "Forwarded", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip",
 	"Cf-Connecting-Ip", "X-Cluster-Client-Ip", "Fastly-Client-Ip", "X-Original-Forwarded-For"}
 
 const forwardedPrefix = "X-Forwarded-"

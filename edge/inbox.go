@@ -100,6 +100,7 @@ func (s *Server) inbox(ex exchange, f *flow) bool {
 		s.answer(ex, rec, p, c.html)
 		return true
 	}
+	rec.requestTap().write(body) // the capture's, when on (capture.go)
 	hs := ex.headers(f.fields[:0])
 	if in.Verify != nil {
 		if p := s.checkSignature(d.rt, hs, body, rec.id); p != nil {

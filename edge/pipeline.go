@@ -144,11 +144,12 @@ func (s *Server) serve(ex exchange, f *flow, proto string) {
 // admit reads the head and decides: it answers a refusal or the token's
 // redirect itself and reports false, or reports true (pass goes on).
 func (s *Server) admit(ex exchange, f *flow, proto string) bool {
-	f.rec = record{id: requestid.New(), start: time.Now(), proto: proto, status: 200}
+	f.rec = record{id: requestid.New(), start: time.Now(), proto: proto, status: 200, dial: -1, firstByte: -1}
 	f.c.tokenCookies = f.cookies[:0]
 	ok := ex.head(&f.c, &f.hp)
 	// The log keeps its own copies: the head's bytes belong to the request.
 	f.rec.host, f.rec.method, f.rec.path = strings.Clone(f.c.host), strings.Clone(f.c.method), strings.Clone(f.c.path)
+	f.rec.ip = f.c.ip
 	ex.setResponse("X-Request-Id", f.rec.id)
 	if !ok {
 		ex.drain(s, false)
@@ -156,6 +157,8 @@ func (s *Server) admit(ex exchange, f *flow, proto string) bool {
 		return false
 	}
 	f.d = s.decide(&f.c)
+	f.rec.rt = f.d.rt
+	f.rec.keepQuery(f.c.query, f.d.token)
 	switch d := &f.d; {
 	case d.problem != nil:
 		ex.drain(s, false)
@@ -178,6 +181,7 @@ func (s *Server) admit(ex exchange, f *flow, proto string) bool {
 func (s *Server) pass(ex exchange, f *flow) {
 	c, d, rec := &f.c, &f.d, &f.rec
 	if c.startWatch {
+		rec.rt = nil // the edge's own page asking: no exchange of the URL's
 		ex.drain(s, false)
 		s.watchStart(ex, f)
 		return
@@ -186,7 +190,8 @@ func (s *Server) pass(ex exchange, f *flow) {
 		s.answer(ex, rec, &errBadRequest, c.html)
 		return
 	}
-	s.forwarded(ex, c, d, rec.id)
+	s.forwarded(ex, c, d, rec)
+	s.startCapture(ex, f)
 	if s.inbox(ex, f) {
 		return
 	}
@@ -217,8 +222,9 @@ func (s *Server) pass(ex exchange, f *flow) {
 	if p := d.rt.Policy; p != nil {
 		rec.bw = s.bandwidth.of(d.rt.URLID, p.BytesPerSecond)
 	}
+	rec.captureHeadBody(ex)
 	in := &f.in
-	*in = countingReader{r: ex.body(), n: &rec.bytesIn, bw: rec.bw}
+	*in = countingReader{r: ex.body(), n: &rec.bytesIn, bw: rec.bw, tap: rec.requestTap()}
 	s.paced(in, ex.setReadDeadline)
 	later, err := s.forward(ex, d, in, rec)
 	if err != nil {
@@ -288,8 +294,9 @@ func (s *Server) strip(ex exchange, f *flow, c *call, d *decision, hp *hops) boo
 	return true
 }
 
-// forwarded sets the edge's own headers on the way to the sandbox.
-func (s *Server) forwarded(ex exchange, c *call, d *decision, requestID string) {
+// forwarded sets the edge's own headers on the way to the sandbox (a
+// replay's Froog-Replay among them: replay.go).
+func (s *Server) forwarded(ex exchange, c *call, d *decision, rec *record) {
 	if c.upgrade {
 		ex.set("Connection", "Upgrade")
 		ex.set("Upgrade", "websocket")
@@ -297,7 +304,10 @@ func (s *Server) forwarded(ex exchange, c *call, d *decision, requestID string) 
 	ex.set("X-Forwarded-For", c.ip.String())
 	ex.set("X-Forwarded-Proto", "https")
 	ex.set("X-Forwarded-Host", d.host)
-	ex.set("X-Request-Id", requestID)
+	ex.set("X-Request-Id", rec.id)
+	if rec.replayOf != "" {
+		ex.set(replayHeader, rec.replayOf)
+	}
 }
 
 // forwardHeader is what becomes of one request header the hop rules

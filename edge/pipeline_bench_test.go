@@ -34,6 +34,17 @@ func (f *fakeRoutes) Lookup(host string) *route.Route {
 	return f.routes[host]
 }
 
+func (f *fakeRoutes) URL(id string) *route.Route {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, rt := range f.routes {
+		if rt.URLID == id {
+			return rt
+		}
+	}
+	return nil
+}
+
 func (f *fakeRoutes) Serves(p route.Port) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -383,7 +383,7 @@ func (s *Server) forwardH1(ctx *fasthttp.RequestCtx, d *decision, in *countingRe
 	req.UseHostHeader = true
 	req.URI().DisablePathNormalizing = true
 	up := fasthttp.AcquireResponse()
-	c, err := s.roundTripH1(d.rt, d.port, req, up)
+	c, err := s.roundTripH1(d.rt, d.port, req, up, rec)
 	if err != nil {
 		fasthttp.ReleaseResponse(up)
 		return false, err
@@ -408,6 +408,7 @@ func (s *Server) forwardH1(ctx *fasthttp.RequestCtx, d *decision, in *countingRe
 	}
 	rh.Set("X-Request-Id", rec.id)
 	rec.status = up.StatusCode()
+	rec.answerH1(rh)
 	body := up.BodyStream()
 	if body == nil { // no body (HEAD, 204, 304)
 		fasthttp.ReleaseResponse(up)
@@ -418,17 +419,17 @@ func (s *Server) forwardH1(ctx *fasthttp.RequestCtx, d *decision, in *countingRe
 	if n < 0 {
 		n = -1 // chunked to the client, whatever the sandbox framed it as
 	}
-	ctx.Response.SetBodyStream(&bodyTail{countingReader: countingReader{r: body, n: &rec.bytesOut, bw: rec.bw}, up: up, c: c, keep: keep, x: rec, s: s}, n)
+	ctx.Response.SetBodyStream(&bodyTail{countingReader: countingReader{r: body, n: &rec.bytesOut, bw: rec.bw, tap: rec.responseTap()}, up: up, c: c, keep: keep, x: rec, s: s}, n)
 	return true, nil
 }
 
 // roundTripH1 writes req on a connection to port of rt's sandbox and reads the head
 // of the answer into up (its body streams from the connection).
-func (s *Server) roundTripH1(rt *route.Route, port int, req *fasthttp.Request, up *fasthttp.Response) (*upConn, error) {
+func (s *Server) roundTripH1(rt *route.Route, port int, req *fasthttp.Request, up *fasthttp.Response, rec *record) (*upConn, error) {
 	h := &req.Header
 	idempotent := h.IsGet() || h.IsHead() || h.IsOptions() || h.IsPut() || h.IsDelete()
 	for {
-		c, err := s.upstreams.get(context.Background(), route.Port{SandboxID: rt.SandboxID, Port: port})
+		c, err := s.connect(context.Background(), route.Port{SandboxID: rt.SandboxID, Port: port}, rec)
 		if err != nil {
 			return nil, err
 		}
@@ -437,6 +438,7 @@ func (s *Server) roundTripH1(rt *route.Route, port int, req *fasthttp.Request, u
 		up.StreamBody, up.SkipBody = true, h.IsHead()
 		if err = c.write(req.Write); err == nil {
 			if err = up.Read(c.br); err == nil {
+				rec.firstByte = time.Since(rec.start)
 				return c, nil
 			}
 		}
@@ -539,6 +541,7 @@ type ctxKey struct{}
 // h2Request is what the reverse proxy's hooks need of one request.
 type h2Request struct {
 	d   *decision
+	rec *record
 	err error // the round trip's failure, for the pipeline to answer
 }
 
@@ -579,7 +582,7 @@ func (s *Server) forwardH2(w http.ResponseWriter, r *http.Request, d *decision, 
 			io.Closer
 		}{in, r.Body}
 	}
-	rq := &h2Request{d: d}
+	rq := &h2Request{d: d, rec: rec}
 	s.proxy.ServeHTTP(&recorder{ResponseWriter: w, x: rec}, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rq)))
 	return false, rq.err
 }
@@ -593,6 +596,7 @@ type recorder struct {
 func (w *recorder) WriteHeader(code int) {
 	if code >= 200 {
 		w.x.status = code
+		w.x.answerH2(w.Header())
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -601,6 +605,7 @@ func (w *recorder) Write(b []byte) (int, error) {
 	w.x.bw.take(len(b))
 	n, err := w.ResponseWriter.Write(b)
 	w.x.bytesOut.Add(int64(n))
+	w.x.responseTap().write(b[:n])
 	return n, err
 }
 
@@ -622,10 +627,11 @@ func (t *poolTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	k := route.Port{SandboxID: id, Port: port}
+	rec := r.Context().Value(ctxKey{}).(*h2Request).rec
 	streamed := r.Body != nil && r.Body != http.NoBody
 	idempotent := r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions || r.Method == http.MethodPut || r.Method == http.MethodDelete
 	for {
-		c, err := s.upstreams.get(r.Context(), k)
+		c, err := s.connect(r.Context(), k, rec)
 		if err != nil {
 			return nil, err
 		}
@@ -651,6 +657,7 @@ func (t *poolTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			resp, err = readResponse(c, r)
 		}
 		if err == nil {
+			rec.firstByte = time.Since(rec.start)
 			keep := !resp.Close && !r.Close && (resp.ContentLength >= 0 || len(resp.TransferEncoding) > 0)
 			resp.Body = &upBody{ReadCloser: resp.Body, c: c, s: s, stop: stop, written: written, reqBody: r.Body, keep: keep}
 			return resp, nil

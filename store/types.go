@@ -232,6 +232,11 @@ type URL struct {
 	// ports do listen to anyone who may open the URL, not only to the
 	// holder of the URL's own token. Off by default.
 	ShowPorts bool `json:"show_ports,omitempty"`
+	// Capture makes the edge keep, for the URL's owner, the headers and
+	// the first bytes of the bodies of its recent exchanges (redacted, in
+	// memory, bounded). Off by default; a change of public/private turns
+	// it off.
+	Capture bool `json:"capture,omitempty"`
 	// AllowIPs, when set, are the only source addresses the URL answers:
 	// the connection's, never a header's. nil: any.
 	AllowIPs []netip.Prefix `json:"allow_ips,omitempty"`

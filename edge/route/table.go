@@ -39,6 +39,9 @@ type Route struct {
 	// ShowPorts: every visitor the URL lets in may be told which ports
 	// listen when its own does not (store.URL.ShowPorts).
 	ShowPorts bool
+	// Capture: the edge keeps the headers and the start of the bodies of
+	// the URL's exchanges for its owner (store.URL.Capture).
+	Capture bool
 	// Policy is what the URL's owner allows of its visitors; nil: none.
 	Policy *Policy
 	// paths: the URL's path prefixes to other ports, the longest first
@@ -67,7 +70,7 @@ func (rt *Route) Check(tok string, now time.Time) (time.Duration, bool) {
 // NewRoute makes the route of u with its viewer tokens live at now, as
 // the table does.
 func NewRoute(u *store.URL, viewers []store.URLToken, now time.Time) *Route {
-	r := &Route{URLID: u.ID, AccountID: u.AccountID, Host: u.Hostname, SandboxID: u.SandboxID, Port: u.Port, Public: u.Public, TokenHash: u.TokenHash, Inbox: u.Inbox, ShowPorts: u.ShowPorts, Policy: newPolicy(u), paths: newPaths(u), viewers: map[string]time.Time{}}
+	r := &Route{URLID: u.ID, AccountID: u.AccountID, Host: u.Hostname, SandboxID: u.SandboxID, Port: u.Port, Public: u.Public, TokenHash: u.TokenHash, Inbox: u.Inbox, ShowPorts: u.ShowPorts, Capture: u.Capture, Policy: newPolicy(u), paths: newPaths(u), viewers: map[string]time.Time{}}
 	for _, v := range viewers {
 		if v.Live(now) && !u.Public {
 			r.viewers[v.Hash] = v.ExpiresAt
@@ -297,6 +300,12 @@ func (t *Table) Lookup(host string) *Route {
 	}
 	tb := t.cur.Load()
 	return tb.byHost.at(label)
+}
+
+// URL finds the route of a URL by its id, or nil.
+func (t *Table) URL(id string) *Route {
+	tb := t.cur.Load()
+	return tb.byURL.at(id)
 }
 
 // Sandbox gives what the table knows of a sandbox, or nil.

@@ -83,16 +83,17 @@ func testURLs(t *testing.T, o func() Backend) {
 	if err != nil || len(list) != 1 || !list[0].Public {
 		t.Fatalf("URLs: got %+v, %v", list, err)
 	}
-	// show_ports is kept with the URL, and read back as written.
+	// show_ports and capture are kept with the URL, and read back as
+	// written.
 	if _, err := s.PutURL(ctx, sb.ID, 3000, func(old *store.URL, _ *store.AuditEvent) (store.URL, error) {
 		u := *old
-		u.ShowPorts = true
+		u.ShowPorts, u.Capture = true, true
 		return u, nil
 	}, nil); err != nil {
 		t.Fatalf("PutURL show_ports: %v", err)
 	}
-	if got, err := s.URL(ctx, sb.ID, 3000); err != nil || !got.ShowPorts {
-		t.Fatalf("URL after show_ports: got %+v, %v", got, err)
+	if got, err := s.URL(ctx, sb.ID, 3000); err != nil || !got.ShowPorts || !got.Capture {
+		t.Fatalf("URL after show_ports and capture: got %+v, %v", got, err)
 	}
 	// The policy is kept with the URL, and read back as written: IPv4
 	// and IPv6 prefixes, the limit, the origins.
