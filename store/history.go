@@ -51,6 +51,8 @@ const (
 	// MaxOutputPerHour bounds the compressed output an account stores in
 	// one clock hour (UTC).
 	MaxOutputPerHour = 10 << 20
+	// HistoryKept is how long a record is kept after its command ended.
+	HistoryKept = 90 * 24 * time.Hour
 )
 
 // Command is one command's record.
@@ -225,4 +227,14 @@ type History interface {
 	// ReadOutput lists the chunks of the record's stream that hold bytes
 	// from offset to offset+n, in order.
 	ReadOutput(ctx context.Context, sandboxID, id, stream string, offset, n int64) ([]Output, error)
+	// PruneHistory removes the records (and their output) of commands
+	// that ended before before, and the hour counts older than a day
+	// before it; it returns how many records went.
+	PruneHistory(ctx context.Context, before time.Time) (int, error)
+}
+
+// Prunable reports whether PruneHistory removes c: it ended before
+// before.
+func (c *Command) Prunable(before time.Time) bool {
+	return !c.Open() && c.EndedAt != nil && c.EndedAt.Before(before)
 }

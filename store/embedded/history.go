@@ -90,13 +90,19 @@ func (h *history) rows(recs []record) []record {
 func (h *history) deleteRecords(sandboxID string) []record {
 	var recs []record
 	for k, c := range h.commands {
-		if c.SandboxID != sandboxID {
-			continue
+		if c.SandboxID == sandboxID {
+			recs = append(recs, h.commandRecords(k)...)
 		}
-		recs = append(recs, del(tCommand, k))
-		for ck := range h.outputs[k] {
-			recs = append(recs, del(tOutput, ck))
-		}
+	}
+	return recs
+}
+
+// commandRecords lists the records that remove the record of key k and
+// its output.
+func (h *history) commandRecords(k string) []record {
+	recs := []record{del(tCommand, k)}
+	for ck := range h.outputs[k] {
+		recs = append(recs, del(tOutput, ck))
 	}
 	return recs
 }
@@ -218,6 +224,28 @@ func (s *Store) AppendOutput(ctx context.Context, sandboxID, id string, out stor
 		return store.Command{}, err
 	}
 	return *clone(c), nil
+}
+
+func (s *Store) PruneHistory(ctx context.Context, before time.Time) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var recs []record
+	n := 0
+	for k, c := range s.history.commands {
+		if c.Prunable(before) {
+			recs = append(recs, s.history.commandRecords(k)...)
+			n++
+		}
+	}
+	for k, h := range s.history.hours {
+		if h.Hour.Before(before.Add(-24 * time.Hour)) {
+			recs = append(recs, del(tHour, k))
+		}
+	}
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	return n, s.commit(recs, nil)
 }
 
 func (s *Store) ReadOutput(ctx context.Context, sandboxID, id, stream string, offset, n int64) ([]store.Output, error) {

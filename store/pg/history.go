@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -150,6 +151,32 @@ func (s *Store) ReadOutput(ctx context.Context, sandboxID, id, stream string, of
 		return nil, fmt.Errorf("read output of command %s: %w", id, err)
 	}
 	return out, nil
+}
+
+func (s *Store) PruneHistory(ctx context.Context, before time.Time) (int, error) {
+	var n int
+	err := s.inTx(ctx, nil, func(t *txn) error {
+		rows, err := t.Query(ctx, `DELETE FROM commands WHERE NOT open AND (doc->>'ended_at')::timestamptz < $1 RETURNING sandbox_id, id`, before)
+		if err != nil {
+			return err
+		}
+		gone, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ SandboxID, ID string }])
+		if err != nil {
+			return err
+		}
+		for _, g := range gone {
+			if _, err := t.Exec(ctx, `DELETE FROM command_output WHERE sandbox_id = $1 AND command_id = $2`, g.SandboxID, g.ID); err != nil {
+				return err
+			}
+		}
+		n = len(gone)
+		_, err = t.Exec(ctx, `DELETE FROM command_output_hours WHERE hour < $1`, before.Add(-24*time.Hour))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune command history: %w", err)
+	}
+	return n, nil
 }
 
 // deleteHistory removes a sandbox's records and their output (in

@@ -210,3 +210,45 @@ func testHistoryOutput(t *testing.T, o func() Backend) {
 		t.Fatalf("another account in the same hour: got %+v, %v", g, err)
 	}
 }
+
+// testHistoryPrune: records of commands that ended more than the time
+// kept ago go, with their output; running ones and recent ones stay.
+func testHistoryPrune(t *testing.T, o func() Backend) {
+	s := open(t, o)
+	a := account(t, s, 10)
+	sb := sandbox(t, s, a.ID, "prune", nil, now)
+	long := now.Add(-store.HistoryKept - time.Hour)
+	end := func(c store.Command, at time.Time) {
+		t.Helper()
+		if _, err := s.UpdateCommand(ctx, sb.ID, c.ID, func(c *store.Command) error {
+			c.Status, c.EndedAt = store.CommandExited, &at
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := command(t, s, sb.ID, "cmd_00000000000000b1", store.ModeSync, long.Add(-time.Minute))
+	if _, err := appendOut(s, old, store.Stdout, 0, 3, []byte("old"), long); err != nil {
+		t.Fatal(err)
+	}
+	end(old, long)
+	recent := command(t, s, sb.ID, "cmd_00000000000000b2", store.ModeSync, long)
+	end(recent, now)
+	command(t, s, sb.ID, "job_00000000000000b3", store.ModeDetached, long.Add(-time.Hour)) // still running
+
+	n, err := s.PruneHistory(ctx, now.Add(-store.HistoryKept))
+	if err != nil || n != 1 {
+		t.Fatalf("PruneHistory: %d, %v; want 1", n, err)
+	}
+	_, err = s.Command(ctx, sb.ID, old.ID)
+	wantErr(t, "a pruned record", err, store.ErrNotFound)
+	_, err = s.ReadOutput(ctx, sb.ID, old.ID, store.Stdout, 0, 10)
+	wantErr(t, "a pruned record's output", err, store.ErrNotFound)
+	list, err := s.Commands(ctx, store.CommandFilter{SandboxID: sb.ID})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("after the prune: %+v, %v", list, err)
+	}
+	if n, err := s.PruneHistory(ctx, now.Add(-store.HistoryKept)); err != nil || n != 0 {
+		t.Fatalf("a second prune: %d, %v", n, err)
+	}
+}

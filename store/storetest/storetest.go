@@ -65,6 +65,7 @@ func Run(t *testing.T, f Factory) {
 		{"WebhookLimit", testWebhookLimit},
 		{"History", testHistory},
 		{"HistoryOutput", testHistoryOutput},
+		{"HistoryPrune", testHistoryPrune},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
