@@ -18,7 +18,9 @@
 # deploy/package.sh builds it, lintian checks it, systemd-analyze verifies
 # its units, systemd-sysusers makes its user in a scratch root), and
 # ffmpeg (x11grab and libx264: the H.264 encoder of the Selkies stand-in's
-# tests, desktop/selkies_x264_test.go).
+# tests, desktop/selkies_x264_test.go), and ngtcp2-client (gtlsclient,
+# ngtcp2's and nghttp3's example client: the outside HTTP/3 client of the
+# conformance test, e2e/h3_test.go).
 # It builds the test guest and the OS image once, cached under
 # ~/.cache/froog/built by their recipe's hash (deploy/images/ensure.sh), so
 # that `go test` finds them. On Debian or Ubuntu as root it uses apt-get;
@@ -77,6 +79,7 @@ command -v dh >/dev/null 2>&1 || lean+=(debhelper)
 command -v lintian >/dev/null 2>&1 || lean+=(lintian)
 command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || lean+=(systemd)
 command -v ffmpeg >/dev/null 2>&1 || lean+=(ffmpeg)
+command -v gtlsclient >/dev/null 2>&1 || lean+=(ngtcp2-client)
 if [ "${1:-}" = --bench ]; then
   command -v nginx >/dev/null 2>&1 || missing+=(nginx)
   command -v caddy >/dev/null 2>&1 || missing+=(caddy)

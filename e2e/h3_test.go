@@ -4,15 +4,21 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -101,4 +107,90 @@ func TestH3EdgeDrain(t *testing.T) {
 		t.Errorf("the request in flight at SIGTERM: %d of 10 bytes, %v; want it whole", r.n, r.err)
 	}
 	edge.exitsClean(t, exited, 30*time.Second) // --drain-secs 8
+}
+
+// HTTP/3 conformance of the real edge with an outside client: ngtcp2's
+// example client (gtlsclient, Debian's ngtcp2-client: ngtcp2's QUIC,
+// nghttp3's HTTP/3 and QPACK, GnuTLS), against froogd dev on a public
+// URL. Three GETs on one connection and two POSTs with a body on
+// another each reach the app and come back whole with its answer, and
+// the edge neither resets a stream nor closes a connection: only the
+// client closes, H3_NO_ERROR, when it is done.
+func TestH3Conformance(t *testing.T) {
+	t.Parallel()
+	testdep.Need(t, "gtlsclient")
+	// gtlsclient sends SNI only for the host name it dials, which must
+	// then resolve to the edge: a private /etc/hosts, as TestH2Spec's.
+	if out, err := exec.Command("unshare", "--mount", "true").CombinedOutput(); err != nil {
+		testdep.Missing(t, "gtlsclient needs a mount namespace for a private /etc/hosts (unshare --mount): %v: %s", err, out)
+	}
+	c, edgeAddr, _ := devEdge(t)
+	_, host := hostEcho(t, c)
+	c.call("POST", "/v1/sandboxes/e2e/urls", `{"port": `+echoPort(t, c)+`, "public": true}`, 200, nil)
+	ip, port, _ := net.SplitHostPort(edgeAddr)
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+ip+" "+host+"\n"), 0o644)
+	body := filepath.Join(t.TempDir(), "body")
+	os.WriteFile(body, []byte("sent by ngtcp2"), 0o644)
+
+	// run makes the requests of paths on one connection and returns
+	// what each answer's body was, by path, and the client's log.
+	run := func(method string, paths ...string) (map[string]string, string) {
+		t.Helper()
+		dl := t.TempDir()
+		args := []string{"--mount", "sh", "-c", `mount --bind "$0" /etc/hosts && exec "$@"`, hosts,
+			"gtlsclient", "--exit-on-all-streams-close", "--no-quic-dump", "--no-http-dump", "--timeout", "20s",
+			"--download", dl, "-m", method}
+		if method == "POST" {
+			args = append(args, "-d", body)
+		}
+		args = append(args, host, port)
+		for _, p := range paths {
+			args = append(args, "https://"+host+p)
+		}
+		out, err := exec.Command("unshare", args...).CombinedOutput()
+		log := string(out)
+		if err != nil {
+			t.Fatalf("gtlsclient %s: %v\n%s", method, err, log)
+		}
+		got := map[string]string{}
+		for _, p := range paths {
+			b, _ := os.ReadFile(filepath.Join(dl, strings.TrimPrefix(p, "/"))) // the query kept in the name
+			got[p] = string(b)
+		}
+		return got, log
+	}
+	type seen struct {
+		Path    string
+		Headers [][2]string
+		Body    string
+	}
+	check := func(method string, paths ...string) {
+		t.Helper()
+		got, log := run(method, paths...)
+		for _, p := range paths {
+			var s seen
+			if err := json.Unmarshal([]byte(got[p]), &s); err != nil || s.Path != p {
+				t.Fatalf("%s %s over HTTP/3 from gtlsclient: the app's answer %q (%v)\n%s", method, p, got[p], err, log)
+			}
+			if want := map[string]string{"GET": "", "POST": "sent by ngtcp2"}[method]; s.Body != want {
+				t.Errorf("%s %s: the app got the body %q, want %q", method, p, s.Body, want)
+			}
+		}
+		if n := strings.Count(log, "[:status: 200]"); n != len(paths) {
+			t.Errorf("%s: %d answers 200, want %d:\n%s", method, n, len(paths), log)
+		}
+		for _, line := range strings.Split(log, "\n") {
+			for _, bad := range []string{"RESET_STREAM", "STOP_SENDING", "CONNECTION_CLOSE"} {
+				if strings.Contains(line, "frm rx") && strings.Contains(line, bad) {
+					t.Errorf("%s: the edge sent %s: %s", method, bad, line)
+				}
+			}
+		}
+		if !strings.Contains(log, "CONNECTION_CLOSE(0x1d) error_code=(unknown)(0x100)") {
+			t.Errorf("%s: the client did not close its connection H3_NO_ERROR when done:\n%s", method, log)
+		}
+	}
+	check("GET", "/one", "/two?x=1", "/three")
+	check("POST", "/hook", "/other")
 }
