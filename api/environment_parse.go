@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"froog.tech/froog/store"
 )
 
 const (
@@ -64,7 +66,7 @@ func ParseRepo(raw, branch string) (dir string, err error) {
 		path = u.Path
 	}
 	segs := strings.Split(strings.Trim(path, "/"), "/")
-	last := strings.TrimSuffix(segs[len(segs)-1], ".git")
+	last := store.EnvRepo{URL: raw}.Dir() // as hostctl clones it
 	for _, s := range segs {
 		if s == "" || s == "." || s == ".." || !repoPart.MatchString(s) {
 			return "", errors.New("url's path must be /org/repo: letters, digits, '.', '_', '~' and '-'")

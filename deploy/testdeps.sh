@@ -3,8 +3,9 @@
 # PostgreSQL, listening on 127.0.0.1:5432 with trust auth for the postgres
 # user (the default FROOG_TEST_DATABASE_URL); OpenSSH's client and server
 # (the tunnel's tests and benchmarks run against them); python3 (the
-# sandboxes' test server); Chromium (every page a person sees is checked
-# in it); QEMU, qemu-img and busybox-static (the qemu driver's tests boot
+# sandboxes' test server); git (a sandbox's setup clones the account's
+# repos, from a bare repo the tests make); Chromium (every page a person
+# sees is checked in it); QEMU, qemu-img and busybox-static (the qemu driver's tests boot
 # deploy/tinyvm's guest, built from them, OpenSSH's server and Debian's kernel,
 # under TCG), e2fsprogs (the guest's journaled disk), mmdebstrap (the OS
 # image the driver suite also boots, deploy/images) and nftables (its --net
@@ -51,6 +52,7 @@ missing=()
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
+command -v git >/dev/null 2>&1 || missing+=(git)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 # The VM tests' packages, without what they merely recommend (QEMU's GUI).
 lean=()

@@ -10,6 +10,21 @@
 // restores (the VM stopped first), forks from a snapshot, and the removal
 // of deleted ones' files.
 //
+// At every start of a sandbox that takes the account's environment
+// (not environment: false), before it counts as running, hostctl logs in
+// to it once with the control key (Options.ControlKey) and writes the
+// account's secret files into ~, mode 600, then starts a background
+// command (a job, as the API's: package sandboxio) that clones each repo
+// whose folder has no checkout yet and runs the setup script from ~ in a
+// login shell. Files and script are sealed by the API; hostctl opens them
+// with the deployment's secret key (Options.SecretKey, package seal). The
+// sandbox's setup_status says how it went: none, running, done, failed
+// with setup_error. hostctl notices the job's end by looking at it: while
+// the setup runs, every SetupPoll it reads the job's state from the
+// sandbox's disk over SSH (its exit code, and the reason the job's
+// wrapper wrote when it failed); a stop before the end records failed,
+// "stopped mid-setup".
+//
 // It reads intent from the store's change feed and rescans regularly, so
 // a missed event heals. It must not import api or edge.
 //
@@ -31,6 +46,8 @@
 //     sandbox, woken by its changes and its timers.
 //   - reconcile.go: the state machine for one sandbox: placement, start,
 //     fork, failure, erase.
+//   - setup.go: the account's environment at a start: secret files, the
+//     setup job, looking at it until it ends.
 //   - stop.go: the timers (auto-stop, lifetime, warm window) and stopping.
 //   - snapshots.go: automatic and saved snapshots, restores, their files.
 //   - driver.go: the Driver interface and its optional parts.

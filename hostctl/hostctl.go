@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
+	"froog.tech/froog/internal/seal"
 	"froog.tech/froog/store"
 )
 
@@ -26,6 +30,7 @@ type Store interface {
 	DeleteSandbox(ctx context.Context, id string, at time.Time, ev *store.AuditEvent) error
 	PurgeSandbox(ctx context.Context, id string) error
 	SSHKeys(ctx context.Context, accountID string) ([]store.SSHKey, error)
+	Environment(ctx context.Context, accountID string) (store.Environment, error)
 	store.Snapshots
 }
 
@@ -70,14 +75,29 @@ type Options struct {
 	// sample when it stops (store.ProcessSample); nil keeps none. A stop
 	// waits for it at most sampleWait, and goes on without it.
 	Sample func(ctx context.Context, sandboxID string) (json.RawMessage, error)
-	Logger *slog.Logger     // nil discards
-	Now    func() time.Time // nil means time.Now
+	// ControlKey is the control plane's SSH key: at each start hostctl
+	// logs in with it to write the account's environment (setup.go).
+	// nil: nothing is written, and a sandbox whose account has repos,
+	// secret files or a setup script gets setup_status failed.
+	ControlKey ssh.Signer
+	// SecretKey is the deployment's 32-byte secret key, the API's, which
+	// opens the account's secret files, setup script and variables. nil:
+	// a sandbox whose account has secret files or a setup script gets
+	// setup_status failed, saying this host has no key for them (repos
+	// alone are cloned, without the variables).
+	SecretKey []byte
+	// SetupPoll is how often a running sandbox's setup is looked at
+	// while it runs; 0 means 2 seconds.
+	SetupPoll time.Duration
+	Logger    *slog.Logger     // nil discards
+	Now       func() time.Time // nil means time.Now
 }
 
 // Controller runs one host.
 type Controller struct {
 	o      Options
-	hostID string // set once by Run's first beat
+	sealer *seal.Sealer // nil without Options.SecretKey
+	hostID string       // set once by Run's first beat
 	// following is true while the controller follows the change feed,
 	// its host registered and its sandboxes looked at (Following).
 	following atomic.Bool
@@ -114,8 +134,18 @@ func New(o Options) (*Controller, error) {
 	if o.HostName == "" {
 		errs = append(errs, errors.New("hostctl: a host name is required"))
 	}
+	var sealer *seal.Sealer
+	if o.SecretKey != nil {
+		var err error
+		if sealer, err = seal.New(o.SecretKey); err != nil {
+			errs = append(errs, fmt.Errorf("hostctl: %w", err))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	if o.SetupPoll == 0 {
+		o.SetupPoll = 2 * time.Second
 	}
 	if o.Capacity == 0 {
 		o.Capacity = 16
@@ -150,7 +180,7 @@ func New(o Options) (*Controller, error) {
 	if o.SnapshotEvery == 0 {
 		o.SnapshotEvery = time.Hour
 	}
-	return &Controller{o: o, workers: map[string]*worker{}, releases: map[string]chan struct{}{}, released: map[string]bool{}}, nil
+	return &Controller{o: o, sealer: sealer, workers: map[string]*worker{}, releases: map[string]chan struct{}{}, released: map[string]bool{}}, nil
 }
 
 func (c *Controller) now() time.Time { return store.Micro(c.o.Now()) }

@@ -176,7 +176,22 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 				return time.Time{}, false, err
 			}
 		}
-		return c.nextRun(sb), false, nil
+		if sb.SetupStatus == store.SetupRunning {
+			res, err := c.lookSetup(ctx, sb, lookTimeout)
+			if err != nil {
+				if ctx.Err() != nil {
+					return time.Time{}, false, ctx.Err()
+				}
+				c.o.Logger.Warn("setup: the sandbox did not answer a look", slog.String("sandbox", sb.ID), slog.String("error", err.Error()))
+			}
+			if res.status != store.SetupRunning {
+				if err := c.recordSetup(ctx, sb, res); err != nil {
+					return time.Time{}, false, err
+				}
+				sb.SetupStatus = res.status
+			}
+		}
+		return c.nextLook(sb, now), false, nil
 	}
 	if sb.State == store.StateError && sb.UpdatedAt.Equal(w.failedAt) {
 		return time.Time{}, false, nil // wait for a new start
@@ -205,6 +220,7 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 	}
 	if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
 		s.State, s.Error, s.SSHHostKey, s.StartStage = store.StateStarting, "", pinned, ""
+		s.SetupStatus, s.SetupError, s.SetupJob = "", "", ""
 	}); err != nil {
 		return time.Time{}, false, err
 	}
@@ -215,9 +231,15 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 		return c.fail(ctx, sb, w, err)
 	}
 	w.adopted = true
+	// The account's environment, before the sandbox counts as running.
+	setup, err := c.startSetup(ctx, sb, ep)
+	if err != nil {
+		return time.Time{}, false, err
+	}
 	start := c.now()
 	up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
 		s.State, s.Error, s.StartStage = store.StateRunning, "", ""
+		s.SetupStatus, s.SetupError, s.SetupJob = setup.status, setup.err, setup.job
 		s.SSHHost, s.SSHPort, s.SSHHostKey = ep.Host, ep.Port, ep.HostKey
 		s.StartedAt, s.WarmUntil, s.AutoStopAt = &start, nil, nil
 		if s.TTLSecs > 0 {
@@ -228,8 +250,8 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	c.o.Logger.Info("sandbox running", slog.String("sandbox", sb.ID), slog.Duration("took", time.Since(now)))
-	return c.nextRun(&up), false, nil
+	c.o.Logger.Info("sandbox running", slog.String("sandbox", sb.ID), slog.Duration("took", time.Since(now)), slog.String("setup", setup.status))
+	return c.nextLook(&up, start), false, nil
 }
 
 // accountKeys are the SSH keys the sandbox's account has now.
@@ -280,6 +302,11 @@ func (c *Controller) fail(ctx context.Context, sb *store.Sandbox, w *worker, cau
 	w.failedAt = sb.UpdatedAt
 	w.adopted = false
 	c.o.Driver.Stop(ctx, sb) // leave nothing half-started
-	_, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State, s.Error = store.StateError, cause.Error() })
+	_, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
+		s.State, s.Error = store.StateError, cause.Error()
+		if s.SetupStatus == store.SetupRunning {
+			s.SetupStatus, s.SetupError = store.SetupFailed, "stopped mid-setup"
+		}
+	})
 	return time.Time{}, false, err
 }

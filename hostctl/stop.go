@@ -22,6 +22,17 @@ func (c *Controller) stopDue(sb *store.Sandbox, now time.Time) (string, bool) {
 	return "", false
 }
 
+// nextLook is nextRun, or sooner while its setup runs (SetupPoll).
+func (c *Controller) nextLook(sb *store.Sandbox, now time.Time) time.Time {
+	next := c.nextRun(sb)
+	if sb.SetupStatus == store.SetupRunning {
+		if poll := now.Add(c.o.SetupPoll); next.IsZero() || poll.Before(next) {
+			next = poll
+		}
+	}
+	return next
+}
+
 // nextRun is when a running sandbox next needs a look: its stop, or its
 // next hourly snapshot, whichever comes first.
 func (c *Controller) nextRun(sb *store.Sandbox) time.Time {
@@ -54,7 +65,16 @@ func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time,
 	switch sb.State {
 	case store.StateRunning, store.StateStarting, store.StateStopping:
 		last := c.sample(ctx, sb) // before stopping: the tunnel reaches a running sandbox only
-		if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.State = store.StateStopping }); err != nil {
+		var setup setupResult
+		if sb.SetupStatus == store.SetupRunning {
+			setup = c.endSetup(ctx, sb, sb.State == store.StateRunning)
+		}
+		if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
+			s.State = store.StateStopping
+			if setup.status != "" && s.SetupStatus == store.SetupRunning && s.SetupJob == sb.SetupJob {
+				s.SetupStatus, s.SetupError, s.SetupJob = setup.status, setup.err, setup.job
+			}
+		}); err != nil {
 			return time.Time{}, false, err
 		}
 		var warm *time.Time

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -132,4 +133,29 @@ func StartEnvironment(sb *Sandbox, env Environment) {
 	for i, v := range env.Vars {
 		sb.AccountEnv[i] = EnvVar{Name: v.Name, Sealed: slices.Clone(v.Sealed)}
 	}
+}
+
+// The setup statuses of a sandbox's start (Sandbox.SetupStatus; "" is
+// none: nothing to do).
+const (
+	SetupRunning = "running"
+	SetupDone    = "done"
+	SetupFailed  = "failed"
+)
+
+// Dir is the folder under ~ the repo is cloned into: the last segment of
+// its URL's path, without .git (https://host/you/app.git and
+// git@host:you/app both give app).
+func (r EnvRepo) Dir() string {
+	p := r.URL
+	if _, rest, ok := strings.Cut(p, "://"); ok {
+		p = ""
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			p = rest[i:]
+		}
+	} else if _, rest, ok := strings.Cut(p, ":"); ok {
+		p = rest // git@host:org/repo
+	}
+	p = strings.Trim(p, "/")
+	return strings.TrimSuffix(p[strings.LastIndexByte(p, '/')+1:], ".git")
 }

@@ -151,6 +151,15 @@ type Sandbox struct {
 	// AccountEnv is the account's variables (sealed) as they were at the
 	// sandbox's last start (StartEnvironment); its own variables win.
 	AccountEnv []EnvVar `json:"account_env,omitempty"`
+	// SetupStatus is how the last start's setup went (observed: hostctl
+	// writes the account's secret files and runs its repos' clones and
+	// setup script, see hostctl's setup.go): "" when there was nothing to
+	// do, SetupRunning, SetupDone or SetupFailed, with SetupError saying
+	// why. SetupJob is the background command (a job on its disk) that
+	// clones and runs the script.
+	SetupStatus string `json:"setup_status,omitempty"`
+	SetupError  string `json:"setup_error,omitempty"`
+	SetupJob    string `json:"setup_job,omitempty"`
 	// NoSnapshots: created with snapshots: false, so no snapshot is ever
 	// taken of it (nor a fork or restore made) and a stop erases it: its
 	// VM and disk are removed, and the sandbox is deleted (see Erasing).

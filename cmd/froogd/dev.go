@@ -118,7 +118,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				return err
 			}
 		}
-		hostCheck, err := startHostctl(p, hostctlConfig{HostName: "dev", Data: c.Data, Driver: c.Driver, Capacity: c.Capacity}, sh)
+		hostCheck, err := startHostctl(p, hostctlConfig{HostName: "dev", Data: c.Data, Driver: c.Driver, Capacity: c.Capacity}, secret, sh)
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"froog.tech/froog/sandboxio"
 	"io"
 	"net"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/hostctl/qemu"
 	"froog.tech/froog/internal/health"
+	"froog.tech/froog/internal/keyfile"
+	"froog.tech/froog/sandboxio"
 )
 
 // hostctlConfig is froogd hostctl's configuration.
@@ -31,6 +32,9 @@ type hostctlConfig struct {
 	AdvertiseAddr           string
 	HeartbeatSecs, DownSecs int
 	Driver                  driverConfig
+	// SecretKeyFile opens the accounts' secret files and setup scripts,
+	// written into sandboxes at their start; "" writes none.
+	SecretKeyFile string
 }
 
 func (c *hostctlConfig) bind(f flags) {
@@ -43,6 +47,7 @@ func (c *hostctlConfig) bind(f flags) {
 	f.num(&c.HeartbeatSecs, "heartbeat-secs", 5, "how often this host tells the store it is alive")
 	f.num(&c.DownSecs, "host-down-secs", 30, "a host silent this long is marked down and its sandboxes go to error (every hostctl checks); at least twice --heartbeat-secs")
 	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key; sandboxes accept its public half (required)")
+	f.str(&c.SecretKeyFile, "secret-key-file", "", "the 32-byte key file the API processes share (their --secret-key-file): it opens the accounts' secret files and setup scripts, written into each sandbox at its start; without it a sandbox whose account has secret files or a setup script gets setup_status failed, saying this host has no key for the account's environment")
 	bindMetrics(f, &c.MetricsAddr)
 }
 
@@ -146,7 +151,7 @@ func openDriver(p *proc, d driverConfig, data, addr string, sh parts) (hostctl.D
 // startHostctl runs the sandboxes of host c.HostName with c's driver,
 // against sh's store, its goroutine in p. It returns its readiness check:
 // the controller follows the store.
-func startHostctl(p *proc, c hostctlConfig, sh parts) (health.Check, error) {
+func startHostctl(p *proc, c hostctlConfig, secret []byte, sh parts) (health.Check, error) {
 	drv, err := openDriver(p, c.Driver, c.Data, c.AdvertiseAddr, sh)
 	if err != nil {
 		return health.Check{}, err
@@ -159,7 +164,7 @@ func startHostctl(p *proc, c hostctlConfig, sh parts) (health.Check, error) {
 	ctl, err := hostctl.New(hostctl.Options{Store: sh.store, Driver: drv, HostName: c.HostName, Capacity: c.Capacity, Sample: sample,
 		Address: c.AdvertiseAddr, Heartbeat: time.Duration(c.HeartbeatSecs) * time.Second, DownAfter: time.Duration(c.DownSecs) * time.Second,
 		MinFreeMemory: uint64(c.Driver.MinFreeMB) << 20, WarmWindow: time.Duration(c.Driver.WarmSecs) * time.Second, Logger: sh.log,
-		Now: now, Rescan: rescan})
+		Now: now, Rescan: rescan, ControlKey: sh.key, SecretKey: secret})
 	if err != nil {
 		return health.Check{}, err
 	}
@@ -182,13 +187,20 @@ func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parseConfig("hostctl", &c, args, stderr); err != nil {
 		return err
 	}
+	var secret []byte
+	if c.SecretKeyFile != "" {
+		var err error
+		if secret, err = keyfile.LoadSecret(c.SecretKeyFile, secretKeySize); err != nil {
+			return err
+		}
+	}
 	// With the tunnel: a stop keeps what ran (Options.Sample).
 	return runPG(ctx, "hostctl", c.DatabaseURL, c.ControlKeyFile, true, stderr, func(p *proc, sh parts) error {
 		lns, err := listen(p, c.MetricsAddr)
 		if err != nil {
 			return err
 		}
-		check, err := startHostctl(p, c, sh)
+		check, err := startHostctl(p, c, secret, sh)
 		if err != nil {
 			return err
 		}
