@@ -53,6 +53,9 @@ var routes = []route{
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/urls/{port}/deliveries", Action: "sandbox.read", handle: (*Server).listDeliveries},
 	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/urls/{port}/deliveries", Action: "host", handle: (*Server).purgeDeliveries},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/urls/{port}/deliveries/{id}/redeliver", Action: "host", handle: (*Server).redeliver},
+	// A URL's recent traffic, from the edge's request ring (traffic.go).
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/urls/{port}/requests", Action: "sandbox.read", handle: (*Server).listRequests},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/urls/{port}/requests/{id}/replay", Action: "host", handle: (*Server).replayRequest},
 
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/exec", Action: "exec", handle: (*Server).exec},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/wait", Action: "sandbox.read", handle: (*Server).wait},

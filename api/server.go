@@ -37,6 +37,10 @@ type Options struct {
 	// them and their ports (package wake); nil answers 503 to a call that
 	// must wait (exec, jobs and files of a stopped sandbox, wait).
 	Waker Waker
+	// Traffic is the request rings of the edge in this process (package
+	// edge: URLs' recent exchanges, capture, replay); nil answers 501
+	// traffic_unavailable to the requests routes (traffic.go).
+	Traffic Traffic
 	// Logger gets the access log; nil discards it.
 	Logger *slog.Logger
 	// RateLimit is requests per IP per RateWindow; 0 means 10,000 per 60 s.
@@ -84,6 +88,7 @@ type Server struct {
 	jobs         Jobs
 	fileSessions FileSessions
 	waker        Waker
+	traffic      Traffic
 	slots        slots
 	fileSlots    waitSlots
 	apiURL       string
@@ -136,6 +141,7 @@ func New(o Options) (*Server, error) {
 		mux:     http.NewServeMux(),
 
 		waker:   o.Waker,
+		traffic: o.Traffic,
 		apiURL:  strings.TrimSuffix(o.APIURL, "/"),
 		maxFile: o.MaxFileBytes,
 

@@ -43,6 +43,7 @@ type urlView struct {
 	Public    bool       `json:"public"`
 	Title     string     `json:"title"`
 	ShowPorts bool       `json:"show_ports"`
+	Capture   bool       `json:"capture"`
 	Inbox     *inboxView `json:"inbox,omitempty"`
 	policyView
 	Routes    []routeView `json:"routes"`
@@ -53,7 +54,7 @@ type urlView struct {
 // viewURL shows u; a private URL's link carries its token only for a key
 // that can host (it is the URL's password).
 func (s *Server) viewURL(u *store.URL, k *store.APIKey) (urlView, error) {
-	v := urlView{Port: u.Port, Host: names.Host(u.Hostname, s.domain), Public: u.Public, Title: u.Title, ShowPorts: u.ShowPorts, Inbox: viewInbox(u.Inbox), policyView: viewPolicy(u), Routes: viewRoutes(u), CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
+	v := urlView{Port: u.Port, Host: names.Host(u.Hostname, s.domain), Public: u.Public, Title: u.Title, ShowPorts: u.ShowPorts, Capture: u.Capture, Inbox: viewInbox(u.Inbox), policyView: viewPolicy(u), Routes: viewRoutes(u), CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
 	token := ""
 	if !u.Public && can(k, "host") {
 		t, err := s.sealer.open(u.TokenSealed, u.ID)
@@ -122,6 +123,10 @@ type urlRequest struct {
 	// ShowPorts: absent keeps it; true lets every visitor the URL lets
 	// in read which ports listen when its own does not (the edge's page).
 	ShowPorts *bool `json:"show_ports"`
+	// Capture: absent keeps it (but a change of public or private turns
+	// it off); true makes the edge keep the URL's exchanges' headers and
+	// first body bytes for its owner (traffic.go).
+	Capture *bool `json:"capture"`
 	// Inbox: absent changes nothing, null turns it off (inbox.go).
 	Inbox json.RawMessage `json:"inbox"`
 	// The policy (urls_policy.go): absent keeps it, null takes it off.
@@ -203,6 +208,7 @@ func (s *Server) putURL(w http.ResponseWriter, r *http.Request) error {
 				u.ShowPorts = *req.ShowPorts
 				ev.Detail["show_ports"] = strconv.FormatBool(u.ShowPorts)
 			}
+			setCapture(&u, req.Capture, old != nil && old.Public != public, ev.Detail)
 			policy.apply(&u, ev.Detail)
 			if setInbox {
 				u.Inbox = nil
@@ -244,6 +250,23 @@ func (s *Server) putURL(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, status, v)
 	return nil
+}
+
+// setCapture turns u's capture on or off as asked (nil: as it was), and
+// off when the URL changes between public and private (flipped) unless
+// the same request turns it on: what was captured under one audience is
+// not shown under another. The audit event says so.
+func setCapture(u *store.URL, want *bool, flipped bool, detail map[string]string) {
+	was := u.Capture
+	switch {
+	case want != nil:
+		u.Capture = *want
+	case flipped:
+		u.Capture = false
+	}
+	if want != nil || u.Capture != was {
+		detail["capture"] = strconv.FormatBool(u.Capture)
+	}
 }
 
 func (s *Server) deleteURL(w http.ResponseWriter, r *http.Request) error {

@@ -316,6 +316,7 @@ func (s *Server) patchURL(w http.ResponseWriter, r *http.Request) error {
 		BandwidthMbit  json.RawMessage `json:"bandwidth_mbit"`
 		FrameAncestors json.RawMessage `json:"frame_ancestors"`
 		Routes         json.RawMessage `json:"routes"`
+		Capture        *bool           `json:"capture"`
 	}
 	if err := readJSON(r, maxBody, &req, false); err != nil {
 		return err
@@ -340,6 +341,7 @@ func (s *Server) patchURL(w http.ResponseWriter, r *http.Request) error {
 		}
 		u := *cur
 		policy.apply(&u, ev.Detail)
+		setCapture(&u, req.Capture, false, ev.Detail)
 		u.UpdatedAt = now
 		return u, nil
 	}, ev)

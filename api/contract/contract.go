@@ -216,8 +216,10 @@ func (c *Checker) check(req *http.Request, status int, header http.Header, body 
 
 const ndjson = "application/x-ndjson"
 
-// binary are the content types of bytes (files, archives).
-var binary = map[string]bool{"application/octet-stream": true, "application/gzip": true}
+// binary are the content types of bytes (files, archives), and of
+// server-sent events (a followed list, which ends when its client goes):
+// their content type is checked, not their body.
+var binary = map[string]bool{"application/octet-stream": true, "application/gzip": true, "text/event-stream": true}
 
 // checkLines checks each line of an NDJSON stream against the schema the
 // document gives the stream's content.

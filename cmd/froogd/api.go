@@ -48,8 +48,11 @@ func (c *apiConfig) validate() error {
 const secretKeySize = 32
 
 // startAPI serves the /v1 API on ln, with secret sealing URL tokens and
-// sh's store, tunnel and logger, its goroutine in p.
-func startAPI(p *proc, c apiConfig, secret []byte, sh parts, ln net.Listener) error {
+// sh's store, tunnel and logger, its goroutine in p. traffic is the
+// request rings of the edge in the same process (froogd dev); nil for
+// an API apart from the edges, which answers 501 to the requests routes
+// (package api's traffic.go says why).
+func startAPI(p *proc, c apiConfig, secret []byte, sh parts, ln net.Listener, traffic api.Traffic) error {
 	now, _ := testClock()
 	// The API keeps no route table: its waits follow the feed themselves.
 	fl, err := wake.NewFollower(p.ctx, sh.store)
@@ -61,7 +64,7 @@ func startAPI(p *proc, c apiConfig, secret []byte, sh parts, ln net.Listener) er
 		return err
 	}
 	srv, err := api.New(api.Options{Store: sh.store, Domain: c.Domain, PublicPort: c.PublicPort, SecretKey: secret, Sessions: sh.tun, Waker: wk, Logger: sh.log, APIURL: c.APIURL,
-		Now: now, Webhooks: testWebhooks()})
+		Now: now, Webhooks: testWebhooks(), Traffic: traffic})
 	if err != nil {
 		return err
 	}
@@ -86,7 +89,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		if err := startAPI(p, c, secret, sh, lns[0]); err != nil {
+		if err := startAPI(p, c, secret, sh, lns[0], nil); err != nil {
 			return err
 		}
 		serveAdmin(p, lns[1], sh.reg, storeCheck(sh.store))

@@ -122,12 +122,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		if err := startAPI(p, apiConfig{Domain: c.Domain, PublicPort: publicPort}, secret, sh, apiLn); err != nil {
+		ec := edgeConfig{Domain: c.Domain, PublicPort: publicPort, Rate: c.Rate, Certs: certs.Config{LocalCADir: c.Data}, DrainSecs: 10, DesktopBrowser: c.DesktopBrowser, HTTP3: c.HTTP3}
+		edgeSrv, checks, err := startEdge(p, ec, sh, secret, edgeLn, httpLn, quic)
+		if err != nil {
 			return err
 		}
-		ec := edgeConfig{Domain: c.Domain, PublicPort: publicPort, Rate: c.Rate, Certs: certs.Config{LocalCADir: c.Data}, DrainSecs: 10, DesktopBrowser: c.DesktopBrowser, HTTP3: c.HTTP3}
-		checks, err := startEdge(p, ec, sh, secret, edgeLn, httpLn, quic)
-		if err != nil {
+		// The API reads URLs' traffic from this process's edge.
+		if err := startAPI(p, apiConfig{Domain: c.Domain, PublicPort: publicPort}, secret, sh, apiLn, edgeSrv); err != nil {
 			return err
 		}
 		serveAdmin(p, lns[3], sh.reg, append([]health.Check{storeCheck(st), hostCheck}, checks...)...)

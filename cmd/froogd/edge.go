@@ -113,18 +113,21 @@ func bindMetrics(f flags, p *string) {
 	f.str(p, "metrics-addr", "", "address of the admin endpoints: /healthz, /readyz and Prometheus /metrics; empty: none")
 }
 
+var _ api.Traffic = (*edge.Server)(nil)
+
 // startEdge starts the public-URL edge on its HTTPS and HTTP listeners,
 // with sh's store, tunnel, registry and logger, its goroutines in p;
 // with secret (the shared secret key), also the desktops' view hosts. It
-// returns the edge's readiness checks: the route table follows the
-// store, the certificates load, and the edge is not draining.
-func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net.Listener, quic net.PacketConn) ([]health.Check, error) {
+// returns the edge (its request rings are the API's Traffic, where both
+// run in one process) and its readiness checks: the route table follows
+// the store, the certificates load, and the edge is not draining.
+func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net.Listener, quic net.PacketConn) (*edge.Server, []health.Check, error) {
 	// The route table first: certs asks it which names to order or sign,
 	// and the edge which sandbox port a host is.
 	now, _ := testClock()
 	routes, err := route.New(route.Options{Store: sh.store, Domain: c.Domain, Logger: sh.log, Registerer: sh.reg, Now: now})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cc := c.Certs
 	cc.Domain = c.Domain
@@ -134,7 +137,7 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	}
 	src, err := certs.Open(cc, certs.Deps{Store: sh.store, Names: names, HTTPPort: port(httpLn), TLSPort: port(tlsLn), Registerer: sh.reg, Logger: sh.log})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p.onClose(func() { src.Close() }) // ACME's certificate maintenance
 	o := edge.Options{Routes: routes, Sandboxes: sh.store, Dialer: sh.tun, GetCertificate: src.GetCertificate, HTTPChallenge: src.HTTPChallenge,
@@ -149,29 +152,30 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	o.Inbox = sh.store
 	if secret != nil {
 		if o.OpenSecret, err = api.InboxSecretOpener(secret); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		dsk, err := desktop.New(desktop.Options{Links: sh.store, Starter: &desktop.SSHStarter{Sessions: sh.tun, Sandboxes: routes, Browser: c.DesktopBrowser},
 			Dialer: sh.tun, Sandboxes: routes, Key: desktop.KeyFrom(secret), Domain: c.Domain, Log: sh.log, Now: now,
 			Accounts: wallAccounts{Table: routes}, Linker: wallLinker{Store: sh.store, Domain: c.Domain, Port: c.PublicPort, Now: now}})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		p.onClose(func() { dsk.Close() })
 		o.Views = dsk
 	}
 	srv, err := edge.New(o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p.Go(func(ctx context.Context) error { routes.Run(ctx); return nil })
 	p.Go(srv.DeliverInboxes)
+	p.Go(srv.KeepTraffic)
 	p.Go(func(ctx context.Context) error { return srv.ServeTLS(ctx, tlsLn) })
 	if quic != nil {
 		p.Go(func(ctx context.Context) error { return srv.ServeQUIC(ctx, quic) })
 	}
 	p.Go(func(ctx context.Context) error { return srv.ServeRedirect(ctx, httpLn) })
-	return []health.Check{
+	return srv, []health.Check{
 		{Name: "draining", Run: func(context.Context) error {
 			if srv.Draining() {
 				return errors.New("the edge is shutting down: finishing the requests in flight")
@@ -210,7 +214,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return err
 			}
 		}
-		checks, err := startEdge(p, c, sh, secret, lns[0], lns[1], quic)
+		_, checks, err := startEdge(p, c, sh, secret, lns[0], lns[1], quic)
 		if err != nil {
 			return err
 		}
