@@ -231,7 +231,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 	if stream {
 		return s.execStream(w, r, sb, id, command, stdin, time.Duration(timeout)*time.Second)
 	}
-	stdout, stderr := &capture{max: maxOutput}, &capture{max: maxOutput}
+	stdout, stderr := &sandboxio.Capped{Max: maxOutput}, &sandboxio.Capped{Max: maxOutput}
 	res, err := s.run(r.Context(), sb, command, stdin, stdout, stderr, time.Duration(timeout)*time.Second)
 	s.finishCommand(r.Context(), sb, id, stdout, stderr, res, err, r.Context().Err() != nil)
 	if errors.Is(err, errLost) {
@@ -241,8 +241,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"exit_code": res.Code, "stdout": strings.ToValidUTF8(string(stdout.buf), "\uFFFD"),
-		"stderr": strings.ToValidUTF8(string(stderr.buf), "\uFFFD"), "timed_out": res.TimedOut, "command_id": id,
+		"exit_code": res.Code, "stdout": strings.ToValidUTF8(stdout.String(), "\uFFFD"),
+		"stderr": strings.ToValidUTF8(stderr.String(), "\uFFFD"), "timed_out": res.TimedOut, "command_id": id,
 	})
 	return nil
 }
@@ -292,7 +292,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, sb *store.Sa
 	out := &ndjson{w: w}
 	out.send(map[string]string{"type": "started", "command_id": id})
 	stdout, stderr := &chunks{out: out, kind: "stdout"}, &chunks{out: out, kind: "stderr"}
-	keptOut, keptErr := &capture{max: store.MaxWaitingOutput}, &capture{max: store.MaxWaitingOutput}
+	keptOut, keptErr := &sandboxio.Capped{Max: store.MaxWaitingOutput}, &sandboxio.Capped{Max: store.MaxWaitingOutput}
 	res, err := s.run(r.Context(), sb, command, stdin, io.MultiWriter(stdout, keptOut), io.MultiWriter(stderr, keptErr), timeout)
 	stdout.flush()
 	stderr.flush()

@@ -46,22 +46,6 @@ const (
 
 var historyID = regexp.MustCompile(`^(cmd|job)_[0-9a-f]{16}$`)
 
-// capture keeps the first max bytes written to it, and notes more.
-type capture struct {
-	buf  []byte
-	max  int
-	over bool
-}
-
-func (c *capture) Write(p []byte) (int, error) {
-	keep := p
-	if room := c.max - len(c.buf); len(p) > room {
-		keep, c.over = p[:max(room, 0)], true
-	}
-	c.buf = append(c.buf, keep...)
-	return len(p), nil
-}
-
 func gzipBytes(b []byte) []byte {
 	var out bytes.Buffer
 	zw := gzip.NewWriter(&out)
@@ -70,8 +54,21 @@ func gzipBytes(b []byte) []byte {
 	return out.Bytes()
 }
 
-// recordCommand records a command that starts in sb.
+// monitoringOff refuses a reading of sb's history or numbers when it
+// was made with monitoring: false (nothing is kept, nothing is read).
+func monitoringOff(sb *store.Sandbox) error {
+	if sb.NoMonitoring {
+		return errorf(http.StatusConflict, "monitoring_off", "sandbox %q was made with monitoring off: no command history or numbers are kept or read", sb.Name)
+	}
+	return nil
+}
+
+// recordCommand records a command that starts in sb; nothing when sb
+// has monitoring off.
 func (s *Server) recordCommand(ctx context.Context, sb *store.Sandbox, id, mode, command string) error {
+	if sb.NoMonitoring {
+		return nil
+	}
 	if len(command) > store.MaxCommandText {
 		command = strings.ToValidUTF8(command[:store.MaxCommandText], "")
 	}
@@ -81,7 +78,10 @@ func (s *Server) recordCommand(ctx context.Context, sb *store.Sandbox, id, mode,
 
 // finishCommand stores a waiting command's output and how it ended:
 // res and err are the run's, hungUp whether its client went away.
-func (s *Server) finishCommand(ctx context.Context, sb *store.Sandbox, id string, stdout, stderr *capture, res sandboxio.Result, err error, hungUp bool) {
+func (s *Server) finishCommand(ctx context.Context, sb *store.Sandbox, id string, stdout, stderr *sandboxio.Capped, res sandboxio.Result, err error, hungUp bool) {
+	if sb.NoMonitoring {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyWrite)
 	defer cancel()
 	status, code := store.CommandExited, &res.Code
@@ -98,12 +98,13 @@ func (s *Server) finishCommand(ctx context.Context, sb *store.Sandbox, id string
 	}
 	for _, o := range []struct {
 		stream string
-		c      *capture
+		c      *sandboxio.Capped
 	}{{store.Stdout, stdout}, {store.Stderr, stderr}} {
-		if len(o.c.buf) == 0 && !o.c.over {
+		b := o.c.Bytes()
+		if len(b) == 0 && !o.c.Dropped {
 			continue
 		}
-		out := store.Output{Stream: o.stream, Size: int64(len(o.c.buf)), Gzip: gzipBytes(o.c.buf), At: s.now(), Truncated: o.c.over}
+		out := store.Output{Stream: o.stream, Size: int64(len(b)), Gzip: gzipBytes(b), At: s.now(), Truncated: o.c.Dropped}
 		if _, err := s.store.AppendOutput(ctx, sb.ID, id, out); err != nil {
 			s.historyFailed(ctx, sb, id, err)
 		}
@@ -250,18 +251,25 @@ func (s *Server) settleCommand(ctx context.Context, sb *store.Sandbox, c store.C
 	return nil // starting or stopping: the next pass sees where it went
 }
 
-// RunHistoryCopier runs CopyHistory every 30 s until ctx ends.
+// RunHistoryCopier runs CopyHistory every 30 s until ctx ends, and
+// once an hour forgets the records past store.HistoryKept.
 func (s *Server) RunHistoryCopier(ctx context.Context) error {
 	t := time.NewTicker(historyCopyEvery)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		if err := s.CopyHistory(ctx); err != nil && ctx.Err() == nil {
-			s.log.LogAttrs(ctx, slog.LevelWarn, "command history copy failed", slog.String("error", err.Error()))
+		err := s.CopyHistory(ctx)
+		if now := s.now(); err == nil && now.Sub(pruned) >= time.Hour {
+			pruned = now
+			_, err = s.store.PruneHistory(ctx, now.Add(-store.HistoryKept))
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "command history upkeep failed", slog.String("error", err.Error()))
 		}
 	}
 }
@@ -352,6 +360,9 @@ func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := monitoringOff(sb); err != nil {
+		return err
+	}
 	f.SandboxID = sb.ID
 	list, err := s.store.Commands(r.Context(), f)
 	if err != nil {
@@ -377,6 +388,9 @@ func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) historyRecord(r *http.Request) (*store.Sandbox, store.Command, error) {
 	sb, err := s.sandboxFor(r)
 	if err != nil {
+		return nil, store.Command{}, err
+	}
+	if err := monitoringOff(sb); err != nil {
 		return nil, store.Command{}, err
 	}
 	id := r.PathValue("id")

@@ -65,7 +65,7 @@ func (s *Server) startJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	j, err := s.jobs.StartJob(r.Context(), sb.ID, id, sandboxio.Prelude(req.cwd(), env), *req.Command, stdin)
 	if err != nil {
-		s.finishCommand(r.Context(), sb, id, &capture{}, &capture{}, sandboxio.Result{}, err, false) // failed: it could not run
+		s.finishCommand(r.Context(), sb, id, &sandboxio.Capped{}, &sandboxio.Capped{}, sandboxio.Result{}, err, false) // failed: it could not run
 		return jobError(sb, err)
 	}
 	// The answer is the job as a read of it shows it (the document's Job).

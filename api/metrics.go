@@ -14,13 +14,14 @@ import (
 // liveSandbox finds the path's sandbox for a reading of what runs in it
 // now (metrics, processes): one that is not running answers 409
 // sandbox_stopped, and is not started (auto-start is for calls that do
-// work in a sandbox, the docs' Auto-start section).
-//
-// Monitoring has no setting on a sandbox yet (create refuses
-// "monitoring"), so 409 monitoring_off never answers here.
+// work in a sandbox, the docs' Auto-start section). One made with
+// monitoring off answers 409 monitoring_off first, running or not.
 func (s *Server) liveSandbox(r *http.Request) (*store.Sandbox, error) {
 	sb, err := s.sandboxFor(r)
 	if err != nil {
+		return nil, err
+	}
+	if err := monitoringOff(sb); err != nil {
 		return nil, err
 	}
 	return sb, s.live(sb)

@@ -114,12 +114,14 @@ func (sh *Shell) Run(ctx context.Context, sandboxID, command string, stdin []byt
 type Capped struct {
 	buf bytes.Buffer
 	Max int
+	// Dropped: more than Max bytes were written.
+	Dropped bool
 }
 
 func (c *Capped) Write(p []byte) (int, error) {
-	if room := c.Max - c.buf.Len(); room > 0 {
-		c.buf.Write(p[:min(room, len(p))])
-	}
+	room := max(c.Max-c.buf.Len(), 0)
+	c.buf.Write(p[:min(room, len(p))])
+	c.Dropped = c.Dropped || len(p) > room
 	return len(p), nil
 }
 

@@ -164,6 +164,10 @@ type Sandbox struct {
 	// taken of it (nor a fork or restore made) and a stop erases it: its
 	// VM and disk are removed, and the sandbox is deleted (see Erasing).
 	NoSnapshots bool `json:"no_snapshots,omitempty"`
+	// NoMonitoring: created with monitoring: false, so nothing of its
+	// commands is kept (no command history) and reading its numbers
+	// answers 409 monitoring_off. Forks keep it unless asked otherwise.
+	NoMonitoring bool `json:"no_monitoring,omitempty"`
 
 	// ForkOf is the sandbox whose disk this one starts from: its first
 	// start copies the source's disk (hostctl asks the driver).
