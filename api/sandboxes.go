@@ -102,10 +102,12 @@ type sandboxView struct {
 	Snapshots   bool     `json:"snapshots"`
 	// RestoreFrom is the snapshot a restore under way rolls it back to.
 	RestoreFrom string `json:"restore_from,omitempty"`
-	// SetupStatus is always none here: the account's variables reach
-	// commands (commandEnv), but its repos, secret files and setup script
-	// are not written into sandboxes by this deployment.
+	// SetupStatus is how the last start's setup went (hostctl writes the
+	// account's secret files and runs its repos' clones and setup script
+	// as a job): none when there was nothing to do, running, done or
+	// failed, with SetupError saying why.
 	SetupStatus string          `json:"setup_status"`
+	SetupError  string          `json:"setup_error,omitempty"`
 	Repo        json.RawMessage `json:"repo"`
 }
 
@@ -117,6 +119,9 @@ func viewSandbox(sb *store.Sandbox) sandboxView {
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, StartedAt: sb.StartedAt, StoppedAt: sb.StoppedAt, LastActiveAt: sb.LastActiveAt,
 		EnvNames: envView(sb), Environment: !sb.NoEnvironment, Snapshots: !sb.NoSnapshots,
 		SetupStatus: "none", Repo: json.RawMessage("null"), RestoreFrom: sb.RestoreFrom,
+	}
+	if sb.SetupStatus != "" {
+		v.SetupStatus, v.SetupError = sb.SetupStatus, sb.SetupError
 	}
 	if sb.State == store.StateStopped {
 		v.WarmUntil = sb.WarmUntil
