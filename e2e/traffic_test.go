@@ -1,0 +1,165 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/wait"
+)
+
+// seenApp answers every request with what it saw (method, path,
+// Froog-Replay, body) as JSON, appends the same line to seen.log in the
+// sandbox, and sets a cookie of its own.
+const seenApp = `import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def seen(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        s = {"method": self.command, "path": self.path, "replay": self.headers.get("Froog-Replay", ""), "body": self.rfile.read(n).decode()}
+        line = json.dumps(s)
+        with open("seen.log", "a") as f:
+            f.write(line + "\n")
+        out = line.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Set-Cookie", "sess=app-cookie-value-42; Path=/")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    do_GET = do_POST = do_PUT = seen
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+`
+
+// exchangeJSON is an exchange as GET …/requests shows it.
+type exchangeJSON struct {
+	ID, Method, Path, Query string
+	ReplayOf                string `json:"replay_of"`
+	Status                  int
+	Captured                bool
+	Request, Response       *struct {
+		Headers []struct{ Name, Value string }
+		Body    string
+	}
+}
+
+func (x exchangeJSON) header(name string) string {
+	for _, h := range x.Request.Headers {
+		if strings.EqualFold(h.Name, name) {
+			return h.Value
+		}
+	}
+	return ""
+}
+
+// The owner's traffic view through the real binary: with capture on,
+// three requests to a private URL are listed newest first with their
+// cookies, credentials and token redacted; a replay reaches the app with
+// the same method, path and body and Froog-Replay, and is listed as a
+// replay; with capture off, nothing of the headers or bodies is kept.
+func TestTrafficCaptureReplay(t *testing.T) {
+	t.Parallel()
+	d := startDev(t, devOptions{})
+	c := d.c
+	newSandbox(t, c, "traffic", 30*time.Second)
+	script, _ := json.Marshal(seenApp)
+	c.call("POST", "/v1/sandboxes/traffic/exec", `{"command": "cat > seen.py", "stdin": `+string(script)+`}`, 200, nil)
+	port := loopback.FreePort(t)
+	c.call("POST", "/v1/sandboxes/traffic/jobs", fmt.Sprintf(`{"command": "python3 seen.py %d"}`, port), 201, nil)
+	var ready struct{ Ready bool }
+	c.call("POST", "/v1/sandboxes/traffic/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, &ready)
+	if !ready.Ready {
+		t.Fatal("the app never listened")
+	}
+	var u struct {
+		URL, Host string
+		Capture   bool
+	}
+	c.call("POST", "/v1/sandboxes/traffic/urls", fmt.Sprintf(`{"port": %d, "capture": true}`, port), 201, &u)
+	if !u.Capture {
+		t.Fatal("capture: not on")
+	}
+	lu, _ := url.Parse(u.URL)
+	token := lu.Query().Get("_token")
+	web := d.web(false)
+	send := func(method, target, body string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "https://"+u.Host+target, strings.NewReader(body))
+		req.Header.Set("X-Froog-Url-Token", token)
+		req.Header.Set("Cookie", "sid=client-cookie-value-7")
+		req.Header.Set("Authorization", "Bearer client-auth-value-9")
+		res, err := web.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, target, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("%s %s: %d", method, target, res.StatusCode)
+		}
+	}
+	send("GET", "/one", "")
+	send("POST", "/two?x=1", `{"order": 2}`)
+	send("PUT", "/three", "third body")
+
+	path := fmt.Sprintf("/v1/sandboxes/traffic/urls/%d/requests", port)
+	var list []exchangeJSON
+	c.call("GET", path, "", 200, &list)
+	if len(list) != 3 || list[0].Path != "/three" || list[1].Path != "/two" || list[1].Query != "x=1" || list[2].Path != "/one" {
+		t.Fatalf("the list: %+v", list)
+	}
+	raw, _ := json.Marshal(list)
+	for _, secret := range []string{token, "client-cookie-value-7", "client-auth-value-9", "app-cookie-value-42"} {
+		if strings.Contains(string(raw), secret) {
+			t.Fatalf("the list holds a secret: %s", raw)
+		}
+	}
+	two := list[1]
+	if !two.Captured || two.Request.Body != `{"order": 2}` || two.header("Cookie") != "sid=[redacted]" || two.header("Authorization") != "[redacted]" || two.header("X-Froog-Url-Token") != "" {
+		t.Fatalf("the captured POST: %+v", two)
+	}
+	keep(t, "traffic-list.json", raw)
+
+	var replay exchangeJSON
+	c.call("POST", path+"/"+two.ID+"/replay", "", 200, &replay)
+	if replay.ReplayOf != two.ID || replay.Status != 200 || replay.Method != "POST" || replay.Path != "/two" {
+		t.Fatalf("the replay: %+v", replay)
+	}
+	var r struct{ Stdout string }
+	c.call("POST", "/v1/sandboxes/traffic/exec", `{"command": "tail -n 1 seen.log"}`, 200, &r)
+	var seen struct{ Method, Path, Replay, Body string }
+	if err := json.Unmarshal([]byte(r.Stdout), &seen); err != nil {
+		t.Fatalf("seen.log: %v: %s", err, r.Stdout)
+	}
+	if seen.Method != "POST" || seen.Path != "/two?x=1" || seen.Body != `{"order": 2}` || seen.Replay != two.ID {
+		t.Fatalf("the app saw the replay as %+v; want POST /two?x=1, the same body, Froog-Replay %s", seen, two.ID)
+	}
+	c.call("GET", path+"?limit=1", "", 200, &list)
+	if len(list) != 1 || list[0].ID != replay.ID || list[0].ReplayOf != two.ID {
+		t.Fatalf("the newest is not the replay: %+v", list)
+	}
+	c.call("POST", path+"/req_0000000000000000/replay", "", 404, nil)
+
+	// Capture off: what was captured goes; a new request keeps its
+	// summary alone, and cannot be replayed.
+	c.call("PATCH", fmt.Sprintf("/v1/sandboxes/traffic/urls/%d", port), `{"capture": false}`, 200, nil)
+	var after []exchangeJSON
+	wait.For(t, 10*time.Second, "a request kept uncaptured once capture is off", func() bool {
+		send("POST", "/four", "fourth body")
+		c.call("GET", path, "", 200, &after)
+		return after[0].Path == "/four" && !after[0].Captured
+	})
+	for _, x := range after {
+		if x.Captured || x.Request != nil {
+			t.Fatalf("capture off: %s %s still captured", x.Method, x.Path)
+		}
+	}
+	c.call("POST", path+"/"+after[0].ID+"/replay", "", 409, nil)
+}
