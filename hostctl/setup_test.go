@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,7 +12,7 @@ import (
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/internal/seal"
-	"froog.tech/froog/internal/testdep"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
@@ -77,33 +76,6 @@ func (r *setupRig) waitSetup(id, status string) store.Sandbox {
 	return sb
 }
 
-// bareRepo is a bare git repository with one commit (README, "hello"),
-// as a file:// URL; its name is name.git.
-func bareRepo(t *testing.T, name string) string {
-	t.Helper()
-	testdep.Need(t, "git")
-	dir := t.TempDir()
-	work := filepath.Join(dir, "work")
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v: %s", args, err, out)
-		}
-	}
-	git("init", "-q", "-b", "main", work)
-	if err := os.WriteFile(filepath.Join(work, "README"), []byte("hello\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git("-C", work, "add", "README")
-	git("-C", work, "commit", "-q", "-m", "first")
-	bare := filepath.Join(dir, name+".git")
-	git("clone", "-q", "--bare", work, bare)
-	return "file://" + bare
-}
-
 func mode(t *testing.T, path string) os.FileMode {
 	t.Helper()
 	fi, err := os.Stat(path)
@@ -121,7 +93,7 @@ func mode(t *testing.T, path string) os.FileMode {
 func TestSetupAtStart(t *testing.T) {
 	t.Parallel()
 	r := newSetupRig(t, false)
-	url := bareRepo(t, "app")
+	url := testkit.BareRepo(t, "app")
 	const secret = "API_TOKEN=s3cr3t-value\n"
 	// The script waits for the test's go-ahead, so that running is seen.
 	r.environment(map[string]string{"app/.env": secret, ".config/tool/key": "k"}, []store.EnvRepo{{URL: url, Branch: "main"}},
@@ -173,7 +145,7 @@ func TestSetupAtStart(t *testing.T) {
 // stop while the setup runs each leave failed, saying why.
 func TestSetupFails(t *testing.T) {
 	t.Parallel()
-	url := bareRepo(t, "app")
+	url := testkit.BareRepo(t, "app")
 	for _, tc := range []struct {
 		name   string
 		repos  []store.EnvRepo
