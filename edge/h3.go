@@ -89,10 +89,10 @@ func (s *Server) ServeQUIC(ctx context.Context, pc net.PacketConn) error {
 		acceptc <- nil
 	}
 	s.shutdown("HTTP/3", func() {
+		drain()    // first: once a new connection is refused, so is a new request
 		ln.Close() // handshakes under way are refused; open connections stay
 		<-acceptc  // no connection is added to conns from here on
 	}, func(ctx context.Context) error {
-		drain()
 		answered := make(chan struct{})
 		go func() { conns.Wait(); close(answered) }()
 		select {

@@ -310,7 +310,8 @@ func isRefused(err error) bool {
 }
 
 // On shutdown the HTTP/3 listener drains: a request in flight is
-// answered, then the edge takes no new connection.
+// answered, while the edge takes no new connection and refuses a new
+// request on the open one (H3_REQUEST_REJECTED: not processed).
 func TestH3Drain(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
@@ -342,9 +343,22 @@ func TestH3Drain(t *testing.T) {
 		body   string
 		err    error
 	}
+	// The slow request on a connection of its own, whose client does not
+	// retry a refused request elsewhere.
+	qc, err := quic.DialAddr(ctx, addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: "slowapp-1-hhhhhh." + domain,
+		NextProtos: []string{http3.NextProtoH3}}, &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { qc.CloseWithError(0, "") })
+	cc := (&http3.Transport{}).NewClientConn(qc)
+	get := func(path string) (*http.Response, error) {
+		req, _ := http.NewRequest("GET", u+path, nil)
+		return cc.RoundTrip(req)
+	}
 	got := make(chan answer, 1)
 	go func() {
-		res, err := c.Get(u + "slow")
+		res, err := get("slow")
 		if err != nil {
 			got <- answer{err: err}
 			return
@@ -365,6 +379,14 @@ func TestH3Drain(t *testing.T) {
 		return err
 	}
 	wait.For(t, 10*time.Second, "the draining edge refuses new QUIC connections", func() bool { return dial() != nil })
+	// A new request on the open connection is refused as not processed.
+	var he *http3.Error
+	if res, err := get("late"); err == nil {
+		res.Body.Close()
+		t.Errorf("a new request on an open connection during the drain: %d, want it refused", res.StatusCode)
+	} else if !errors.As(err, &he) || he.ErrorCode != http3.ErrCodeRequestRejected {
+		t.Errorf("a new request on an open connection during the drain: %v, want H3_REQUEST_REJECTED", err)
+	}
 	close(release)
 	a := <-got
 	if a.err != nil || a.status != 200 || a.body != "finished" {
