@@ -97,7 +97,7 @@ func TestSetupAtStart(t *testing.T) {
 	const secret = "API_TOKEN=s3cr3t-value\n"
 	// The script waits for the test's go-ahead, so that running is seen.
 	r.environment(map[string]string{"app/.env": secret, ".config/tool/key": "k"}, []store.EnvRepo{{URL: url, Branch: "main"}},
-		"while [ ! -e ~/go ]; do sleep 0.05; done\npwd > ~/marker; cat app/README >> ~/marker; echo \"$GREETING\" >> ~/marker\n",
+		"while [ ! -e ~/go ]; do sleep 0.05; done\npwd >> ~/marker; cat app/README >> ~/marker; echo \"$GREETING\" >> ~/marker\n",
 		map[string]string{"GREETING": "hi from the account"})
 	sb := r.create("box", nil)
 	running := r.waitState(sb.ID, store.StateRunning)
@@ -139,10 +139,29 @@ func TestSetupAtStart(t *testing.T) {
 	if !strings.Contains(out, "froog setup: done") || strings.Contains(out, "s3cr3t") {
 		t.Fatalf("the setup job's log: %q", out)
 	}
+
+	// The next start runs the setup again, with a job of its own; the
+	// checkout is kept, not cloned again.
+	r.setDesired(sb.ID, store.StateStopped)
+	r.waitState(sb.ID, store.StateStopped)
+	r.setDesired(sb.ID, store.StateRunning)
+	r.waitState(sb.ID, store.StateRunning)
+	again := r.waitSetup(sb.ID, store.SetupDone)
+	if again.SetupJob == done.SetupJob {
+		t.Fatal("the second start's setup has the first one's job")
+	}
+	out = readFile(t, filepath.Join(home, ".froog/jobs", again.SetupJob, "output"))
+	if !strings.Contains(out, "~/app has a checkout already") || !strings.Contains(out, "froog setup: done") {
+		t.Fatalf("the second setup's log: %q", out)
+	}
+	if got := readFile(t, filepath.Join(home, "marker")); strings.Count(got, "hi from the account") != 2 {
+		t.Fatalf("~/marker after two starts: %q, want the script's lines twice", got)
+	}
 }
 
 // TestSetupFails: a script that fails, a repo that does not clone, and a
-// stop while the setup runs each leave failed, saying why.
+// stop while the setup runs (the auto-stop, which the setup does not hold
+// off) each leave failed, saying why.
 func TestSetupFails(t *testing.T) {
 	t.Parallel()
 	url := testkit.BareRepo(t, "app")
@@ -162,10 +181,13 @@ func TestSetupFails(t *testing.T) {
 			t.Parallel()
 			r := newSetupRig(t, false)
 			r.environment(nil, tc.repos, tc.script, nil)
-			sb := r.create("box", nil)
+			sb := r.create("box", func(s *store.Sandbox) {
+				if tc.stop {
+					s.TTLSecs = 1 // auto-stop: the setup does not hold it off
+				}
+			})
 			running := r.waitState(sb.ID, store.StateRunning)
 			if tc.stop {
-				r.setDesired(sb.ID, store.StateStopped)
 				r.waitState(sb.ID, store.StateStopped)
 			}
 			got := r.waitSetup(sb.ID, store.SetupFailed)
