@@ -174,7 +174,12 @@ func environment(raw json.RawMessage) (noEnv, set bool, err error) {
 
 // snapshots reads the snapshots field of a create or a fork: false turns
 // automatic snapshots off, true on; null and absent leave it unset.
-func snapshots(raw json.RawMessage) (off, set bool, err error) {
+func snapshots(raw json.RawMessage) (off, set bool, err error) { return offSetting("snapshots", raw) }
+
+// offSetting reads a create or fork field that is true by default (the
+// docs' data controls: snapshots, monitoring): off when false, set when
+// given at all.
+func offSetting(name string, raw json.RawMessage) (off, set bool, err error) {
 	switch strings.TrimSpace(string(raw)) {
 	case "", "null":
 		return false, false, nil
@@ -183,7 +188,7 @@ func snapshots(raw json.RawMessage) (off, set bool, err error) {
 	case "false":
 		return true, true, nil
 	}
-	return false, false, invalid("snapshots must be true or false")
+	return false, false, invalid("%s must be true or false", name)
 }
 
 // envView lists sb's variable names (never nil).

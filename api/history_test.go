@@ -370,3 +370,41 @@ func TestHistoryRecordsCommands(t *testing.T) {
 		}
 	})
 }
+
+// TestHistoryMonitoringOff: a sandbox made with monitoring: false runs
+// commands and jobs as any other, keeps no record of them, and answers
+// its history and metrics 409 monitoring_off; a fork keeps the setting
+// unless asked otherwise.
+func TestHistoryMonitoringOff(t *testing.T) {
+	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "bad", "monitoring": "no"}).want(t, 400, "invalid_value")
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "quiet", "monitoring": false}).want(t, 202, "")
+		id := e.waitState("quiet", "running")
+		var sb struct{ Monitoring *bool }
+		e.do("GET", "/v1/sandboxes/quiet", e.admin, nil).want(t, 200, "").json(t, &sb)
+		if sb.Monitoring == nil || *sb.Monitoring {
+			t.Fatalf("monitoring: %v, want false", sb.Monitoring)
+		}
+		if r := e.exec("quiet", map[string]any{"command": "echo still"}); r.Stdout != "still\n" || r.CommandID == "" {
+			t.Fatalf("exec with monitoring off: %+v", r)
+		}
+		var j jobJSON
+		e.do("POST", "/v1/sandboxes/quiet/jobs", e.admin, map[string]any{"command": "echo job"}).want(t, 201, "").json(t, &j)
+		wait.For(t, 10*time.Second, "the job ends", func() bool { return e.job("quiet", j.ID, 0).Done })
+		for _, path := range []string{"/command-history", "/command-history/" + j.ID, "/command-history/" + j.ID + "/logs", "/metrics"} {
+			e.do("GET", "/v1/sandboxes/quiet"+path, e.admin, nil).want(t, 409, "monitoring_off")
+		}
+		if list, err := e.store.Commands(context.Background(), store.CommandFilter{SandboxID: id}); err != nil || len(list) != 0 {
+			t.Fatalf("records kept with monitoring off: %+v, %v", list, err)
+		}
+
+		e.do("POST", "/v1/sandboxes/quiet/fork", e.admin, map[string]any{"name": "quiet-copy"}).want(t, 202, "")
+		e.do("POST", "/v1/sandboxes/quiet/fork", e.admin, map[string]any{"name": "loud", "monitoring": true}).want(t, 202, "")
+		for name, want := range map[string]bool{"quiet-copy": false, "loud": true} {
+			e.do("GET", "/v1/sandboxes/"+name, e.admin, nil).want(t, 200, "").json(t, &sb)
+			if sb.Monitoring == nil || *sb.Monitoring != want {
+				t.Errorf("fork %s: monitoring %v, want %v", name, sb.Monitoring, want)
+			}
+		}
+	})
+}

@@ -100,6 +100,7 @@ type sandboxView struct {
 	EnvNames    []string `json:"env_names"`
 	Environment bool     `json:"environment"`
 	Snapshots   bool     `json:"snapshots"`
+	Monitoring  bool     `json:"monitoring"`
 	// RestoreFrom is the snapshot a restore under way rolls it back to.
 	RestoreFrom string `json:"restore_from,omitempty"`
 	// SetupStatus is how the last start's setup went (hostctl writes the
@@ -117,7 +118,7 @@ func viewSandbox(sb *store.Sandbox) sandboxView {
 		Size: sb.Size, OS: sb.OS, Labels: sb.Labels, AutoStart: sb.AutoStart, TTLSecs: sb.TTLSecs,
 		MaxLifetimeSecs: sb.MaxLifetimeSecs, DeleteAfterSecs: sb.DeleteAfterSecs, StopID: sb.PendingStopID,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, StartedAt: sb.StartedAt, StoppedAt: sb.StoppedAt, LastActiveAt: sb.LastActiveAt,
-		EnvNames: envView(sb), Environment: !sb.NoEnvironment, Snapshots: !sb.NoSnapshots,
+		EnvNames: envView(sb), Environment: !sb.NoEnvironment, Snapshots: !sb.NoSnapshots, Monitoring: !sb.NoMonitoring,
 		SetupStatus: "none", Repo: json.RawMessage("null"), RestoreFrom: sb.RestoreFrom,
 	}
 	if sb.SetupStatus != "" {
@@ -169,15 +170,13 @@ func (s *Server) sandboxFor(r *http.Request) (*store.Sandbox, error) {
 // unsupported are create fields of the docs that this deployment does not
 // offer: asking for one is an error, never silently ignored.
 type unsupported struct {
-	Setup      json.RawMessage `json:"setup"`
-	Monitoring json.RawMessage `json:"monitoring"`
-	Files      json.RawMessage `json:"files"`
-	Repo       json.RawMessage `json:"repo"`
+	Setup json.RawMessage `json:"setup"`
+	Files json.RawMessage `json:"files"`
+	Repo  json.RawMessage `json:"repo"`
 }
 
 func (u *unsupported) check() error {
-	for name, v := range map[string]json.RawMessage{"setup": u.Setup,
-		"monitoring": u.Monitoring, "files": u.Files, "repo": u.Repo} {
+	for name, v := range map[string]json.RawMessage{"setup": u.Setup, "files": u.Files, "repo": u.Repo} {
 		if v != nil {
 			return badRequest("unsupported_field", "%s is not supported by this froog deployment", name)
 		}
@@ -197,6 +196,8 @@ type createRequest struct {
 	Env             map[string]string `json:"env"`
 	Environment     json.RawMessage   `json:"environment"`
 	Snapshots       json.RawMessage   `json:"snapshots"`
+	// Monitoring false keeps no command history of it.
+	Monitoring json.RawMessage `json:"monitoring"`
 	// From is a saved snapshot (its name or id) the sandbox starts from.
 	From *string `json:"from"`
 	// Count N makes N sandboxes, NAME-1 … NAME-N (at most 100), all or
@@ -221,6 +222,9 @@ func (req *createRequest) sandbox(k *store.APIKey, now time.Time) (store.Sandbox
 		return sb, err
 	}
 	if sb.NoSnapshots, _, err = snapshots(req.Snapshots); err != nil {
+		return sb, err
+	}
+	if sb.NoMonitoring, _, err = offSetting("monitoring", req.Monitoring); err != nil {
 		return sb, err
 	}
 	sb.NoEnvironment = noEnv

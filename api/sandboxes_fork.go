@@ -24,6 +24,8 @@ type forkRequest struct {
 	// Snapshots false: copies a stop erases (the source's setting when
 	// absent).
 	Snapshots json.RawMessage `json:"snapshots"`
+	// Monitoring: the source's setting when absent.
+	Monitoring json.RawMessage `json:"monitoring"`
 	unsupported
 }
 
@@ -77,13 +79,20 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	noMonitoring, setMonitoring, err := offSetting("monitoring", req.Monitoring)
+	if err != nil {
+		return err
+	}
 	now := s.now()
 	sb := store.Sandbox{ID: store.NewID("sbx"), AccountID: k.AccountID, Name: *req.Name, Size: src.Size, OS: src.OS, ForkOf: src.ID,
 		DesiredState: store.StateRunning, State: store.StateCreating, AutoStart: src.AutoStart, TTLSecs: src.TTLSecs,
 		MaxLifetimeSecs: src.MaxLifetimeSecs, DeleteAfterSecs: src.DeleteAfterSecs, Labels: maps.Clone(src.Labels),
-		NoEnvironment: src.NoEnvironment, NoSnapshots: src.NoSnapshots, CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now}
+		NoEnvironment: src.NoEnvironment, NoSnapshots: src.NoSnapshots, NoMonitoring: src.NoMonitoring, CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now}
 	if setSnapshots {
 		sb.NoSnapshots = noSnapshots
+	}
+	if setMonitoring {
+		sb.NoMonitoring = noMonitoring
 	}
 	if sb.Labels == nil {
 		sb.Labels = map[string]string{}
