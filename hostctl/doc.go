@@ -20,10 +20,10 @@
 // with the deployment's secret key (Options.SecretKey, package seal). The
 // sandbox's setup_status says how it went: none, running, done, failed
 // with setup_error. hostctl notices the job's end by looking at it: while
-// the setup runs, every SetupPoll it reads the job's state from the
-// sandbox's disk over SSH (its exit code, and the reason the job's
-// wrapper wrote when it failed); a stop before the end records failed,
-// "stopped mid-setup".
+// the setup runs, every SetupPoll (every 10 s after its first minute) it
+// reads the job's state from the sandbox's disk over SSH (its exit code,
+// and the reason the job's wrapper wrote when it failed); a stop before
+// the end records failed, "stopped mid-setup".
 //
 // It reads intent from the store's change feed and rescans regularly, so
 // a missed event heals. It must not import api or edge.

@@ -28,7 +28,8 @@ import (
 // (package sandboxio), that clones each repo whose folder has no checkout
 // yet and runs the setup script from ~ in a login shell. The sandbox runs
 // with setup_status running; hostctl notices the job's end at its looks
-// of the running sandbox, every SetupPoll while the setup runs: it reads
+// of the running sandbox, every SetupPoll while the setup runs (every
+// slowSetupPoll after its first minute): it reads
 // the job's state from the job's folder over SSH (the job's exit code,
 // and the reason the wrapper wrote), and records done or failed. A stop
 // while it runs records failed, "stopped mid-setup". Setup holds off
@@ -45,6 +46,9 @@ const (
 	// the last look, before a stop.
 	lookTimeout     = 20 * time.Second
 	stopLookTimeout = 5 * time.Second
+	// slowSetupPoll is how often a setup running for over a minute is
+	// looked at (see nextLook).
+	slowSetupPoll = 10 * time.Second
 	// setupDir holds the setup's wrapper, the script and its reason for
 	// failing, under ~.
 	setupDir = ".froog/setup"

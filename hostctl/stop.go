@@ -22,11 +22,17 @@ func (c *Controller) stopDue(sb *store.Sandbox, now time.Time) (string, bool) {
 	return "", false
 }
 
-// nextLook is nextRun, or sooner while its setup runs (SetupPoll).
+// nextLook is nextRun, or sooner while its setup runs: every SetupPoll
+// in the start's first minute, then at most every slowSetupPoll (a long
+// setup costs a login that often, not every two seconds).
 func (c *Controller) nextLook(sb *store.Sandbox, now time.Time) time.Time {
 	next := c.nextRun(sb)
 	if sb.SetupStatus == store.SetupRunning {
-		if poll := now.Add(c.o.SetupPoll); next.IsZero() || poll.Before(next) {
+		every := c.o.SetupPoll
+		if sb.StartedAt != nil && now.Sub(*sb.StartedAt) > time.Minute {
+			every = max(every, slowSetupPoll)
+		}
+		if poll := now.Add(every); next.IsZero() || poll.Before(next) {
 			next = poll
 		}
 	}
