@@ -42,6 +42,9 @@ const (
 	// stopCopy bounds the copy of background commands' output when the
 	// API stops a sandbox.
 	stopCopy = 10 * time.Second
+	// orphanedAfter is when an exec's record still running is taken for
+	// lost: past the longest timeout, with room for its output's writes.
+	orphanedAfter = maxExecTimeout*time.Second + 10*time.Minute
 )
 
 var historyID = regexp.MustCompile(`^(cmd|job)_[0-9a-f]{16}$`)
@@ -226,8 +229,17 @@ func (s *Server) CopyHistory(ctx context.Context) error {
 func (s *Server) settleCommand(ctx context.Context, sb *store.Sandbox, c store.Command) error {
 	switch sb.State {
 	case store.StateRunning:
-		if c.Mode != store.ModeDetached || s.jobs == nil {
-			return nil // a waiting command's own request ends it
+		if c.Mode != store.ModeDetached {
+			// A waiting command's own request ends it, within its timeout;
+			// one still open well past the longest is an API process's
+			// that died under it.
+			if s.now().Sub(c.StartedAt) < orphanedAfter {
+				return nil
+			}
+			return s.endCommand(ctx, &c, store.CommandLost)
+		}
+		if s.jobs == nil {
+			return nil
 		}
 		return s.copyJob(ctx, sb, c)
 	case store.StateStopped, store.StateError:
@@ -238,17 +250,23 @@ func (s *Server) settleCommand(ctx context.Context, sb *store.Sandbox, c store.C
 		if status == c.Status {
 			return nil
 		}
-		end := s.now()
-		_, err := s.store.UpdateCommand(ctx, c.SandboxID, c.ID, func(c *store.Command) error {
-			c.Status, c.EndedAt = status, nil
-			if status == store.CommandLost {
-				c.EndedAt = &end
-			}
-			return nil
-		})
-		return err
+		return s.endCommand(ctx, &c, status)
 	}
 	return nil // starting or stopping: the next pass sees where it went
+}
+
+// endCommand sets c's status as the copier found it: lost ends it now,
+// paused leaves it open.
+func (s *Server) endCommand(ctx context.Context, c *store.Command, status string) error {
+	end := s.now()
+	_, err := s.store.UpdateCommand(ctx, c.SandboxID, c.ID, func(c *store.Command) error {
+		c.Status, c.EndedAt = status, nil
+		if status == store.CommandLost {
+			c.EndedAt = &end
+		}
+		return nil
+	})
+	return err
 }
 
 // RunHistoryCopier runs CopyHistory every 30 s until ctx ends, and

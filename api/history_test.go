@@ -312,6 +312,27 @@ func TestHistoryRecordsCommands(t *testing.T) {
 			t.Fatalf("a running job's record: %+v", c)
 		}
 
+		// An exec's record left running past the longest timeout (its API
+		// process died under it) is lost.
+		for id, at := range map[string]time.Time{"cmd_00000000000000dd": e.now().Add(-2 * time.Hour), "cmd_00000000000000de": e.now()} {
+			if _, err := e.store.CreateCommand(context.Background(), store.Command{ID: id, SandboxID: e.sandboxID("box"),
+				Command: "orphan", Mode: store.ModeSync, Status: store.CommandRunning, StartedAt: at}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := srv.CopyHistory(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if c := e.record("box", "cmd_00000000000000dd"); c.Status != "lost" || c.EndedAt == nil {
+			t.Fatalf("an orphaned exec's record: %+v", c)
+		}
+		if c := e.record("box", "cmd_00000000000000de"); c.Status != "running" {
+			t.Fatalf("a running exec's record after the copier: %+v", c)
+		}
+		if c := e.record("box", sid); c.Status != "exited" {
+			t.Fatalf("an ended exec's record after the copier: %+v", c)
+		}
+
 		var killed jobJSON
 		e.do("POST", "/v1/sandboxes/box/jobs", e.admin, map[string]any{"command": "echo bye; exec sleep 600"}).want(t, 201, "").json(t, &killed)
 		wait.For(t, 10*time.Second, "the job prints", func() bool { return e.job("box", killed.ID, 0).Output == "bye\n" })
