@@ -148,7 +148,8 @@ func (s *Server) admit(ex exchange, f *flow, proto string) bool {
 	f.c.tokenCookies = f.cookies[:0]
 	ok := ex.head(&f.c, &f.hp)
 	// The log keeps its own copies: the head's bytes belong to the request.
-	f.rec.host, f.rec.method, f.rec.path = strings.Clone(f.c.host), strings.Clone(f.c.method), strings.Clone(f.c.path)
+	f.rec.host, f.rec.method = strings.Clone(f.c.host), strings.Clone(f.c.method)
+	f.rec.path, f.rec.query = keptTarget(f.c.path, f.c.query)
 	f.rec.ip = f.c.ip
 	ex.setResponse("X-Request-Id", f.rec.id)
 	if !ok {
@@ -158,7 +159,7 @@ func (s *Server) admit(ex exchange, f *flow, proto string) bool {
 	}
 	f.d = s.decide(&f.c)
 	f.rec.rt = f.d.rt
-	f.rec.keepQuery(f.c.query, f.d.token)
+	f.rec.scrubToken(f.d.token)
 	switch d := &f.d; {
 	case d.problem != nil:
 		ex.drain(s, false)

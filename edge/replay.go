@@ -69,10 +69,10 @@ func (s *Server) Replay(ctx context.Context, urlID, id string) (traffic.Exchange
 	if !x.head(&f.c, &f.hp) {
 		return traffic.Exchange{}, fmt.Errorf("%w: its headers cannot be sent again", traffic.ErrNotCaptured)
 	}
-	f.rec.host, f.rec.method, f.rec.path, f.rec.ip = f.c.host, f.c.method, f.c.path, f.c.ip
+	f.rec.host, f.rec.method, f.rec.ip = f.c.host, f.c.method, f.c.ip
+	f.rec.path, f.rec.query = keptTarget(f.c.path, f.c.query)
 	f.d = decision{rt: cur, port: cur.PortFor(f.c.path), host: host, wake: true}
 	f.rec.rt = cur
-	f.rec.keepQuery(f.c.query, "")
 	s.pass(x, f)
 	if nx, ok := s.traffic.find(cur, f.rec.id); ok {
 		return nx, nil

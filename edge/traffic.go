@@ -401,17 +401,22 @@ func (s *Server) connect(ctx context.Context, k route.Port, rec *record) (*upCon
 	return c, err
 }
 
-// keepQuery notes what the ring keeps of the request's target: the
-// query without _token, and neither it nor the path with the token the
-// request came with (token; "" for none) anywhere else in them. The
-// access log reads the same path.
-func (r *record) keepQuery(q, token string) {
-	if r.rt == nil {
-		return
+// keptTarget copies a request's path and its query without _token (the
+// log's and the ring's), in one allocation: the head's bytes belong to
+// the request.
+func keptTarget(path, query string) (string, string) {
+	q := stripQuery(query)
+	if q == "" {
+		return strings.Clone(path), ""
 	}
-	if q != "" {
-		r.query = strings.Clone(stripQuery(q))
-	}
+	t := path + "?" + q
+	return t[:len(path)], t[len(path)+1:]
+}
+
+// scrubToken takes the token the request came with (token; "" for
+// none) out of the path and query it keeps, wherever it sits: the access
+// log and the ring read them.
+func (r *record) scrubToken(token string) {
 	if token != "" {
 		r.path = strings.ReplaceAll(r.path, token, traffic.Redacted)
 		r.query = strings.ReplaceAll(r.query, token, traffic.Redacted)
