@@ -11,6 +11,9 @@
 // FileSessions (whose sessions are FileSession), and one function, fileError, maps sandboxio's file
 // errors to answers in one place; starting a stopped sandbox and waiting
 // for it or for a port (exec, jobs and files of a stopped auto-start
-// sandbox, wait) is package wake's, behind Waker. It never dials a VM
-// itself, and it must not import edge, hostctl or certs.
+// sandbox, wait) is package wake's, behind Waker; a URL's recent
+// traffic (its requests, followed live, and replay) is the edge's
+// request rings', behind Traffic (traffic.go says why not the store).
+// It never dials a VM itself, and it must not import edge, hostctl or
+// certs.
 package api
