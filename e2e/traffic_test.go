@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -146,6 +148,33 @@ func TestTrafficCaptureReplay(t *testing.T) {
 		t.Fatalf("the newest is not the replay: %+v", list)
 	}
 	c.call("POST", path+"/req_0000000000000000/replay", "", 404, nil)
+
+	// Followed live: after the replay, the next request is an event.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", c.base+path+"?follow=1&after="+replay.ID, nil)
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("follow: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	send("GET", "/five", "")
+	var event exchangeJSON
+	for sc := bufio.NewScanner(res.Body); event.ID == "" && sc.Scan(); {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			if err := json.Unmarshal([]byte(data), &event); err != nil {
+				t.Fatalf("follow: %v: %s", err, data)
+			}
+		}
+	}
+	if event.Path != "/five" || event.Method != "GET" || !event.Captured {
+		t.Fatalf("follow: the first event after the replay is %+v, want GET /five captured", event)
+	}
+	cancel()
 
 	// Capture off: what was captured goes; a new request keeps its
 	// summary alone, and cannot be replayed.
