@@ -51,6 +51,11 @@ const (
 	// MaxOutputPerHour bounds the compressed output an account stores in
 	// one clock hour (UTC).
 	MaxOutputPerHour = 10 << 20
+	// MaxStoredPerAccount bounds the compressed output an account keeps
+	// in all (docs: Limits, 512 MiB): past it, new output is dropped
+	// until records go (deleted with their sandbox, or after
+	// HistoryKept).
+	MaxStoredPerAccount = 512 << 20
 	// HistoryKept is how long a record is kept after its command ended.
 	HistoryKept = 90 * 24 * time.Hour
 )
@@ -118,20 +123,25 @@ type Output struct {
 // against.
 func OutputHour(at time.Time) time.Time { return at.UTC().Truncate(time.Hour) }
 
+// OutputUse is what an account has stored, compressed: in one hour, and
+// in all (its records' StoredBytes).
+type OutputUse struct{ Hour, Total int64 }
+
 // AcceptOutput decides whether out is stored on c, given the compressed
-// bytes c's account has stored in out's hour (used), and updates c. It
+// bytes c's account has stored (use), and updates c. It
 // returns ErrConflict when out does not start where c's stream ends (a
 // copy of the same output by another process came first), and false
 // when out is dropped: past a cap (c then shows output_truncated), or
 // empty.
-func AcceptOutput(c *Command, out *Output, used int64) (bool, error) {
+func AcceptOutput(c *Command, out *Output, use OutputUse) (bool, error) {
 	if out.Stream != Stdout && out.Stream != Stderr {
 		return false, fmt.Errorf("output stream %q: want stdout or stderr", out.Stream)
 	}
 	if out.Offset != c.Size(out.Stream) {
 		return false, fmt.Errorf("output of %s at %d, stored up to %d: %w", c.ID, out.Offset, c.Size(out.Stream), ErrConflict)
 	}
-	keep := out.Size > 0 && out.Size <= c.Room(out.Stream) && used+int64(len(out.Gzip)) <= MaxOutputPerHour
+	n := int64(len(out.Gzip))
+	keep := out.Size > 0 && out.Size <= c.Room(out.Stream) && use.Hour+n <= MaxOutputPerHour && use.Total+n <= MaxStoredPerAccount
 	if out.Truncated || (out.Size > 0 && !keep) {
 		c.OutputTruncated = true
 	}
@@ -221,7 +231,7 @@ type History interface {
 	// end) and writes it; sizes and output stay the store's.
 	UpdateCommand(ctx context.Context, sandboxID, id string, fn func(*Command) error) (Command, error)
 	// AppendOutput adds a chunk at the end of one of the record's
-	// streams, as AcceptOutput decides against the account's hour, and
+	// streams, as AcceptOutput decides against the account's use, and
 	// returns the record.
 	AppendOutput(ctx context.Context, sandboxID, id string, out Output) (Command, error)
 	// ReadOutput lists the chunks of the record's stream that hold bytes

@@ -204,7 +204,13 @@ func (s *Store) AppendOutput(ctx context.Context, sandboxID, id string, out stor
 	if got, ok := s.history.hours[hk]; ok {
 		h = clone(got)
 	}
-	keep, err := store.AcceptOutput(c, &out, h.Bytes)
+	use := store.OutputUse{Hour: h.Bytes}
+	for _, o := range s.history.commands {
+		if o.AccountID == c.AccountID {
+			use.Total += o.StoredBytes
+		}
+	}
+	keep, err := store.AcceptOutput(c, &out, use)
 	if err != nil {
 		return store.Command{}, fmt.Errorf("store output of command %s: %w", id, err)
 	}

@@ -107,11 +107,14 @@ func (s *Store) AppendOutput(ctx context.Context, sandboxID, id string, out stor
 		if _, err := t.Exec(ctx, `INSERT INTO command_output_hours (account_id, hour, bytes) VALUES ($1, $2, 0) ON CONFLICT DO NOTHING`, c.AccountID, hour); err != nil {
 			return err
 		}
-		var used int64
-		if err := t.QueryRow(ctx, `SELECT bytes FROM command_output_hours WHERE account_id = $1 AND hour = $2 FOR UPDATE`, c.AccountID, hour).Scan(&used); err != nil {
+		var use store.OutputUse
+		if err := t.QueryRow(ctx, `SELECT bytes FROM command_output_hours WHERE account_id = $1 AND hour = $2 FOR UPDATE`, c.AccountID, hour).Scan(&use.Hour); err != nil {
 			return err
 		}
-		keep, err := store.AcceptOutput(&c, &out, used)
+		if err := t.QueryRow(ctx, `SELECT coalesce(sum((doc->>'stored_bytes')::bigint), 0) FROM commands WHERE account_id = $1`, c.AccountID).Scan(&use.Total); err != nil {
+			return err
+		}
+		keep, err := store.AcceptOutput(&c, &out, use)
 		if err != nil {
 			return err
 		}
