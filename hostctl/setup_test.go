@@ -157,6 +157,14 @@ func TestSetupAtStart(t *testing.T) {
 	if got := readFile(t, filepath.Join(home, "marker")); strings.Count(got, "hi from the account") != 2 {
 		t.Fatalf("~/marker after two starts: %q, want the script's lines twice", got)
 	}
+
+	// A fork's first start is a start too: its setup runs on its copy.
+	fork := r.create("fork", func(s *store.Sandbox) { s.ForkOf = sb.ID })
+	forked := r.waitSetup(fork.ID, store.SetupDone)
+	fhome := r.drv.Home(&forked)
+	if got := readFile(t, filepath.Join(fhome, "marker")); strings.Count(got, fhome+"\n") != 1 {
+		t.Fatalf("the fork's ~/marker: %q, want one run from its own ~ (%s)", got, fhome)
+	}
 }
 
 // TestSetupFails: a script that fails, a repo that does not clone, and a
