@@ -68,10 +68,12 @@ func setupFailed(format string, args ...any) setupResult {
 	return setupResult{status: store.SetupFailed, err: fmt.Sprintf(format, args...)}
 }
 
-// setupFile is one file the start writes under ~.
+// setupFile is one file the start writes under ~: a secret file of the
+// account's, or one of the setup's own.
 type setupFile struct {
 	path, mode string
 	content    []byte
+	secret     bool
 }
 
 // startSetup writes the account's environment into sb, which Driver.Start
@@ -121,7 +123,7 @@ func (c *Controller) startSetup(ctx context.Context, sb *store.Sandbox, ep Endpo
 	sh := sandboxio.New(oneConn{client})
 	for _, f := range append(files, job...) {
 		if err := writeHomeFile(ctx, sh, sb.ID, f); err != nil {
-			if f.mode == "600" && !strings.HasPrefix(f.path, setupDir) {
+			if f.secret {
 				return setupFailed("the secret file %s was not written: %v", f.path, err), nil
 			}
 			return setupFailed("the setup was not written: %v", err), nil
@@ -152,7 +154,7 @@ func (c *Controller) openEnvironment(sb *store.Sandbox, env *store.Environment) 
 		if err != nil {
 			return nil, nil, nil, setupFailed("the secret file %s does not open with this host's key", f.Path)
 		}
-		files = append(files, setupFile{path: f.Path, mode: "600", content: plain})
+		files = append(files, setupFile{path: f.Path, mode: "600", content: plain, secret: true})
 	}
 	var script []byte
 	if env.SetupSize > 0 {

@@ -242,3 +242,27 @@ func TestSetupNone(t *testing.T) {
 		})
 	}
 }
+
+// TestSetupFileNotWritten: a secret file that cannot be written (a folder
+// is in its place) fails the setup, naming the file but not its content,
+// and the sandbox runs all the same.
+func TestSetupFileNotWritten(t *testing.T) {
+	t.Parallel()
+	r := newSetupRig(t, false)
+	sb := r.create("box", nil)
+	running := r.waitState(sb.ID, store.StateRunning)
+	if running.SetupStatus != "" {
+		t.Fatalf("setup_status %q with no environment, want none", running.SetupStatus)
+	}
+	r.setDesired(sb.ID, store.StateStopped)
+	r.waitState(sb.ID, store.StateStopped)
+	if err := os.MkdirAll(filepath.Join(r.drv.Home(&running), ".npmrc"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r.environment(map[string]string{".npmrc": "npm-token-value"}, nil, "true", nil)
+	r.setDesired(sb.ID, store.StateRunning)
+	got := r.waitState(sb.ID, store.StateRunning)
+	if want := "the secret file .npmrc was not written: exit 1: a folder is in its place"; got.SetupStatus != store.SetupFailed || got.SetupError != want {
+		t.Fatalf("setup_status %q, setup_error %q; want failed, %q", got.SetupStatus, got.SetupError, want)
+	}
+}
