@@ -276,9 +276,12 @@ func (s *Server) Requests(urlID string, q traffic.Query) ([]traffic.Exchange, er
 		}
 		return []traffic.Exchange{}, nil
 	}
-	if cur == nil {
+	if cur == nil { // the URL is gone: so is what was kept of it
 		t.dropRing(r)
-		return nil, traffic.ErrNotFound
+		if q.Before != "" {
+			return nil, traffic.ErrNotFound
+		}
+		return []traffic.Exchange{}, nil
 	}
 	t.follow(r, cur)
 	e := r.newest

@@ -266,6 +266,10 @@ func TestTrafficFollow(t *testing.T) {
 	if err := <-done; !errors.Is(err, traffic.ErrNotFound) {
 		t.Fatalf("the URL removed: Follow returned %v, want ErrNotFound", err)
 	}
+	// No sweeper runs here: the read itself drops what the URL kept.
+	if l, err := s.Requests("u2", traffic.Query{}); err != nil || len(l) != 0 || s.traffic.usage() != 0 {
+		t.Fatalf("the URL removed: got %d exchanges, %v; the rings count %d bytes", len(l), err, s.traffic.usage())
+	}
 }
 
 // The bounds: a URL's ring keeps 100 exchanges and 1 MiB of captures;
