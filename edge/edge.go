@@ -203,6 +203,7 @@ func New(o Options) (*Server, error) {
 	}
 	s.proxy = s.newReverseProxy()
 	s.upstreams.s = s
+	registerTraffic(o.Registerer, &s.traffic)
 	switch {
 	case o.RateLimit == 0:
 		s.limit = newLimiter(200, 2000)

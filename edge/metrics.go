@@ -48,3 +48,13 @@ func newMetrics(r prometheus.Registerer) metrics {
 	}
 	return m
 }
+
+// registerTraffic adds what the request rings hold (traffic.go), read
+// when scraped.
+func registerTraffic(r prometheus.Registerer, t *rings) {
+	if r != nil {
+		r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "froog_edge_traffic_bytes",
+			Help: "Bytes URLs' request rings hold on this edge, exchanges and captures, as their bound (64 MiB) counts them."},
+			func() float64 { return float64(t.usage()) }))
+	}
+}

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"runtime"
@@ -10,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"froog.tech/froog/edge/route"
 	"froog.tech/froog/internal/traffic"
+	"froog.tech/froog/store"
 )
 
 // seenApp answers with what it got (method, target, Froog-Replay, body)
@@ -364,4 +367,33 @@ func TestTrafficKeepAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(200, func() { s.keep(rec, time.Millisecond) }); n != 0 {
 		t.Fatalf("keep allocates %v times a record with capture off", n)
 	}
+}
+
+// froog_edge_traffic_bytes reads what the rings hold, as their bound
+// counts it.
+func TestTrafficMetric(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	rts := &fakeRoutes{routes: map[string]*route.Route{"pub.froog.test": {URLID: "u2", Host: "pub", SandboxID: "sb1", Port: 8080, Public: true}},
+		boxes: map[string]*route.Sandbox{"sb1": {ID: "sb1", State: store.StateRunning, DesiredState: store.StateRunning, Endpoint: "h:22"}}}
+	s, err := New(Options{Routes: rts, Dialer: &fakePipeDialer{app: okApp}, Sandboxes: fakeNoStarts{}, RateLimit: -1, Registerer: reg,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	through(t, s, "h1", "GET", "pub.froog.test", "/", nil, "")
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "froog_edge_traffic_bytes" {
+			if got, want := f.GetMetric()[0].GetGauge().GetValue(), float64(s.traffic.usage()); got != want || got == 0 {
+				t.Fatalf("froog_edge_traffic_bytes %v, want %v (not 0)", got, want)
+			}
+			return
+		}
+	}
+	t.Fatal("no froog_edge_traffic_bytes")
 }
