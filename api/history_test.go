@@ -412,7 +412,7 @@ func TestHistoryMonitoringOff(t *testing.T) {
 		var j jobJSON
 		e.do("POST", "/v1/sandboxes/quiet/jobs", e.admin, map[string]any{"command": "echo job"}).want(t, 201, "").json(t, &j)
 		wait.For(t, 10*time.Second, "the job ends", func() bool { return e.job("quiet", j.ID, 0).Done })
-		for _, path := range []string{"/command-history", "/command-history/" + j.ID, "/command-history/" + j.ID + "/logs", "/metrics"} {
+		for _, path := range []string{"/command-history", "/command-history/" + j.ID, "/command-history/" + j.ID + "/logs", "/metrics", "/processes"} {
 			e.do("GET", "/v1/sandboxes/quiet"+path, e.admin, nil).want(t, 409, "monitoring_off")
 		}
 		if list, err := e.store.Commands(context.Background(), store.CommandFilter{SandboxID: id}); err != nil || len(list) != 0 {

@@ -72,6 +72,9 @@ func (s *Server) getProcesses(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := monitoringOff(sb); err != nil {
+		return err
+	}
 	if last := store.KeptProcesses(sb, s.now()); last != nil && sb.State != store.StateRunning {
 		var ps []sandboxio.Process
 		if err := json.Unmarshal(last.Processes, &ps); err != nil {

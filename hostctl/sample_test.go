@@ -17,7 +17,8 @@ import (
 // TestStopKeepsLastProcesses: a stop reads the running sandbox's
 // processes first (Options.Sample) and keeps them with their time; a
 // stop whose reading fails keeps none, not the previous run's; and a
-// sample goes ProcessesKept after it was read.
+// sample goes ProcessesKept after it was read; with monitoring off
+// nothing is read.
 func TestStopKeepsLastProcesses(t *testing.T) {
 	clk := &testkit.FakeClock{}
 	var fail atomic.Bool
@@ -64,5 +65,14 @@ func TestStopKeepsLastProcesses(t *testing.T) {
 	sb = r.waitState(sb.ID, store.StateStopped)
 	if sb.LastProcesses != nil {
 		t.Fatalf("a stop whose reading failed kept %+v", sb.LastProcesses)
+	}
+
+	// Monitoring off: nothing read, nothing kept.
+	fail.Store(false)
+	before := asked.Load()
+	off := r.waitState(r.create("off", func(s *store.Sandbox) { s.TTLSecs, s.NoMonitoring = 0, true }).ID, store.StateRunning)
+	r.setDesired(off.ID, store.StateStopped)
+	if off = r.waitState(off.ID, store.StateStopped); off.LastProcesses != nil || asked.Load() != before {
+		t.Fatalf("monitoring off: kept %+v, read %d times", off.LastProcesses, asked.Load()-before)
 	}
 }

@@ -256,10 +256,10 @@ func (c *Controller) nextRest(sb *store.Sandbox) time.Time {
 const sampleWait = 5 * time.Second
 
 // sample is a running sandbox's last process sample, or nil: without a
-// sampler, for a sandbox not running, or when sampling fails (the stop
-// goes on, and the sandbox keeps no sample).
+// sampler, for a sandbox not running or with monitoring off, or when
+// sampling fails (the stop goes on, and the sandbox keeps no sample).
 func (c *Controller) sample(ctx context.Context, sb *store.Sandbox) *store.ProcessSample {
-	if c.o.Sample == nil || sb.State != store.StateRunning {
+	if c.o.Sample == nil || sb.State != store.StateRunning || sb.NoMonitoring {
 		return nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, sampleWait)
