@@ -13,7 +13,8 @@
 // for it or for a port (exec, jobs and files of a stopped auto-start
 // sandbox, wait) is package wake's, behind Waker; a URL's recent
 // traffic (its requests, followed live, and replay) is the edge's
-// request rings', behind Traffic (traffic.go says why not the store).
+// request rings', behind Traffic (whose comment says why not the
+// store).
 // It never dials a VM itself, and it must not import edge, hostctl or
 // certs.
 package api
