@@ -266,6 +266,27 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sandboxes/{name}/browser (the `CreateBrowserLink` operationId).
 	CreateBrowserLink(ctx context.Context, name string, params *CreateBrowserLinkParams, body CreateBrowserLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListCommandHistory Commands run in the sandbox, newest first
+	//
+	// Every exec (sync or streamed) and background command, newest first, also while the sandbox is stopped. Pass next_cursor back as cursor for older ones. A sandbox made with monitoring: false keeps none: 409 monitoring_off. Needs sandbox.read.
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/command-history (the `ListCommandHistory` operationId).
+	ListCommandHistory(ctx context.Context, name string, params *ListCommandHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetCommandHistory One command's record: text, mode, status, exit code, output sizes
+	//
+	// A record of an exec (cmd_…) or a background command (its job id). Readable while the sandbox is stopped. Needs sandbox.read.
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/command-history/{id} (the `GetCommandHistory` operationId).
+	GetCommandHistory(ctx context.Context, name string, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetCommandHistoryLogs A command's stored output from an offset
+	//
+	// At most 1 MiB of one stream from offset. Read again from next_offset until done is true. A background command's output (stdout and stderr together) is under stdout. encoding=base64 gives the exact bytes; without it the data is UTF-8 text, a character cut by the read's end left for the next read. Needs sandbox.read.
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/command-history/{id}/logs (the `GetCommandHistoryLogs` operationId).
+	GetCommandHistoryLogs(ctx context.Context, name string, id string, params *GetCommandHistoryLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateDesktopLink A 10-minute link to watch and use the sandbox's desktop (needs desktop). Add overlay=0 to the link's query to hide the controls, viewonly=1 to make that page view-only.
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/desktop (the `CreateDesktopLink` operationId).
@@ -463,7 +484,7 @@ type ClientInterface interface {
 
 	// GetSandboxMetrics CPU, memory, disk and network of a running sandbox, read now
 	//
-	// Read from the running sandbox when asked (about a second): CPU over half a second, memory, the root disk, network bytes since boot (all interfaces but loopback) and disk I/O pressure. A sandbox that is not running answers 409 sandbox_stopped; it is not started. 502 sandbox_unreadable when its numbers cannot be read.
+	// Read from the running sandbox when asked (about a second): CPU over half a second, memory, the root disk, network bytes since boot (all interfaces but loopback) and disk I/O pressure. One made with monitoring: false answers 409 monitoring_off. A sandbox that is not running answers 409 sandbox_stopped; it is not started. 502 sandbox_unreadable when its numbers cannot be read.
 	//
 	// Corresponds with GET /v1/sandboxes/{name}/metrics (the `GetSandboxMetrics` operationId).
 	GetSandboxMetrics(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -628,6 +649,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/urls/{port}/deliveries/{id}/redeliver (the `Redeliver` operationId).
 	Redeliver(ctx context.Context, name string, port int, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListRequests The URL's recent exchanges, newest first, or followed live
+	//
+	// The edge keeps each URL's last 100 exchanges in its memory (and, with capture on, their headers and the first 10 KiB of each body, redacted: cookie values, Authorization, Proxy-Authorization and URL tokens read [redacted]; 1 MiB of captures per URL, 64 MiB per edge, the oldest dropped first). With follow=1 or Accept: text/event-stream the answer is a stream of server-sent events: a request event (its id the exchange's) for each exchange kept after the one named by after or Last-Event-ID (all kept, when neither), then for each new one, and an end event when the URL is removed. Read through an API that runs with the edge in one process (froogd dev); an API apart from the edges answers 501 traffic_unavailable. Needs sandbox.read.
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/urls/{port}/requests (the `ListRequests` operationId).
+	ListRequests(ctx context.Context, name string, port int, params *ListRequestsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplayRequest Send a captured request again, through the edge, to the app
+	//
+	// The captured request (method, path, query, body, and its headers but the redacted ones: the app gets no cookie or credential from a replay) goes through the edge as a client's would, waking a stopped sandbox with auto_start, with Froog-Replay: <id> (the edge drops any a client sends). The new exchange is kept, marked replay_of, and returned. 404 not_found: the ring keeps no such request; 409 not_captured: it was not captured whole (capture off, its capture dropped, or its body longer than 10 KiB). Needs host.
+	//
+	// Corresponds with POST /v1/sandboxes/{name}/urls/{port}/requests/{id}/replay (the `ReplayRequest` operationId).
+	ReplayRequest(ctx context.Context, name string, port int, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListURLTokens Live viewer tokens (never their secrets)
 	//
@@ -1255,6 +1290,57 @@ func (c *API) CreateBrowserLink(ctx context.Context, name string, params *Create
 	return c.Client.Do(req)
 }
 
+// ListCommandHistory Commands run in the sandbox, newest first
+//
+// Every exec (sync or streamed) and background command, newest first, also while the sandbox is stopped. Pass next_cursor back as cursor for older ones. A sandbox made with monitoring: false keeps none: 409 monitoring_off. Needs sandbox.read.
+//
+// Corresponds with GET /v1/sandboxes/{name}/command-history (the `ListCommandHistory` operationId).
+func (c *API) ListCommandHistory(ctx context.Context, name string, params *ListCommandHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListCommandHistoryRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetCommandHistory One command's record: text, mode, status, exit code, output sizes
+//
+// A record of an exec (cmd_…) or a background command (its job id). Readable while the sandbox is stopped. Needs sandbox.read.
+//
+// Corresponds with GET /v1/sandboxes/{name}/command-history/{id} (the `GetCommandHistory` operationId).
+func (c *API) GetCommandHistory(ctx context.Context, name string, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCommandHistoryRequest(c.Server, name, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetCommandHistoryLogs A command's stored output from an offset
+//
+// At most 1 MiB of one stream from offset. Read again from next_offset until done is true. A background command's output (stdout and stderr together) is under stdout. encoding=base64 gives the exact bytes; without it the data is UTF-8 text, a character cut by the read's end left for the next read. Needs sandbox.read.
+//
+// Corresponds with GET /v1/sandboxes/{name}/command-history/{id}/logs (the `GetCommandHistoryLogs` operationId).
+func (c *API) GetCommandHistoryLogs(ctx context.Context, name string, id string, params *GetCommandHistoryLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCommandHistoryLogsRequest(c.Server, name, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateDesktopLink A 10-minute link to watch and use the sandbox's desktop (needs desktop). Add overlay=0 to the link's query to hide the controls, viewonly=1 to make that page view-only.
 //
 // Corresponds with POST /v1/sandboxes/{name}/desktop (the `CreateDesktopLink` operationId).
@@ -1742,7 +1828,7 @@ func (c *API) StopJob(ctx context.Context, name string, id string, reqEditors ..
 
 // GetSandboxMetrics CPU, memory, disk and network of a running sandbox, read now
 //
-// Read from the running sandbox when asked (about a second): CPU over half a second, memory, the root disk, network bytes since boot (all interfaces but loopback) and disk I/O pressure. A sandbox that is not running answers 409 sandbox_stopped; it is not started. 502 sandbox_unreadable when its numbers cannot be read.
+// Read from the running sandbox when asked (about a second): CPU over half a second, memory, the root disk, network bytes since boot (all interfaces but loopback) and disk I/O pressure. One made with monitoring: false answers 409 monitoring_off. A sandbox that is not running answers 409 sandbox_stopped; it is not started. 502 sandbox_unreadable when its numbers cannot be read.
 //
 // Corresponds with GET /v1/sandboxes/{name}/metrics (the `GetSandboxMetrics` operationId).
 func (c *API) GetSandboxMetrics(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2138,6 +2224,40 @@ func (c *API) ListDeliveries(ctx context.Context, name string, port int, reqEdit
 // Corresponds with POST /v1/sandboxes/{name}/urls/{port}/deliveries/{id}/redeliver (the `Redeliver` operationId).
 func (c *API) Redeliver(ctx context.Context, name string, port int, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRedeliverRequest(c.Server, name, port, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListRequests The URL's recent exchanges, newest first, or followed live
+//
+// The edge keeps each URL's last 100 exchanges in its memory (and, with capture on, their headers and the first 10 KiB of each body, redacted: cookie values, Authorization, Proxy-Authorization and URL tokens read [redacted]; 1 MiB of captures per URL, 64 MiB per edge, the oldest dropped first). With follow=1 or Accept: text/event-stream the answer is a stream of server-sent events: a request event (its id the exchange's) for each exchange kept after the one named by after or Last-Event-ID (all kept, when neither), then for each new one, and an end event when the URL is removed. Read through an API that runs with the edge in one process (froogd dev); an API apart from the edges answers 501 traffic_unavailable. Needs sandbox.read.
+//
+// Corresponds with GET /v1/sandboxes/{name}/urls/{port}/requests (the `ListRequests` operationId).
+func (c *API) ListRequests(ctx context.Context, name string, port int, params *ListRequestsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListRequestsRequest(c.Server, name, port, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplayRequest Send a captured request again, through the edge, to the app
+//
+// The captured request (method, path, query, body, and its headers but the redacted ones: the app gets no cookie or credential from a replay) goes through the edge as a client's would, waking a stopped sandbox with auto_start, with Froog-Replay: <id> (the edge drops any a client sends). The new exchange is kept, marked replay_of, and returned. 404 not_found: the ring keeps no such request; 409 not_captured: it was not captured whole (capture off, its capture dropped, or its body longer than 10 KiB). Needs host.
+//
+// Corresponds with POST /v1/sandboxes/{name}/urls/{port}/requests/{id}/replay (the `ReplayRequest` operationId).
+func (c *API) ReplayRequest(ctx context.Context, name string, port int, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayRequestRequest(c.Server, name, port, id)
 	if err != nil {
 		return nil, err
 	}
@@ -3544,6 +3664,224 @@ func NewCreateBrowserLinkRequestWithBody(server string, name string, params *Cre
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListCommandHistoryRequest constructs an http.Request for the ListCommandHistory method
+func NewListCommandHistoryRequest(server string, name string, params *ListCommandHistoryParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/command-history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Mode != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "mode", *params.Mode, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetCommandHistoryRequest constructs an http.Request for the GetCommandHistory method
+func NewGetCommandHistoryRequest(server string, name string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/command-history/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetCommandHistoryLogsRequest constructs an http.Request for the GetCommandHistoryLogs method
+func NewGetCommandHistoryLogsRequest(server string, name string, id string, params *GetCommandHistoryLogsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/command-history/%s/logs", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Stream != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "stream", *params.Stream, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Offset != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "offset", *params.Offset, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Encoding != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "encoding", *params.Encoding, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -5440,6 +5778,158 @@ func NewRedeliverRequest(server string, name string, port int, id string) (*http
 	return req, nil
 }
 
+// NewListRequestsRequest constructs an http.Request for the ListRequests method
+func NewListRequestsRequest(server string, name string, port int, params *ListRequestsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/urls/%s/requests", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Before != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "before", *params.Before, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Follow != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "follow", *params.Follow, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReplayRequestRequest constructs an http.Request for the ReplayRequest method
+func NewReplayRequestRequest(server string, name string, port int, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/urls/%s/requests/%s/replay", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListURLTokensRequest constructs an http.Request for the ListURLTokens method
 func NewListURLTokensRequest(server string, name string, port int) (*http.Request, error) {
 	var err error
@@ -6472,6 +6962,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sandboxes/{name}/browser (the `CreateBrowserLink` operationId).
 	CreateBrowserLinkWithResponse(ctx context.Context, name string, params *CreateBrowserLinkParams, body CreateBrowserLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBrowserLinkResponse, error)
 
+	// ListCommandHistoryWithResponse Commands run in the sandbox, newest first
+	//
+	// Every exec (sync or streamed) and background command, newest first, also while the sandbox is stopped. Pass next_cursor back as cursor for older ones. A sandbox made with monitoring: false keeps none: 409 monitoring_off. Needs sandbox.read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/command-history (the `ListCommandHistory` operationId).
+	ListCommandHistoryWithResponse(ctx context.Context, name string, params *ListCommandHistoryParams, reqEditors ...RequestEditorFn) (*ListCommandHistoryResponse, error)
+
+	// GetCommandHistoryWithResponse One command's record: text, mode, status, exit code, output sizes
+	//
+	// A record of an exec (cmd_…) or a background command (its job id). Readable while the sandbox is stopped. Needs sandbox.read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/command-history/{id} (the `GetCommandHistory` operationId).
+	GetCommandHistoryWithResponse(ctx context.Context, name string, id string, reqEditors ...RequestEditorFn) (*GetCommandHistoryResponse, error)
+
+	// GetCommandHistoryLogsWithResponse A command's stored output from an offset
+	//
+	// At most 1 MiB of one stream from offset. Read again from next_offset until done is true. A background command's output (stdout and stderr together) is under stdout. encoding=base64 gives the exact bytes; without it the data is UTF-8 text, a character cut by the read's end left for the next read. Needs sandbox.read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/command-history/{id}/logs (the `GetCommandHistoryLogs` operationId).
+	GetCommandHistoryLogsWithResponse(ctx context.Context, name string, id string, params *GetCommandHistoryLogsParams, reqEditors ...RequestEditorFn) (*GetCommandHistoryLogsResponse, error)
+
 	// CreateDesktopLinkWithResponse A 10-minute link to watch and use the sandbox's desktop (needs desktop). Add overlay=0 to the link's query to hide the controls, viewonly=1 to make that page view-only.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6687,7 +7204,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetSandboxMetricsWithResponse CPU, memory, disk and network of a running sandbox, read now
 	//
-	// Read from the running sandbox when asked (about a second): CPU over half a second, memory, the root disk, network bytes since boot (all interfaces but loopback) and disk I/O pressure. A sandbox that is not running answers 409 sandbox_stopped; it is not started. 502 sandbox_unreadable when its numbers cannot be read.
+	// Read from the running sandbox when asked (about a second): CPU over half a second, memory, the root disk, network bytes since boot (all interfaces but loopback) and disk I/O pressure. One made with monitoring: false answers 409 monitoring_off. A sandbox that is not running answers 409 sandbox_stopped; it is not started. 502 sandbox_unreadable when its numbers cannot be read.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6880,6 +7397,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/urls/{port}/deliveries/{id}/redeliver (the `Redeliver` operationId).
 	RedeliverWithResponse(ctx context.Context, name string, port int, id string, reqEditors ...RequestEditorFn) (*RedeliverResponse, error)
+
+	// ListRequestsWithResponse The URL's recent exchanges, newest first, or followed live
+	//
+	// The edge keeps each URL's last 100 exchanges in its memory (and, with capture on, their headers and the first 10 KiB of each body, redacted: cookie values, Authorization, Proxy-Authorization and URL tokens read [redacted]; 1 MiB of captures per URL, 64 MiB per edge, the oldest dropped first). With follow=1 or Accept: text/event-stream the answer is a stream of server-sent events: a request event (its id the exchange's) for each exchange kept after the one named by after or Last-Event-ID (all kept, when neither), then for each new one, and an end event when the URL is removed. Read through an API that runs with the edge in one process (froogd dev); an API apart from the edges answers 501 traffic_unavailable. Needs sandbox.read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/urls/{port}/requests (the `ListRequests` operationId).
+	ListRequestsWithResponse(ctx context.Context, name string, port int, params *ListRequestsParams, reqEditors ...RequestEditorFn) (*ListRequestsResponse, error)
+
+	// ReplayRequestWithResponse Send a captured request again, through the edge, to the app
+	//
+	// The captured request (method, path, query, body, and its headers but the redacted ones: the app gets no cookie or credential from a replay) goes through the edge as a client's would, waking a stopped sandbox with auto_start, with Froog-Replay: <id> (the edge drops any a client sends). The new exchange is kept, marked replay_of, and returned. 404 not_found: the ring keeps no such request; 409 not_captured: it was not captured whole (capture off, its capture dropped, or its body longer than 10 KiB). Needs host.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{name}/urls/{port}/requests/{id}/replay (the `ReplayRequest` operationId).
+	ReplayRequestWithResponse(ctx context.Context, name string, port int, id string, reqEditors ...RequestEditorFn) (*ReplayRequestResponse, error)
 
 	// ListURLTokensWithResponse Live viewer tokens (never their secrets)
 	//
@@ -8308,6 +8843,174 @@ func (r CreateBrowserLinkResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CreateBrowserLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListCommandHistoryResponse429Headers the declared response headers of an HTTP 429 response for ListCommandHistory
+type ListCommandHistoryResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type ListCommandHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CommandHistoryPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListCommandHistoryResponse429Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r ListCommandHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListCommandHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListCommandHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetCommandHistoryResponse429Headers the declared response headers of an HTTP 429 response for GetCommandHistory
+type GetCommandHistoryResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type GetCommandHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CommandRecord
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetCommandHistoryResponse429Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCommandHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCommandHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetCommandHistoryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetCommandHistoryLogsResponse429Headers the declared response headers of an HTTP 429 response for GetCommandHistoryLogs
+type GetCommandHistoryLogsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type GetCommandHistoryLogsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CommandLogs
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetCommandHistoryLogsResponse429Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCommandHistoryLogsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCommandHistoryLogsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetCommandHistoryLogsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10737,6 +11440,120 @@ func (r RedeliverResponse) ContentType() string {
 	return ""
 }
 
+// ListRequestsResponse429Headers the declared response headers of an HTTP 429 response for ListRequests
+type ListRequestsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type ListRequestsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *[]Exchange
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// JSON501 the response for an HTTP 501 `application/json` response
+	JSON501 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListRequestsResponse429Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r ListRequestsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListRequestsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListRequestsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReplayRequestResponse429Headers the declared response headers of an HTTP 429 response for ReplayRequest
+type ReplayRequestResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type ReplayRequestResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Exchange
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// JSON501 the response for an HTTP 501 `application/json` response
+	JSON501 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReplayRequestResponse429Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r ReplayRequestResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReplayRequestResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReplayRequestResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListURLTokensResponse429Headers the declared response headers of an HTTP 429 response for ListURLTokens
 type ListURLTokensResponse429Headers struct {
 	RateLimitLimit     *int
@@ -12280,6 +13097,51 @@ func (c *ClientWithResponses) CreateBrowserLinkWithResponse(ctx context.Context,
 	return ParseCreateBrowserLinkResponse(rsp)
 }
 
+// ListCommandHistoryWithResponse Commands run in the sandbox, newest first
+//
+// Every exec (sync or streamed) and background command, newest first, also while the sandbox is stopped. Pass next_cursor back as cursor for older ones. A sandbox made with monitoring: false keeps none: 409 monitoring_off. Needs sandbox.read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{name}/command-history (the `ListCommandHistory` operationId).
+func (c *ClientWithResponses) ListCommandHistoryWithResponse(ctx context.Context, name string, params *ListCommandHistoryParams, reqEditors ...RequestEditorFn) (*ListCommandHistoryResponse, error) {
+	rsp, err := c.ListCommandHistory(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListCommandHistoryResponse(rsp)
+}
+
+// GetCommandHistoryWithResponse One command's record: text, mode, status, exit code, output sizes
+//
+// A record of an exec (cmd_…) or a background command (its job id). Readable while the sandbox is stopped. Needs sandbox.read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{name}/command-history/{id} (the `GetCommandHistory` operationId).
+func (c *ClientWithResponses) GetCommandHistoryWithResponse(ctx context.Context, name string, id string, reqEditors ...RequestEditorFn) (*GetCommandHistoryResponse, error) {
+	rsp, err := c.GetCommandHistory(ctx, name, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCommandHistoryResponse(rsp)
+}
+
+// GetCommandHistoryLogsWithResponse A command's stored output from an offset
+//
+// At most 1 MiB of one stream from offset. Read again from next_offset until done is true. A background command's output (stdout and stderr together) is under stdout. encoding=base64 gives the exact bytes; without it the data is UTF-8 text, a character cut by the read's end left for the next read. Needs sandbox.read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{name}/command-history/{id}/logs (the `GetCommandHistoryLogs` operationId).
+func (c *ClientWithResponses) GetCommandHistoryLogsWithResponse(ctx context.Context, name string, id string, params *GetCommandHistoryLogsParams, reqEditors ...RequestEditorFn) (*GetCommandHistoryLogsResponse, error) {
+	rsp, err := c.GetCommandHistoryLogs(ctx, name, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCommandHistoryLogsResponse(rsp)
+}
+
 // CreateDesktopLinkWithResponse A 10-minute link to watch and use the sandbox's desktop (needs desktop). Add overlay=0 to the link's query to hide the controls, viewonly=1 to make that page view-only.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12669,7 +13531,7 @@ func (c *ClientWithResponses) StopJobWithResponse(ctx context.Context, name stri
 
 // GetSandboxMetricsWithResponse CPU, memory, disk and network of a running sandbox, read now
 //
-// Read from the running sandbox when asked (about a second): CPU over half a second, memory, the root disk, network bytes since boot (all interfaces but loopback) and disk I/O pressure. A sandbox that is not running answers 409 sandbox_stopped; it is not started. 502 sandbox_unreadable when its numbers cannot be read.
+// Read from the running sandbox when asked (about a second): CPU over half a second, memory, the root disk, network bytes since boot (all interfaces but loopback) and disk I/O pressure. One made with monitoring: false answers 409 monitoring_off. A sandbox that is not running answers 409 sandbox_stopped; it is not started. 502 sandbox_unreadable when its numbers cannot be read.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13005,6 +13867,36 @@ func (c *ClientWithResponses) RedeliverWithResponse(ctx context.Context, name st
 		return nil, err
 	}
 	return ParseRedeliverResponse(rsp)
+}
+
+// ListRequestsWithResponse The URL's recent exchanges, newest first, or followed live
+//
+// The edge keeps each URL's last 100 exchanges in its memory (and, with capture on, their headers and the first 10 KiB of each body, redacted: cookie values, Authorization, Proxy-Authorization and URL tokens read [redacted]; 1 MiB of captures per URL, 64 MiB per edge, the oldest dropped first). With follow=1 or Accept: text/event-stream the answer is a stream of server-sent events: a request event (its id the exchange's) for each exchange kept after the one named by after or Last-Event-ID (all kept, when neither), then for each new one, and an end event when the URL is removed. Read through an API that runs with the edge in one process (froogd dev); an API apart from the edges answers 501 traffic_unavailable. Needs sandbox.read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{name}/urls/{port}/requests (the `ListRequests` operationId).
+func (c *ClientWithResponses) ListRequestsWithResponse(ctx context.Context, name string, port int, params *ListRequestsParams, reqEditors ...RequestEditorFn) (*ListRequestsResponse, error) {
+	rsp, err := c.ListRequests(ctx, name, port, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListRequestsResponse(rsp)
+}
+
+// ReplayRequestWithResponse Send a captured request again, through the edge, to the app
+//
+// The captured request (method, path, query, body, and its headers but the redacted ones: the app gets no cookie or credential from a replay) goes through the edge as a client's would, waking a stopped sandbox with auto_start, with Froog-Replay: <id> (the edge drops any a client sends). The new exchange is kept, marked replay_of, and returned. 404 not_found: the ring keeps no such request; 409 not_captured: it was not captured whole (capture off, its capture dropped, or its body longer than 10 KiB). Needs host.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{name}/urls/{port}/requests/{id}/replay (the `ReplayRequest` operationId).
+func (c *ClientWithResponses) ReplayRequestWithResponse(ctx context.Context, name string, port int, id string, reqEditors ...RequestEditorFn) (*ReplayRequestResponse, error) {
+	rsp, err := c.ReplayRequest(ctx, name, port, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplayRequestResponse(rsp)
 }
 
 // ListURLTokensWithResponse Live viewer tokens (never their secrets)
@@ -15789,6 +16681,354 @@ func ParseCreateBrowserLinkResponse(rsp *http.Response) (*CreateBrowserLinkRespo
 	switch {
 	case rsp.StatusCode == 429:
 		var headers CreateBrowserLinkResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListCommandHistoryResponse parses an HTTP response from a ListCommandHistoryWithResponse call
+func ParseListCommandHistoryResponse(rsp *http.Response) (*ListCommandHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListCommandHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CommandHistoryPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListCommandHistoryResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetCommandHistoryResponse parses an HTTP response from a GetCommandHistoryWithResponse call
+func ParseGetCommandHistoryResponse(rsp *http.Response) (*GetCommandHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCommandHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CommandRecord
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetCommandHistoryResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetCommandHistoryLogsResponse parses an HTTP response from a GetCommandHistoryLogsWithResponse call
+func ParseGetCommandHistoryLogsResponse(rsp *http.Response) (*GetCommandHistoryLogsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCommandHistoryLogsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CommandLogs
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers GetCommandHistoryLogsResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -20790,6 +22030,248 @@ func ParseRedeliverResponse(rsp *http.Response) (*RedeliverResponse, error) {
 	switch {
 	case rsp.StatusCode == 429:
 		var headers RedeliverResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListRequestsResponse parses an HTTP response from a ListRequestsWithResponse call
+func ParseListRequestsResponse(rsp *http.Response) (*ListRequestsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListRequestsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest []Exchange
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON501 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListRequestsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReplayRequestResponse parses an HTTP response from a ReplayRequestWithResponse call
+func ParseReplayRequestResponse(rsp *http.Response) (*ReplayRequestResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReplayRequestResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Exchange
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 501:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON501 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ReplayRequestResponse429Headers
 		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -10,6 +10,60 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CommandRecordMode.
+const (
+	CommandRecordModeDetached CommandRecordMode = "detached"
+	CommandRecordModeStream   CommandRecordMode = "stream"
+	CommandRecordModeSync     CommandRecordMode = "sync"
+)
+
+// Valid indicates whether the value is a known member of the CommandRecordMode enum.
+func (e CommandRecordMode) Valid() bool {
+	switch e {
+	case CommandRecordModeDetached:
+		return true
+	case CommandRecordModeStream:
+		return true
+	case CommandRecordModeSync:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CommandRecordStatus.
+const (
+	CommandRecordStatusExited   CommandRecordStatus = "exited"
+	CommandRecordStatusFailed   CommandRecordStatus = "failed"
+	CommandRecordStatusKilled   CommandRecordStatus = "killed"
+	CommandRecordStatusLost     CommandRecordStatus = "lost"
+	CommandRecordStatusPaused   CommandRecordStatus = "paused"
+	CommandRecordStatusRunning  CommandRecordStatus = "running"
+	CommandRecordStatusTimedOut CommandRecordStatus = "timed_out"
+)
+
+// Valid indicates whether the value is a known member of the CommandRecordStatus enum.
+func (e CommandRecordStatus) Valid() bool {
+	switch e {
+	case CommandRecordStatusExited:
+		return true
+	case CommandRecordStatusFailed:
+		return true
+	case CommandRecordStatusKilled:
+		return true
+	case CommandRecordStatusLost:
+		return true
+	case CommandRecordStatusPaused:
+		return true
+	case CommandRecordStatusRunning:
+		return true
+	case CommandRecordStatusTimedOut:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateAPIKeyPreset.
 const (
 	Admin       CreateAPIKeyPreset = "admin"
@@ -130,6 +184,24 @@ func (e DeliveryState) Valid() bool {
 	case DeliveryStateFailed:
 		return true
 	case DeliveryStatePending:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ExchangeMessageBodyEncoding.
+const (
+	ExchangeMessageBodyEncodingBase64 ExchangeMessageBodyEncoding = "base64"
+	ExchangeMessageBodyEncodingText   ExchangeMessageBodyEncoding = "text"
+)
+
+// Valid indicates whether the value is a known member of the ExchangeMessageBodyEncoding enum.
+func (e ExchangeMessageBodyEncoding) Valid() bool {
+	switch e {
+	case ExchangeMessageBodyEncodingBase64:
+		return true
+	case ExchangeMessageBodyEncodingText:
 		return true
 	default:
 		return false
@@ -616,6 +688,60 @@ func (e CreateBrowserLinkParamsTheme) Valid() bool {
 	}
 }
 
+// Defines values for ListCommandHistoryParamsMode.
+const (
+	ListCommandHistoryParamsModeDetached ListCommandHistoryParamsMode = "detached"
+	ListCommandHistoryParamsModeStream   ListCommandHistoryParamsMode = "stream"
+	ListCommandHistoryParamsModeSync     ListCommandHistoryParamsMode = "sync"
+)
+
+// Valid indicates whether the value is a known member of the ListCommandHistoryParamsMode enum.
+func (e ListCommandHistoryParamsMode) Valid() bool {
+	switch e {
+	case ListCommandHistoryParamsModeDetached:
+		return true
+	case ListCommandHistoryParamsModeStream:
+		return true
+	case ListCommandHistoryParamsModeSync:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetCommandHistoryLogsParamsStream.
+const (
+	GetCommandHistoryLogsParamsStreamStderr GetCommandHistoryLogsParamsStream = "stderr"
+	GetCommandHistoryLogsParamsStreamStdout GetCommandHistoryLogsParamsStream = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the GetCommandHistoryLogsParamsStream enum.
+func (e GetCommandHistoryLogsParamsStream) Valid() bool {
+	switch e {
+	case GetCommandHistoryLogsParamsStreamStderr:
+		return true
+	case GetCommandHistoryLogsParamsStreamStdout:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetCommandHistoryLogsParamsEncoding.
+const (
+	GetCommandHistoryLogsParamsEncodingBase64 GetCommandHistoryLogsParamsEncoding = "base64"
+)
+
+// Valid indicates whether the value is a known member of the GetCommandHistoryLogsParamsEncoding enum.
+func (e GetCommandHistoryLogsParamsEncoding) Valid() bool {
+	switch e {
+	case GetCommandHistoryLogsParamsEncodingBase64:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateDesktopLinkParamsTheme.
 const (
 	CreateDesktopLinkParamsThemeDark  CreateDesktopLinkParamsTheme = "dark"
@@ -636,16 +762,40 @@ func (e CreateDesktopLinkParamsTheme) Valid() bool {
 
 // Defines values for CreateDesktopLinkParamsViewonly.
 const (
-	N0 CreateDesktopLinkParamsViewonly = "0"
-	N1 CreateDesktopLinkParamsViewonly = "1"
+	CreateDesktopLinkParamsViewonlyN0 CreateDesktopLinkParamsViewonly = "0"
+	CreateDesktopLinkParamsViewonlyN1 CreateDesktopLinkParamsViewonly = "1"
 )
 
 // Valid indicates whether the value is a known member of the CreateDesktopLinkParamsViewonly enum.
 func (e CreateDesktopLinkParamsViewonly) Valid() bool {
 	switch e {
-	case N0:
+	case CreateDesktopLinkParamsViewonlyN0:
 		return true
-	case N1:
+	case CreateDesktopLinkParamsViewonlyN1:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListRequestsParamsFollow.
+const (
+	ListRequestsParamsFollowFalse ListRequestsParamsFollow = "false"
+	ListRequestsParamsFollowN0    ListRequestsParamsFollow = "0"
+	ListRequestsParamsFollowN1    ListRequestsParamsFollow = "1"
+	ListRequestsParamsFollowTrue  ListRequestsParamsFollow = "true"
+)
+
+// Valid indicates whether the value is a known member of the ListRequestsParamsFollow enum.
+func (e ListRequestsParamsFollow) Valid() bool {
+	switch e {
+	case ListRequestsParamsFollowFalse:
+		return true
+	case ListRequestsParamsFollowN0:
+		return true
+	case ListRequestsParamsFollowN1:
+		return true
+	case ListRequestsParamsFollowTrue:
 		return true
 	default:
 		return false
@@ -718,6 +868,59 @@ type Command struct {
 	StdinB64 *[]byte `json:"stdin_b64,omitempty"`
 }
 
+// CommandHistoryPage defines model for CommandHistoryPage.
+type CommandHistoryPage struct {
+	Commands []CommandRecord `json:"commands"`
+
+	// NextCursor Pass it as cursor for older records; null on the last page
+	NextCursor *string `json:"next_cursor"`
+}
+
+// CommandLogs defines model for CommandLogs.
+type CommandLogs struct {
+	// Data The output read: text, or base64 with encoding=base64
+	Data string `json:"data"`
+
+	// Done The command has ended and everything stored has been read
+	Done       bool `json:"done"`
+	NextOffset int  `json:"next_offset"`
+
+	// Size Bytes of the stream stored so far
+	Size int `json:"size"`
+}
+
+// CommandRecord One command's record in the history (docs: Command history).
+type CommandRecord struct {
+	// Command Its text, the first 64 KiB; never the values of its env
+	Command  string     `json:"command"`
+	EndedAt  *time.Time `json:"ended_at"`
+	ExitCode *int       `json:"exit_code"`
+
+	// Id cmd_… for exec, the job's id for a background command
+	Id   string            `json:"id"`
+	Mode CommandRecordMode `json:"mode"`
+
+	// OutputTruncated Output past a cap was dropped: 1 MiB a stream for a waiting command, 8 MiB for a background one, 10 MiB compressed an hour per account
+	OutputTruncated bool      `json:"output_truncated"`
+	Sandbox         string    `json:"sandbox"`
+	StartedAt       time.Time `json:"started_at"`
+
+	// Status paused: frozen with a stopped sandbox whose memory is kept; failed: it could not run; lost: the sandbox stopped or restarted under it
+	Status CommandRecordStatus `json:"status"`
+
+	// StderrSize Bytes of stderr stored (uncompressed)
+	StderrSize int `json:"stderr_size"`
+
+	// StdoutSize Bytes of stdout stored (uncompressed)
+	StdoutSize int `json:"stdout_size"`
+}
+
+// CommandRecordMode defines model for CommandRecord.Mode.
+type CommandRecordMode string
+
+// CommandRecordStatus paused: frozen with a stopped sandbox whose memory is kept; failed: it could not run; lost: the sandbox stopped or restarted under it
+type CommandRecordStatus string
+
 // CreateAPIKey defines model for CreateAPIKey.
 type CreateAPIKey struct {
 	// Actions instead of a preset
@@ -758,10 +961,13 @@ type CreateSandbox struct {
 	Labels *map[string]string `json:"labels,omitempty"`
 
 	// MaxLifetimeSecs 0 = none
-	MaxLifetimeSecs *int               `json:"max_lifetime_secs,omitempty"`
-	Name            *string            `json:"name,omitempty"`
-	Os              *CreateSandboxOs   `json:"os,omitempty"`
-	Size            *CreateSandboxSize `json:"size,omitempty"`
+	MaxLifetimeSecs *int `json:"max_lifetime_secs,omitempty"`
+
+	// Monitoring false keeps no command history of it: exec and jobs work, and the history routes and metrics answer 409 monitoring_off (default true)
+	Monitoring *bool              `json:"monitoring,omitempty"`
+	Name       *string            `json:"name,omitempty"`
+	Os         *CreateSandboxOs   `json:"os,omitempty"`
+	Size       *CreateSandboxSize `json:"size,omitempty"`
 
 	// Snapshots false: no snapshot of it is ever taken, saved, forked or restored (409 snapshots_off), and a stop (asked for, or by the auto-stop timer) erases it: its VM and disk are removed and it is deleted, and GET /v1/stops/{id} says completed (default true)
 	Snapshots *bool `json:"snapshots,omitempty"`
@@ -857,6 +1063,59 @@ type ErrorBody struct {
 		RequestId string `json:"request_id"`
 	} `json:"error"`
 }
+
+// Exchange one request to a URL and its answer, as the edge that served it kept it
+type Exchange struct {
+	At       time.Time `json:"at"`
+	BytesIn  int       `json:"bytes_in"`
+	BytesOut int       `json:"bytes_out"`
+	Captured bool      `json:"captured"`
+
+	// Client the connection's source address
+	Client string `json:"client"`
+
+	// DialMs how long the dial to the app took; null: a pooled connection, or none
+	DialMs *float32 `json:"dial_ms"`
+
+	// FirstByteMs from the request's start to the app's answer's head; null: the app did not answer
+	FirstByteMs *float32 `json:"first_byte_ms"`
+
+	// Id the request's X-Request-Id
+	Id     string `json:"id"`
+	Method string `json:"method"`
+	Path   string `json:"path"`
+	Proto  string `json:"proto"`
+
+	// Query as sent, without _token
+	Query string `json:"query"`
+
+	// ReplayOf the exchange this one sent again
+	ReplayOf *string `json:"replay_of,omitempty"`
+
+	// Request one side of a captured exchange: its headers, redacted, and its body's first 10 KiB
+	Request *ExchangeMessage `json:"request,omitempty"`
+
+	// Response one side of a captured exchange: its headers, redacted, and its body's first 10 KiB
+	Response *ExchangeMessage `json:"response,omitempty"`
+	Status   int              `json:"status"`
+	TotalMs  float32          `json:"total_ms"`
+}
+
+// ExchangeMessage one side of a captured exchange: its headers, redacted, and its body's first 10 KiB
+type ExchangeMessage struct {
+	Body         string                      `json:"body"`
+	BodyEncoding ExchangeMessageBodyEncoding `json:"body_encoding"`
+	Headers      []struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	} `json:"headers"`
+
+	// Truncated the body was longer than what is kept
+	Truncated bool `json:"truncated"`
+}
+
+// ExchangeMessageBodyEncoding defines model for ExchangeMessage.BodyEncoding.
+type ExchangeMessageBodyEncoding string
 
 // Exec defines model for Exec.
 type Exec struct {
@@ -1015,6 +1274,9 @@ type ForkSandbox struct {
 	// Env on top of the source's own variables
 	Env *map[string]string `json:"env,omitempty"`
 
+	// Monitoring false keeps no command history of the copies; default: the source's
+	Monitoring *bool `json:"monitoring,omitempty"`
+
 	// Name the fork's name
 	Name string `json:"name"`
 
@@ -1041,6 +1303,9 @@ type HostPort struct {
 
 	// BandwidthMbit caps the URL's request and answer bodies and websockets, both ways together, in megabits a second, on each edge that serves it (a URL two edges serve may get up to twice the cap). Absent keeps it; null takes it off.
 	BandwidthMbit *int `json:"bandwidth_mbit,omitempty"`
+
+	// Capture keep the headers and the first 10 KiB of each body of the URL's recent exchanges, redacted, in the edge's memory, for GET …/requests and replay. Absent keeps it, but a change between public and private turns it off; off by default
+	Capture *bool `json:"capture,omitempty"`
 
 	// FrameAncestors origins that may frame the URL (https://app.example, https://*.example.com, http://localhost:5173, 'self'; 'none' alone: nobody), sent as Content-Security-Policy: frame-ancestors on the URL's answers in place of the app's frame-ancestors and X-Frame-Options. Absent keeps it; null or [] takes it off (the app's headers stand).
 	FrameAncestors *[]string `json:"frame_ancestors,omitempty"`
@@ -1287,8 +1552,11 @@ type Sandbox struct {
 	// LastActiveAt the latest activity recorded (POST /v1/sandboxes/{name}/touch), null until there is some; it moves no deadline
 	LastActiveAt    *time.Time `json:"last_active_at"`
 	MaxLifetimeSecs int        `json:"max_lifetime_secs"`
-	Name            string     `json:"name"`
-	Os              string     `json:"os"`
+
+	// Monitoring false when created with monitoring: false (no command history)
+	Monitoring bool   `json:"monitoring"`
+	Name       string `json:"name"`
+	Os         string `json:"os"`
 
 	// Repo always null here: a create with repo is refused
 	Repo any `json:"repo"`
@@ -1296,7 +1564,10 @@ type Sandbox struct {
 	// RestoreFrom the snapshot a restore under way rolls it back to
 	RestoreFrom *string `json:"restore_from,omitempty"`
 
-	// SetupStatus always none here: setup scripts and repos live in froog's control plane
+	// SetupError why the last start's setup failed: a repo that did not clone, the setup script's exit code, stopped mid-setup; absent unless setup_status is failed
+	SetupError *string `json:"setup_error,omitempty"`
+
+	// SetupStatus how the last start's setup went: none (nothing to do), running, done or failed (setup_error says why). At every start, before the sandbox counts as running, the account's secret files are written into ~ (mode 600), then a background command (among its jobs) clones the account's repos that have no checkout yet and runs its setup script from ~ in a login shell; environment: false sandboxes take none of it
 	SetupStatus SandboxSetupStatus `json:"setup_status"`
 	Size        string             `json:"size"`
 
@@ -1320,7 +1591,7 @@ type Sandbox struct {
 // SandboxDesiredState defines model for Sandbox.DesiredState.
 type SandboxDesiredState string
 
-// SandboxSetupStatus always none here: setup scripts and repos live in froog's control plane
+// SandboxSetupStatus how the last start's setup went: none (nothing to do), running, done or failed (setup_error says why). At every start, before the sandbox counts as running, the account's secret files are written into ~ (mode 600), then a background command (among its jobs) clones the account's repos that have no checkout yet and runs its setup script from ~ in a login shell; environment: false sandboxes take none of it
 type SandboxSetupStatus string
 
 // SandboxState defines model for Sandbox.State.
@@ -1416,8 +1687,11 @@ type URL struct {
 	AllowIps []string `json:"allow_ips"`
 
 	// BandwidthMbit the URL's bandwidth cap in megabits a second; absent: none
-	BandwidthMbit *int      `json:"bandwidth_mbit,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
+	BandwidthMbit *int `json:"bandwidth_mbit,omitempty"`
+
+	// Capture the edge keeps the headers and the start of the bodies of the URL's exchanges for its owner (GET …/requests)
+	Capture   bool      `json:"capture"`
+	CreatedAt time.Time `json:"created_at"`
 
 	// FrameAncestors []: the app's framing headers stand
 	FrameAncestors []string `json:"frame_ancestors"`
@@ -1444,6 +1718,9 @@ type URLPolicy struct {
 
 	// BandwidthMbit caps the URL's request and answer bodies and websockets, both ways together, in megabits a second, on each edge that serves it (a URL two edges serve may get up to twice the cap). Absent keeps it; null takes it off.
 	BandwidthMbit *int `json:"bandwidth_mbit,omitempty"`
+
+	// Capture turn capture on or off without a new token (see PutURL's capture); absent keeps it
+	Capture *bool `json:"capture,omitempty"`
 
 	// FrameAncestors origins that may frame the URL (https://app.example, https://*.example.com, http://localhost:5173, 'self'; 'none' alone: nobody), sent as Content-Security-Policy: frame-ancestors on the URL's answers in place of the app's frame-ancestors and X-Frame-Options. Absent keeps it; null or [] takes it off (the app's headers stand).
 	FrameAncestors *[]string `json:"frame_ancestors,omitempty"`
@@ -1676,6 +1953,29 @@ type CreateBrowserLinkParams struct {
 // CreateBrowserLinkParamsTheme defines parameters for CreateBrowserLink.
 type CreateBrowserLinkParamsTheme string
 
+// ListCommandHistoryParams defines parameters for ListCommandHistory.
+type ListCommandHistoryParams struct {
+	Mode   *ListCommandHistoryParamsMode `form:"mode,omitempty" json:"mode,omitempty"`
+	Limit  *int                          `form:"limit,omitempty" json:"limit,omitempty"`
+	Cursor *string                       `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// ListCommandHistoryParamsMode defines parameters for ListCommandHistory.
+type ListCommandHistoryParamsMode string
+
+// GetCommandHistoryLogsParams defines parameters for GetCommandHistoryLogs.
+type GetCommandHistoryLogsParams struct {
+	Stream   *GetCommandHistoryLogsParamsStream   `form:"stream,omitempty" json:"stream,omitempty"`
+	Offset   *int                                 `form:"offset,omitempty" json:"offset,omitempty"`
+	Encoding *GetCommandHistoryLogsParamsEncoding `form:"encoding,omitempty" json:"encoding,omitempty"`
+}
+
+// GetCommandHistoryLogsParamsStream defines parameters for GetCommandHistoryLogs.
+type GetCommandHistoryLogsParamsStream string
+
+// GetCommandHistoryLogsParamsEncoding defines parameters for GetCommandHistoryLogs.
+type GetCommandHistoryLogsParamsEncoding string
+
 // CreateDesktopLinkParams defines parameters for CreateDesktopLink.
 type CreateDesktopLinkParams struct {
 	// Theme the viewer's theme (dark by default)
@@ -1766,6 +2066,23 @@ type ForkSandbox202JSONResponseBody struct {
 type GetJobParams struct {
 	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
 }
+
+// ListRequestsParams defines parameters for ListRequests.
+type ListRequestsParams struct {
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Before an exchange's id: only older ones (404 when it is no longer kept)
+	Before *string `form:"before,omitempty" json:"before,omitempty"`
+
+	// Follow 1: follow the list live as server-sent events (as Accept: text/event-stream does)
+	Follow *ListRequestsParamsFollow `form:"follow,omitempty" json:"follow,omitempty"`
+
+	// After with follow: start after this exchange's id
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// ListRequestsParamsFollow defines parameters for ListRequests.
+type ListRequestsParamsFollow string
 
 // WaitForPortJSONBody defines parameters for WaitForPort.
 type WaitForPortJSONBody struct {
