@@ -397,3 +397,47 @@ func TestTrafficMetric(t *testing.T) {
 	}
 	t.Fatal("no froog_edge_traffic_bytes")
 }
+
+// A replay for a sandbox that is not running is held, as a client's
+// request is, and reaches the app once the sandbox runs.
+func TestTrafficReplayHeld(t *testing.T) {
+	t.Parallel()
+	app := &seenApp{}
+	s, rts, _ := newFakeEdge(t, app.serve)
+	setRoute(rts, "pub.froog.test", func(rt *route.Route) { rt.Capture = true })
+	through(t, s, "h2", "POST", "pub.froog.test", "/hook", nil, "payload")
+	list, _ := s.Requests("u2", traffic.Query{})
+	if len(list) != 1 || list[0].Capture == nil {
+		t.Fatalf("got %+v, want one captured", list)
+	}
+	rts.mu.Lock()
+	rts.boxes["sb1"] = &route.Sandbox{ID: "sb1", State: store.StateStopped, DesiredState: store.StateRunning, AutoStart: true}
+	rts.mu.Unlock()
+	type result struct {
+		x   traffic.Exchange
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		x, err := s.Replay(context.Background(), "u2", list[0].ID)
+		done <- result{x, err}
+	}()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.m.held)
+	held := func() bool {
+		fs, err := reg.Gather()
+		return err == nil && len(fs) == 1 && fs[0].GetMetric()[0].GetGauge().GetValue() == 1
+	}
+	waitFor(t, "the replay held", held)
+	rts.mu.Lock()
+	rts.boxes["sb1"] = &route.Sandbox{ID: "sb1", State: store.StateRunning, DesiredState: store.StateRunning, AutoStart: true, Endpoint: "h:22"}
+	rts.mu.Unlock()
+	rts.changed.Wake()
+	r := <-done
+	if r.err != nil || r.x.Status != 200 || r.x.ReplayOf != list[0].ID {
+		t.Fatalf("the held replay: %+v, %v", r.x, r.err)
+	}
+	if want := fmt.Sprintf(`POST /hook replay=%q body="payload"`, list[0].ID); app.seen() != want {
+		t.Fatalf("the app got %s, want %s", app.seen(), want)
+	}
+}
