@@ -37,9 +37,10 @@ type Options struct {
 	// them and their ports (package wake); nil answers 503 to a call that
 	// must wait (exec, jobs and files of a stopped sandbox, wait).
 	Waker Waker
-	// Traffic is the request rings of the edge in this process (package
-	// edge: URLs' recent exchanges, capture, replay); nil answers 501
-	// traffic_unavailable to the requests routes (traffic.go).
+	// Traffic is the edges' request rings (URLs' recent exchanges,
+	// capture, replay): the edge of this process, or every edge's over
+	// its internal listener; nil answers 501 traffic_unavailable to the
+	// requests routes (traffic.go).
 	Traffic Traffic
 	// Logger gets the access log; nil discards it.
 	Logger *slog.Logger

@@ -23,10 +23,11 @@ import (
 // The rings are the edge's, in its memory: they are many small writes a
 // second that only their owner reads, and nothing captured may be
 // written to disk, so they do not go through the store (its change feed
-// would carry every exchange to every process). The API asks the edge
+// would carry every exchange to every process). The API asks the edges
 // instead, through Traffic, which froogd wires to the edge of its own
-// process (froogd dev, where the API and the edge run together). An API
-// that runs apart from the edges (froogd api) has none, and answers 501
+// process (froogd dev) or, apart from the edges (froogd api
+// --edge-traffic), to every edge's internal listener, merged
+// (internal/traffic's Remote). An API with neither answers 501
 // traffic_unavailable.
 
 // Traffic is the request rings of an edge (package edge implements it).
@@ -120,7 +121,7 @@ func viewMessage(m *traffic.Message) *messageView {
 
 // errNoTraffic: this API has no edge to ask.
 var errNoTraffic = errorf(http.StatusNotImplemented, "traffic_unavailable",
-	"this API runs apart from the edges, which keep URLs' traffic in their own memory: it is read through an API that runs with an edge in one process (froogd dev)")
+	"this API has no edge to ask for URLs' traffic, which the edges keep in their own memory: run froogd api with --edge-traffic naming the edges' --traffic-addr")
 
 // wantsEvents reports whether a requests list is to be followed live:
 // ?follow=1, or Accept: text/event-stream.

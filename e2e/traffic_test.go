@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,4 +194,73 @@ func TestTrafficCaptureReplay(t *testing.T) {
 		}
 	}
 	c.call("POST", path+"/"+after[0].ID+"/replay", "", 409, nil)
+}
+
+// Split roles on Postgres: two `froogd edge` serve their rings on
+// --traffic-addr, and `froogd api --edge-traffic` reads both. Requests
+// sent through each edge are listed together, newest first; a replay of
+// one captured on the second edge is sent by that edge; an API without
+// --edge-traffic answers 501.
+func TestTrafficSplitRoles(t *testing.T) {
+	t.Parallel()
+	db, key, ctlKey, secret := selfHosted(t)
+	caDir := t.TempDir()
+	start(t, regexp.MustCompile(`hostctl h1 running`), "hostctl", "--database-url", db, "--host-name", "h1", "--data", t.TempDir(), "--control-key-file", ctlKey)
+	var webs []*http.Client
+	var rings []string
+	for i := range 2 {
+		_, m := start(t, regexp.MustCompile(`traffic for froogd api on (http://\S+)\n(?s:.*)froog edge on https://(\S+) `), "edge", "--database-url", db,
+			"--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test", "--ca-dir", caDir, "--control-key-file", ctlKey,
+			"--secret-key-file", secret, "--traffic-addr", "127.0.0.1:0", "--rate-limit", "0")
+		rings = append(rings, m[1])
+		webs = append(webs, edgeClient(t, m[2], filepath.Join(caDir, "ca.pem"), i == 1))
+	}
+	api := func(extra ...string) client {
+		_, m := start(t, regexp.MustCompile(`on (http://\S+)/v1`), append([]string{"api", "--database-url", db, "--api-addr", "127.0.0.1:0",
+			"--domain", "froog.test", "--secret-key-file", secret, "--control-key-file", ctlKey}, extra...)...)
+		return client{t: t, base: m[1], key: key}
+	}
+	c := api("--edge-traffic", strings.Join(rings, ","))
+	_, host := hostEcho(t, c)
+	port := echoPort(t, c)
+	c.call("PATCH", "/v1/sandboxes/e2e/urls/"+port, `{"capture": true}`, 200, nil)
+	var tok struct{ Token string }
+	c.call("POST", "/v1/sandboxes/e2e/urls/"+port+"/tokens", `{"ttl_secs": 600}`, 201, &tok)
+	get := func(i int, path string) bool {
+		req, _ := http.NewRequest("POST", "https://"+host+path, strings.NewReader("from edge "+path))
+		req.Header.Set("X-Froog-Url-Token", tok.Token)
+		res, err := webs[i].Do(req)
+		if err != nil {
+			return false
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode == 200
+	}
+	// Each edge learns the URL, and its capture, from the feed.
+	for i := range webs {
+		wait.For(t, 15*time.Second, fmt.Sprintf("edge %d captures", i), func() bool {
+			if !get(i, fmt.Sprintf("/edge%d", i)) {
+				return false
+			}
+			var list []exchangeJSON
+			c.call("GET", "/v1/sandboxes/e2e/urls/"+port+"/requests?limit=1", "", 200, &list)
+			return len(list) == 1 && list[0].Path == fmt.Sprintf("/edge%d", i) && list[0].Captured
+		})
+	}
+	var list []exchangeJSON
+	c.call("GET", "/v1/sandboxes/e2e/urls/"+port+"/requests", "", 200, &list)
+	if len(list) < 2 || list[0].Path != "/edge1" || !slices.ContainsFunc(list, func(x exchangeJSON) bool { return x.Path == "/edge0" }) {
+		t.Fatalf("the merged list: %+v", list)
+	}
+	var replay exchangeJSON
+	c.call("POST", "/v1/sandboxes/e2e/urls/"+port+"/requests/"+list[0].ID+"/replay", "", 200, &replay)
+	if replay.ReplayOf != list[0].ID || replay.Status != 200 || replay.Request.Body != "from edge /edge1" {
+		t.Fatalf("the replay through the second edge: %+v", replay)
+	}
+	c.call("GET", "/v1/sandboxes/e2e/urls/"+port+"/requests?limit=1", "", 200, &list)
+	if list[0].ID != replay.ID {
+		t.Fatalf("the newest is not the replay: %+v", list[0])
+	}
+	api().call("GET", "/v1/sandboxes/e2e/urls/"+port+"/requests", "", 501, nil)
 }

@@ -72,7 +72,9 @@
 //
 // The API reaches the rings through the small interface it declares
 // (api.Traffic), which Server implements: cmd/froogd wires the edge of
-// the same process into it. The rings are not in the store: they are
+// the same process into it, or serves Server on an internal listener
+// (internal/traffic's Handler) for API processes apart from the edges.
+// The rings are not in the store: they are
 // many small writes a second that only their owner reads, and they must
 // not outlive the process (nothing captured is written to disk).
 //

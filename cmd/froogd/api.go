@@ -7,9 +7,11 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 
 	"froog.tech/froog/api"
 	"froog.tech/froog/internal/keyfile"
+	"froog.tech/froog/internal/traffic"
 	"froog.tech/froog/wake"
 )
 
@@ -20,6 +22,7 @@ type apiConfig struct {
 	Domain                                     string
 	PublicPort                                 int    // the edge's HTTPS port as visitors reach it
 	APIURL                                     string // where clients reach the API, for signed file links
+	EdgeTraffic                                string // the edges' --traffic-addr, comma-separated
 }
 
 func (c *apiConfig) bind(f flags) {
@@ -30,6 +33,7 @@ func (c *apiConfig) bind(f flags) {
 	f.num(&c.PublicPort, "public-port", 443, "the edge's HTTPS port as visitors reach it")
 	f.str(&c.SecretKeyFile, "secret-key-file", "", "file with the 32-byte key that seals URL tokens; every API process shares it (required)")
 	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key, to run commands in sandboxes (required)")
+	f.str(&c.EdgeTraffic, "edge-traffic", "", "comma-separated addresses of the edges' --traffic-addr (http://HOST:PORT), from which this API reads URLs' recent requests and sends replays; empty: GET …/requests and replay answer 501")
 	f.str(&c.APIURL, "api-url", "", "the API's address as clients reach it, e.g. https://api.example.com (signed file links); empty: the request's host")
 }
 
@@ -41,7 +45,23 @@ func (c *apiConfig) validate() error {
 			errs = append(errs, fmt.Errorf("--api-url %q: want the API's scheme and host, e.g. https://api.example.com", c.APIURL))
 		}
 	}
+	for _, e := range c.edges() {
+		if u, err := url.Parse(e); err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			errs = append(errs, fmt.Errorf("--edge-traffic %q: want an edge's --traffic-addr as http://HOST:PORT", e))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// edges are --edge-traffic's addresses.
+func (c *apiConfig) edges() []string {
+	var out []string
+	for _, e := range strings.Split(c.EdgeTraffic, ",") {
+		if e = strings.TrimSuffix(strings.TrimSpace(e), "/"); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // secretKeySize is the length of the key that seals URL tokens.
@@ -49,8 +69,8 @@ const secretKeySize = 32
 
 // startAPI serves the /v1 API on ln, with secret sealing URL tokens and
 // sh's store, tunnel and logger, its goroutine in p. traffic is the
-// request rings of the edge in the same process (froogd dev); nil for
-// an API apart from the edges, which answers 501 to the requests routes
+// edges' request rings: the edge in the same process (froogd dev), or
+// the edges of --edge-traffic; nil answers 501 to the requests routes
 // (package api's traffic.go says why).
 func startAPI(p *proc, c apiConfig, secret []byte, sh parts, ln net.Listener, traffic api.Traffic) error {
 	now, _ := testClock()
@@ -89,7 +109,11 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		if err := startAPI(p, c, secret, sh, lns[0], nil); err != nil {
+		var rings api.Traffic // none: 501
+		if edges := c.edges(); len(edges) > 0 {
+			rings = &traffic.Remote{Edges: edges, Key: traffic.KeyFrom(secret)}
+		}
+		if err := startAPI(p, c, secret, sh, lns[0], rings); err != nil {
 			return err
 		}
 		serveAdmin(p, lns[1], sh.reg, storeCheck(sh.store))

@@ -15,6 +15,7 @@ import (
 	"froog.tech/froog/edge/route"
 	"froog.tech/froog/internal/health"
 	"froog.tech/froog/internal/keyfile"
+	"froog.tech/froog/internal/traffic"
 	"froog.tech/froog/names"
 )
 
@@ -23,6 +24,7 @@ type edgeConfig struct {
 	DatabaseURL, ControlKeyFile string
 	SecretKeyFile               string // signs desktop sessions; none: no desktops
 	Addr, HTTPAddr, MetricsAddr string
+	TrafficAddr                 string // the rings for froogd api (traffic.Handler); "": none
 	Domain                      string
 	PublicPort                  int // the HTTPS port as visitors reach it
 	DrainSecs, DrainDelaySecs   int
@@ -40,6 +42,7 @@ func (c *edgeConfig) bind(f flags) {
 	f.num(&c.PublicPort, "public-port", 443, "the HTTPS port as visitors reach it, for redirects")
 	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key, to reach sandboxes (required)")
 	bindMetrics(f, &c.MetricsAddr)
+	f.str(&c.TrafficAddr, "traffic-addr", "", "internal address where this edge serves URLs' recent requests (the owners' traffic view) to froogd api processes (--edge-traffic), with a key made from --secret-key-file; empty: none")
 	f.num(&c.DrainSecs, "drain-secs", 30, "on SIGTERM, how long requests in flight may take to finish before their connections are cut")
 	f.num(&c.DrainDelaySecs, "drain-delay-secs", 0, "on SIGTERM, how long to keep accepting with /readyz failing before the listeners close, so that load balancers take this edge out first")
 	f.str(&c.SecretKeyFile, "secret-key-file", "", "the 32-byte key file every API and edge process shares (the API's --secret-key-file): desktop sessions are signed with a key made from it; without it this edge serves no desktops")
@@ -64,6 +67,9 @@ func (c *edgeConfig) validate() error {
 	errs = append(errs, c.Rate.validate(), c.Certs.Validate(), checkDomain(c.Domain), checkPort("--public-port", c.PublicPort))
 	if c.DrainSecs < 1 || c.DrainDelaySecs < 0 {
 		errs = append(errs, fmt.Errorf("--drain-secs %d --drain-delay-secs %d: want 1 or more, and 0 or more", c.DrainSecs, c.DrainDelaySecs))
+	}
+	if c.TrafficAddr != "" && c.SecretKeyFile == "" {
+		errs = append(errs, errors.New("--traffic-addr needs --secret-key-file: the API processes that read it share that key"))
 	}
 	if c.Certs.ACME.MaxOrders < 1 {
 		errs = append(errs, fmt.Errorf("--acme-max-orders %d: want 1 or more", c.Certs.ACME.MaxOrders))
@@ -198,7 +204,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	return runPG(ctx, "edge", c.DatabaseURL, c.ControlKeyFile, true, stderr, func(p *proc, sh parts) error {
-		lns, err := listen(p, c.Addr, c.HTTPAddr, c.MetricsAddr)
+		lns, err := listen(p, c.Addr, c.HTTPAddr, c.MetricsAddr, c.TrafficAddr)
 		if err != nil {
 			return err
 		}
@@ -214,9 +220,14 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				return err
 			}
 		}
-		_, checks, err := startEdge(p, c, sh, secret, lns[0], lns[1], quic)
+		srv, checks, err := startEdge(p, c, sh, secret, lns[0], lns[1], quic)
 		if err != nil {
 			return err
+		}
+		if lns[3] != nil { // the rings, for froogd api apart from this edge
+			h := traffic.Handler(srv, traffic.KeyFrom(secret))
+			p.Go(func(ctx context.Context) error { return serveHTTP(ctx, lns[3], h) })
+			fmt.Fprintf(stdout, "  traffic for froogd api on http://%s\n", lns[3].Addr())
 		}
 		serveAdmin(p, lns[2], sh.reg, append([]health.Check{storeCheck(sh.store)}, checks...)...)
 		fmt.Fprintf(stdout, "froog edge on https://%s (HTTP %s)\n", lns[0].Addr(), lns[1].Addr())

@@ -2,7 +2,9 @@
 // reads it: one exchange's record, the query that pages through them and
 // the errors of reading or replaying one. The edge keeps the records (its
 // request rings) and the API shows them; this package holds the types
-// both name, and nothing else, so that neither imports the other.
+// both name, so that neither imports the other, and the wire between
+// them when they run in different processes (remote.go: an edge's
+// Handler, and the API's Remote over several edges).
 package traffic
 
 import (
