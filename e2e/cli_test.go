@@ -239,6 +239,19 @@ func TestCLIWalkthrough(t *testing.T) {
 		if out := froog.ok(t, "logs", "jobs", job); out != "one\ntwo" {
 			t.Fatalf("logs: %q", out)
 		}
+		// The history: the job and the exec that wrote to stderr, with
+		// their output.
+		hist := froog.ok(t, "history", "jobs")
+		rec := regexp.MustCompile(`(?m)^(cmd_[0-9a-f]+)\s+stream\s+exited\s+0\s+.*echo err >&2$`).FindStringSubmatch(hist)
+		if !strings.HasPrefix(hist, "ID ") || !regexp.MustCompile(`(?m)^`+job+`\s+detached\s+exited\s+4\s`).MatchString(hist) || rec == nil {
+			t.Fatalf("history:\n%s", hist)
+		}
+		if out := froog.ok(t, "history", "jobs", rec[1], "--stderr"); out != "err" {
+			t.Errorf("history of the exec, --stderr: %q", out)
+		}
+		if out, _, code := froog.run(t, "", "history", "jobs", job, "-f"); code != 4 || out != "one\ntwo\n" {
+			t.Errorf("history -f of the job: exit %d, %q; want exit 4, one and two", code, out)
+		}
 		long := froog.ok(t, "exec", "jobs", "--detach", "--", "sleep 300")
 		froog.ok(t, "kill", "jobs", long)
 		wait.For(t, 20*time.Second, "the killed job to show as killed", func() bool {

@@ -14,7 +14,8 @@
 // Retry-After; exec streams NDJSON events. The hand-written files:
 // client.go (New, Options, the retrying transport), errors.go (Error),
 // sandbox.go (creating, listing and handling sandboxes), exec.go
-// (commands, streamed or not), files.go (reading and writing files),
+// (commands, streamed or not), history.go (the command history, read
+// while stopped too), files.go (reading and writing files),
 // urls.go (a sandbox's public URLs) and metrics.go (its metrics and
 // processes, read now). This package holds no other HTTP calls than the
 // generated ones, and imports nothing else of froog's.

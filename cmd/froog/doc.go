@@ -13,8 +13,9 @@
 // codes), config.go (login, logout, status, the config file, durations
 // and KEY=VALUE flags), sandboxes.go (new, list, info, start, stop,
 // delete, fork, restore), snapshots.go (snapshot, snapshots), exec.go
-// (exec, jobs, logs, kill, wait), metrics.go (metrics, ps), files.go
-// (push, scp, ssh), urls.go (host, url-token), inbox.go (inbox),
+// (exec, jobs, logs, kill, wait), metrics.go (metrics, ps), history.go
+// (history), files.go (push, scp, ssh), urls.go (host, url-token),
+// inbox.go (inbox),
 // views.go (desktop, browser, wall), env.go (env, environment),
 // webhooks.go (webhooks) and account.go (api-key, audit, limits,
 // completions). Its tests here need
