@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // The rings across processes: an edge serves its own (Handler) on an
@@ -137,6 +138,10 @@ func (rm *Remote) call(ctx context.Context, method, edge, path string, v url.Val
 	return fmt.Errorf("edge %s: %s: %s", edge, res.Status, bytes.TrimSpace(b))
 }
 
+// askFor bounds how long an edge may take to give its list: one that
+// hangs is left out, as one that refuses.
+const askFor = 10 * time.Second
+
 // Requests merges every edge's exchanges of the URL, newest first, then
 // pages them.
 func (rm *Remote) Requests(urlID string, q Query) ([]Exchange, error) {
@@ -144,7 +149,10 @@ func (rm *Remote) Requests(urlID string, q Query) ([]Exchange, error) {
 	var errs []error
 	for _, e := range rm.Edges {
 		var list []Exchange
-		if err := rm.call(context.Background(), http.MethodGet, e, "/requests", url.Values{"url": {urlID}}, &list); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), askFor)
+		err := rm.call(ctx, http.MethodGet, e, "/requests", url.Values{"url": {urlID}}, &list)
+		cancel()
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
