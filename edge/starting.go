@@ -53,6 +53,8 @@ func startOf(sb *route.Sandbox, port int, answers bool) startStatus {
 			st.Failed = true
 		case sb.State == store.StateRunning && answers:
 			st.Ready = true
+		case sb.State == store.StateRunning && sb.SetupRunning:
+			st.Stage = "running its setup; waiting for port " + itoa(port) + " to answer"
 		case sb.State == store.StateRunning:
 			st.Stage = "running; waiting for port " + itoa(port) + " to answer"
 		case sb.DesiredState == store.StateRunning && sb.State != store.StateStarting:

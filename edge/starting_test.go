@@ -117,3 +117,28 @@ func TestStartingPage(t *testing.T) {
 		t.Fatalf("a start no host has taken yet: %+v", queued)
 	}
 }
+
+// startOf names the setup while the account's setup runs in a sandbox
+// whose port does not answer yet; an answering port is ready all the same.
+func TestStartOfSetup(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		sb      route.Sandbox
+		answers bool
+		stage   string
+		ready   bool
+	}{
+		{route.Sandbox{State: store.StateRunning, SetupRunning: true}, false, "running its setup; waiting for port 3000 to answer", false},
+		{route.Sandbox{State: store.StateRunning}, false, "running; waiting for port 3000 to answer", false},
+		{route.Sandbox{State: store.StateRunning, SetupRunning: true}, true, "", true},
+	} {
+		st := startOf(&c.sb, 3000, c.answers)
+		if st.Stage != c.stage || st.Ready != c.ready {
+			t.Errorf("%+v, answers %v: stage %q ready %v; want %q %v", c.sb, c.answers, st.Stage, st.Ready, c.stage, c.ready)
+		}
+	}
+	a, b := startOf(&route.Sandbox{State: store.StateRunning, SetupRunning: true}, 3000, false), startOf(&route.Sandbox{State: store.StateRunning}, 3000, false)
+	if a.Version == b.Version {
+		t.Error("the setup's end does not change the page's version: a watching page would not show it")
+	}
+}

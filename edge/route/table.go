@@ -94,6 +94,9 @@ type Sandbox struct {
 	Endpoint string
 	// StartStage is how far its start has got (store.Sandbox.StartStage).
 	StartStage string
+	// SetupRunning: the account's setup runs in it since its start
+	// (store.Sandbox.SetupStatus).
+	SetupRunning bool
 }
 
 // table is one version of the route table.
@@ -218,7 +221,8 @@ func (t *table) putSandbox(sb *store.Sandbox) {
 		return
 	}
 	s := &Sandbox{ID: sb.ID, AccountID: sb.AccountID, Name: sb.Name, State: sb.State, DesiredState: sb.DesiredState, AutoStart: sb.AutoStart,
-		UpdatedAt: sb.UpdatedAt, Endpoint: net.JoinHostPort(sb.SSHHost, strconv.Itoa(sb.SSHPort)) + " " + sb.SSHHostKey, StartStage: sb.StartStage}
+		UpdatedAt: sb.UpdatedAt, Endpoint: net.JoinHostPort(sb.SSHHost, strconv.Itoa(sb.SSHPort)) + " " + sb.SSHHostKey, StartStage: sb.StartStage,
+		SetupRunning: sb.SetupStatus == store.SetupRunning}
 	if sb.StartedAt != nil {
 		s.StartedAt = *sb.StartedAt
 	}
