@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -147,8 +148,16 @@ type response struct {
 	body   []byte
 }
 
+// json decodes the body into v, zeroed first: a test that polls into
+// the same value must not see an earlier answer's fields where this
+// one omits them.
 func (r response) json(t testing.TB, v any) {
 	t.Helper()
+	p := reflect.ValueOf(v)
+	if p.Kind() != reflect.Pointer || p.IsNil() {
+		t.Fatalf("decode into %T: want a non-nil pointer", v)
+	}
+	p.Elem().SetZero()
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("decode %s: %v", r.body, err)
 	}
