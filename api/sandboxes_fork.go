@@ -87,7 +87,8 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	sb := store.Sandbox{ID: store.NewID("sbx"), AccountID: k.AccountID, Name: *req.Name, Size: src.Size, OS: src.OS, ForkOf: src.ID,
 		DesiredState: store.StateRunning, State: store.StateCreating, AutoStart: src.AutoStart, TTLSecs: src.TTLSecs,
 		MaxLifetimeSecs: src.MaxLifetimeSecs, DeleteAfterSecs: src.DeleteAfterSecs, Labels: maps.Clone(src.Labels),
-		NoEnvironment: src.NoEnvironment, NoSnapshots: src.NoSnapshots, NoMonitoring: src.NoMonitoring, CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now}
+		NoEnvironment: src.NoEnvironment, NoSnapshots: src.NoSnapshots, NoMonitoring: src.NoMonitoring, Ports: slices.Clone(src.Ports),
+		CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now}
 	if setSnapshots {
 		sb.NoSnapshots = noSnapshots
 	}

@@ -134,6 +134,15 @@ type Sandbox struct {
 	SSHHost    string `json:"ssh_host,omitempty"`
 	SSHPort    int    `json:"ssh_port,omitempty"`
 	SSHHostKey string `json:"ssh_host_key,omitempty"` // authorized_keys format
+	// IPv6 is the sandbox's own IPv6 address while it runs (observed:
+	// hostctl writes what its driver gave it at the start, "" when the
+	// driver has none).
+	IPv6 string `json:"ipv6,omitempty"`
+	// Ports are the ports opened on its IPv6 address (intent), sorted,
+	// each once; with its public URLs' TCP ports, at most
+	// MaxPortsPerSandbox. Kept across stops, starts and restores, and
+	// copied by forks.
+	Ports []Port `json:"ports,omitempty"`
 
 	AutoStart       bool              `json:"auto_start"`
 	TTLSecs         int64             `json:"ttl_secs"` // 0: no auto-stop

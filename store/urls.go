@@ -18,6 +18,9 @@ type URLTx interface {
 	URLNames(ctx context.Context, accountID, hostname, day string) (URLNames, error)
 	// WriteURL stores a write that PutURLIn decided on.
 	WriteURL(ctx context.Context, w URLWrite) error
+	// PublicURLPorts is the ports of the sandbox's public URLs: a URL
+	// made public opens its port (see MaxPortsPerSandbox).
+	PublicPorts
 }
 
 // URLNames is what PutURLIn reads before a URL takes a new host name.
@@ -71,6 +74,11 @@ func PutURLIn(ctx context.Context, tx URLTx, sb *Sandbox, port int, old *URL, fn
 		}
 		if n >= MaxURLsPerSandbox {
 			return URL{}, &LimitError{Limit: "urls_per_sandbox", Max: MaxURLsPerSandbox}
+		}
+	}
+	if u.Public && (isNew || !old.Public) {
+		if err := checkPublicURL(ctx, tx, sb, port); err != nil {
+			return URL{}, err
 		}
 	}
 	if newName {

@@ -23,6 +23,9 @@ func (s *Store) live(id string) (*store.Sandbox, error) {
 // limits allow. It returns the records that count the start (and forget
 // the account's starts too old to count).
 func (s *Store) checkSandbox(old, sb *store.Sandbox) ([]record, error) {
+	if err := store.CheckPortsIn(context.Background(), &urlTx{s: s}, old, sb); err != nil {
+		return nil, err
+	}
 	for _, o := range s.sandboxes {
 		if o.ID != sb.ID && o.DeletedAt == nil && o.AccountID == sb.AccountID && o.Name == sb.Name {
 			return nil, fmt.Errorf("sandbox name %q: %w", sb.Name, store.ErrConflict)

@@ -66,6 +66,16 @@ func (t *urlTx) CountURLs(ctx context.Context, sandboxID string) (int, error) {
 	return n, nil
 }
 
+func (t *urlTx) PublicURLPorts(ctx context.Context, sandboxID string) ([]int, error) {
+	var ports []int
+	for _, o := range t.s.urls {
+		if o.SandboxID == sandboxID && o.Public {
+			ports = append(ports, o.Port)
+		}
+	}
+	return ports, nil
+}
+
 func (t *urlTx) URLNames(ctx context.Context, accountID, hostname, day string) (store.URLNames, error) {
 	var names store.URLNames
 	acct, ok := t.s.accounts[accountID]

@@ -121,6 +121,9 @@ func (s *Store) RecordAPIKeyUse(ctx context.Context, id string, at time.Time, n 
 // sandbox, and a start its start limits allow, which it records. It locks
 // the account row, so concurrent starts count in turn.
 func checkSandbox(ctx context.Context, t *txn, old, sb *store.Sandbox) error {
+	if err := store.CheckPortsIn(ctx, urlTx{t}, old, sb); err != nil {
+		return err
+	}
 	if store.TakesEnvironment(old, sb) {
 		e, err := env(ctx, t, sb.AccountID, false)
 		if err != nil {
@@ -307,6 +310,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.San
 		sb := *old
 		sb.Labels = cloneMap(old.Labels)
 		sb.EnvSealed, sb.EnvNames = slices.Clone(old.EnvSealed), slices.Clone(old.EnvNames)
+		sb.Ports = slices.Clone(old.Ports)
 		if err := fn(&sb, ev); err != nil {
 			return err
 		}

@@ -50,6 +50,20 @@ func (x urlTx) CountURLs(ctx context.Context, sandboxID string) (int, error) {
 	return n, nil
 }
 
+// PublicURLPorts reads under the sandbox's row lock, which every URL
+// write of the sandbox takes first.
+func (x urlTx) PublicURLPorts(ctx context.Context, sandboxID string) ([]int, error) {
+	rows, err := x.t.Query(ctx, `SELECT port FROM urls WHERE sandbox_id = $1 AND (doc->>'public')::boolean ORDER BY port`, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("public url ports: %w", err)
+	}
+	ports, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("public url ports: %w", err)
+	}
+	return ports, nil
+}
+
 // URLNames locks the account row, so concurrent writers count names in
 // turn.
 func (x urlTx) URLNames(ctx context.Context, accountID, hostname, day string) (store.URLNames, error) {

@@ -49,6 +49,8 @@ func Run(t *testing.T, f Factory) {
 		{"URLs", testURLs},
 		{"URLLimits", testURLLimits},
 		{"URLTokens", testURLTokens},
+		{"Ports", testPorts},
+		{"PortsLimit", testPortsLimit},
 		{"Audit", testAudit},
 		{"Idempotency", testIdempotency},
 		{"KV", testKV},
