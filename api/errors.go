@@ -123,8 +123,12 @@ func toError(err error, now time.Time) *Error {
 	}
 	var le *store.LimitError
 	switch {
+	case errors.As(err, &le) && le.Limit == "ports_per_sandbox":
+		return errorf(http.StatusConflict, "too_many_ports", "at most %d ports per sandbox, its public URLs' included: close one first", le.Max)
 	case errors.As(err, &le):
 		return limitError(le, now)
+	case errors.Is(err, store.ErrBadPort):
+		return badRequest("invalid_port", "%s", err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		return errorf(http.StatusNotFound, "not_found", "not found")
 	case errors.Is(err, store.ErrConflict):

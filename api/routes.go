@@ -57,6 +57,12 @@ var routes = []route{
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/urls/{port}/requests", Action: "sandbox.read", handle: (*Server).listRequests},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/urls/{port}/requests/{id}/replay", Action: "host", handle: (*Server).replayRequest},
 
+	// Open ports on the sandbox's IPv6 address (ports.go).
+	{Method: "GET", Pattern: "/v1/sandboxes/{name}/ports", Action: "sandbox.read", handle: (*Server).listPorts},
+	{Method: "PUT", Pattern: "/v1/sandboxes/{name}/ports", Action: "sandbox.update", handle: (*Server).putPorts},
+	{Method: "POST", Pattern: "/v1/sandboxes/{name}/ports", Action: "sandbox.update", handle: (*Server).openPort},
+	{Method: "DELETE", Pattern: "/v1/sandboxes/{name}/ports/{port}/{protocol}", Action: "sandbox.update", handle: (*Server).closePort},
+
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/exec", Action: "exec", handle: (*Server).exec},
 	{Method: "POST", Pattern: "/v1/sandboxes/{name}/wait", Action: "sandbox.read", handle: (*Server).wait},
 	{Method: "GET", Pattern: "/v1/sandboxes/{name}/jobs", Action: "sandbox.read", handle: (*Server).listJobs},

@@ -110,6 +110,8 @@ type sandboxView struct {
 	SetupStatus string          `json:"setup_status"`
 	SetupError  string          `json:"setup_error,omitempty"`
 	Repo        json.RawMessage `json:"repo"`
+	// IPv6 is its own public IPv6 address while it runs (ports.go).
+	IPv6 *string `json:"ipv6"`
 }
 
 func viewSandbox(sb *store.Sandbox) sandboxView {
@@ -143,6 +145,7 @@ func viewSandbox(sb *store.Sandbox) sandboxView {
 		v.DeleteAt = &t
 	}
 	v.DiskExpiresAt, v.DiskExpiredAt = store.DiskExpiresAt(sb), sb.DiskExpiredAt
+	v.IPv6 = ipv6View(sb)
 	return v
 }
 

@@ -489,6 +489,56 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/sandboxes/{name}/metrics (the `GetSandboxMetrics` operationId).
 	GetSandboxMetrics(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListPorts List the ports open on the sandbox's IPv6 address
+	//
+	// Every port froog's firewall lets through to the sandbox's IPv6 address besides SSH (22) and ping: those opened here (open: true) and the TCP port of each public URL (public_url: true), sorted by port then protocol. Needs sandbox.read.
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/ports (the `ListPorts` operationId).
+	ListPorts(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenPortWithBody Open one port on the sandbox's IPv6 address
+	//
+	// Opens a raw TCP or UDP port (tcp when protocol is left out) in froog's firewall, outside the sandbox: clients with IPv6 reach it at the sandbox's ipv6 address while it runs. Opening a port that is open already changes nothing. Past 64 ports, public URLs' included, 409 too_many_ports. Needs sandbox.update.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{name}/ports (the `OpenPort` operationId).
+	OpenPortWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenPort Open one port on the sandbox's IPv6 address
+	//
+	// Opens a raw TCP or UDP port (tcp when protocol is left out) in froog's firewall, outside the sandbox: clients with IPv6 reach it at the sandbox's ipv6 address while it runs. Opening a port that is open already changes nothing. Past 64 ports, public URLs' included, 409 too_many_ports. Needs sandbox.update.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sandboxes/{name}/ports (the `OpenPort` operationId).
+	OpenPort(ctx context.Context, name string, body OpenPortJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetPortsWithBody Replace the sandbox's open ports
+	//
+	// Sets the ports opened here to the list (sorted, each once; [] closes every one); public URLs' ports stay open. At most 64 per sandbox, public URLs' TCP ports included: past that, 409 too_many_ports and nothing changes. A malformed port is 400 invalid_port and nothing changes. Kept across stops, starts and restores; a fork gets the same ones. Needs sandbox.update.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/sandboxes/{name}/ports (the `SetPorts` operationId).
+	SetPortsWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetPorts Replace the sandbox's open ports
+	//
+	// Sets the ports opened here to the list (sorted, each once; [] closes every one); public URLs' ports stay open. At most 64 per sandbox, public URLs' TCP ports included: past that, 409 too_many_ports and nothing changes. A malformed port is 400 invalid_port and nothing changes. Kept across stops, starts and restores; a fork gets the same ones. Needs sandbox.update.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/sandboxes/{name}/ports (the `SetPorts` operationId).
+	SetPorts(ctx context.Context, name string, body SetPortsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClosePort Close one port on the sandbox's IPv6 address
+	//
+	// Closes a port opened with these routes. 404 not_found when it is not open; 409 port_from_url when only a public URL opens it (remove the URL or make it private). Needs sandbox.update.
+	//
+	// Corresponds with DELETE /v1/sandboxes/{name}/ports/{port}/{protocol} (the `ClosePort` operationId).
+	ClosePort(ctx context.Context, name string, port int, protocol string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListSandboxProcesses A sandbox's processes, busiest first
 	//
 	// Read live from the running sandbox: CPU over half a second, at most 100 processes, busiest first. A sandbox that is not running answers its busiest 12 processes as it last stopped, read just before the stop, with live: false and sampled_at (kept 7 days); without such a sample, 409 sandbox_stopped.
@@ -1833,6 +1883,116 @@ func (c *API) StopJob(ctx context.Context, name string, id string, reqEditors ..
 // Corresponds with GET /v1/sandboxes/{name}/metrics (the `GetSandboxMetrics` operationId).
 func (c *API) GetSandboxMetrics(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSandboxMetricsRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListPorts List the ports open on the sandbox's IPv6 address
+//
+// Every port froog's firewall lets through to the sandbox's IPv6 address besides SSH (22) and ping: those opened here (open: true) and the TCP port of each public URL (public_url: true), sorted by port then protocol. Needs sandbox.read.
+//
+// Corresponds with GET /v1/sandboxes/{name}/ports (the `ListPorts` operationId).
+func (c *API) ListPorts(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPortsRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenPortWithBody Open one port on the sandbox's IPv6 address
+//
+// Opens a raw TCP or UDP port (tcp when protocol is left out) in froog's firewall, outside the sandbox: clients with IPv6 reach it at the sandbox's ipv6 address while it runs. Opening a port that is open already changes nothing. Past 64 ports, public URLs' included, 409 too_many_ports. Needs sandbox.update.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sandboxes/{name}/ports (the `OpenPort` operationId).
+func (c *API) OpenPortWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenPortRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenPort Open one port on the sandbox's IPv6 address
+//
+// Opens a raw TCP or UDP port (tcp when protocol is left out) in froog's firewall, outside the sandbox: clients with IPv6 reach it at the sandbox's ipv6 address while it runs. Opening a port that is open already changes nothing. Past 64 ports, public URLs' included, 409 too_many_ports. Needs sandbox.update.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sandboxes/{name}/ports (the `OpenPort` operationId).
+func (c *API) OpenPort(ctx context.Context, name string, body OpenPortJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenPortRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetPortsWithBody Replace the sandbox's open ports
+//
+// Sets the ports opened here to the list (sorted, each once; [] closes every one); public URLs' ports stay open. At most 64 per sandbox, public URLs' TCP ports included: past that, 409 too_many_ports and nothing changes. A malformed port is 400 invalid_port and nothing changes. Kept across stops, starts and restores; a fork gets the same ones. Needs sandbox.update.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/sandboxes/{name}/ports (the `SetPorts` operationId).
+func (c *API) SetPortsWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetPortsRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetPorts Replace the sandbox's open ports
+//
+// Sets the ports opened here to the list (sorted, each once; [] closes every one); public URLs' ports stay open. At most 64 per sandbox, public URLs' TCP ports included: past that, 409 too_many_ports and nothing changes. A malformed port is 400 invalid_port and nothing changes. Kept across stops, starts and restores; a fork gets the same ones. Needs sandbox.update.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/sandboxes/{name}/ports (the `SetPorts` operationId).
+func (c *API) SetPorts(ctx context.Context, name string, body SetPortsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetPortsRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClosePort Close one port on the sandbox's IPv6 address
+//
+// Closes a port opened with these routes. 404 not_found when it is not open; 409 port_from_url when only a public URL opens it (remove the URL or make it private). Needs sandbox.update.
+//
+// Corresponds with DELETE /v1/sandboxes/{name}/ports/{port}/{protocol} (the `ClosePort` operationId).
+func (c *API) ClosePort(ctx context.Context, name string, port int, protocol string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClosePortRequest(c.Server, name, port, protocol)
 	if err != nil {
 		return nil, err
 	}
@@ -5045,6 +5205,182 @@ func NewGetSandboxMetricsRequest(server string, name string) (*http.Request, err
 	return req, nil
 }
 
+// NewListPortsRequest constructs an http.Request for the ListPorts method
+func NewListPortsRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/ports", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewOpenPortRequest calls the generic OpenPort builder with application/json body
+func NewOpenPortRequest(server string, name string, body OpenPortJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOpenPortRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewOpenPortRequestWithBody constructs an http.Request for the OpenPort method, with any body, and a specified content type
+func NewOpenPortRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/ports", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSetPortsRequest calls the generic SetPorts builder with application/json body
+func NewSetPortsRequest(server string, name string, body SetPortsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetPortsRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewSetPortsRequestWithBody constructs an http.Request for the SetPorts method, with any body, and a specified content type
+func NewSetPortsRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/ports", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewClosePortRequest constructs an http.Request for the ClosePort method
+func NewClosePortRequest(server string, name string, port int, protocol string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "protocol", protocol, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sandboxes/%s/ports/%s/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListSandboxProcessesRequest constructs an http.Request for the ListSandboxProcesses method
 func NewListSandboxProcessesRequest(server string, name string) (*http.Request, error) {
 	var err error
@@ -7210,6 +7546,60 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/sandboxes/{name}/metrics (the `GetSandboxMetrics` operationId).
 	GetSandboxMetricsWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetSandboxMetricsResponse, error)
+
+	// ListPortsWithResponse List the ports open on the sandbox's IPv6 address
+	//
+	// Every port froog's firewall lets through to the sandbox's IPv6 address besides SSH (22) and ping: those opened here (open: true) and the TCP port of each public URL (public_url: true), sorted by port then protocol. Needs sandbox.read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sandboxes/{name}/ports (the `ListPorts` operationId).
+	ListPortsWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ListPortsResponse, error)
+
+	// OpenPortWithBodyWithResponse Open one port on the sandbox's IPv6 address
+	//
+	// Opens a raw TCP or UDP port (tcp when protocol is left out) in froog's firewall, outside the sandbox: clients with IPv6 reach it at the sandbox's ipv6 address while it runs. Opening a port that is open already changes nothing. Past 64 ports, public URLs' included, 409 too_many_ports. Needs sandbox.update.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{name}/ports (the `OpenPort` operationId).
+	OpenPortWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenPortResponse, error)
+
+	// OpenPortWithResponse Open one port on the sandbox's IPv6 address
+	//
+	// Opens a raw TCP or UDP port (tcp when protocol is left out) in froog's firewall, outside the sandbox: clients with IPv6 reach it at the sandbox's ipv6 address while it runs. Opening a port that is open already changes nothing. Past 64 ports, public URLs' included, 409 too_many_ports. Needs sandbox.update.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sandboxes/{name}/ports (the `OpenPort` operationId).
+	OpenPortWithResponse(ctx context.Context, name string, body OpenPortJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenPortResponse, error)
+
+	// SetPortsWithBodyWithResponse Replace the sandbox's open ports
+	//
+	// Sets the ports opened here to the list (sorted, each once; [] closes every one); public URLs' ports stay open. At most 64 per sandbox, public URLs' TCP ports included: past that, 409 too_many_ports and nothing changes. A malformed port is 400 invalid_port and nothing changes. Kept across stops, starts and restores; a fork gets the same ones. Needs sandbox.update.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/sandboxes/{name}/ports (the `SetPorts` operationId).
+	SetPortsWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetPortsResponse, error)
+
+	// SetPortsWithResponse Replace the sandbox's open ports
+	//
+	// Sets the ports opened here to the list (sorted, each once; [] closes every one); public URLs' ports stay open. At most 64 per sandbox, public URLs' TCP ports included: past that, 409 too_many_ports and nothing changes. A malformed port is 400 invalid_port and nothing changes. Kept across stops, starts and restores; a fork gets the same ones. Needs sandbox.update.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/sandboxes/{name}/ports (the `SetPorts` operationId).
+	SetPortsWithResponse(ctx context.Context, name string, body SetPortsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetPortsResponse, error)
+
+	// ClosePortWithResponse Close one port on the sandbox's IPv6 address
+	//
+	// Closes a port opened with these routes. 404 not_found when it is not open; 409 port_from_url when only a public URL opens it (remove the URL or make it private). Needs sandbox.update.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/sandboxes/{name}/ports/{port}/{protocol} (the `ClosePort` operationId).
+	ClosePortWithResponse(ctx context.Context, name string, port int, protocol string, reqEditors ...RequestEditorFn) (*ClosePortResponse, error)
 
 	// ListSandboxProcessesWithResponse A sandbox's processes, busiest first
 	//
@@ -10416,6 +10806,228 @@ func (r GetSandboxMetricsResponse) ContentType() string {
 	return ""
 }
 
+// ListPortsResponse429Headers the declared response headers of an HTTP 429 response for ListPorts
+type ListPortsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type ListPortsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenPorts
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListPortsResponse429Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPortsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPortsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPortsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// OpenPortResponse429Headers the declared response headers of an HTTP 429 response for OpenPort
+type OpenPortResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type OpenPortResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenPorts
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenPortResponse429Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenPortResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenPortResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenPortResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetPortsResponse429Headers the declared response headers of an HTTP 429 response for SetPorts
+type SetPortsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type SetPortsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenPorts
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetPortsResponse429Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r SetPortsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetPortsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetPortsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ClosePortResponse429Headers the declared response headers of an HTTP 429 response for ClosePort
+type ClosePortResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitPolicy    *string
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+type ClosePortResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *OpenPorts
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorAnswer
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorAnswer
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorAnswer
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorAnswer
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorAnswer
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *LimitReached
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorAnswer
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ClosePortResponse429Headers
+}
+
+// Status returns HTTPResponse.Status
+func (r ClosePortResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ClosePortResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ClosePortResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSandboxProcessesResponse429Headers the declared response headers of an HTTP 429 response for ListSandboxProcesses
 type ListSandboxProcessesResponse429Headers struct {
 	RateLimitLimit     *int
@@ -13542,6 +14154,96 @@ func (c *ClientWithResponses) GetSandboxMetricsWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseGetSandboxMetricsResponse(rsp)
+}
+
+// ListPortsWithResponse List the ports open on the sandbox's IPv6 address
+//
+// Every port froog's firewall lets through to the sandbox's IPv6 address besides SSH (22) and ping: those opened here (open: true) and the TCP port of each public URL (public_url: true), sorted by port then protocol. Needs sandbox.read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sandboxes/{name}/ports (the `ListPorts` operationId).
+func (c *ClientWithResponses) ListPortsWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ListPortsResponse, error) {
+	rsp, err := c.ListPorts(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPortsResponse(rsp)
+}
+
+// OpenPortWithBodyWithResponse Open one port on the sandbox's IPv6 address
+//
+// Opens a raw TCP or UDP port (tcp when protocol is left out) in froog's firewall, outside the sandbox: clients with IPv6 reach it at the sandbox's ipv6 address while it runs. Opening a port that is open already changes nothing. Past 64 ports, public URLs' included, 409 too_many_ports. Needs sandbox.update.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{name}/ports (the `OpenPort` operationId).
+func (c *ClientWithResponses) OpenPortWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenPortResponse, error) {
+	rsp, err := c.OpenPortWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenPortResponse(rsp)
+}
+
+// OpenPortWithResponse Open one port on the sandbox's IPv6 address
+//
+// Opens a raw TCP or UDP port (tcp when protocol is left out) in froog's firewall, outside the sandbox: clients with IPv6 reach it at the sandbox's ipv6 address while it runs. Opening a port that is open already changes nothing. Past 64 ports, public URLs' included, 409 too_many_ports. Needs sandbox.update.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sandboxes/{name}/ports (the `OpenPort` operationId).
+func (c *ClientWithResponses) OpenPortWithResponse(ctx context.Context, name string, body OpenPortJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenPortResponse, error) {
+	rsp, err := c.OpenPort(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenPortResponse(rsp)
+}
+
+// SetPortsWithBodyWithResponse Replace the sandbox's open ports
+//
+// Sets the ports opened here to the list (sorted, each once; [] closes every one); public URLs' ports stay open. At most 64 per sandbox, public URLs' TCP ports included: past that, 409 too_many_ports and nothing changes. A malformed port is 400 invalid_port and nothing changes. Kept across stops, starts and restores; a fork gets the same ones. Needs sandbox.update.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/sandboxes/{name}/ports (the `SetPorts` operationId).
+func (c *ClientWithResponses) SetPortsWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetPortsResponse, error) {
+	rsp, err := c.SetPortsWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetPortsResponse(rsp)
+}
+
+// SetPortsWithResponse Replace the sandbox's open ports
+//
+// Sets the ports opened here to the list (sorted, each once; [] closes every one); public URLs' ports stay open. At most 64 per sandbox, public URLs' TCP ports included: past that, 409 too_many_ports and nothing changes. A malformed port is 400 invalid_port and nothing changes. Kept across stops, starts and restores; a fork gets the same ones. Needs sandbox.update.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/sandboxes/{name}/ports (the `SetPorts` operationId).
+func (c *ClientWithResponses) SetPortsWithResponse(ctx context.Context, name string, body SetPortsJSONRequestBody, reqEditors ...RequestEditorFn) (*SetPortsResponse, error) {
+	rsp, err := c.SetPorts(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetPortsResponse(rsp)
+}
+
+// ClosePortWithResponse Close one port on the sandbox's IPv6 address
+//
+// Closes a port opened with these routes. 404 not_found when it is not open; 409 port_from_url when only a public URL opens it (remove the URL or make it private). Needs sandbox.update.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/sandboxes/{name}/ports/{port}/{protocol} (the `ClosePort` operationId).
+func (c *ClientWithResponses) ClosePortWithResponse(ctx context.Context, name string, port int, protocol string, reqEditors ...RequestEditorFn) (*ClosePortResponse, error) {
+	rsp, err := c.ClosePort(ctx, name, port, protocol, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClosePortResponse(rsp)
 }
 
 // ListSandboxProcessesWithResponse A sandbox's processes, busiest first
@@ -19994,6 +20696,463 @@ func ParseGetSandboxMetricsResponse(rsp *http.Response) (*GetSandboxMetricsRespo
 			headers.RetryAfter = &value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListPortsResponse parses an HTTP response from a ListPortsWithResponse call
+func ParseListPortsResponse(rsp *http.Response) (*ListPortsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPortsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenPorts
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ListPortsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenPortResponse parses an HTTP response from a OpenPortWithResponse call
+func ParseOpenPortResponse(rsp *http.Response) (*OpenPortResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenPortResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenPorts
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers OpenPortResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetPortsResponse parses an HTTP response from a SetPortsWithResponse call
+func ParseSetPortsResponse(rsp *http.Response) (*SetPortsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetPortsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenPorts
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers SetPortsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseClosePortResponse parses an HTTP response from a ClosePortWithResponse call
+func ParseClosePortResponse(rsp *http.Response) (*ClosePortResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ClosePortResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest OpenPorts
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest LimitReached
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorAnswer
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ClosePortResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitPolicy = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil

@@ -379,6 +379,42 @@ func (e JobState) Valid() bool {
 	}
 }
 
+// Defines values for OpenPortsPortsProtocol.
+const (
+	OpenPortsPortsProtocolTcp OpenPortsPortsProtocol = "tcp"
+	OpenPortsPortsProtocolUdp OpenPortsPortsProtocol = "udp"
+)
+
+// Valid indicates whether the value is a known member of the OpenPortsPortsProtocol enum.
+func (e OpenPortsPortsProtocol) Valid() bool {
+	switch e {
+	case OpenPortsPortsProtocolTcp:
+		return true
+	case OpenPortsPortsProtocolUdp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PortSpecProtocol.
+const (
+	PortSpecProtocolTcp PortSpecProtocol = "tcp"
+	PortSpecProtocolUdp PortSpecProtocol = "udp"
+)
+
+// Valid indicates whether the value is a known member of the PortSpecProtocol enum.
+func (e PortSpecProtocol) Valid() bool {
+	switch e {
+	case PortSpecProtocolTcp:
+		return true
+	case PortSpecProtocolUdp:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PutEnvironmentFileEncoding.
 const (
 	EnvFileBase64 PutEnvironmentFileEncoding = "base64"
@@ -1452,6 +1488,27 @@ type Metrics struct {
 	SampledAt      time.Time `json:"sampled_at"`
 }
 
+// OpenPorts defines model for OpenPorts.
+type OpenPorts struct {
+	// Ipv6 the sandbox's own IPv6 address, where the ports answer, while it runs; null otherwise
+	Ipv6 *string `json:"ipv6"`
+
+	// Max how many ports a sandbox may have open, public URLs' included (64)
+	Max   int `json:"max"`
+	Ports []struct {
+		// Open opened with the ports routes (froog port open)
+		Open     bool                   `json:"open"`
+		Port     int                    `json:"port"`
+		Protocol OpenPortsPortsProtocol `json:"protocol"`
+
+		// PublicUrl a public URL of the sandbox opens it (TCP); it closes when the URL is removed or made private
+		PublicUrl bool `json:"public_url"`
+	} `json:"ports"`
+}
+
+// OpenPortsPortsProtocol defines model for OpenPorts.Ports.Protocol.
+type OpenPortsPortsProtocol string
+
 // PathRoute defines model for PathRoute.
 type PathRoute struct {
 	Port int `json:"port"`
@@ -1459,6 +1516,15 @@ type PathRoute struct {
 	// Prefix such as /api/: the paths under it
 	Prefix string `json:"prefix"`
 }
+
+// PortSpec One port: a number and a protocol (tcp when left out)
+type PortSpec struct {
+	Port     int               `json:"port"`
+	Protocol *PortSpecProtocol `json:"protocol,omitempty"`
+}
+
+// PortSpecProtocol defines model for PortSpec.Protocol.
+type PortSpecProtocol string
 
 // Process defines model for Process.
 type Process struct {
@@ -1544,10 +1610,13 @@ type Sandbox struct {
 	EnvNames []string `json:"env_names"`
 
 	// Environment false when created (or last started) with environment: false
-	Environment bool              `json:"environment"`
-	Error       *string           `json:"error,omitempty"`
-	Id          string            `json:"id"`
-	Labels      map[string]string `json:"labels"`
+	Environment bool    `json:"environment"`
+	Error       *string `json:"error,omitempty"`
+	Id          string  `json:"id"`
+
+	// Ipv6 its own public IPv6 address while it runs (SSH on port 22, ping, and its open ports answer there); null otherwise. A start after a longer stop, and a fork, get a new one
+	Ipv6   *string           `json:"ipv6"`
+	Labels map[string]string `json:"labels"`
 
 	// LastActiveAt the latest activity recorded (POST /v1/sandboxes/{name}/touch), null until there is some; it moves no deadline
 	LastActiveAt    *time.Time `json:"last_active_at"`
@@ -2067,6 +2136,11 @@ type GetJobParams struct {
 	Offset *int `form:"offset,omitempty" json:"offset,omitempty"`
 }
 
+// SetPortsJSONBody defines parameters for SetPorts.
+type SetPortsJSONBody struct {
+	Ports []PortSpec `json:"ports"`
+}
+
 // ListRequestsParams defines parameters for ListRequests.
 type ListRequestsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -2142,6 +2216,12 @@ type ForkSandboxJSONRequestBody = ForkSandbox
 
 // StartJobJSONRequestBody defines body for StartJob for application/json ContentType.
 type StartJobJSONRequestBody = Command
+
+// OpenPortJSONRequestBody defines body for OpenPort for application/json ContentType.
+type OpenPortJSONRequestBody = PortSpec
+
+// SetPortsJSONRequestBody defines body for SetPorts for application/json ContentType.
+type SetPortsJSONRequestBody SetPortsJSONBody
 
 // RestoreSandboxJSONRequestBody defines body for RestoreSandbox for application/json ContentType.
 type RestoreSandboxJSONRequestBody = RestoreSandbox

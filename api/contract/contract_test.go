@@ -13,7 +13,7 @@ import (
 	"froog.tech/froog/api/contract"
 )
 
-const sandbox = `{"id":"sbx_1","name":"e2e","state":"creating","desired_state":"running","size":"default","os":"ubuntu-24.04","labels":{},"auto_start":false,"ttl_secs":60,"auto_stop_at":null,"max_lifetime_secs":0,"stop_at":null,"delete_after_secs":0,"delete_at":null,"disk_expires_at":null,"created_at":"2026-12-02T01:26:23Z","updated_at":"2026-12-02T01:26:23Z","started_at":null,"stopped_at":null,"warm_until":null,"last_active_at":null,"env_names":[],"environment":true,"snapshots":true,"monitoring":true,"setup_status":"none","repo":null}`
+const sandbox = `{"id":"sbx_1","name":"e2e","state":"creating","desired_state":"running","size":"default","os":"ubuntu-24.04","labels":{},"auto_start":false,"ttl_secs":60,"auto_stop_at":null,"max_lifetime_secs":0,"stop_at":null,"delete_after_secs":0,"delete_at":null,"disk_expires_at":null,"created_at":"2026-12-02T01:26:23Z","updated_at":"2026-12-02T01:26:23Z","started_at":null,"stopped_at":null,"warm_until":null,"last_active_at":null,"env_names":[],"environment":true,"snapshots":true,"monitoring":true,"setup_status":"none","repo":null,"ipv6":null}`
 
 const sshKey = `{"id":"key_1","name":"laptop","public_key":"ssh-ed25519 AAAA","fingerprint":"SHA256:x","created_at":"2026-12-01T10:00:00Z"}`
 
