@@ -16,7 +16,8 @@
 // sandbox.go (creating, listing and handling sandboxes), exec.go
 // (commands, streamed or not), history.go (the command history, read
 // while stopped too), files.go (reading and writing files),
-// urls.go (a sandbox's public URLs) and metrics.go (its metrics and
+// urls.go (a sandbox's public URLs), ports.go (the ports open on its IPv6
+// address) and metrics.go (its metrics and
 // processes, read now). This package holds no other HTTP calls than the
 // generated ones, and imports nothing else of froog's.
 package froog

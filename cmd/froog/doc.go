@@ -15,7 +15,7 @@
 // delete, fork, restore), snapshots.go (snapshot, snapshots), exec.go
 // (exec, jobs, logs, kill, wait), metrics.go (metrics, ps), history.go
 // (history), files.go (push, scp, ssh), urls.go (host, url-token),
-// inbox.go (inbox),
+// ports.go (port), inbox.go (inbox),
 // views.go (desktop, browser, wall), env.go (env, environment),
 // webhooks.go (webhooks) and account.go (api-key, audit, limits,
 // completions). Its tests here need

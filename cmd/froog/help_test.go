@@ -24,6 +24,7 @@ func TestCLIHelp(t *testing.T) {
 		{[]string{"--help"}, []string{"froog gives every agent its own Linux", "FROOG_API_KEY", "--json", "new", "exec", "host", "url-token", "desktop", "completions"}},
 		{[]string{"exec", "--help"}, []string{"froog exec my-box --detach --", "--timeout", "exits 124", "--cwd", "-e, --env", "--no-stdin"}},
 		{[]string{"host", "--help"}, []string{"--public", "--subdomain", "--title", "--rm"}},
+		{[]string{"port", "--help"}, []string{"froog port open my-box 27015/udp", "close", "list", "IPv6"}},
 		{[]string{"new", "--help"}, []string{"--os", "--max-lifetime", "--delete-after", "--no-snapshots", "--no-auto-stop", "--host"}},
 		{[]string{"stop", "--help"}, []string{"--no-wait", "--status"}},
 		{[]string{"status", "--help"}, []string{"--check", "froog info NAME"}},

@@ -91,7 +91,7 @@ accepts --json for machine-readable output.`,
 		a.snapshotCmd(), a.snapshotsCmd(), a.restoreCmd())
 	add("run", a.execCmd(), a.jobsCmd(), a.logsCmd(), a.killCmd(), a.waitCmd(), a.sshCmd(), a.pushCmd(), a.scpCmd(),
 		a.psCmd(), a.metricsCmd(), a.historyCmd())
-	add("web", a.hostCmd(), a.urlTokenCmd(), a.inboxCmd(), a.desktopCmd(), a.browserCmd(), a.wallCmd())
+	add("web", a.hostCmd(), a.portCmd(), a.urlTokenCmd(), a.inboxCmd(), a.desktopCmd(), a.browserCmd(), a.wallCmd())
 	add("account", a.loginCmd(), a.logoutCmd(), a.statusCmd(), a.apiKeyCmd(), a.auditCmd(), a.limitsCmd(),
 		a.envCmd(), a.environmentCmd(), a.webhooksCmd())
 	root.AddCommand(a.completionsCmd())
