@@ -15,6 +15,9 @@
 # guest/) and openbox (its fallback);
 # xev (x11-utils: the application the desktop tests type into); xclip
 # (the clipboard test copies and reads the sandbox's clipboard with it);
+# PulseAudio and its pacat (pulseaudio, pulseaudio-utils: each screen's
+# sound server, and the sound tests' player; guest/sound.go, with ffmpeg
+# as its Opus encoder);
 # dpkg-dev, debhelper, lintian and systemd (the Debian package's test:
 # deploy/package.sh builds it, lintian checks it, systemd-analyze verifies
 # its units, systemd-sysusers makes its user in a scratch root), and
@@ -76,6 +79,8 @@ command -v xfsettingsd >/dev/null 2>&1 || lean+=(xfce4-settings)
 command -v dbus-daemon >/dev/null 2>&1 || lean+=(dbus)
 command -v xev >/dev/null 2>&1 || lean+=(x11-utils)
 command -v xclip >/dev/null 2>&1 || lean+=(xclip)
+command -v pulseaudio >/dev/null 2>&1 || lean+=(pulseaudio)
+command -v pacat >/dev/null 2>&1 || lean+=(pulseaudio-utils)
 command -v dpkg-buildpackage >/dev/null 2>&1 || lean+=(dpkg-dev)
 command -v dh >/dev/null 2>&1 || lean+=(debhelper)
 command -v lintian >/dev/null 2>&1 || lean+=(lintian)

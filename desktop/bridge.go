@@ -111,11 +111,7 @@ func (b *bridge) serve(ctx context.Context) {
 		vnc.Close()
 		return
 	}
-	b.ws.SetReadLimit(maxClientMessage)
-	b.ws.SetReadDeadline(time.Now().Add(readDeadlinePingPeriods * b.s.o.PingEvery))
-	b.ws.SetPongHandler(func(string) error {
-		return b.ws.SetReadDeadline(time.Now().Add(readDeadlinePingPeriods * b.s.o.PingEvery))
-	})
+	b.readFrom(maxClientMessage)
 	f := rfb.NewFilter(b.viewOnly)
 	wg.Add(1)
 	go func() { defer wg.Done(); b.toViewer(vnc, f.Server()) }()
@@ -123,6 +119,17 @@ func (b *bridge) serve(ctx context.Context) {
 	wg.Wait()
 	b.s.log.Info("desktop closed", "sandbox", b.view.ID, "kind", b.view.Kind, "view_only", b.viewOnly,
 		"reason", b.reason, "bytes_in", b.in.Load(), "bytes_out", b.out.Load(), "duration", time.Since(b.startedAt).Round(time.Millisecond).String())
+}
+
+// readFrom limits the viewer's messages to limit bytes and sets its read
+// deadline, which every pong moves on: a viewer that answers no ping for
+// readDeadlinePingPeriods is gone.
+func (b *bridge) readFrom(limit int64) {
+	b.ws.SetReadLimit(limit)
+	b.ws.SetReadDeadline(time.Now().Add(readDeadlinePingPeriods * b.s.o.PingEvery))
+	b.ws.SetPongHandler(func(string) error {
+		return b.ws.SetReadDeadline(time.Now().Add(readDeadlinePingPeriods * b.s.o.PingEvery))
+	})
 }
 
 func (b *bridge) dial(ctx context.Context) (net.Conn, error) {

@@ -135,7 +135,8 @@ const (
 	PathWebsocket = "/websockify" // the websocket bridged to VNC (query: viewonly=1)
 	PathAssets    = "/assets/"    // the page's scripts, styles and noVNC
 	PathError     = "/error/"     // /error/CODE: a page saying what went wrong
-	// PathStream (selkies.go) is the websocket carried to Selkies.
+	// PathStream (selkies.go) is the websocket carried to Selkies,
+	// PathAudio (sound.go) the sound's.
 )
 
 // Server serves view hosts: the viewer page, sessions and the VNC bridge.
@@ -145,6 +146,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	conns  map[*bridge]struct{}
+	hubs   map[soundKey]*soundHub // the screens listened to (sound.go)
 	closed bool
 
 	tiles *tileSet
@@ -201,7 +203,7 @@ func New(o Options) (*Server, error) {
 	o.TileGrace = cmp.Or(o.TileGrace, 10*time.Second)
 	o.NoPictureAfter = cmp.Or(o.NoPictureAfter, 5*time.Second)
 	o.WallPoll = cmp.Or(o.WallPoll, 500*time.Millisecond)
-	s := &Server{o: o, log: log, conns: map[*bridge]struct{}{}, done: make(chan struct{})}
+	s := &Server{o: o, log: log, conns: map[*bridge]struct{}{}, hubs: map[soundKey]*soundHub{}, done: make(chan struct{})}
 	s.tiles = &tileSet{s: s, m: map[string]*tile{}}
 	return s, nil
 }
@@ -238,6 +240,8 @@ func (s *Server) ServeView(w http.ResponseWriter, r *http.Request, v View) {
 		s.websocket(w, r, v, &upgrader, (*bridge).serve)
 	case p == PathStream && v.Kind != names.ViewWall:
 		s.websocket(w, r, v, &streamUpgrader, (*bridge).serveSelkies)
+	case p == PathAudio && v.Kind != names.ViewWall:
+		s.websocket(w, r, v, &audioUpgrader, (*bridge).serveAudio)
 	case len(p) > len(PathAssets) && p[:len(PathAssets)] == PathAssets:
 		s.asset(w, r)
 	case len(p) > len(PathError) && p[:len(PathError)] == PathError:

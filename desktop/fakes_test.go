@@ -122,6 +122,7 @@ type fakeStarter struct {
 	err      error
 	calls    int
 	profiles []string // asked for, in order
+	audio    int      // the sound server's port; 0: no sound
 }
 
 func (f *fakeStarter) StartDesktop(_ context.Context, sandboxID, kind, profile string) (int, error) {
@@ -130,6 +131,18 @@ func (f *fakeStarter) StartDesktop(_ context.Context, sandboxID, kind, profile s
 	f.calls++
 	f.profiles = append(f.profiles, profile)
 	return f.port, f.err
+}
+
+func (f *fakeStarter) StartSound(ctx context.Context, sandboxID, kind, profile string) (int, error) {
+	if _, err := f.StartDesktop(ctx, sandboxID, kind, profile); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.audio == 0 {
+		return 0, ErrNoSound
+	}
+	return f.audio, nil
 }
 
 // fakeLoopbackDialer stands in for the tunnel: the sandbox's port is a port

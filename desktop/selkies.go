@@ -92,6 +92,9 @@ type Stream struct {
 	// SelkiesPort is Selkies' port on 127.0.0.1, or 0 where Selkies is
 	// not installed (the desktop is VNC only).
 	SelkiesPort int
+	// AudioPort is the screen's sound server on 127.0.0.1 (sound.go), or
+	// 0 where it has no sound.
+	AudioPort int
 }
 
 // StreamStarter is a Starter that also starts Selkies where it is
@@ -172,11 +175,7 @@ func (b *bridge) serveSelkies(ctx context.Context) {
 		up.Close()
 		return
 	}
-	b.ws.SetReadLimit(maxClientMessage)
-	b.ws.SetReadDeadline(time.Now().Add(readDeadlinePingPeriods * b.s.o.PingEvery))
-	b.ws.SetPongHandler(func(string) error {
-		return b.ws.SetReadDeadline(time.Now().Add(readDeadlinePingPeriods * b.s.o.PingEvery))
-	})
+	b.readFrom(maxClientMessage)
 	up.SetReadLimit(maxSelkiesMessage)
 	var dropped int64
 	wg.Add(1)

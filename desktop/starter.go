@@ -42,10 +42,14 @@ type startedDesktop struct {
 	since   time.Time
 	profile string
 	port    int
+	audio   int     // the sound server's port, 0 for none
 	stream  *Stream // nil until StartStream asked for Selkies in this run
 }
 
-var _ StreamStarter = (*SSHStarter)(nil)
+var (
+	_ StreamStarter = (*SSHStarter)(nil)
+	_ SoundStarter  = (*SSHStarter)(nil)
+)
 
 // StartDesktop starts the sandbox's desktop (or browser view, with its
 // profile) if it is not running and returns its VNC port.
@@ -65,8 +69,23 @@ func (s *SSHStarter) StartDesktop(ctx context.Context, sandboxID, kind, profile 
 	if err != nil {
 		return 0, err
 	}
-	s.remember(k, since, startedDesktop{since: since, profile: profile, port: st.VNCPort})
+	s.remember(k, since, startedDesktop{since: since, profile: profile, port: st.VNCPort, audio: st.AudioPort})
 	return st.VNCPort, nil
+}
+
+// StartSound is StartDesktop that returns the screen's sound port
+// instead, ErrNoSound where it has none.
+func (s *SSHStarter) StartSound(ctx context.Context, sandboxID, kind, profile string) (int, error) {
+	if _, err := s.StartDesktop(ctx, sandboxID, kind, profile); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	d := s.ports[starterKey{sandboxID, kind}]
+	s.mu.Unlock()
+	if d.audio == 0 {
+		return 0, ErrNoSound
+	}
+	return d.audio, nil
 }
 
 // StartStream is StartDesktop that also starts Selkies where the sandbox
@@ -91,7 +110,7 @@ func (s *SSHStarter) StartStream(ctx context.Context, sandboxID, kind, profile, 
 	if err != nil {
 		return Stream{}, err
 	}
-	s.remember(k, since, startedDesktop{since: since, profile: profile, port: st.VNCPort, stream: &st})
+	s.remember(k, since, startedDesktop{since: since, profile: profile, port: st.VNCPort, audio: st.AudioPort, stream: &st})
 	return st, nil
 }
 
@@ -176,14 +195,16 @@ func startCommand(kind, profile string, browser bool) (string, error) {
 }
 
 // parseStarted reads froog-desktop's answer: one JSON object with the
-// kind, the VNC port, and where Selkies runs its port ("transport":
-// "selkies"; an answer without it is VNC only).
+// kind, the VNC port, where Selkies runs its port ("transport":
+// "selkies"; an answer without it is VNC only), and where the screen has
+// sound its sound port ("audio_port").
 func parseStarted(b []byte, kind string) (Stream, error) {
 	var a struct {
 		Kind        string `json:"kind"`
 		VNCPort     int    `json:"vnc_port"`
 		Transport   string `json:"transport"`
 		SelkiesPort int    `json:"selkies_port"`
+		AudioPort   int    `json:"audio_port"`
 	}
 	if err := json.Unmarshal(bytes.TrimSpace(b), &a); err != nil {
 		return Stream{}, fmt.Errorf("start desktop: froog-desktop said %q: %w", firstLine(string(b)), err)
@@ -192,6 +213,9 @@ func parseStarted(b []byte, kind string) (Stream, error) {
 		return Stream{}, fmt.Errorf("start desktop: froog-desktop answered kind %q port %d", a.Kind, a.VNCPort)
 	}
 	st := Stream{VNCPort: a.VNCPort}
+	if a.AudioPort > 0 && a.AudioPort <= 65535 {
+		st.AudioPort = a.AudioPort
+	}
 	if a.Transport == "selkies" {
 		if a.SelkiesPort < 1 || a.SelkiesPort > 65535 {
 			return Stream{}, fmt.Errorf("start desktop: froog-desktop answered selkies port %d", a.SelkiesPort)

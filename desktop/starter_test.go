@@ -26,9 +26,26 @@ func TestParseStarted(t *testing.T) {
 		{``, names.ViewDesktop, 0, 0},
 	}
 	for _, tt := range tests {
+		if st, _ := parseStarted([]byte(tt.out), tt.kind); st.AudioPort != 0 {
+			t.Errorf("parseStarted(%q) has sound on port %d", tt.out, st.AudioPort)
+		}
 		st, err := parseStarted([]byte(tt.out), tt.kind)
 		if st.VNCPort != tt.port || st.SelkiesPort != tt.selkies || (err == nil) != (tt.port != 0) {
 			t.Errorf("parseStarted(%q, %s) = %+v, %v; want %d, %d", tt.out, tt.kind, st, err, tt.port, tt.selkies)
+		}
+	}
+}
+
+// The sound's port where the screen has sound; none where the answer's
+// is out of range.
+func TestParseStartedSound(t *testing.T) {
+	for out, want := range map[string]int{
+		`{"kind":"desktop","vnc_port":5910,"audio_port":6210,"pulse_server":"unix:/tmp/.froog-desktop-pulse-10/native"}`: 6210,
+		`{"kind":"desktop","vnc_port":5910,"audio_port":70000}`:                                                          0,
+		`{"kind":"desktop","vnc_port":5910,"audio_port":-1}`:                                                             0,
+	} {
+		if st, err := parseStarted([]byte(out), names.ViewDesktop); err != nil || st.AudioPort != want {
+			t.Errorf("parseStarted(%q) = %+v, %v; want audio port %d", out, st, err, want)
 		}
 	}
 }
@@ -39,7 +56,7 @@ func FuzzParseStarted(f *testing.F) {
 	f.Add(`{"kind":1}`)
 	f.Fuzz(func(t *testing.T, out string) {
 		st, err := parseStarted([]byte(out), names.ViewDesktop)
-		if err == nil && (st.VNCPort < 1 || st.VNCPort > 65535 || st.SelkiesPort < 0 || st.SelkiesPort > 65535) {
+		if err == nil && (st.VNCPort < 1 || st.VNCPort > 65535 || st.SelkiesPort < 0 || st.SelkiesPort > 65535 || st.AudioPort < 0 || st.AudioPort > 65535) {
 			t.Fatalf("%q: %+v", out, st)
 		}
 	})

@@ -24,6 +24,10 @@ start prints, once the VNC port speaks RFB, one line of JSON:
 With --selkies-token-stdin it reads Selkies' master token from stdin and,
 where Selkies is installed, runs it too (in websocket mode on 127.0.0.1)
 and waits until it answers: then "transport":"selkies","selkies_port":6110.
+Where PulseAudio and ffmpeg are installed the screen has sound: its answer
+adds "audio_port":6210 (Opus for each connection on 127.0.0.1) and
+"pulse_server":"unix:/tmp/.froog-desktop-pulse-10/native" (PULSE_SERVER,
+to play on the screen from outside it; what runs on it has it already).
 status prints the same, or {"kind":"desktop","running":false} (exit 3).
 stop ends everything start started; stopping what is not running is fine.
 Exit status: 0 done, 1 failed, 2 bad usage, 3 not running (status).

@@ -63,6 +63,12 @@ func runDaemon(ctx context.Context, o Options, ready *os.File, log *slog.Logger)
 	}
 	s.env = append(withoutVar(env, "DISPLAY"), "DISPLAY=:"+strconv.Itoa(n))
 	st := State{Kind: o.Kind, Running: true, Display: ":" + strconv.Itoa(n), VNCPort: VNCBase + n, PID: os.Getpid()}
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() { cancel(); s.wg.Wait() }()
+	// Sound first: what the screen runs plays to it (PULSE_SERVER).
+	if st.AudioPort = s.sound(ctx, n); st.AudioPort != 0 {
+		st.PulseServer = PulseServer(n)
+	}
 	var wp *wallpaper
 	if o.Kind == KindDesktop {
 		// The first background before anyone hears of the screen, so
@@ -85,8 +91,6 @@ func runDaemon(ctx context.Context, o Options, ready *os.File, log *slog.Logger)
 	}
 	log.Info("screen ready", "kind", o.Kind, "display", st.Display, "vnc_port", st.VNCPort)
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer func() { cancel(); s.wg.Wait() }()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.selkies(ctx.Done(), n) }()
 	switch o.Kind {
@@ -339,13 +343,18 @@ func (s *supervisor) desktopBrowser(ctx context.Context) {
 // keep runs a program until ctx ends, starting it again when it exits
 // (backing off while it keeps failing at once).
 func (s *supervisor) keep(ctx context.Context, name string, args ...string) {
+	s.keepEnv(ctx, s.env, name, args...)
+}
+
+// keepEnv is keep with env as the program's environment.
+func (s *supervisor) keepEnv(ctx context.Context, env []string, name string, args ...string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		backoff := 500 * time.Millisecond
 		for {
 			cmd := exec.Command(name, args...)
-			cmd.Env, cmd.Dir = s.env, s.o.Home
+			cmd.Env, cmd.Dir = env, s.o.Home
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 			began := time.Now()
 			if err := cmd.Start(); err != nil {

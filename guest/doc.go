@@ -30,11 +30,18 @@
 // in websocket mode on 127.0.0.1 (selkies.go); start and status say which
 // transport the screen offers.
 //
+// Where PulseAudio and ffmpeg are installed, every screen has sound
+// (sound.go): a PulseAudio server of its own with a null sink, which
+// what runs on the screen plays to (PULSE_SERVER), and a sound server on
+// 127.0.0.1 that encodes it to Opus for each connection, only while one
+// is open; start and status give its port and the PULSE_SERVER.
+//
 // The files: cli.go (Main: the commands and their flags), guest.go
 // (Options, start, status and stop), daemon.go (the supervisor: Xvnc,
 // the window manager, the browser), state.go (the kinds and the state
 // files), owner.go (which process holds a port), wallpaper.go (the
-// wallpaper, checked and applied) and selkies.go (Selkies, above).
+// wallpaper, checked and applied), selkies.go (Selkies, above) and
+// sound.go (the sound, above).
 //
 // It imports nothing of froog's: it runs inside sandboxes.
 package guest

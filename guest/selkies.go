@@ -16,7 +16,9 @@ package guest
 //	                                    (capture the whole screen: without a size from
 //	                                     the page, Selkies would capture 1024x768 of it)
 //	        --enable-dual-mode=false    (no switching to WebRTC)
-//	        --audio-enabled=false --use-cpu=true
+//	        --audio-enabled=false       (the screen's sound has a channel of its own,
+//	                                     sound.go, the same on either transport)
+//	        --use-cpu=true
 //	        --enable-clipboard=false    (the browser view only: no clipboard, as over VNC)
 //	env:    DISPLAY, SELKIES_MASTER_TOKEN (the token: never on a command line,
 //	        which every user of the sandbox can read in /proc; a process's

@@ -34,6 +34,7 @@ func ParseKind(s string) (Kind, error) {
 //
 //	{"kind":"desktop","running":true,"display":":10","vnc_port":5910,"pid":4242,"transport":"vnc"}
 //	{"kind":"desktop","running":true,…,"transport":"selkies","selkies_port":6110}
+//	{"kind":"desktop","running":true,…,"audio_port":6210,"pulse_server":"unix:/tmp/.froog-desktop-pulse-10/native"}
 //	{"kind":"desktop","running":false}
 type State struct {
 	Kind    Kind   `json:"kind"`
@@ -51,6 +52,11 @@ type State struct {
 	// "vnc". Only for a running screen.
 	Transport   string `json:"transport,omitempty"`
 	SelkiesPort int    `json:"selkies_port,omitempty"`
+	// AudioPort is the screen's sound server on 127.0.0.1 (sound.go),
+	// and PulseServer the PULSE_SERVER to play on the screen; both
+	// absent where the screen has no sound.
+	AudioPort   int    `json:"audio_port,omitempty"`
+	PulseServer string `json:"pulse_server,omitempty"`
 }
 
 // record is the state file: the State plus what tells the supervisor

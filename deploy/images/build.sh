@@ -68,9 +68,11 @@ else
 	# What every froog sandbox has: sudo for user, SSH, cloud-init; and the
 	# desktop: XFCE's parts (not the xfce4 metapackage, which brings a file
 	# manager, xfdesktop and more), Chromium, Xvnc, the background tools, and
-	# fonts for web pages.
+	# fonts for web pages; the sound: PulseAudio (a server per screen),
+	# pulseaudio-utils (pacat, paplay) and ffmpeg (its Opus encoder,
+	# guest/sound.go).
 	# python3-venv is for Selkies (below).
-	desktop=tigervnc-standalone-server,xfwm4,xfce4-panel,xfce4-settings,xfconf,xfce4-terminal,exo-utils,dbus,chromium,xwallpaper,x11-xserver-utils,x11-utils,xdotool,xfonts-base,fonts-dejavu-core,fonts-liberation2,adwaita-icon-theme,python3-venv
+	desktop=tigervnc-standalone-server,xfwm4,xfce4-panel,xfce4-settings,xfconf,xfce4-terminal,exo-utils,dbus,chromium,xwallpaper,x11-xserver-utils,x11-utils,xdotool,xfonts-base,fonts-dejavu-core,fonts-liberation2,adwaita-icon-theme,pulseaudio,pulseaudio-utils,ffmpeg,python3-venv
 	mmdebstrap --quiet --mode=root --variant=minbase \
 		--include=linux-image-amd64,initramfs-tools,systemd-sysv,udev,kmod,cloud-init,openssh-server,sudo,ifupdown,isc-dhcp-client,netbase,iproute2,e2fsprogs,ca-certificates,curl,git,$desktop \
 		"$suite" "$root" "$mirror"

@@ -10,6 +10,7 @@ import { token, fail } from './link.js';
 import { startStream } from './selkies.js';
 import * as settings from './storage.js';
 import { seamlessClipboard } from './clipboard.js';
+import { sound } from './sound.js';
 
 const $ = (id) => document.getElementById(id);
 const query = new URLSearchParams(location.search);
@@ -122,11 +123,20 @@ function status(conn) {
 
 // notes is the status line's last part: what this browser keeps from
 // the page (settings not kept where storage is blocked, the clipboard
-// only through ☰ where the browser refuses it).
-let clipNote = '';
+// only through ☰ where the browser refuses it), and the sound's state.
+let clipNote = '', soundNote = '';
 function notes() {
-  $('st-note').textContent = [settings.problem(), clipNote].filter(Boolean).join(' · ');
+  $('st-note').textContent = [settings.problem(), clipNote, soundNote].filter(Boolean).join(' · ');
 }
+
+// The sound: muted until the 🔇 button beside ☰ is clicked (view-only
+// pages may listen); $('status').sound() is its stats for tests.
+const snd = sound({
+  button: $('sound-button'),
+  note: (s) => { soundNote = s; notes(); },
+  onEdgeError: (reason) => { if (edgeCodes.has(reason)) { fail(reason); return true; } return false; },
+});
+$('status').sound = snd.stats;
 
 // The clipboard: none for a view-only page or the browser view.
 const hasClipboard = () => !viewOnly && !!session && session.kind !== 'browser';
@@ -227,6 +237,7 @@ async function main() {
   notes();
   try { session = await getSession(); } catch (err) { fail(err.message); return; }
   viewOnly = viewOnly || session.view_only;
+  $('sound-button').hidden = false;
   menu();
   applyViewOnly();
   connect();
