@@ -2,7 +2,8 @@
 // state in the store, through a Driver (hostctl/local for development,
 // hostctl/qemu for VMs), and writes back what it observes: the state
 // (creating → starting → running → stopping → stopped, or error with a
-// reason), the SSH endpoint and pinned host key, warm_until, and the end
+// reason), the SSH endpoint and pinned host key, the IPv6 address,
+// warm_until, and the end
 // of each stop. It also enforces the timers: auto-stop, the hard lifetime,
 // auto-delete, and the end of the warm window. With a Snapshotter driver
 // it takes the snapshots: automatic ones every hour while a sandbox runs
@@ -51,6 +52,9 @@
 //   - stop.go: the timers (auto-stop, lifetime, warm window) and stopping.
 //   - snapshots.go: automatic and saved snapshots, restores, their files.
 //   - driver.go: the Driver interface and its optional parts.
+//   - ports.go: the open ports of a running sandbox (its own and its
+//     public URLs' TCP ports), handed to a Firewall driver after each
+//     start and at each change, which the feed tells of.
 //   - progress.go: how far a start has got, as the driver reports it,
 //     written on the sandbox (StartStage).
 //   - memory.go: watching the host's free memory; warm sandboxes give up

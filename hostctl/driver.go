@@ -12,6 +12,9 @@ type Endpoint struct {
 	Host    string
 	Port    int
 	HostKey string // authorized_keys format
+	// IPv6 is the sandbox's own IPv6 address, where its open ports
+	// answer (Firewall); "" when the driver gives it none.
+	IPv6 string
 }
 
 // Driver runs sandboxes on one host. Every method is idempotent: hostctl
@@ -52,6 +55,17 @@ type Saver interface {
 // new start boots it again from its disk.
 type Checker interface {
 	Check(ctx context.Context, sb *store.Sandbox) error
+}
+
+// Firewall is a Driver that keeps a firewall in front of its sandboxes'
+// IPv6 addresses: inbound, only SSH, ping (and the neighbour discovery
+// it needs), replies to the sandbox's own connections and its open ports
+// pass. OpenPorts makes ports (sorted, each once) the running sandbox's
+// open ports, closing any other, and touches no other sandbox's rules.
+// hostctl calls it after each start and whenever the sandbox's ports or
+// its public URLs change while it runs.
+type Firewall interface {
+	OpenPorts(ctx context.Context, sb *store.Sandbox, ports []store.Port) error
 }
 
 // KeyMaker is a Driver whose sandboxes' SSH host keys hostctl learns

@@ -55,6 +55,9 @@ func (c *Controller) watch(ctx context.Context) error {
 					c.kick(ctx, ch.Snapshot.SandboxID)
 				}
 			}
+			if ch.Kind == store.KindURL {
+				c.urlChanged(ctx, ch)
+			}
 			if ch.Kind != store.KindSandbox {
 				continue
 			}

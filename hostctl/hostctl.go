@@ -30,6 +30,8 @@ type Store interface {
 	DeleteSandbox(ctx context.Context, id string, at time.Time, ev *store.AuditEvent) error
 	PurgeSandbox(ctx context.Context, id string) error
 	SSHKeys(ctx context.Context, accountID string) ([]store.SSHKey, error)
+	// URLs lists a sandbox's URLs: the public ones' ports are open.
+	URLs(ctx context.Context, sandboxID string) ([]store.URL, error)
 	Environment(ctx context.Context, accountID string) (store.Environment, error)
 	store.Snapshots
 }
@@ -109,7 +111,10 @@ type Controller struct {
 	// (closed once done); released are those whose memory is saved.
 	releases map[string]chan struct{}
 	released map[string]bool
-	wg       sync.WaitGroup
+	// urlOwners maps the URLs of sandboxes whose ports were opened to
+	// their sandbox: a removed URL's change names only the URL.
+	urlOwners map[string]string
+	wg        sync.WaitGroup
 }
 
 // worker serializes the work on one sandbox.
@@ -120,6 +125,10 @@ type worker struct {
 	failedAt time.Time
 	adopted  bool
 	timer    *time.Timer
+	// ports are what the driver last opened (Firewall), portsOpen
+	// whether it did since the sandbox last started.
+	ports     []store.Port
+	portsOpen bool
 }
 
 // New checks the options; it starts nothing.
@@ -180,7 +189,8 @@ func New(o Options) (*Controller, error) {
 	if o.SnapshotEvery == 0 {
 		o.SnapshotEvery = time.Hour
 	}
-	return &Controller{o: o, sealer: sealer, workers: map[string]*worker{}, releases: map[string]chan struct{}{}, released: map[string]bool{}}, nil
+	return &Controller{o: o, sealer: sealer, workers: map[string]*worker{}, releases: map[string]chan struct{}{}, released: map[string]bool{},
+		urlOwners: map[string]string{}}, nil
 }
 
 func (c *Controller) now() time.Time { return store.Micro(c.o.Now()) }

@@ -159,9 +159,11 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 			if err != nil {
 				return c.fail(ctx, sb, w, err)
 			}
-			w.adopted = true
-			if ep.Host != sb.SSHHost || ep.Port != sb.SSHPort || ep.HostKey != sb.SSHHostKey {
-				if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) { s.SSHHost, s.SSHPort, s.SSHHostKey = ep.Host, ep.Port, ep.HostKey }); err != nil {
+			w.adopted, w.portsOpen = true, false
+			if ep.Host != sb.SSHHost || ep.Port != sb.SSHPort || ep.HostKey != sb.SSHHostKey || ep.IPv6 != sb.IPv6 {
+				if _, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
+					s.SSHHost, s.SSHPort, s.SSHHostKey, s.IPv6 = ep.Host, ep.Port, ep.HostKey, ep.IPv6
+				}); err != nil {
 					return time.Time{}, false, err
 				}
 			}
@@ -170,6 +172,9 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 			if err := ch.Check(ctx, sb); err != nil {
 				return c.fail(ctx, sb, w, err)
 			}
+		}
+		if err := c.openPorts(ctx, sb, w); err != nil {
+			return time.Time{}, false, err // logged, and tried again soon
 		}
 		if due := c.snapshotDue(sb); !due.IsZero() && !now.Before(due) {
 			if err := c.autoSnapshot(ctx, sb, store.SnapshotHourly); err != nil {
@@ -230,7 +235,11 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 	if err != nil {
 		return c.fail(ctx, sb, w, err)
 	}
-	w.adopted = true
+	w.adopted, w.portsOpen = true, false
+	// Its open ports, before it counts as running.
+	if err := c.openPorts(ctx, sb, w); err != nil {
+		return c.fail(ctx, sb, w, err)
+	}
 	// The account's environment, before the sandbox counts as running.
 	setup, err := c.startSetup(ctx, sb, ep)
 	if err != nil {
@@ -240,7 +249,7 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 	up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
 		s.State, s.Error, s.StartStage = store.StateRunning, "", ""
 		s.SetupStatus, s.SetupError, s.SetupJob = setup.status, setup.err, setup.job
-		s.SSHHost, s.SSHPort, s.SSHHostKey = ep.Host, ep.Port, ep.HostKey
+		s.SSHHost, s.SSHPort, s.SSHHostKey, s.IPv6 = ep.Host, ep.Port, ep.HostKey, ep.IPv6
 		s.StartedAt, s.WarmUntil, s.AutoStopAt = &start, nil, nil
 		if s.TTLSecs > 0 {
 			t := start.Add(time.Duration(s.TTLSecs) * time.Second)
