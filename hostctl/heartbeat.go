@@ -47,7 +47,12 @@ func (c *Controller) heartbeat(ctx context.Context) {
 			beating = time.Time{}
 			continue
 		}
-		now := c.now()
+		// Judge others by the time this beat wrote, not a fresh reading:
+		// a clock that moved on in between (a paused process, the tests'
+		// clock) would otherwise find this very host silent.
+		c.mu.Lock()
+		now := c.seen
+		c.mu.Unlock()
 		if beating.IsZero() {
 			beating = now
 		}

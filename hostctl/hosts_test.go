@@ -4,11 +4,13 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
@@ -92,5 +94,55 @@ func TestTwoHosts(t *testing.T) {
 	}
 	if hs, _ := r.st.Hosts(ctx); hs[1].DownAt != nil {
 		t.Fatalf("b still down: %+v", hs[1])
+	}
+}
+
+// clockMovingStore is a store after whose every heartbeat the clock
+// moves on by jump: a process paused between a beat and what follows it.
+type clockMovingStore struct {
+	hostctl.Store
+	clock *testkit.FakeClock
+	jump  time.Duration
+	beats atomic.Int32
+	downs atomic.Int32 // hosts marked down
+}
+
+func (s *clockMovingStore) MarkHostsDown(ctx context.Context, seenBefore, at time.Time) ([]store.Host, error) {
+	down, err := s.Store.MarkHostsDown(ctx, seenBefore, at)
+	s.downs.Add(int32(len(down)))
+	return down, err
+}
+
+func (s *clockMovingStore) RegisterHost(ctx context.Context, h store.Host) (store.Host, error) {
+	out, err := s.Store.RegisterHost(ctx, h)
+	s.clock.Advance(s.jump)
+	s.beats.Add(1)
+	return out, err
+}
+
+// A host never finds itself silent: it judges the others by the time of
+// its own last beat, however far the clock moved since (TestSandboxesRun
+// once saw its host marked down, and its sandbox restarted, when the
+// tests' clock moved 54 s between a beat and the judgement).
+func TestHeartbeatAfterClockJump(t *testing.T) {
+	clock := testkit.NewFakeClock(time.Now())
+	real := live.EmbeddedStore(t)
+	st := &clockMovingStore{Store: real, clock: clock, jump: 10 * time.Second}
+	ctl, err := hostctl.New(hostctl.Options{HostName: "a", Capacity: 1, Heartbeat: 20 * time.Millisecond, DownAfter: time.Second,
+		Store: st, Driver: localIn(t, ""), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); ctl.Run(cctx) }()
+	defer func() { cancel(); <-done }()
+	wait.For(t, 10*time.Second, "ten beats", func() bool { return st.beats.Load() >= 10 })
+	hs, err := real.Hosts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 1 || hs[0].DownAt != nil || st.downs.Load() != 0 {
+		t.Fatalf("hosts after the clock moved between beats: %+v (marked down %d times)", hs, st.downs.Load())
 	}
 }
