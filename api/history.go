@@ -300,16 +300,14 @@ func (s *Server) copyBeforeStop(ctx context.Context, sb *store.Sandbox) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, stopCopy)
 	defer cancel()
-	list, err := s.store.Commands(ctx, store.CommandFilter{SandboxID: sb.ID, Mode: store.ModeDetached})
+	list, err := s.store.Commands(ctx, store.CommandFilter{SandboxID: sb.ID, Mode: store.ModeDetached, Open: true})
 	if err != nil {
 		s.historyFailed(ctx, sb, "", err)
 		return
 	}
 	for _, c := range list {
-		if c.Open() {
-			if err := s.copyJob(ctx, sb, c); err != nil {
-				s.historyFailed(ctx, sb, c.ID, err)
-			}
+		if err := s.copyJob(ctx, sb, c); err != nil {
+			s.historyFailed(ctx, sb, c.ID, err)
 		}
 	}
 }

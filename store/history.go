@@ -179,6 +179,7 @@ func ChangeCommand(old Command, fn func(*Command) error) (Command, error) {
 type CommandFilter struct {
 	SandboxID string
 	Mode      string // "": every mode
+	Open      bool   // only the records that may still change (Open)
 	// Before is a cursor: only records before (StartedAt, ID) in the
 	// order newest first.
 	BeforeTime time.Time
@@ -189,7 +190,7 @@ type CommandFilter struct {
 // Match reports whether c passes the filter (limit aside); both
 // implementations use it.
 func (f CommandFilter) Match(c *Command) bool {
-	if c.SandboxID != f.SandboxID || (f.Mode != "" && c.Mode != f.Mode) {
+	if c.SandboxID != f.SandboxID || (f.Mode != "" && c.Mode != f.Mode) || (f.Open && !c.Open()) {
 		return false
 	}
 	if !f.BeforeTime.IsZero() {

@@ -49,8 +49,8 @@ func (s *Store) Command(ctx context.Context, sandboxID, id string) (store.Comman
 
 func (s *Store) Commands(ctx context.Context, f store.CommandFilter) ([]store.Command, error) {
 	q := `SELECT doc FROM commands WHERE sandbox_id = $1 AND ($2 = '' OR doc->>'mode' = $2)
-	AND ($3::timestamptz IS NULL OR (started_at, id) < ($3, $4)) ORDER BY started_at DESC, id DESC`
-	args := []any{f.SandboxID, f.Mode, nil, f.BeforeID}
+	AND ($3::timestamptz IS NULL OR (started_at, id) < ($3, $4)) AND (open OR NOT $5) ORDER BY started_at DESC, id DESC`
+	args := []any{f.SandboxID, f.Mode, nil, f.BeforeID, f.Open}
 	if !f.BeforeTime.IsZero() {
 		args[2] = f.BeforeTime
 	}

@@ -77,6 +77,9 @@ func testHistory(t *testing.T, o func() Backend) {
 	if err != nil || len(live) != 3 || live[0].ID != "cmd_0000000000000003" || live[2].ID != "cmd_0000000000000004" {
 		t.Fatalf("OpenCommands, oldest first: got %v, %v", ids(live), err)
 	}
+	if got, _ := s.Commands(ctx, store.CommandFilter{SandboxID: sb.ID, Open: true}); len(got) != 2 || got[0].ID != "job_0000000000000002" || got[1].ID != "cmd_0000000000000003" {
+		t.Fatalf("open only, with %s ended: got %v", first.ID, ids(got))
+	}
 	if _, err := appendOut(s, c, store.Stdout, 0, 3, []byte("gz1"), now); err != nil {
 		t.Fatal(err)
 	}
