@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -70,6 +71,7 @@ func (c *hostctlConfig) validate() error {
 // the host memory hostctl keeps free for them.
 type driverConfig struct {
 	Driver, Kernel, Initrd, Accel, Net, Images string
+	Subnet6                                    string
 	CPUs, MemoryMB, DiskGB, MinFreeMB          int
 	WarmSecs                                   int
 }
@@ -83,6 +85,7 @@ func (d *driverConfig) bind(f flags) {
 	f.str(&d.Images, "images", "", "qemu: OS images by os, OS=DIR[,OS=DIR…], each made by deploy/images/build.sh; a sandbox whose os has none boots --kernel and --initrd")
 	f.str(&d.Accel, "accel", "auto", "qemu: auto (KVM where it works, else TCG), kvm or tcg")
 	f.str(&d.Net, "vm-net", "user", "qemu: user (user-mode networking, no root) or tap (a tap device per VM on bridge froogbr0, isolated by nftables; root)")
+	f.str(&d.Subnet6, "vm-subnet6", "", "qemu with --vm-net tap: the prefix of the sandboxes' own public IPv6 addresses, routed to this host (e.g. 2001:db8:1:2::/64), each at its IPv4 address's offset; SSH, ping and their open ports answer there. Empty: no IPv6")
 	f.num(&d.CPUs, "vm-cpus", 0, "qemu: vCPUs of every VM whatever its size; 0: the sizes' (2, 4, 8)")
 	f.num(&d.MemoryMB, "vm-memory-mb", 0, "qemu: memory of every VM whatever its size; 0: the sizes' (4, 8, 16 GB)")
 	f.num(&d.DiskGB, "vm-disk-gb", 10, "qemu: each sandbox's disk")
@@ -99,6 +102,11 @@ func (d driverConfig) validate() error {
 	}
 	if _, err := parseImages(d.Images); err != nil {
 		errs = append(errs, err)
+	}
+	if d.Subnet6 != "" {
+		if p, err := netip.ParsePrefix(d.Subnet6); err != nil || !p.Addr().Is6() || d.Net != "tap" {
+			errs = append(errs, fmt.Errorf("--vm-subnet6 %q: want an IPv6 prefix, with --vm-net tap", d.Subnet6))
+		}
 	}
 	if d.CPUs < 0 || d.MemoryMB < 0 || d.DiskGB < 1 || d.MinFreeMB < 1 || d.WarmSecs < 1 {
 		errs = append(errs, errors.New("--vm-cpus and --vm-memory-mb must be 0 or more, --vm-disk-gb, --min-free-memory-mb and --warm-secs 1 or more"))
@@ -144,7 +152,11 @@ func openDriver(p *proc, d driverConfig, data, addr string, sh parts) (hostctl.D
 	if err != nil {
 		return nil, err
 	}
-	return qemu.New(qemu.Options{Dir: filepath.Join(data, "vms"), Kernel: d.Kernel, Initrd: d.Initrd, ImageDirs: dirs, Accel: d.Accel, Net: d.Net,
+	var subnet6 netip.Prefix
+	if d.Subnet6 != "" {
+		subnet6 = netip.MustParsePrefix(d.Subnet6) // validate checked it
+	}
+	return qemu.New(qemu.Options{Dir: filepath.Join(data, "vms"), Kernel: d.Kernel, Initrd: d.Initrd, ImageDirs: dirs, Accel: d.Accel, Net: d.Net, Subnet6: subnet6,
 		CPUs: d.CPUs, MemoryMB: d.MemoryMB, DiskSize: int64(d.DiskGB) << 30, Addr: addr, ControlKey: sh.key, Logger: sh.log})
 }
 

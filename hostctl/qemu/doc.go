@@ -16,7 +16,9 @@
 // overlay), qmp.go (the monitor under go-qemu's QMP API), disk.go
 // (images, overlays, qemu-img, copies), warm.go (saving and restoring a
 // paused VM's memory), guestssh.go (commands in the guest over SSH, with
-// tunnel.DialSSH), tap.go (--net tap) and seed.go (the seed ISO).
+// tunnel.DialSSH), tap.go (--net tap: the bridge, addresses, IPv4 and IPv6 isolation),
+// ports.go (the open ports of a sandbox's IPv6 address: hostctl.Firewall)
+// and seed.go (the seed ISO).
 //
 // It must not import api or edge (hostctl's rule); it logs in to guests
 // only through tunnel.DialSSH, the one pinned-host-key dial.

@@ -125,6 +125,9 @@ func (d *Driver) writeSeed(sb *store.Sandbox, keys []string) error {
 		}
 		seed.Address = netip.PrefixFrom(addr, d.tap.subnet.Bits()).String()
 		seed.Gateway, seed.DNS = d.tap.host.String(), d.tap.host.String()
+		if a6 := d.tap.address6(addr); a6.IsValid() {
+			seed.Address6, seed.Gateway6 = netip.PrefixFrom(a6, d.tap.subnet6.Bits()).String(), d.tap.host6.String()
+		}
 	}
 	return os.WriteFile(d.file(sb.ID, "seed.iso"), seed.ISO(time.Now()), 0o600)
 }
@@ -276,6 +279,9 @@ func (d *Driver) stopLocked(ctx context.Context, id string) error {
 	os.Remove(d.file(id, "qmp.sock"))
 	if d.tap != nil {
 		d.tap.unplug(id)
+		if a, err := d.sandboxAddr(id); err == nil {
+			d.tap.closePorts(id, d.tap.address6(a))
+		}
 	}
 	return nil
 }

@@ -73,6 +73,12 @@ type Options struct {
 	Addr   string
 	Bridge string       // tap: empty means froogbr0
 	Subnet netip.Prefix // tap: zero means 10.213.0.0/16
+	// Subnet6 (tap) is where the sandboxes' own IPv6 addresses are, each
+	// at its IPv4 address's offset (the bridge takes the first, as in
+	// Subnet): a public prefix routed to this host, at least as large as
+	// Subnet. Their open ports are let through there (OpenPorts). Zero
+	// means no IPv6.
+	Subnet6 netip.Prefix
 	// BootTimeout is how long a booting VM may go without progress (its
 	// console advancing, or its QEMU busy) before its start fails; a boot
 	// that goes on is given up to 5 × BootTimeout to answer SSH. 0 means
@@ -174,7 +180,7 @@ func New(o Options) (*Driver, error) {
 			o.Subnet = netip.MustParsePrefix("10.213.0.0/16")
 		}
 		var err error
-		if tap, err = newTapNet(o.Bridge, o.Subnet); err != nil {
+		if tap, err = newTapNet(o.Bridge, o.Subnet, o.Subnet6); err != nil {
 			return nil, err
 		}
 	}

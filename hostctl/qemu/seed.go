@@ -24,6 +24,9 @@ type Seed struct {
 	// Address is the guest's eth0 address with its prefix, Gateway its
 	// route out and DNS its name server; empty Address means DHCP.
 	Address, Gateway, DNS string
+	// Address6 is its IPv6 address with its prefix, Gateway6 its IPv6
+	// route out; empty: no IPv6 address of its own.
+	Address6, Gateway6 string
 }
 
 // Files gives the seed's files: meta-data, user-data (#cloud-config) and
@@ -47,7 +50,11 @@ func (s Seed) Files() map[string][]byte {
 		fmt.Fprintf(&ud, "      - %s\n", strings.TrimSpace(k))
 	}
 	net := "version: 2\nethernets:\n  eth0:\n    dhcp4: true\n"
-	if s.Address != "" {
+	switch {
+	case s.Address != "" && s.Address6 != "":
+		net = fmt.Sprintf("version: 2\nethernets:\n  eth0:\n    addresses: [%s, \"%s\"]\n    gateway4: %s\n    gateway6: %s\n    nameservers:\n      addresses: [%s]\n",
+			s.Address, s.Address6, s.Gateway, s.Gateway6, s.DNS)
+	case s.Address != "":
 		net = fmt.Sprintf("version: 2\nethernets:\n  eth0:\n    addresses: [%s]\n    gateway4: %s\n    nameservers:\n      addresses: [%s]\n", s.Address, s.Gateway, s.DNS)
 	}
 	return map[string][]byte{

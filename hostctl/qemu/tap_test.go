@@ -3,6 +3,7 @@ package qemu_test
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
@@ -22,7 +23,9 @@ import (
 
 // --net tap, in a network namespace this test makes: two VMs on the
 // bridge, each reachable from the host over SSH; neither reaches the
-// other, nor the host.
+// other, nor the host. Over IPv6 (ports_test.go), a client in a
+// namespace of its own, routed through this one as the internet is,
+// reaches a sandbox's open ports and not its closed ones.
 func TestTapIsolation(t *testing.T) {
 	t.Parallel() // its network, bridge and nftables rules are in a namespace of its own
 	if os.Getenv("FROOG_IN_NETNS") != "" {
@@ -54,6 +57,7 @@ func tapIsolationInside(t *testing.T) {
 	signer := testkit.NewKey(t)
 	dir := t.TempDir()
 	d, err := qemu.New(qemu.Options{Dir: dir, Kernel: os.Getenv("FROOG_KERNEL"), Initrd: os.Getenv("FROOG_INITRD"), Net: "tap",
+		Subnet6:    netip.MustParsePrefix(subnet6 + "/64"),
 		ControlKey: signer, DiskSize: 256 << 20, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 256}}})
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +108,7 @@ func tapIsolationInside(t *testing.T) {
 	if got := guestSh(t, b, signer, "hostname"); got != "b" {
 		t.Errorf("b over SSH from the host: %q", got)
 	}
-
+	openPortsInside(t, d, signer, eps)
 }
 
 func guestSh(t testing.TB, ep hostctl.Endpoint, signer ssh.Signer, cmd string) string {

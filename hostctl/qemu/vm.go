@@ -185,15 +185,18 @@ func (d *Driver) address(id string) (hostctl.Endpoint, error) {
 	if err != nil {
 		return hostctl.Endpoint{}, err
 	}
-	host := d.o.Addr
+	ep := hostctl.Endpoint{Host: d.o.Addr, Port: port, HostKey: pub}
 	if d.tap != nil {
-		a, err := os.ReadFile(d.file(id, "address"))
+		a, err := d.sandboxAddr(id)
 		if err != nil {
 			return hostctl.Endpoint{}, err
 		}
-		host = strings.TrimSpace(string(a))
+		ep.Host = a.String()
+		if a6 := d.tap.address6(a); a6.IsValid() {
+			ep.IPv6 = a6.String()
+		}
 	}
-	return hostctl.Endpoint{Host: host, Port: port, HostKey: pub}, nil
+	return ep, nil
 }
 
 // sshAnswers reports whether the guest's SSH server on addr completes
