@@ -8,7 +8,7 @@
 // start/startCmd any other role; cli runs the froog CLI as its user does
 // (a home folder of its own, no FROOG_* of the test's) for the TestCLI…
 // tests (cli_test.go, cli_env_test.go, cli_inbox_test.go,
-// cli_webhooks_test.go); client is the API's typed caller, whose answers are checked against the OpenAPI
+// cli_webhooks_test.go, and ports_test.go's TestCLIPorts); client is the API's typed caller, whose answers are checked against the OpenAPI
 // document (contract_test.go); selfHosted prepares a Postgres store (a
 // schema of its own) as an operator would, the embedded store is froogd
 // dev's; every process's log, and every CLI run's stderr, is scanned for
