@@ -73,7 +73,7 @@ test-short: ## the short tier: go test -short, in-process only (no VM, no browse
 bench: ## run the benchmarks into .bench/ (the edge against nginx, Caddy, frp and chisel, auto-start, desktops, the wall, files), then write docs/performance.md
 	./deploy/testdeps.sh --bench
 	FROOG_BENCH=1 $(GO) test -tags bench -count=1 -run '^TestEdgeBench$$' -v -timeout 30m .
-	FROOG_BENCH=1 FROOG_LOAD=full $(GO) test -tags bench -count=1 -run '^(TestLoad|TestDesktopBench|TestWallBench|TestAutoStartBench|TestFilesBenchQEMU)$$' -v -timeout 40m ./e2e
+	FROOG_BENCH=1 FROOG_LOAD=full $(GO) test -tags bench -count=1 -run '^(TestLoad|TestDesktopBench|TestDesktopSoundBench|TestWallBench|TestAutoStartBench|TestFilesBenchQEMU)$$' -v -timeout 40m ./e2e
 	FROOG_BENCH=1 $(GO) test -tags bench -count=1 -run '^TestFilesBench$$' -v -timeout 10m ./api
 	FROOG_BENCH=1 $(GO) test -tags bench -count=1 -run '^TestInboxBench$$' -v -timeout 10m ./edge
 	$(GO) test -tags bench -run '^$$' -bench . -benchmem $(BENCH_PKGS)
