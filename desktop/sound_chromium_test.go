@@ -1,0 +1,143 @@
+package desktop
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"net"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"froog.tech/froog/guest"
+	"froog.tech/froog/internal/browser"
+	"froog.tech/froog/internal/testdep"
+	"froog.tech/froog/internal/wait"
+)
+
+// opusTone is a second of a sine of hz as froog-desktop's sound server
+// sends it: Opus packets (20 ms, 48 kHz stereo) from ffmpeg's libopus,
+// taken out of Ogg by guest.OggPackets, without the two header packets.
+func opusTone(t *testing.T, hz int) [][]byte {
+	t.Helper()
+	out, err := exec.Command("ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency="+strconv.Itoa(hz)+":sample_rate=48000:duration=1",
+		"-ac", "2", "-c:a", "libopus", "-b:a", "64k", "-frame_duration", "20", "-f", "ogg", "-").Output()
+	if err != nil {
+		t.Fatalf("ffmpeg: %v", err)
+	}
+	var ps [][]byte
+	if err := guest.OggPackets(bytes.NewReader(out), func(p []byte) error { ps = append(ps, bytes.Clone(p)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) < 40 {
+		t.Fatalf("%d packets from ffmpeg", len(ps))
+	}
+	return ps[2:]
+}
+
+// fakeOpusSoundServer stands in for froog-desktop's sound server with
+// real Opus: it sends packets over and over, one every 20 ms.
+func fakeOpusSoundServer(t *testing.T, packets [][]byte) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.Write([]byte(soundHeader))
+				tick := time.NewTicker(20 * time.Millisecond)
+				defer tick.Stop()
+				for i := 0; ; i++ {
+					<-tick.C
+					p := packets[i%len(packets)]
+					var n [2]byte
+					binary.BigEndian.PutUint16(n[:], uint16(len(p)))
+					c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+					if _, err := c.Write(append(n[:], p...)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// The sound in headless Chromium beside either transport: a view-only
+// page showing the fast stream (fakeSelkies' JPEG), and one on VNC,
+// unmute; each decodes the sandbox's 440 Hz (Opus from ffmpeg, through
+// the edge's /audio) at 440 Hz ±5 %, and the screen stays on its
+// transport. The sound is the side channel's on both: froog keeps
+// Selkies' own audio off.
+func TestSoundChromium(t *testing.T) {
+	testdep.Short(t, "drives Chromium")
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		testdep.Missing(t, "chromium is not installed")
+	}
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		testdep.Missing(t, "ffmpeg is not installed (deploy/testdeps.sh installs it)")
+	}
+	snd := fakeOpusSoundServer(t, opusTone(t, 440))
+	vnc := newFakeRFB(t, [3]byte{255, 0, 255})
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(800, 500), chromedp.UserDataDir(t.TempDir()))
+	browser.Watching(t)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	master := SelkiesMaster(testKey, viewA.ID, viewA.Kind)
+
+	for _, c := range []struct{ name, query, status string }{
+		{"fast stream", "", `connected · JPEG · \d+ fps · view only`},
+		{"vnc", "?transport=vnc", `connected · VNC · \d+ fps · view only`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fake := newFakeSelkies(t, master, fakeGreen)
+			h, ss := newStreamHarness(t, viewA, vnc.port(), fake.port())
+			ss.audio = snd
+			ctx, cancel := chromedp.NewContext(actx)
+			defer cancel()
+			ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			if err := chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+"/"+c.query+"#"+h.link(true))); err != nil {
+				t.Fatal(err)
+			}
+			str := func(js string) string { s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](js)); return s }
+			want := regexp.MustCompile(c.status)
+			wait.For(t, 20*time.Second, "the page to show the desktop ("+c.status+")", func() bool {
+				return want.MatchString(str(`document.getElementById('st-conn').textContent`))
+			})
+			if err := chromedp.Do(ctx, chromedp.Click("#sound-button")); err != nil {
+				t.Fatal(err)
+			}
+			var s struct {
+				Packets        int
+				Frequency, RMS float64
+			}
+			if !wait.Until(20*time.Second, func() bool {
+				json.Unmarshal([]byte(str(`JSON.stringify(document.getElementById('status').sound())`)), &s)
+				return s.Packets > 50 && s.RMS > 0.05 && math.Abs(s.Frequency-440) <= 22
+			}) {
+				t.Fatalf("the page never decoded 440 Hz: %+v; status %q", s, str(`document.getElementById('status').textContent`))
+			}
+			t.Logf("%s: %.1f Hz decoded, rms %.2f, %d packets; status %q", c.name, s.Frequency, s.RMS, s.Packets, str(`document.getElementById('st-conn').textContent`))
+			if !want.MatchString(str(`document.getElementById('st-conn').textContent`)) {
+				t.Errorf("the screen's transport changed with the sound: %q", str(`document.getElementById('st-conn').textContent`))
+			}
+		})
+	}
+}
