@@ -2,15 +2,21 @@ package qemu_test
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
 
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/qemu"
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 )
 
@@ -116,6 +122,31 @@ func openPortsInside(t *testing.T, d *qemu.Driver, signer ssh.Signer, eps []host
 	want("a closed all", a.IPv6, 8001, false)
 	want("a closed all", a.IPv6, 22, true)
 
+	// UDP: the guest has no UDP server, so its count of datagrams to
+	// ports nothing listens on says what came in. Three to 9001 (closed),
+	// then three to 9000 once open: the count grows by three, not six.
+	noPorts := func() int {
+		n, err := strconv.Atoi(guestSh(t, a, signer, `awk '$1 == "Udp6NoPorts" { print $2 }' /proc/net/snmp6`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	n0 := noPorts()
+	sendUDP(t, ns, a.IPv6, 9001, 3)
+	if err := d.OpenPorts(ctx, &store.Sandbox{ID: "sbx_tap_a"}, []store.Port{{Port: 9000, Protocol: store.ProtoUDP}}); err != nil {
+		t.Fatal(err)
+	}
+	sendUDP(t, ns, a.IPv6, 9000, 3)
+	var n int
+	if !wait.Until(5*time.Second, func() bool { n = noPorts(); return n >= n0+3 }) {
+		t.Errorf("UDP to an open port: %d datagrams came in, want 3", n-n0)
+	}
+	time.Sleep(500 * time.Millisecond) // any late one of the closed port's
+	if n = noPorts(); n != n0+3 {
+		t.Errorf("UDP: %d datagrams came in, want the open port's 3 (9001/udp is closed)", n-n0)
+	}
+
 	// Outbound over IPv6: the internet yes (a positive control), fc00::/7
 	// and the other sandbox no.
 	shA := func(cmd string) string { return guestSh(t, a, signer, cmd) }
@@ -126,5 +157,42 @@ func openPortsInside(t *testing.T, d *qemu.Driver, signer ssh.Signer, eps []host
 		if got := shA("nc -w 3 " + target + " </dev/null 2>/dev/null; true"); got != "" {
 			t.Errorf("a sandbox reaches %s (%s) over IPv6: %q", what, target, got)
 		}
+	}
+}
+
+// sendUDP sends n datagrams to addr's port from the client's namespace
+// ns: the socket is made there, on a thread of its own that is never
+// given back (it ends with its goroutine, namespace and all).
+func sendUDP(t *testing.T, ns, addr string, port, n int) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			errc <- err
+			return
+		}
+		c, err := net.Dial("udp6", net.JoinHostPort(addr, strconv.Itoa(port)))
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer c.Close()
+		for range n {
+			if _, err := c.Write([]byte("x")); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Fatalf("send UDP to %s port %d from the client: %v", addr, port, err)
 	}
 }
