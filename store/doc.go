@@ -11,7 +11,10 @@
 // decided here, once: PutURLIn makes every decision of a URL write (name,
 // limits, viewer tokens) and leaves the implementation its persistence;
 // CheckURLToken, SandboxFilter.Match, StartsRunning, NewStop and
-// LiveTokens do the same for parts of the token and sandbox writes.
+// LiveTokens do the same for parts of the token and sandbox writes, and
+// CheckPortsIn for a sandbox's open ports (sorted, once each, at most
+// MaxPortsPerSandbox with its public URLs' TCP ports, which PutURLIn
+// counts too, under the same sandbox lock).
 //
 // store must not import net/http or any package that knows about HTTP.
 package store
