@@ -35,3 +35,23 @@ func FuzzParseImages(f *testing.F) {
 		}
 	})
 }
+
+// --vm-subnet6 is an IPv6 prefix, and only with --vm-net tap.
+func TestVMSubnet6(t *testing.T) {
+	t.Parallel()
+	ok := driverConfig{Driver: "qemu", Net: "tap", Subnet6: "2001:db8:1:2::/64", DiskGB: 10, MinFreeMB: 1, WarmSecs: 1}
+	if err := ok.validate(); err != nil {
+		t.Fatalf("%+v: %v", ok, err)
+	}
+	for _, bad := range []driverConfig{
+		{Net: "tap", Subnet6: "10.0.0.0/8"},
+		{Net: "tap", Subnet6: "2001:db8::"},
+		{Net: "user", Subnet6: "2001:db8:1:2::/64"},
+	} {
+		c := ok
+		c.Net, c.Subnet6 = bad.Net, bad.Subnet6
+		if err := c.validate(); err == nil || !strings.Contains(err.Error(), "--vm-subnet6") {
+			t.Errorf("%s with --vm-net %s: %v", c.Subnet6, c.Net, err)
+		}
+	}
+}
