@@ -3,10 +3,8 @@ package desktop
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"math"
-	"net"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -41,41 +39,6 @@ func opusTone(t *testing.T, hz int) [][]byte {
 	return ps[2:]
 }
 
-// fakeOpusSoundServer stands in for froog-desktop's sound server with
-// real Opus: it sends packets over and over, one every 20 ms.
-func fakeOpusSoundServer(t *testing.T, packets [][]byte) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.Write([]byte(soundHeader))
-				tick := time.NewTicker(20 * time.Millisecond)
-				defer tick.Stop()
-				for i := 0; ; i++ {
-					<-tick.C
-					p := packets[i%len(packets)]
-					var n [2]byte
-					binary.BigEndian.PutUint16(n[:], uint16(len(p)))
-					c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-					if _, err := c.Write(append(n[:], p...)); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // The sound in headless Chromium beside either transport: a view-only
 // page showing the fast stream (fakeSelkies' JPEG), and one on VNC,
 // unmute; each decodes the sandbox's 440 Hz (Opus from ffmpeg, through
@@ -91,7 +54,7 @@ func TestSoundChromium(t *testing.T) {
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
 		testdep.Missing(t, "ffmpeg is not installed (deploy/testdeps.sh installs it)")
 	}
-	snd := fakeOpusSoundServer(t, opusTone(t, 440))
+	snd := newFakeSoundServer(t, opusTone(t, 440)).port()
 	vnc := newFakeRFB(t, [3]byte{255, 0, 255})
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),

@@ -16,23 +16,25 @@ import (
 )
 
 // fakeSoundServer stands in for froog-desktop's sound server: after the
-// header it sends a 4-byte packet every 5 ms holding its sequence number
-// (not Opus: the edge does not look inside) until the connection closes,
-// or until end is closed.
+// header it sends, without packets, a 4-byte packet every 5 ms holding
+// its sequence number (not Opus: the edge does not look inside); with
+// them, packets over and over, one every 20 ms (as real Opus would come).
+// It goes on until the connection closes, or until end is closed.
 type fakeSoundServer struct {
-	ln  net.Listener
-	end chan struct{}
+	ln      net.Listener
+	end     chan struct{}
+	packets [][]byte
 
 	mu             sync.Mutex
 	accepted, open int
 }
 
-func newFakeSoundServer(t *testing.T) *fakeSoundServer {
+func newFakeSoundServer(t *testing.T, packets [][]byte) *fakeSoundServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeSoundServer{ln: ln, end: make(chan struct{})}
+	f := &fakeSoundServer{ln: ln, end: make(chan struct{}), packets: packets}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -63,7 +65,11 @@ func (f *fakeSoundServer) serve(c net.Conn) {
 	if _, err := c.Write([]byte(soundHeader)); err != nil {
 		return
 	}
-	t := time.NewTicker(5 * time.Millisecond)
+	every := 5 * time.Millisecond
+	if f.packets != nil {
+		every = 20 * time.Millisecond
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for seq := uint32(0); ; seq++ {
 		select {
@@ -71,10 +77,12 @@ func (f *fakeSoundServer) serve(c net.Conn) {
 			return
 		case <-t.C:
 		}
-		p := []byte{0, 4, 0, 0, 0, 0}
-		binary.BigEndian.PutUint32(p[2:], seq)
+		p := binary.BigEndian.AppendUint32(nil, seq)
+		if f.packets != nil {
+			p = f.packets[int(seq)%len(f.packets)]
+		}
 		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write(p); err != nil {
+		if _, err := c.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(p))), p...)); err != nil {
 			return
 		}
 	}
@@ -107,7 +115,7 @@ func packetSeq(t *testing.T, ws *websocket.Conn) uint32 {
 // is opened by the first and closed after the last has left.
 func TestSoundFanOut(t *testing.T) {
 	t.Parallel()
-	snd := newFakeSoundServer(t)
+	snd := newFakeSoundServer(t, nil)
 	h := newHarness(t, viewA, 1)
 	h.starter.audio = snd.port()
 	_, full := h.exchange(h.link(false), false)
@@ -163,7 +171,7 @@ func TestSoundRefusals(t *testing.T) {
 	t.Run("no session", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, viewA, 1)
-		h.starter.audio = newFakeSoundServer(t).port()
+		h.starter.audio = newFakeSoundServer(t, nil).port()
 		if _, res, err := h.dialAudio(nil); err == nil || res == nil || res.StatusCode != http.StatusForbidden {
 			t.Fatalf("without a session: %v, %v; want 403", res, err)
 		}
@@ -186,7 +194,7 @@ func TestSoundRefusals(t *testing.T) {
 	})
 	t.Run("the sound server ends", func(t *testing.T) {
 		t.Parallel()
-		snd := newFakeSoundServer(t)
+		snd := newFakeSoundServer(t, nil)
 		h := newHarness(t, viewA, 1)
 		h.starter.audio = snd.port()
 		_, c := h.exchange(h.link(true), false)
@@ -204,7 +212,7 @@ func TestSoundRefusals(t *testing.T) {
 	t.Run("the sandbox stops", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, viewA, 1)
-		h.starter.audio = newFakeSoundServer(t).port()
+		h.starter.audio = newFakeSoundServer(t, nil).port()
 		_, c := h.exchange(h.link(false), false)
 		ws, _, err := h.dialAudio(c)
 		if err != nil {
