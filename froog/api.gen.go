@@ -654,12 +654,16 @@ type ClientInterface interface {
 
 	// HostPortWithBody Add or change the URL of a port
 	//
+	// A public URL also opens its TCP port on the sandbox's IPv6 address (GET /v1/sandboxes/{name}/ports lists it), and closes it when removed or made private; making one public past 64 open ports, public URLs' included, is 409 too_many_ports.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/urls (the `HostPort` operationId).
 	HostPortWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// HostPort Add or change the URL of a port
+	//
+	// A public URL also opens its TCP port on the sandbox's IPv6 address (GET /v1/sandboxes/{name}/ports lists it), and closes it when removed or made private; making one public past 64 open ports, public URLs' included, is 409 too_many_ports.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2268,6 +2272,8 @@ func (c *API) ListURLs(ctx context.Context, name string, reqEditors ...RequestEd
 
 // HostPortWithBody Add or change the URL of a port
 //
+// A public URL also opens its TCP port on the sandbox's IPv6 address (GET /v1/sandboxes/{name}/ports lists it), and closes it when removed or made private; making one public past 64 open ports, public URLs' included, is 409 too_many_ports.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/sandboxes/{name}/urls (the `HostPort` operationId).
@@ -2284,6 +2290,8 @@ func (c *API) HostPortWithBody(ctx context.Context, name string, contentType str
 }
 
 // HostPort Add or change the URL of a port
+//
+// A public URL also opens its TCP port on the sandbox's IPv6 address (GET /v1/sandboxes/{name}/ports lists it), and closes it when removed or made private; making one public past 64 open ports, public URLs' included, is 409 too_many_ports.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7734,12 +7742,16 @@ type ClientWithResponsesInterface interface {
 
 	// HostPortWithBodyWithResponse Add or change the URL of a port
 	//
+	// A public URL also opens its TCP port on the sandbox's IPv6 address (GET /v1/sandboxes/{name}/ports lists it), and closes it when removed or made private; making one public past 64 open ports, public URLs' included, is 409 too_many_ports.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sandboxes/{name}/urls (the `HostPort` operationId).
 	HostPortWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*HostPortResponse, error)
 
 	// HostPortWithResponse Add or change the URL of a port
+	//
+	// A public URL also opens its TCP port on the sandbox's IPv6 address (GET /v1/sandboxes/{name}/ports lists it), and closes it when removed or made private; making one public past 64 open ports, public URLs' included, is 409 too_many_ports.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14469,6 +14481,8 @@ func (c *ClientWithResponses) ListURLsWithResponse(ctx context.Context, name str
 
 // HostPortWithBodyWithResponse Add or change the URL of a port
 //
+// A public URL also opens its TCP port on the sandbox's IPv6 address (GET /v1/sandboxes/{name}/ports lists it), and closes it when removed or made private; making one public past 64 open ports, public URLs' included, is 409 too_many_ports.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/sandboxes/{name}/urls (the `HostPort` operationId).
@@ -14481,6 +14495,8 @@ func (c *ClientWithResponses) HostPortWithBodyWithResponse(ctx context.Context, 
 }
 
 // HostPortWithResponse Add or change the URL of a port
+//
+// A public URL also opens its TCP port on the sandbox's IPv6 address (GET /v1/sandboxes/{name}/ports lists it), and closes it when removed or made private; making one public past 64 open ports, public URLs' included, is 409 too_many_ports.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
