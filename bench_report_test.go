@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,8 @@ func TestPerformanceMarkdown(t *testing.T) {
 	b, _ := json.Marshal(res)
 	os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644)
 	os.WriteFile(filepath.Join(dir, "files.json"), []byte(`{"api_upload": 332, "sftp_upload": 166, "api_download": 343, "sftp_download": 157, "file_size_mib": 256}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "sound.json"), []byte(`{"latency_ms_median": 44.2, "latency_ms_range": [32.1, 70.4], "latency_bursts": 15, "page_lead_ms": 60, `+
+		`"froogd_cores_per_listener": 0.0006, "encoder_cores": 0.046, "rounds": [{"listeners": 1, "froogd_cpu_cores": 0.017}, {"listeners": 50, "froogd_cpu_cores": 0.049}]}`), 0o644)
 	os.WriteFile(filepath.Join(dir, "inbox.json"), []byte(`{"webhooks": 960, "senders": 8, "accepted_per_s": 268.4, "p50_ms": 28.1, "p99_ms": 54.03, "max_ms": 72, "delivered_per_s": 163}`), 0o644)
 	out := filepath.Join(dir, "performance.md")
 	at := time.Date(2026, 12, 2, 9, 30, 0, 0, time.UTC)
@@ -79,6 +82,9 @@ func TestPerformanceMarkdown(t *testing.T) {
 		"| files API upload, 256 MiB, local driver | 332 MB/s | 166 MB/s | **2.00×** |",
 		"Webhook inbox on Postgres: 960 signed webhooks to one URL from 8 senders",
 		"| 268 | 28.1 ms | 54.0 ms | 72.0 ms | 163 |",
+		"| guest → page, decoded | 44 ms [32–70], median of 15 bursts |",
+		"| froogd CPU, 1 / 50 listeners | 1.7 / 4.9 % of a core |",
+		"| froogd CPU per added listener | 0.06 % of a core |",
 		"Not in this run: `files-qemu.json`, `autostart.json`.",
 	} {
 		if !strings.Contains(string(got), want) {
@@ -182,6 +188,32 @@ func writePerformance(dir, out string, at time.Time, cpu string) error {
 		fmt.Fprintf(&md, "\n## Webhook inbox on Postgres: %d signed webhooks to one URL from %d senders over HTTP/2 (no peer: read against the aims)\n\n", inbox.Webhooks, inbox.Senders)
 		fmt.Fprintf(&md, "| accepted a second | 202 p50 | 202 p99 | 202 max | delivered a second |\n|---|---|---|---|---|\n")
 		fmt.Fprintf(&md, "| %.0f | %.1f ms | %.1f ms | %.1f ms | %.0f |\n", inbox.AcceptedPerS, inbox.P50Ms, inbox.P99Ms, inbox.MaxMs, inbox.DeliveredPerS)
+	}
+	var sound struct {
+		LatencyMs    float64    `json:"latency_ms_median"`
+		LatencyRange [2]float64 `json:"latency_ms_range"`
+		Bursts       int        `json:"latency_bursts"`
+		LeadMs       float64    `json:"page_lead_ms"`
+		PerListener  float64    `json:"froogd_cores_per_listener"`
+		EncoderCores float64    `json:"encoder_cores"`
+		Rounds       []struct {
+			Listeners int     `json:"listeners"`
+			Cores     float64 `json:"froogd_cpu_cores"`
+		} `json:"rounds"`
+	}
+	if err := readJSON(filepath.Join(dir, "sound.json"), &sound); err != nil {
+		missing = append(missing, "`sound.json`")
+	} else {
+		var ns, cs []string
+		for _, r := range sound.Rounds {
+			ns, cs = append(ns, strconv.Itoa(r.Listeners)), append(cs, fmt.Sprintf("%.1f", 100*r.Cores))
+		}
+		fmt.Fprintf(&md, "\n## Desktop sound: Opus from the guest's sink to the page (no peer: read against the aims)\n\n| figure | measured |\n|---|---|\n")
+		fmt.Fprintf(&md, "| guest → page, decoded | %.0f ms [%.0f–%.0f], median of %d bursts |\n", sound.LatencyMs, sound.LatencyRange[0], sound.LatencyRange[1], sound.Bursts)
+		fmt.Fprintf(&md, "| then played by the page | %.0f ms later, plus its output's latency |\n", sound.LeadMs)
+		fmt.Fprintf(&md, "| froogd CPU, %s listeners | %s %% of a core |\n", strings.Join(ns, " / "), strings.Join(cs, " / "))
+		fmt.Fprintf(&md, "| froogd CPU per added listener | %.2f %% of a core |\n", 100*sound.PerListener)
+		fmt.Fprintf(&md, "| the sandbox's encoder, one whatever the listeners | %.1f %% of a core |\n", 100*sound.EncoderCores)
 	}
 	if len(missing) > 0 {
 		fmt.Fprintf(&md, "\nNot in this run: %s.\n", strings.Join(missing, ", "))
