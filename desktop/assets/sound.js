@@ -86,7 +86,7 @@ export function sound({ button, note, onEdgeError }) {
       const b = new Uint8Array(e.data);
       if (b[0] !== 0x01) return;
       st.packets++; st.bytes += b.length; retries = 0;
-      if (dec.state !== 'configured') return;
+      if (!dec || dec.state !== 'configured') return;
       try {
         dec.decode(new EncodedAudioChunk({ type: 'key', timestamp: st.packets * 20000, data: b.subarray(2) }));
       } catch (err) { st.errors++; }
@@ -108,7 +108,9 @@ export function sound({ button, note, onEdgeError }) {
     }
     const config = { codec: 'opus', sampleRate: rate, numberOfChannels: channels };
     // The context first, in the click: a later one would start suspended.
-    ac = ac || new AudioContext({ latencyHint: 'interactive', sampleRate: rate });
+    if (!ac) {
+      try { ac = new AudioContext({ latencyHint: 'interactive', sampleRate: rate }); } catch (e) { ac = new AudioContext({ latencyHint: 'interactive' }); }
+    }
     ac.resume();
     on = true; retries = 0; next = 0;
     show('sound: connecting…');
