@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"froog.tech/froog/history"
 	"froog.tech/froog/sandboxio"
 	"froog.tech/froog/store"
 )
@@ -27,9 +28,10 @@ import (
 // (exec.go, jobs.go), and read by the command-history routes, also while
 // the sandbox is stopped. Output is stored gzip-compressed. A waiting
 // command's output is stored when it returns; a background command's is
-// copied from the sandbox's disk every historyCopyEvery (CopyHistory),
-// when the job is read or stopped through the API, and when the API
-// stops the sandbox. The store applies the caps (store.AcceptOutput).
+// copied from the sandbox's disk (package history) every
+// historyCopyEvery (CopyHistory) and when the job is read or stopped
+// through the API, and by hostctl before the sandbox stops. The store
+// applies the caps (store.AcceptOutput).
 
 const (
 	// historyCopyEvery is how often background commands' output is copied.
@@ -39,23 +41,12 @@ const (
 	// historyWrite bounds the store writes that end a command, which
 	// run on after a client hangs up.
 	historyWrite = 30 * time.Second
-	// stopCopy bounds the copy of background commands' output when the
-	// API stops a sandbox.
-	stopCopy = 10 * time.Second
 	// orphanedAfter is when an exec's record still running is taken for
 	// lost: past the longest timeout, with room for its output's writes.
 	orphanedAfter = maxExecTimeout*time.Second + 10*time.Minute
 )
 
 var historyID = regexp.MustCompile(`^(cmd|job)_[0-9a-f]{16}$`)
-
-func gzipBytes(b []byte) []byte {
-	var out bytes.Buffer
-	zw := gzip.NewWriter(&out)
-	zw.Write(b)
-	zw.Close()
-	return out.Bytes()
-}
 
 // monitoringOff refuses a reading of sb's history or numbers when it
 // was made with monitoring: false (nothing is kept, nothing is read).
@@ -107,7 +98,7 @@ func (s *Server) finishCommand(ctx context.Context, sb *store.Sandbox, id string
 		if len(b) == 0 && !o.c.Dropped {
 			continue
 		}
-		out := store.Output{Stream: o.stream, Size: int64(len(b)), Gzip: gzipBytes(b), At: s.now(), Truncated: o.c.Dropped}
+		out := store.Output{Stream: o.stream, Size: int64(len(b)), Gzip: history.Gzip(b), At: s.now(), Truncated: o.c.Dropped}
 		if _, err := s.store.AppendOutput(ctx, sb.ID, id, out); err != nil {
 			s.historyFailed(ctx, sb, id, err)
 		}
@@ -127,75 +118,6 @@ func (s *Server) finishCommand(ctx context.Context, sb *store.Sandbox, id string
 func (s *Server) historyFailed(ctx context.Context, sb *store.Sandbox, id string, err error) {
 	s.log.LogAttrs(ctx, slog.LevelWarn, "command history not written",
 		slog.String("sandbox", sb.ID), slog.String("command", id), slog.String("error", err.Error()))
-}
-
-// jobStatus is a job's state as a record's status.
-func jobStatus(state string) string {
-	switch state {
-	case "running", "exited", "killed", "lost":
-		return state
-	}
-	return store.CommandLost
-}
-
-// keepJobOutput stores what c lacks of data (job j's output from
-// offset, as a read of it gave it), then j's state once everything it
-// has is stored. It returns the record as it is then.
-func (s *Server) keepJobOutput(ctx context.Context, c store.Command, j sandboxio.Job, offset int64, data []byte) (store.Command, error) {
-	if !c.Open() {
-		return c, nil // final: a later read changes nothing
-	}
-	if from := c.StdoutSize - offset; from >= 0 && from < int64(len(data)) && c.Room(store.Stdout) > 0 {
-		part := data[from:]
-		out := store.Output{Stream: store.Stdout, Offset: c.StdoutSize, At: s.now()}
-		if room := c.Room(store.Stdout); int64(len(part)) > room {
-			part, out.Truncated = part[:room], true
-		}
-		out.Size, out.Gzip = int64(len(part)), gzipBytes(part)
-		got, err := s.store.AppendOutput(ctx, c.SandboxID, c.ID, out)
-		if errors.Is(err, store.ErrConflict) {
-			got, err = s.store.Command(ctx, c.SandboxID, c.ID) // another copy came first
-		}
-		if err != nil {
-			return c, err
-		}
-		c = got
-	}
-	status := jobStatus(j.State)
-	complete := c.StdoutSize >= j.OutputSize || c.Room(store.Stdout) == 0
-	if status == c.Status || (status != store.CommandRunning && !complete) {
-		return c, nil
-	}
-	end := s.now()
-	return s.store.UpdateCommand(ctx, c.SandboxID, c.ID, func(c *store.Command) error {
-		c.Status, c.ExitCode, c.EndedAt = status, j.ExitCode, nil
-		if status != store.CommandRunning {
-			c.EndedAt = &end
-		}
-		return nil
-	})
-}
-
-// copyJob copies job c's output past what is stored, and its state,
-// from running sandbox sb.
-func (s *Server) copyJob(ctx context.Context, sb *store.Sandbox, c store.Command) error {
-	for c.Open() {
-		offset := c.StdoutSize
-		j, data, err := s.jobs.JobOutput(ctx, sb.ID, c.ID, offset)
-		if errors.Is(err, sandboxio.ErrNoJob) {
-			j, err = sandboxio.Job{ID: c.ID, State: "lost"}, nil // its folder is gone
-		}
-		if err != nil {
-			return err
-		}
-		if c, err = s.keepJobOutput(ctx, c, j, offset, data); err != nil {
-			return err
-		}
-		if len(data) < sandboxio.MaxJobChunk || c.StdoutSize == offset {
-			return nil
-		}
-	}
-	return nil
 }
 
 // CopyHistory copies, once, the output and state of every background
@@ -241,7 +163,7 @@ func (s *Server) settleCommand(ctx context.Context, sb *store.Sandbox, c store.C
 		if s.jobs == nil {
 			return nil
 		}
-		return s.copyJob(ctx, sb, c)
+		return s.copier().Copy(ctx, sb.ID, c)
 	case store.StateStopped, store.StateError:
 		status := store.CommandLost
 		if c.Mode == store.ModeDetached && sb.State == store.StateStopped && sb.WarmUntil != nil && sb.WarmUntil.After(s.now()) {
@@ -292,24 +214,9 @@ func (s *Server) RunHistoryCopier(ctx context.Context) error {
 	}
 }
 
-// copyBeforeStop copies the output of sb's running background commands
-// before the API asks it to stop, within stopCopy.
-func (s *Server) copyBeforeStop(ctx context.Context, sb *store.Sandbox) {
-	if s.jobs == nil || sb.State != store.StateRunning {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, stopCopy)
-	defer cancel()
-	list, err := s.store.Commands(ctx, store.CommandFilter{SandboxID: sb.ID, Mode: store.ModeDetached, Open: true})
-	if err != nil {
-		s.historyFailed(ctx, sb, "", err)
-		return
-	}
-	for _, c := range list {
-		if err := s.copyJob(ctx, sb, c); err != nil {
-			s.historyFailed(ctx, sb, c.ID, err)
-		}
-	}
+// copier copies background commands' output into the history.
+func (s *Server) copier() *history.Copier {
+	return &history.Copier{Store: s.store, Jobs: s.jobs, Now: s.now}
 }
 
 // jobRead keeps what a read of job j (data from offset) adds to its
@@ -320,7 +227,7 @@ func (s *Server) jobRead(ctx context.Context, sb *store.Sandbox, j sandboxio.Job
 		return // started before the history was kept
 	}
 	if err == nil {
-		_, err = s.keepJobOutput(ctx, c, j, offset, data)
+		_, err = s.copier().Keep(ctx, c, j, offset, data)
 	}
 	if err != nil {
 		s.historyFailed(ctx, sb, j.ID, err)

@@ -240,7 +240,7 @@ func (e *liveEnv) output(name, id, stream string) historyLogs {
 }
 
 // TestHistoryRecordsCommands: exec (sync, timed out, streamed, hung up)
-// and jobs (read, stopped, copied by the copier or by the API's stop,
+// and jobs (read, stopped, copied by the copier or by hostctl at stop,
 // paused by a warm stop and running again after the start) leave the
 // records the docs say.
 func TestHistoryRecordsCommands(t *testing.T) {
@@ -342,7 +342,8 @@ func TestHistoryRecordsCommands(t *testing.T) {
 		}
 
 		// What a job printed since it was last copied is copied when the
-		// API stops the sandbox (the exec that watches it copies nothing).
+		// sandbox stops (hostctl's last copy; the exec that watches it
+		// copies nothing).
 		var late jobJSON
 		e.do("POST", "/v1/sandboxes/box/jobs", e.admin, map[string]any{"command": "echo late; exec sleep 600"}).want(t, 201, "").json(t, &late)
 		wait.For(t, 10*time.Second, "the job prints", func() bool {
@@ -354,10 +355,10 @@ func TestHistoryRecordsCommands(t *testing.T) {
 
 		// A warm stop pauses the running job; the start runs it again.
 		e.do("POST", "/v1/sandboxes/box/stop", e.admin, nil).want(t, 202, "")
+		e.waitState("box", "stopped")
 		if l := e.output("box", late.ID, "stdout"); l.Data != "late\n" {
 			t.Fatalf("the output a stop copied: %+v", l)
 		}
-		e.waitState("box", "stopped")
 		if err := srv.CopyHistory(context.Background()); err != nil {
 			t.Fatal(err)
 		}

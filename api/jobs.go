@@ -160,7 +160,7 @@ func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) error {
 		return jobError(sb, err)
 	}
 	if c, err := s.store.Command(r.Context(), sb.ID, id); err == nil {
-		if err := s.copyJob(r.Context(), sb, c); err != nil {
+		if err := s.copier().Copy(r.Context(), sb.ID, c); err != nil {
 			s.historyFailed(r.Context(), sb, id, err)
 		}
 	}

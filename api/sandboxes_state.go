@@ -260,7 +260,6 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.copyBeforeStop(r.Context(), sb) // the history's last copy of its background commands
 	st, err := s.store.StopSandbox(r.Context(), sb.ID, s.now(), s.audit(r, "sandbox.stop", sb.Name, nil))
 	if err != nil {
 		return err

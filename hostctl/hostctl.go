@@ -77,6 +77,11 @@ type Options struct {
 	// sample when it stops (store.ProcessSample); nil keeps none. A stop
 	// waits for it at most sampleWait, and goes on without it.
 	Sample func(ctx context.Context, sandboxID string) (json.RawMessage, error)
+	// CopyJobs copies the output of a running sandbox's background
+	// commands into its command history before it stops (package
+	// history: Copier.CopyOpen); nil copies nothing. A stop waits for it
+	// at most copyWait, and goes on without it.
+	CopyJobs func(ctx context.Context, sb *store.Sandbox) error
 	// ControlKey is the control plane's SSH key: at each start hostctl
 	// logs in with it to write the account's environment (setup.go).
 	// nil: nothing is written, and a sandbox whose account has repos,

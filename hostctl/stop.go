@@ -70,7 +70,9 @@ func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time,
 	}
 	switch sb.State {
 	case store.StateRunning, store.StateStarting, store.StateStopping:
-		last := c.sample(ctx, sb) // before stopping: the tunnel reaches a running sandbox only
+		// Before stopping: the tunnel reaches a running sandbox only.
+		last := c.sample(ctx, sb)
+		c.copyJobs(ctx, sb)
 		var setup setupResult
 		if sb.SetupStatus == store.SetupRunning {
 			setup = c.endSetup(ctx, sb, sb.State == store.StateRunning)
@@ -252,8 +254,26 @@ func (c *Controller) nextRest(sb *store.Sandbox) time.Time {
 	return next
 }
 
-// sampleWait bounds the process sample a stop takes (Options.Sample).
-const sampleWait = 5 * time.Second
+const (
+	// sampleWait bounds the process sample a stop takes (Options.Sample).
+	sampleWait = 5 * time.Second
+	// copyWait bounds the stop's copy of background commands' output
+	// (Options.CopyJobs).
+	copyWait = 10 * time.Second
+)
+
+// copyJobs gives a running sandbox's background commands their last
+// copy into the history; a failure is logged, and the stop goes on.
+func (c *Controller) copyJobs(ctx context.Context, sb *store.Sandbox) {
+	if c.o.CopyJobs == nil || sb.State != store.StateRunning || sb.NoMonitoring {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, copyWait)
+	defer cancel()
+	if err := c.o.CopyJobs(cctx, sb); err != nil {
+		c.o.Logger.Warn("a stopping sandbox's background commands could not be copied", slog.String("sandbox", sb.ID), slog.String("error", err.Error()))
+	}
+}
 
 // sample is a running sandbox's last process sample, or nil: without a
 // sampler, for a sandbox not running or with monitoring off, or when

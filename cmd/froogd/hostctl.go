@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"froog.tech/froog/history"
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/hostctl/qemu"
@@ -173,7 +174,8 @@ func startHostctl(p *proc, c hostctlConfig, secret []byte, sh parts) (health.Che
 	sample := func(ctx context.Context, id string) (json.RawMessage, error) {
 		return sandboxio.LastSample(ctx, shell, id)
 	}
-	ctl, err := hostctl.New(hostctl.Options{Store: sh.store, Driver: drv, HostName: c.HostName, Capacity: c.Capacity, Sample: sample,
+	copier := &history.Copier{Store: sh.store, Jobs: shell, Now: now}
+	ctl, err := hostctl.New(hostctl.Options{Store: sh.store, Driver: drv, HostName: c.HostName, Capacity: c.Capacity, Sample: sample, CopyJobs: copier.CopyOpen,
 		Address: c.AdvertiseAddr, Heartbeat: time.Duration(c.HeartbeatSecs) * time.Second, DownAfter: time.Duration(c.DownSecs) * time.Second,
 		MinFreeMemory: uint64(c.Driver.MinFreeMB) << 20, WarmWindow: time.Duration(c.Driver.WarmSecs) * time.Second, Logger: sh.log,
 		Now: now, Rescan: rescan, ControlKey: sh.key, SecretKey: secret})

@@ -8,9 +8,11 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"froog.tech/froog/history"
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
 	"froog.tech/froog/internal/testkit"
+	"froog.tech/froog/sandboxio"
 	"froog.tech/froog/store"
 	"froog.tech/froog/tunnel"
 )
@@ -56,7 +58,8 @@ func Start(tb testing.TB, st store.Store) *Rig {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: "test", Rescan: time.Second})
+	copier := &history.Copier{Store: st, Jobs: sandboxio.New(tun)}
+	ctl, err := hostctl.New(hostctl.Options{Store: st, Driver: drv, HostName: "test", Rescan: time.Second, CopyJobs: copier.CopyOpen})
 	if err != nil {
 		tb.Fatal(err)
 	}
