@@ -179,20 +179,28 @@ func (rm *Remote) Requests(urlID string, q Query) ([]Exchange, error) {
 }
 
 // Follow follows the URL on every edge at once, sending each exchange as
-// one arrives. after names an exchange on one edge; the others, which do
-// not keep it, start with all they keep. It ends with ctx (nil), with
+// one arrives. after names an exchange on one edge, which goes on after
+// it; the others, which do not keep it, go on with what ended after it
+// did (as the edges' clocks tell), so a client that follows again from
+// its last event gets nothing twice. When no edge keeps after any more,
+// every edge starts with all it keeps. It ends with ctx (nil), with
 // send's error, or when every edge has ended, ErrNotFound when one said
 // the URL was gone.
 func (rm *Remote) Follow(ctx context.Context, urlID, after string, send func(Exchange) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	holder, since := rm.find(ctx, urlID, after)
 	lines := make(chan followLine)
 	var wg sync.WaitGroup
-	for _, e := range rm.Edges {
+	for i, e := range rm.Edges {
+		var from time.Time
+		if holder >= 0 && i != holder {
+			from = since
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rm.followOne(ctx, e, url.Values{"url": {urlID}, "after": {after}}, lines)
+			rm.followOne(ctx, e, url.Values{"url": {urlID}, "after": {after}}, from, lines)
 		}()
 	}
 	ended := make(chan struct{})
@@ -219,8 +227,30 @@ func (rm *Remote) Follow(ctx context.Context, urlID, after string, send func(Exc
 	}
 }
 
-// followOne reads one edge's followed list into lines until it ends.
-func (rm *Remote) followOne(ctx context.Context, edge string, v url.Values, lines chan<- followLine) {
+// find is the index of the edge that keeps exchange id of the URL, and
+// when that exchange ended; -1 when none keeps it (or id is "").
+func (rm *Remote) find(ctx context.Context, urlID, id string) (int, time.Time) {
+	if id == "" {
+		return -1, time.Time{}
+	}
+	for i, e := range rm.Edges {
+		var list []Exchange
+		actx, cancel := context.WithTimeout(ctx, askFor)
+		err := rm.call(actx, http.MethodGet, e, "/requests", url.Values{"url": {urlID}}, &list)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if j := slices.IndexFunc(list, func(x Exchange) bool { return x.ID == id }); j >= 0 {
+			return i, list[j].At.Add(list[j].Total)
+		}
+	}
+	return -1, time.Time{}
+}
+
+// followOne reads one edge's followed list into lines until it ends,
+// leaving out the exchanges that ended by from (none when from is zero).
+func (rm *Remote) followOne(ctx context.Context, edge string, v url.Values, from time.Time, lines chan<- followLine) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, edge+"/follow?"+v.Encode(), nil)
 	if err != nil {
 		return
@@ -240,6 +270,9 @@ func (rm *Remote) followOne(ctx context.Context, edge string, v url.Values, line
 		var l followLine
 		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Exchange == nil && !l.Gone {
 			return
+		}
+		if x := l.Exchange; x != nil && !from.IsZero() && !x.At.Add(x.Total).After(from) {
+			continue
 		}
 		select {
 		case lines <- l:

@@ -24,7 +24,11 @@ func (f *fakeEdge) Requests(urlID string, q traffic.Query) ([]traffic.Exchange, 
 }
 
 func (f *fakeEdge) Follow(ctx context.Context, urlID, after string, send func(traffic.Exchange) error) error {
-	for i := len(f.list) - 1; i >= 0; i-- {
+	start := len(f.list) - 1 // the oldest; after the one named, as an edge does
+	if i := slices.IndexFunc(f.list, func(x traffic.Exchange) bool { return x.ID == after }); i >= 0 {
+		start = i - 1
+	}
+	for i := start; i >= 0; i-- {
 		if err := send(f.list[i]); err != nil {
 			return err
 		}
@@ -100,6 +104,18 @@ func TestRemote(t *testing.T) {
 	slices.Sort(followed)
 	if !errors.Is(err, traffic.ErrNotFound) || strings.Join(followed, ",") != "a1,a3,b2,b4" {
 		t.Errorf("Follow: got %v, %v", followed, err)
+	}
+
+	// Followed again from the last event a client saw, a3 of edge one:
+	// edge one goes on after it, edge two with what ended after it did,
+	// nothing twice. From an id no edge keeps, everything.
+	for _, tc := range []struct{ after, want string }{{"a3", "b4"}, {"b2", "a3,b4"}, {"gone", "a1,a3,b2,b4"}} {
+		followed = nil
+		rm.Follow(context.Background(), "u1", tc.after, func(x traffic.Exchange) error { followed = append(followed, x.ID); return nil })
+		slices.Sort(followed)
+		if got := strings.Join(followed, ","); got != tc.want {
+			t.Errorf("Follow after %s: got %s, want %s", tc.after, got, tc.want)
+		}
 	}
 
 	if r, err := rm.Replay(context.Background(), "u1", "b2"); err != nil || r.ReplayOf != "b2" {
