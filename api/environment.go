@@ -334,17 +334,9 @@ func (s *Server) putEnvironmentFile(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return invalid("path: %s", err.Error())
 	}
-	content := *req.Content
-	switch {
-	case req.Encoding == nil || *req.Encoding == "" || *req.Encoding == "utf-8":
-	case *req.Encoding == "base64":
-		b, err := base64.StdEncoding.DecodeString(content)
-		if err != nil {
-			return invalid("content is not base64")
-		}
-		content = string(b)
-	default:
-		return invalid("encoding must be utf-8 or base64")
+	content, err := decodeContent(*req.Content, req.Encoding)
+	if err != nil {
+		return invalid("%s", err.Error())
 	}
 	if len(content) > store.MaxEnvFileBytes {
 		return invalid("a secret file holds at most 64 KiB")
@@ -354,6 +346,22 @@ func (s *Server) putEnvironmentFile(w http.ResponseWriter, r *http.Request) erro
 		e.Files = upsert(e.Files, f, func(f store.EnvFile) string { return f.Path })
 		return nil
 	}))
+}
+
+// decodeContent is a file's content sent with its encoding: utf-8 (the
+// default) or base64.
+func decodeContent(content string, encoding *string) (string, error) {
+	switch {
+	case encoding == nil || *encoding == "" || *encoding == "utf-8":
+		return content, nil
+	case *encoding == "base64":
+		b, err := base64.StdEncoding.DecodeString(content)
+		if err != nil {
+			return "", errors.New("content is not base64")
+		}
+		return string(b), nil
+	}
+	return "", errors.New("encoding must be utf-8 or base64")
 }
 
 func (s *Server) deleteEnvironmentFile(w http.ResponseWriter, r *http.Request) error {

@@ -55,18 +55,18 @@ func (s *Server) forkSnapshot(ctx context.Context, src *store.Sandbox, ref *stri
 
 // createCopies stores the copies a create or a fork with count makes
 // (action says which), one sandbox per name, each like proto (with its
-// own id and sealed env), and answers 202 with them.
+// own id, and what own seals to it: its env …), and answers 202 with them.
 // They are made all or none: when one cannot be (a name taken, a
 // limit), the ones made before it are deleted again and the error says
 // why. An Idempotency-Key covers the whole request, as for create.
-func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, action string, request []byte, proto store.Sandbox, env map[string]string, names []string, detail map[string]string) error {
+func (s *Server) createCopies(w http.ResponseWriter, r *http.Request, action string, request []byte, proto store.Sandbox, own func(*store.Sandbox), names []string, detail map[string]string) error {
 	return s.idempotent(w, r, request, proto.CreatedAt, func() ([]byte, error) {
 		var made []store.Sandbox
 		var err error
 		for _, name := range names {
 			sb := proto
 			sb.ID, sb.Name, sb.Labels = store.NewID("sbx"), name, maps.Clone(proto.Labels)
-			s.sealEnv(&sb, env)
+			own(&sb)
 			var created store.Sandbox
 			created, err = s.store.CreateSandbox(r.Context(), sb, s.audit(r, action, name, maps.Clone(detail)))
 			if errors.Is(err, store.ErrConflict) {

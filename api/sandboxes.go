@@ -107,9 +107,11 @@ type sandboxView struct {
 	// account's secret files and runs its repos' clones and setup script
 	// as a job): none when there was nothing to do, running, done or
 	// failed, with SetupError saying why.
-	SetupStatus string          `json:"setup_status"`
-	SetupError  string          `json:"setup_error,omitempty"`
-	Repo        json.RawMessage `json:"repo"`
+	SetupStatus string `json:"setup_status"`
+	SetupError  string `json:"setup_error,omitempty"`
+	// Repo is the repo of its own its create asked for (cloned at the
+	// first boot), null without one.
+	Repo *store.SandboxRepo `json:"repo"`
 	// IPv6 is its own public IPv6 address while it runs (ports.go).
 	IPv6 *string `json:"ipv6"`
 }
@@ -121,7 +123,7 @@ func viewSandbox(sb *store.Sandbox) sandboxView {
 		MaxLifetimeSecs: sb.MaxLifetimeSecs, DeleteAfterSecs: sb.DeleteAfterSecs, StopID: sb.PendingStopID,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, StartedAt: sb.StartedAt, StoppedAt: sb.StoppedAt, LastActiveAt: sb.LastActiveAt,
 		EnvNames: envView(sb), Environment: !sb.NoEnvironment, Snapshots: !sb.NoSnapshots, Monitoring: !sb.NoMonitoring,
-		SetupStatus: "none", Repo: json.RawMessage("null"), RestoreFrom: sb.RestoreFrom,
+		SetupStatus: "none", Repo: sb.Repo, RestoreFrom: sb.RestoreFrom,
 	}
 	if sb.SetupStatus != "" {
 		v.SetupStatus, v.SetupError = sb.SetupStatus, sb.SetupError
@@ -206,15 +208,16 @@ type createRequest struct {
 	// Count N makes N sandboxes, NAME-1 … NAME-N (at most 100), all or
 	// none.
 	Count *int `json:"count"`
-	unsupported
+	// Files, Repo and Setup are for the first boot alone
+	// (sandboxes_firstboot.go).
+	Files json.RawMessage `json:"files"`
+	Repo  *createRepo     `json:"repo"`
+	Setup *string         `json:"setup"`
 }
 
 // sandbox makes the sandbox the request asks for; the caller seals its
 // env (req.Env) once it has an id.
 func (req *createRequest) sandbox(k *store.APIKey, now time.Time) (store.Sandbox, error) {
-	if err := req.unsupported.check(); err != nil {
-		return store.Sandbox{}, err
-	}
 	sb := store.Sandbox{
 		ID: store.NewID("sbx"), AccountID: k.AccountID, Size: "default", OS: "ubuntu-24.04", TTLSecs: defaultTTL,
 		DesiredState: store.StateRunning, State: store.StateCreating, Labels: map[string]string{},
@@ -294,11 +297,15 @@ func (req *createRequest) sandbox(k *store.APIKey, now time.Time) (store.Sandbox
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	k := keyFrom(r.Context())
 	var req createRequest
-	body, err := readCreate(r, &req, true)
+	body, err := readCreate(r, maxCreateBody, &req, true)
 	if err != nil {
 		return err
 	}
 	sb, err := req.sandbox(k, s.now())
+	if err != nil {
+		return err
+	}
+	fb, err := req.firstBoot()
 	if err != nil {
 		return err
 	}
@@ -325,17 +332,23 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) error {
 	if sb.NoSnapshots {
 		detail["snapshots"] = "false"
 	}
-	if req.Count != nil {
-		return s.createCopies(w, r, "sandbox.create", body, sb, req.Env, copies, detail)
+	fb.describe(detail)
+	own := func(sb *store.Sandbox) {
+		s.sealEnv(sb, req.Env)
+		s.sealFirstBoot(sb, fb)
 	}
-	s.sealEnv(&sb, req.Env)
+	if req.Count != nil {
+		return s.createCopies(w, r, "sandbox.create", body, sb, own, copies, detail)
+	}
+	own(&sb)
 	return s.create(w, r, body, sb, s.audit(r, "sandbox.create", sb.Name, detail))
 }
 
-// readCreate reads a request that creates sandboxes into v, and checks
+// readCreate reads a request that creates sandboxes (of at most limit
+// bytes) into v, and checks
 // its Idempotency-Key; it returns the body, which the key is bound to.
-func readCreate(r *http.Request, v any, emptyOK bool) ([]byte, error) {
-	body, err := readBodyMax(r, maxBody)
+func readCreate(r *http.Request, limit int, v any, emptyOK bool) ([]byte, error) {
+	body, err := readBodyMax(r, limit)
 	if err != nil {
 		return nil, err
 	}

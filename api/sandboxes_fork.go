@@ -35,11 +35,11 @@ type forkRequest struct {
 func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 	k := keyFrom(r.Context())
 	var req forkRequest
-	body, err := readCreate(r, &req, false)
+	body, err := readCreate(r, maxBody, &req, false)
 	if err != nil {
 		return err
 	}
-	if err := req.unsupported.check(); err != nil {
+	if err := forkRefuses(&req.unsupported); err != nil {
 		return err
 	}
 	if req.Name == nil {
@@ -123,5 +123,5 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 		s.sealEnv(&sb, env)
 		return s.create(w, r, request, sb, s.audit(r, "sandbox.fork", sb.Name, detail))
 	}
-	return s.createCopies(w, r, "sandbox.fork", request, sb, env, copies, detail)
+	return s.createCopies(w, r, "sandbox.fork", request, sb, func(sb *store.Sandbox) { s.sealEnv(sb, env) }, copies, detail)
 }

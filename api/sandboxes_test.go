@@ -144,7 +144,7 @@ func TestMalformedInput(t *testing.T) {
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes/box/urls", e.admin, map[string]any{"port": 3000}).want(t, 201, "")
-		big := `{"name":"` + strings.Repeat("a", 1<<20) + `"}`
+		big := `{"name":"` + strings.Repeat("a", 4<<20) + `"}`
 		tests := []struct {
 			method, path, body, code string
 		}{
@@ -178,7 +178,7 @@ func TestMalformedInput(t *testing.T) {
 			{"POST", "/v1/sandboxes", `{"environment":{"repos":[]}}`, "invalid_value"},
 			{"POST", "/v1/sandboxes", `{"snapshots":"off"}`, "invalid_value"},
 			{"POST", "/v1/sandboxes", `{"snapshots":0}`, "invalid_value"},
-			{"POST", "/v1/sandboxes", `{"setup":"make"}`, "unsupported_field"},
+			{"POST", "/v1/sandboxes", `{"setup":7}`, "invalid_type"},
 			{"POST", "/v1/sandboxes", `{"count":0}`, "invalid_value"},
 			{"POST", "/v1/sandboxes", `{"count":101}`, "invalid_value"},
 			{"POST", "/v1/sandboxes", `{"count":"3"}`, "invalid_type"},

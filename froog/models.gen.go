@@ -88,6 +88,24 @@ func (e CreateAPIKeyPreset) Valid() bool {
 	}
 }
 
+// Defines values for CreateSandboxFiles1Encoding.
+const (
+	CreateSandboxFiles1EncodingBase64 CreateSandboxFiles1Encoding = "base64"
+	CreateSandboxFiles1EncodingUtf8   CreateSandboxFiles1Encoding = "utf-8"
+)
+
+// Valid indicates whether the value is a known member of the CreateSandboxFiles1Encoding enum.
+func (e CreateSandboxFiles1Encoding) Valid() bool {
+	switch e {
+	case CreateSandboxFiles1EncodingBase64:
+		return true
+	case CreateSandboxFiles1EncodingUtf8:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateSandboxOs.
 const (
 	Debian13   CreateSandboxOs = "debian-13"
@@ -990,6 +1008,9 @@ type CreateSandbox struct {
 	// Environment false starts the sandbox without the account's environment (its variables, repos, secret files and setup); true, the default, with it.
 	Environment *bool `json:"environment,omitempty"`
 
+	// Files files of this sandbox's own, written into ~ (mode 600, parent folders made) at its first boot, before it counts as running and after the account's secret files (so one wins over a secret file at the same path): up to 20, 1 MiB together. Sealed at rest until the first boot, then forgotten; never shown. Forks don't get them again (their disk has them). Also with environment: false
+	Files *CreateSandbox_Files `json:"files,omitempty"`
+
 	// From a saved snapshot (its name or id) to start from: its disk, OS and size (unless size is given), and its source sandbox's own variables as they were when it was saved (unless env is given); the other settings are this request's. Not with os. 404 when there is none, 409 snapshot_not_available while it is being taken
 	From *string `json:"from,omitempty"`
 
@@ -1000,16 +1021,53 @@ type CreateSandbox struct {
 	MaxLifetimeSecs *int `json:"max_lifetime_secs,omitempty"`
 
 	// Monitoring false keeps no command history of it: exec and jobs work, and the history routes and metrics answer 409 monitoring_off (default true)
-	Monitoring *bool              `json:"monitoring,omitempty"`
-	Name       *string            `json:"name,omitempty"`
-	Os         *CreateSandboxOs   `json:"os,omitempty"`
-	Size       *CreateSandboxSize `json:"size,omitempty"`
+	Monitoring *bool            `json:"monitoring,omitempty"`
+	Name       *string          `json:"name,omitempty"`
+	Os         *CreateSandboxOs `json:"os,omitempty"`
+
+	// Repo a repo of this sandbox's own, cloned at its first boot by the setup job, before the account's repos, also with environment: false. Private repos need credentials in the sandbox (env GH_TOKEN, or the account's environment). Forks don't clone it again
+	Repo *struct {
+		// Branch a branch to check out (default: the repo's default branch)
+		Branch *string `json:"branch,omitempty"`
+
+		// Dir the folder under ~ to clone into (default: the repo's name)
+		Dir *string `json:"dir,omitempty"`
+
+		// Url https://host/org/repo, ssh://host/org/repo or git@host:org/repo, without credentials (refused: the URL is shown)
+		Url string `json:"url"`
+	} `json:"repo,omitempty"`
+
+	// Setup a one-off setup script, run once from ~ in a login shell after the first boot, in the setup job after the account's setup script (setup_status says how it went). Sealed at rest until then, then forgotten; forks don't run it again
+	Setup *string            `json:"setup,omitempty"`
+	Size  *CreateSandboxSize `json:"size,omitempty"`
 
 	// Snapshots false: no snapshot of it is ever taken, saved, forked or restored (409 snapshots_off), and a stop (asked for, or by the auto-stop timer) erases it: its VM and disk are removed and it is deleted, and GET /v1/stops/{id} says completed (default true)
 	Snapshots *bool `json:"snapshots,omitempty"`
 
 	// TtlSecs auto-stop after each start; 0 = none; absent or null = 3600
 	TtlSecs *int `json:"ttl_secs,omitempty"`
+}
+
+// CreateSandboxFiles0 path (relative to ~) → content, UTF-8
+type CreateSandboxFiles0 map[string]string
+
+// CreateSandboxFiles1 defines model for CreateSandbox.Files.1.
+type CreateSandboxFiles1 = []struct {
+	Content string `json:"content"`
+
+	// Encoding of content (default utf-8)
+	Encoding *CreateSandboxFiles1Encoding `json:"encoding,omitempty"`
+
+	// Path relative to ~, e.g. app/.env
+	Path string `json:"path"`
+}
+
+// CreateSandboxFiles1Encoding of content (default utf-8)
+type CreateSandboxFiles1Encoding string
+
+// CreateSandbox_Files files of this sandbox's own, written into ~ (mode 600, parent folders made) at its first boot, before it counts as running and after the account's secret files (so one wins over a secret file at the same path): up to 20, 1 MiB together. Sealed at rest until the first boot, then forgotten; never shown. Forks don't get them again (their disk has them). Also with environment: false
+type CreateSandbox_Files struct {
+	union json.RawMessage
 }
 
 // CreateSandboxOs defines model for CreateSandbox.Os.
@@ -1627,8 +1685,14 @@ type Sandbox struct {
 	Name       string `json:"name"`
 	Os         string `json:"os"`
 
-	// Repo always null here: a create with repo is refused
-	Repo any `json:"repo"`
+	// Repo the repo of its own its create asked for (cloned at its first boot), null without one
+	Repo *struct {
+		Branch *string `json:"branch,omitempty"`
+
+		// Dir under ~
+		Dir string `json:"dir"`
+		Url string `json:"url"`
+	} `json:"repo"`
 
 	// RestoreFrom the snapshot a restore under way rolls it back to
 	RestoreFrom *string `json:"restore_from,omitempty"`
@@ -1636,7 +1700,7 @@ type Sandbox struct {
 	// SetupError why the last start's setup failed: a repo that did not clone, the setup script's exit code, stopped mid-setup; absent unless setup_status is failed
 	SetupError *string `json:"setup_error,omitempty"`
 
-	// SetupStatus how the last start's setup went: none (nothing to do), running, done or failed (setup_error says why). At every start, before the sandbox counts as running, the account's secret files are written into ~ (mode 600), then a background command (among its jobs) clones the account's repos that have no checkout yet and runs its setup script from ~ in a login shell; environment: false sandboxes take none of it
+	// SetupStatus how the last start's setup went: none (nothing to do), running, done or failed (setup_error says why). At every start, before the sandbox counts as running, the account's secret files are written into ~ (mode 600), then a background command (among its jobs) clones the account's repos that have no checkout yet and runs its setup script from ~ in a login shell; environment: false sandboxes take none of it. The first boot also writes the create's files (after the account's), clones its repo (first) and runs its setup (after the account's), with or without the environment
 	SetupStatus SandboxSetupStatus `json:"setup_status"`
 	Size        string             `json:"size"`
 
@@ -1660,7 +1724,7 @@ type Sandbox struct {
 // SandboxDesiredState defines model for Sandbox.DesiredState.
 type SandboxDesiredState string
 
-// SandboxSetupStatus how the last start's setup went: none (nothing to do), running, done or failed (setup_error says why). At every start, before the sandbox counts as running, the account's secret files are written into ~ (mode 600), then a background command (among its jobs) clones the account's repos that have no checkout yet and runs its setup script from ~ in a login shell; environment: false sandboxes take none of it
+// SandboxSetupStatus how the last start's setup went: none (nothing to do), running, done or failed (setup_error says why). At every start, before the sandbox counts as running, the account's secret files are written into ~ (mode 600), then a background command (among its jobs) clones the account's repos that have no checkout yet and runs its setup script from ~ in a login shell; environment: false sandboxes take none of it. The first boot also writes the create's files (after the account's), clones its repo (first) and runs its setup (after the account's), with or without the environment
 type SandboxSetupStatus string
 
 // SandboxState defines model for Sandbox.State.
@@ -2252,6 +2316,68 @@ type CreateWebhookJSONRequestBody = CreateWebhook
 
 // UpdateWebhookJSONRequestBody defines body for UpdateWebhook for application/json ContentType.
 type UpdateWebhookJSONRequestBody = UpdateWebhook
+
+// AsCreateSandboxFiles0 returns the union data inside the CreateSandbox_Files as a CreateSandboxFiles0
+func (t CreateSandbox_Files) AsCreateSandboxFiles0() (CreateSandboxFiles0, error) {
+	var body CreateSandboxFiles0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCreateSandboxFiles0 overwrites any union data inside the CreateSandbox_Files as the provided CreateSandboxFiles0
+func (t *CreateSandbox_Files) FromCreateSandboxFiles0(v CreateSandboxFiles0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCreateSandboxFiles0 performs a merge with any union data inside the CreateSandbox_Files, using the provided CreateSandboxFiles0
+func (t *CreateSandbox_Files) MergeCreateSandboxFiles0(v CreateSandboxFiles0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCreateSandboxFiles1 returns the union data inside the CreateSandbox_Files as a CreateSandboxFiles1
+func (t CreateSandbox_Files) AsCreateSandboxFiles1() (CreateSandboxFiles1, error) {
+	var body CreateSandboxFiles1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCreateSandboxFiles1 overwrites any union data inside the CreateSandbox_Files as the provided CreateSandboxFiles1
+func (t *CreateSandbox_Files) FromCreateSandboxFiles1(v CreateSandboxFiles1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCreateSandboxFiles1 performs a merge with any union data inside the CreateSandbox_Files, using the provided CreateSandboxFiles1
+func (t *CreateSandbox_Files) MergeCreateSandboxFiles1(v CreateSandboxFiles1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t CreateSandbox_Files) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *CreateSandbox_Files) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // AsSandbox returns the union data inside the CreateSandboxes202JSONResponseBody as a Sandbox
 func (t CreateSandboxes202JSONResponseBody) AsSandbox() (Sandbox, error) {

@@ -19,6 +19,10 @@
 // whose folder has no checkout yet and runs the setup script from ~ in a
 // login shell. Files and script are sealed by the API; hostctl opens them
 // with the deployment's secret key (Options.SecretKey, package seal). The
+// first boot also applies what the sandbox's create asked for, even
+// without the environment: its own files (after the account's), its repo
+// (cloned first) and a one-off script (after the account's); then the
+// record forgets them (store.FirstBoot), so no later start repeats them. The
 // sandbox's setup_status says how it went: none, running, done, failed
 // with setup_error. hostctl notices the job's end by looking at it: while
 // the setup runs, every SetupPoll (every 10 s after its first minute) it
@@ -47,8 +51,9 @@
 //     sandbox, woken by its changes and its timers.
 //   - reconcile.go: the state machine for one sandbox: placement, start,
 //     fork, failure, erase.
-//   - setup.go: the account's environment at a start: secret files, the
-//     setup job, looking at it until it ends.
+//   - setup.go: the account's environment at a start (and the sandbox's
+//     own first boot): secret files, the setup job, looking at it until
+//     it ends.
 //   - stop.go: the timers (auto-stop, lifetime, warm window) and stopping.
 //   - snapshots.go: automatic and saved snapshots, restores, their files.
 //   - driver.go: the Driver interface and its optional parts.

@@ -249,6 +249,9 @@ func (c *Controller) run(ctx context.Context, sb *store.Sandbox, w *worker, now 
 	up, err := c.observe(ctx, sb.ID, func(s *store.Sandbox) {
 		s.State, s.Error, s.StartStage = store.StateRunning, "", ""
 		s.SetupStatus, s.SetupError, s.SetupJob = setup.status, setup.err, setup.job
+		if setup.firstBoot {
+			s.FirstBoot = nil // applied: forgotten
+		}
 		s.SSHHost, s.SSHPort, s.SSHHostKey, s.IPv6 = ep.Host, ep.Port, ep.HostKey, ep.IPv6
 		s.StartedAt, s.WarmUntil, s.AutoStopAt = &start, nil, nil
 		if s.TTLSecs > 0 {

@@ -34,6 +34,14 @@ import (
 // and the reason the wrapper wrote), and records done or failed. A stop
 // while it runs records failed, "stopped mid-setup". Setup holds off
 // nothing: auto-stop runs as ever.
+//
+// The first boot also applies what the sandbox's create asked for
+// (store.FirstBoot, even with environment: false): its own files after
+// the account's (so one wins over a secret file at its path), its repo
+// cloned first by the job, and its one-off script after the account's.
+// Once hostctl has logged in to write them, the start's record clears
+// FirstBoot: the files and script are forgotten, and no later start (nor
+// a fork, which never has it) applies them again.
 
 const (
 	// setupUser is the sandbox user the control key logs in as (the
@@ -59,9 +67,11 @@ const (
 // errNoControlKey: hostctl was given no control key to log in with.
 var errNoControlKey = errors.New("this host has no control key to write the account's environment into the sandbox")
 
-// setupResult is a start's setup, as recorded on the sandbox.
+// setupResult is a start's setup, as recorded on the sandbox; firstBoot:
+// the sandbox's FirstBoot was applied (or tried), and is cleared.
 type setupResult struct {
 	status, err, job string
+	firstBoot        bool
 }
 
 func setupFailed(format string, args ...any) setupResult {
@@ -80,34 +90,48 @@ type setupFile struct {
 // has just started at ep, and starts its setup job. An error is the
 // store's (try again); what goes wrong in the sandbox is a failed setup.
 func (c *Controller) startSetup(ctx context.Context, sb *store.Sandbox, ep Endpoint) (setupResult, error) {
-	if sb.NoEnvironment {
-		return setupResult{}, nil
+	var env store.Environment
+	if !sb.NoEnvironment {
+		var err error
+		env, err = c.o.Store.Environment(ctx, sb.AccountID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return setupResult{}, fmt.Errorf("the account's environment: %w", err)
+		}
 	}
-	env, err := c.o.Store.Environment(ctx, sb.AccountID)
-	if errors.Is(err, store.ErrNotFound) {
-		return setupResult{}, nil
-	}
-	if err != nil {
-		return setupResult{}, fmt.Errorf("the account's environment: %w", err)
-	}
-	if len(env.Repos) == 0 && len(env.Files) == 0 && env.SetupSize == 0 {
+	first := sb.FirstBoot
+	if len(env.Repos) == 0 && len(env.Files) == 0 && env.SetupSize == 0 && first == nil {
 		return setupResult{}, nil
 	}
 	if c.o.ControlKey == nil {
 		return setupFailed("%s", errNoControlKey), nil
 	}
-	if c.sealer == nil && (len(env.Files) > 0 || env.SetupSize > 0) {
+	if c.sealer == nil && (len(env.Files) > 0 || env.SetupSize > 0 || first != nil && (len(first.Files) > 0 || first.SetupSize > 0)) {
 		return setupFailed("this host has no key for the account's environment (froogd hostctl --secret-key-file): its secret files and setup script were not written"), nil
 	}
 	files, script, vars, fail := c.openEnvironment(sb, &env)
 	if fail.status != "" {
 		return fail, nil
 	}
+	own, once, fail := c.openFirstBoot(sb)
+	if fail.status != "" {
+		return fail, nil
+	}
+	files = append(files, own...)
+	var clones []store.SandboxRepo
+	if first != nil && sb.Repo != nil {
+		clones = append(clones, *sb.Repo)
+	}
+	for _, r := range env.Repos {
+		clones = append(clones, store.SandboxRepo{URL: r.URL, Branch: r.Branch, Dir: r.Dir()})
+	}
 	var job []setupFile
-	if len(env.Repos) > 0 || script != nil {
-		job = append(job, setupFile{path: setupDir + "/run.sh", mode: "700", content: []byte(setupWrapper(env.Repos, script != nil))})
+	if len(clones) > 0 || script != nil || once != nil {
+		job = append(job, setupFile{path: setupDir + "/run.sh", mode: "700", content: []byte(setupWrapper(clones, script != nil, once != nil))})
 		if script != nil {
 			job = append(job, setupFile{path: setupDir + "/script", mode: "600", content: script})
+		}
+		if once != nil {
+			job = append(job, setupFile{path: setupDir + "/once", mode: "600", content: once})
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
@@ -120,23 +144,55 @@ func (c *Controller) startSetup(ctx context.Context, sb *store.Sandbox, ep Endpo
 		return setupFailed("could not log in to the sandbox to write the account's environment: %v", err), nil
 	}
 	defer client.Close()
+	// Logged in: the first boot is this one, whatever comes of it.
+	applied := func(r setupResult) (setupResult, error) {
+		r.firstBoot = first != nil
+		return r, nil
+	}
 	sh := sandboxio.New(oneConn{client})
 	for _, f := range append(files, job...) {
 		if err := writeHomeFile(ctx, sh, sb.ID, f); err != nil {
 			if f.secret {
-				return setupFailed("the secret file %s was not written: %v", f.path, err), nil
+				return applied(setupFailed("the secret file %s was not written: %v", f.path, err))
 			}
-			return setupFailed("the setup was not written: %v", err), nil
+			return applied(setupFailed("the setup was not written: %v", err))
 		}
 	}
 	if len(job) == 0 {
-		return setupResult{status: store.SetupDone}, nil
+		return applied(setupResult{status: store.SetupDone})
 	}
 	id := store.NewID("job")
 	if _, err := sh.StartJob(ctx, sb.ID, id, sandboxio.Prelude("", vars), setupCommand, nil); err != nil {
-		return setupFailed("the setup job did not start: %v", err), nil
+		return applied(setupFailed("the setup job did not start: %v", err))
 	}
-	return setupResult{status: store.SetupRunning, job: id}, nil
+	return applied(setupResult{status: store.SetupRunning, job: id})
+}
+
+// openFirstBoot opens the files and the one-off script (nil: none) of
+// sb's create, while its first boot is to come (startSetup checked that
+// there is a key when they are sealed).
+func (c *Controller) openFirstBoot(sb *store.Sandbox) ([]setupFile, []byte, setupResult) {
+	fb := sb.FirstBoot
+	if fb == nil || c.sealer == nil {
+		return nil, nil, setupResult{}
+	}
+	var files []setupFile
+	for _, f := range fb.Files {
+		plain, err := c.sealer.Open(f.Sealed, seal.SandboxFileAD(sb.ID, f.Path))
+		if err != nil {
+			return nil, nil, setupFailed("the sandbox's file %s does not open with this host's key", f.Path)
+		}
+		files = append(files, setupFile{path: f.Path, mode: "600", content: plain, secret: true})
+	}
+	var once []byte
+	if fb.SetupSize > 0 {
+		plain, err := c.sealer.Open(fb.SetupSealed, seal.SandboxSetupAD(sb.ID))
+		if err != nil {
+			return nil, nil, setupFailed("the sandbox's setup script does not open with this host's key")
+		}
+		once = plain
+	}
+	return files, once, setupResult{}
 }
 
 // openEnvironment opens the secret files, the script (nil: none) and the
@@ -229,9 +285,11 @@ cat > "$f.froog-new" && chmod ` + f.mode + ` "$f.froog-new" && mv -f -- "$f.froo
 // setupWrapper is the job's script: clone each repo whose folder has no
 // checkout (into a folder of its own first, then what the folder held,
 // such as a secret file, copied over it, so that it stays), then run the
-// script, if any, from ~ in a login shell. On a failure it writes why to
-// ~/.froog/setup/error (read by lookSetup) and exits 1.
-func setupWrapper(repos []store.EnvRepo, script bool) string {
+// account's script, if any, then the sandbox's one-off script (once), each
+// from ~ in a login shell; the one-off script is removed once run. On a
+// failure it writes why to ~/.froog/setup/error (read by lookSetup) and
+// exits 1.
+func setupWrapper(repos []store.SandboxRepo, script, once bool) string {
 	var b strings.Builder
 	b.WriteString(`# froog setup: clones the account's repos that have no checkout yet, then runs
 # its setup script from ~ in a login shell. Written at every start.
@@ -248,11 +306,11 @@ clone() { # url branch dir
 	echo "froog setup: cloning $1 into ~/$3"
 	if [ -n "$2" ]; then git clone --branch "$2" -- "$1" "$t"; else git clone -- "$1" "$t"; fi || return $?
 	if [ -d "$d" ]; then cp -a "$d/." "$t/" && rm -rf "$d" || return $?; fi
-	mv "$t" "$d"
+	mkdir -p -- "$(dirname -- "$d")" && mv "$t" "$d"
 }
 `)
 	for _, r := range repos {
-		dir := r.Dir()
+		dir := r.Dir
 		q := sandboxio.Quote
 		b.WriteString(`clone ` + q(r.URL) + ` ` + q(r.Branch) + ` ` + q(dir) + ` || { c=$?; fail ` + q("the repo "+r.URL+" did not clone into ~/"+dir) + ` "$c"; }` + "\n")
 	}
@@ -260,6 +318,13 @@ clone() { # url branch dir
 		b.WriteString(`echo "froog setup: running the setup script"
 if command -v bash >/dev/null 2>&1; then bash -l "$HOME/` + setupDir + `/script"; else sh -l "$HOME/` + setupDir + `/script"; fi
 c=$?; [ "$c" -eq 0 ] || fail "the setup script failed" "$c"
+`)
+	}
+	if once {
+		b.WriteString(`echo "froog setup: running the sandbox's one-off setup script"
+o="$HOME/` + setupDir + `/once"
+if command -v bash >/dev/null 2>&1; then bash -l "$o"; else sh -l "$o"; fi
+c=$?; rm -f "$o"; [ "$c" -eq 0 ] || fail "the sandbox's setup script failed" "$c"
 `)
 	}
 	b.WriteString("echo \"froog setup: done\"\n")

@@ -159,3 +159,32 @@ func (r EnvRepo) Dir() string {
 	p = strings.Trim(p, "/")
 	return strings.TrimSuffix(p[strings.LastIndexByte(p, '/')+1:], ".git")
 }
+
+// The docs' limits on one sandbox's own files (a create's files).
+const (
+	MaxSandboxFiles      = 20
+	MaxSandboxFilesBytes = 1 << 20 // every file's contents together
+)
+
+// SandboxRepo is a repo of one sandbox's own (a create's repo), cloned
+// into ~/Dir by the setup job of its first boot, before the account's.
+type SandboxRepo struct {
+	URL    string `json:"url"`
+	Branch string `json:"branch,omitempty"`
+	Dir    string `json:"dir"`
+}
+
+// FirstBoot is what a sandbox's create asked for at its first boot only
+// (the docs' --file, --repo and --setup-file): hostctl writes the files
+// into ~ after the account's secret files, clones the sandbox's Repo
+// first in the setup job, and runs the script after the account's, then
+// clears it, so the files and script are forgotten once applied. File
+// contents and the script are sealed by the API (seal.SandboxFileAD,
+// seal.SandboxSetupAD).
+type FirstBoot struct {
+	Files []EnvFile `json:"files,omitempty"` // in the order given
+	// SetupSealed is the one-off setup script, sealed; SetupSize its
+	// length (0: none).
+	SetupSealed []byte `json:"setup_sealed,omitempty"`
+	SetupSize   int    `json:"setup_size,omitempty"`
+}

@@ -160,6 +160,13 @@ type Sandbox struct {
 	// AccountEnv is the account's variables (sealed) as they were at the
 	// sandbox's last start (StartEnvironment); its own variables win.
 	AccountEnv []EnvVar `json:"account_env,omitempty"`
+	// Repo is the repo of its own a create asked for (shown; cloned by
+	// the first boot's setup only, while FirstBoot is pending).
+	Repo *SandboxRepo `json:"repo,omitempty"`
+	// FirstBoot is what its create asked for at its first boot alone
+	// (its own files and setup script, sealed; its repo's clone): hostctl
+	// applies it once and clears it. Forks never get it.
+	FirstBoot *FirstBoot `json:"first_boot,omitempty"`
 	// SetupStatus is how the last start's setup went (observed: hostctl
 	// writes the account's secret files and runs its repos' clones and
 	// setup script, see hostctl's setup.go): "" when there was nothing to

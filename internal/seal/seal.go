@@ -63,3 +63,11 @@ func AccountSetupAD(accountID string) string { return "account-setup:" + account
 
 // SandboxEnvAD binds a sandbox's own variables to the sandbox.
 func SandboxEnvAD(sandboxID string) string { return "env:" + sandboxID }
+
+// SandboxFileAD binds one of a sandbox's own first-boot files (a
+// create's files) to the sandbox and its path.
+func SandboxFileAD(sandboxID, path string) string { return "file:" + sandboxID + ":" + path }
+
+// SandboxSetupAD binds a sandbox's own one-off setup script (a create's
+// setup) to the sandbox.
+func SandboxSetupAD(sandboxID string) string { return "setup:" + sandboxID }
