@@ -17,6 +17,8 @@
 // (images, overlays, qemu-img, copies), warm.go (saving and restoring a
 // paused VM's memory), guestssh.go (commands in the guest over SSH, with
 // tunnel.DialSSH), tap.go (--net tap: the bridge, addresses, IPv4 and IPv6 isolation),
+// spoof.go (each tap's guard: the guest's own MAC and addresses only, no
+// router advertisements or DHCP servers),
 // ports.go (the open ports of a sandbox's IPv6 address: hostctl.Firewall)
 // and seed.go (the seed ISO).
 //

@@ -5,14 +5,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/sys/unix"
 
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/qemu"
@@ -161,38 +159,18 @@ func openPortsInside(t *testing.T, d *qemu.Driver, signer ssh.Signer, eps []host
 }
 
 // sendUDP sends n datagrams to addr's port from the client's namespace
-// ns: the socket is made there, on a thread of its own that is never
-// given back (it ends with its goroutine, namespace and all).
+// ns: the socket is made there (qemu.InNetns).
 func sendUDP(t *testing.T, ns, addr string, port, n int) {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- err
-			return
+	var c net.Conn
+	qemu.InNetns(t, ns, func() (err error) {
+		c, err = net.Dial("udp6", net.JoinHostPort(addr, strconv.Itoa(port)))
+		return err
+	})
+	defer c.Close()
+	for range n {
+		if _, err := c.Write([]byte("x")); err != nil {
+			t.Fatalf("send UDP to %s port %d from the client: %v", addr, port, err)
 		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- err
-			return
-		}
-		c, err := net.Dial("udp6", net.JoinHostPort(addr, strconv.Itoa(port)))
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer c.Close()
-		for range n {
-			if _, err := c.Write([]byte("x")); err != nil {
-				errc <- err
-				return
-			}
-		}
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("send UDP to %s port %d from the client: %v", addr, port, err)
 	}
 }

@@ -190,6 +190,9 @@ func New(o Options) (*Driver, error) {
 		return nil, err
 	}
 	o.Dir = dir
+	if tap != nil {
+		tap.sandboxes = filepath.Join(dir, "sandboxes")
+	}
 	if o.BootTimeout == 0 {
 		o.BootTimeout = 3 * time.Minute
 	}

@@ -30,12 +30,18 @@ import (
 // sandbox's open ports are a chain of their own (portsChain), which the
 // map in6 jumps to by the destination address, so that one sandbox's
 // change rewrites its own chain and nothing else (ports.go).
+//
+// What a guest sends is checked at its tap: only its own MAC and
+// addresses, no router advertisements, no DHCP server (spoof.go).
 type tapNet struct {
 	bridge  string
 	subnet  netip.Prefix
 	host    netip.Addr   // the bridge's own address: the guests' gateway
 	subnet6 netip.Prefix // zero: no IPv6
 	host6   netip.Addr   // the bridge's own IPv6 address, the guests' IPv6 gateway
+	// sandboxes is the driver's folder of sandbox folders, each with its
+	// address file (New sets it).
+	sandboxes string
 
 	mu sync.Mutex // held while the bridge and rules are set up
 	up bool       // they are, by this driver
@@ -168,13 +174,21 @@ table inet froog {
 table bridge froog
 delete table bridge froog
 table bridge froog {
+	map taps {
+		type ifname : verdict
+	}
+	chain prerouting {
+		type filter hook prerouting priority -200; policy accept;
+		iifname "fg*" iifname vmap @taps
+		iifname "fg*" drop
+	}
 	chain forward {
 		type filter hook forward priority 0; policy accept;
 		iifname "fg*" oifname "fg*" drop
 	}
 }
 `, n.bridge, strings.Join(privateRanges, ", "), in6, fwd6, chains6)
-	return nft(rules)
+	return nft(rules + n.guards())
 }
 
 // nft runs one nftables script: all of it or nothing.
@@ -225,28 +239,40 @@ func (n *tapNet) address(dir, id string) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("qemu: no address left in %v", n.subnet)
 }
 
-// plug makes the sandbox's tap device, an isolated port of the bridge.
+// plug makes the sandbox's tap device, an isolated port of the bridge,
+// guarded (spoof.go) before it exists.
 func (n *tapNet) plug(id string) (string, error) {
 	tap := tapName(id)
 	if _, err := os.Stat("/sys/class/net/" + tap); err == nil {
 		run("ip", "link", "del", tap)
 	}
-	for _, args := range [][]string{
-		{"ip", "tuntap", "add", "dev", tap, "mode", "tap"},
-		{"ip", "link", "set", tap, "master", n.bridge},
-		{"bridge", "link", "set", "dev", tap, "isolated", "on"},
-		{"ip", "link", "set", tap, "up"},
-	} {
-		if err := run(args[0], args[1:]...); err != nil {
-			return "", err
-		}
+	if err := n.guard(id); err != nil {
+		return "", err
 	}
-	return tap, nil
+	if err := run("ip", "tuntap", "add", "dev", tap, "mode", "tap"); err != nil {
+		return "", err
+	}
+	return tap, n.attach(tap)
 }
 
-// unplug removes the sandbox's tap device.
+// attach makes the device dev an isolated port of the bridge, and up.
+func (n *tapNet) attach(dev string) error {
+	for _, args := range [][]string{
+		{"ip", "link", "set", dev, "master", n.bridge},
+		{"bridge", "link", "set", "dev", dev, "isolated", "on"},
+		{"ip", "link", "set", dev, "up"},
+	} {
+		if err := run(args[0], args[1:]...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unplug removes the sandbox's tap device and its guard.
 func (n *tapNet) unplug(id string) {
 	if _, err := os.Stat("/sys/class/net/" + tapName(id)); err == nil {
 		run("ip", "link", "del", tapName(id))
 	}
+	n.unguard(id)
 }

@@ -65,3 +65,31 @@ func TestSeedIPv6(t *testing.T) {
 		}
 	}
 }
+
+// A tap's guard is its own chain, rewritten whole, and its map entry;
+// its link-local address is the MAC's EUI-64 (TestTapSpoofing checks it
+// is the kernel's, and what the rules let through).
+func TestGuardScript(t *testing.T) {
+	t.Parallel()
+	if got := linkLocal("52:54:00:12:34:56"); got.String() != "fe80::5054:ff:fe12:3456" {
+		t.Errorf("linkLocal = %s, want fe80::5054:ff:fe12:3456", got)
+	}
+	for _, subnet6 := range []netip.Prefix{netip.MustParsePrefix("2001:db8:f00::/64"), {}} {
+		n, _ := newTapNet("br", netip.MustParsePrefix("10.213.0.0/16"), subnet6)
+		got := n.guardScript("sbx_1", netip.MustParseAddr("10.213.0.2"))
+		tap, chain := tapName("sbx_1"), guardChain(tapName("sbx_1"))
+		lines := strings.Split(strings.TrimSpace(got), "\n")
+		ll := linkLocal(macAddress("sbx_1")).String()
+		src6 := "ip6 saddr { " + ll + " } accept"
+		if subnet6.IsValid() {
+			src6 = "ip6 saddr { " + ll + ", 2001:db8:f00::2 } accept"
+		}
+		if lines[0] != "add chain bridge froog "+chain || lines[1] != "flush chain bridge froog "+chain ||
+			lines[len(lines)-1] != `add element bridge froog taps { "`+tap+`" : jump `+chain+` }` ||
+			lines[len(lines)-2] != "add rule bridge froog "+chain+" drop" ||
+			!strings.Contains(got, "ether saddr != "+macAddress("sbx_1")+" drop") ||
+			!strings.Contains(got, "ip saddr 10.213.0.2 accept") || !strings.Contains(got, src6) {
+			t.Errorf("IPv6 subnet %v: got\n%s", subnet6, got)
+		}
+	}
+}
