@@ -191,9 +191,21 @@ func (s *Server) endCommand(ctx context.Context, c *store.Command, status string
 	return err
 }
 
+// historyLease is held by the one API process whose copier copies: the
+// others would read every running job over SSH again for nothing. It
+// outlasts two rounds, renewed at each; when its holder goes, another
+// copier takes it within historyLeaseTTL.
+const (
+	historyLease    = "history-copier"
+	historyLeaseTTL = 2*historyCopyEvery + historyCopyEvery/2
+)
+
 // RunHistoryCopier runs CopyHistory every 30 s until ctx ends, and
-// once an hour forgets the records past store.HistoryKept.
+// once an hour forgets the records past store.HistoryKept, in one API
+// process at a time (historyLease).
 func (s *Server) RunHistoryCopier(ctx context.Context) error {
+	owner := store.NewID("copier")
+	defer s.store.ReleaseLease(context.WithoutCancel(ctx), historyLease, owner)
 	t := time.NewTicker(historyCopyEvery)
 	defer t.Stop()
 	var pruned time.Time
@@ -203,8 +215,8 @@ func (s *Server) RunHistoryCopier(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		err := s.CopyHistory(ctx)
-		if now := s.now(); err == nil && now.Sub(pruned) >= time.Hour {
+		copied, err := s.copyRound(ctx, owner)
+		if now := s.now(); copied && err == nil && now.Sub(pruned) >= time.Hour {
 			pruned = now
 			_, err = s.store.PruneHistory(ctx, now.Add(-store.HistoryKept))
 		}
@@ -212,6 +224,16 @@ func (s *Server) RunHistoryCopier(ctx context.Context) error {
 			s.log.LogAttrs(ctx, slog.LevelWarn, "command history upkeep failed", slog.String("error", err.Error()))
 		}
 	}
+}
+
+// copyRound is one round of owner's copier: CopyHistory if it holds
+// historyLease (taking or renewing it), else nothing.
+func (s *Server) copyRound(ctx context.Context, owner string) (bool, error) {
+	ok, err := s.store.AcquireLease(ctx, historyLease, owner, historyLeaseTTL)
+	if err != nil || !ok {
+		return false, err
+	}
+	return true, s.CopyHistory(ctx)
 }
 
 // copier copies background commands' output into the history.

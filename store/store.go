@@ -190,6 +190,7 @@ type Store interface {
 	Inboxes
 	Webhooks
 	History
+	Leases
 	Feed
 	Close() error
 }
@@ -279,6 +280,13 @@ type CertStorage interface {
 	// KVList lists the keys below prefix + "/" (all of them when prefix is
 	// empty), sorted.
 	KVList(ctx context.Context, prefix string) ([]string, error)
+	Leases
+}
+
+// Leases are named, timed leases: one owner among several processes
+// does a job (a certificate's renewal, the history's copier) while it
+// renews its lease.
+type Leases interface {
 	// AcquireLease takes or renews the lease name for owner until ttl from
 	// now, and reports false when another owner holds it unexpired.
 	AcquireLease(ctx context.Context, name, owner string, ttl time.Duration) (bool, error)

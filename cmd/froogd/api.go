@@ -91,7 +91,7 @@ func startAPI(p *proc, c apiConfig, secret []byte, sh parts, ln net.Listener, tr
 	p.Go(func(ctx context.Context) error { fl.Run(ctx); return nil })
 	p.Go(func(ctx context.Context) error { return serveHTTP(ctx, ln, srv) })
 	p.Go(srv.DeliverWebhooks)  // leased through the store: every API process may send
-	p.Go(srv.RunHistoryCopier) // two copies of one output store it once: every API process may copy
+	p.Go(srv.RunHistoryCopier) // one API process at a time copies (a lease in the store)
 	return nil
 }
 
