@@ -179,6 +179,11 @@ func (s *soundServer) stream(ctx context.Context, c net.Conn) {
 	began := time.Now()
 	w := bufio.NewWriterSize(c, 4096)
 	w.WriteString(SoundHeader)
+	if err := w.Flush(); err != nil { // at once: the client tells a failing encoder from no sound server
+		cancel()
+		cmd.Wait()
+		return
+	}
 	packets := 0
 	err = OggPackets(bufio.NewReaderSize(out, 8192), func(p []byte) error {
 		if packets++; packets <= 2 { // OpusHead, OpusTags
@@ -194,8 +199,9 @@ func (s *soundServer) stream(ctx context.Context, c net.Conn) {
 		return w.Flush()
 	})
 	cancel()
-	cmd.Wait()
-	s.log.Info("sound listener left", "packets", max(packets-2, 0), "duration", time.Since(began).Round(time.Millisecond).String(), "err", fmt.Sprint(err))
+	werr := cmd.Wait()
+	s.log.Info("sound listener left", "packets", max(packets-2, 0), "duration", time.Since(began).Round(time.Millisecond).String(),
+		"err", fmt.Sprint(err), "encoder", fmt.Sprint(werr))
 }
 
 // OggPackets reads an Ogg stream of one logical stream and calls fn with
