@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +85,76 @@ func TestEnvironmentSetup(t *testing.T) {
 	}
 	if strings.Contains(d.p.stderr.String(), "setup-e2e-secret") {
 		t.Fatal("froogd logged a secret file's content")
+	}
+}
+
+// A sandbox's own first boot through the real froog and froogd dev:
+// froog new --file (twice), --repo with --repo-dir and --setup-file,
+// with --no-environment (the account's setup is left out, the sandbox's
+// own applied all the same). The files are in ~ (mode 600) before it
+// runs, the repo is cloned into its folder (through a .gitconfig sent
+// with --file, so the files come before the clone), the script runs
+// once, after the first boot: a stop and a start run it no more. The
+// repo shows in froog info; no file's content does, nor any log line.
+func TestCLIFirstBoot(t *testing.T) {
+	t.Parallel()
+	origin := testkit.BareRepo(t, "app")
+	d := startDev(t, devOptions{})
+	c := d.c
+	froog := newCLI(t)
+	froog.login(t, d)
+	c.call("PATCH", "/v1/environment", `{"setup": "touch ~/account-setup-ran"}`, 200, nil)
+	const url = "https://git.example/you/app"
+	const secret = "OWN_TOKEN=first-boot-e2e-secret"
+	dir := t.TempDir()
+	local := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	gitconfig := local("gitconfig", "[url \""+origin+"\"]\n\tinsteadOf = "+url+"\n")
+	dotenv := local("dotenv", secret+"\n")
+	setup := local("setup.sh", "cat app/.env >> from-once && cat src/app/README >> from-once\n")
+
+	if _, errOut, code := froog.run(t, "", "new", "bad", "--repo", "https://ghp_token123@github.com/you/app"); code != 1 || !strings.Contains(errOut, "400 invalid_value") {
+		t.Fatalf("new with a token in --repo: exit %d: %s", code, errOut)
+	}
+	froog.ok(t, "new", "box", "--no-environment", "--file", ".gitconfig="+gitconfig, "--file", "app/.env="+dotenv,
+		"--repo", url+"#main", "--repo-dir", "src/app", "--setup-file", setup)
+	var sb struct {
+		SetupStatus string `json:"setup_status"`
+		SetupError  string `json:"setup_error"`
+	}
+	setupEnds := func(want string) {
+		t.Helper()
+		if !wait.Until(15*time.Second, func() bool {
+			c.call("GET", "/v1/sandboxes/box", "", 200, &sb)
+			return sb.SetupStatus != "running"
+		}) || sb.SetupStatus != want {
+			t.Fatalf("setup_status %q, setup_error %q; want %s", sb.SetupStatus, sb.SetupError, want)
+		}
+	}
+	setupEnds("done")
+	check := "stat -c %a app/.env .gitconfig && cat from-once && test -d src/app/.git && test ! -e account-setup-ran && echo ok"
+	want := "600\n600\n" + secret + "\nhello\nok"
+	if out := froog.ok(t, "exec", "box", "--", check); out != want {
+		t.Fatalf("in the sandbox after its first boot: %q, want %q", out, want)
+	}
+	info := froog.ok(t, "info", "box", "--json")
+	if !strings.Contains(info, url) || !strings.Contains(info, "src/app") || strings.Contains(info, "first-boot-e2e") {
+		t.Fatalf("froog info: %s, want the repo and no file content", info)
+	}
+
+	froog.ok(t, "stop", "box")
+	froog.ok(t, "start", "box")
+	runsWithin(t, c, "box", 15*time.Second)
+	setupEnds("none") // nothing of its own left to do, and no environment
+	if out := froog.ok(t, "exec", "box", "--", check); out != want {
+		t.Fatalf("after a second start: %q, want %q (the script ran once)", out, want)
+	}
+	if strings.Contains(d.p.stderr.String(), "first-boot-e2e") {
+		t.Fatal("froogd logged a file's content")
 	}
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -14,7 +17,8 @@ import (
 )
 
 func (a *app) newCmd() *cobra.Command {
-	var size, ttl, from, osName, maxLifetime, deleteAfter string
+	var size, ttl, from, osName, maxLifetime, deleteAfter, repo, repoDir, setupFile string
+	var files []string
 	var autoStart, noEnv, noAutoStop, noSnapshots bool
 	var hosts, envs, labels []string
 	var count int
@@ -24,13 +28,21 @@ func (a *app) newCmd() *cobra.Command {
 		Long: `Create a sandbox (a random name without NAME) and return once it runs.
 --host PORT[:public] gives a port a URL from the start (repeat it; PORT alone
 is private). With --count N it makes NAME-1 … NAME-N. --ttl, --max-lifetime
-and --delete-after take 90s, 15m, 4h or 7d.`,
+and --delete-after take 90s, 15m, 4h or 7d.
+
+At its first boot only (forks don't repeat it): --file PATH=LOCAL writes a
+local file into ~ (mode 600, after the account's secret files; repeat it, up
+to 20 files and 1 MiB together), --repo URL[#BRANCH] clones a repo into ~
+(--repo-dir DIR elsewhere under ~), first in the setup job, and
+--setup-file FILE runs a script once, after the account's setup.`,
 		Example: `  froog new my-box
   froog new box --ttl 4h              # stops 4 hours after each start
   froog new preview --ttl 15m --auto-start --host 3000:public
   froog new ci-1 --label team=web --label job=1234
   froog new app --from web-stack --count 5   # app-1 … app-5
-  froog new ci-1 --max-lifetime 2h --delete-after 1d`,
+  froog new ci-1 --max-lifetime 2h --delete-after 1d
+  froog new box --file app/.env=.env --setup-file setup.sh
+  froog new pr-42 --repo https://github.com/you/app#pr-42`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := map[string]any{}
@@ -78,7 +90,7 @@ and --delete-after take 90s, 15m, 4h or 7d.`,
 			case ttl != "":
 				problems = append(problems, ttlInto(body, ttl))
 			}
-			problems = append(problems, envInto(body, envs))
+			problems = append(problems, envInto(body, envs), a.firstBootInto(body, files, repo, repoDir, setupFile))
 			if l, err := keyValues("--label", labels); err != nil {
 				problems = append(problems, err)
 			} else if len(l) > 0 {
@@ -159,6 +171,10 @@ and --delete-after take 90s, 15m, 4h or 7d.`,
 	f.StringArrayVarP(&envs, "env", "e", nil, "a variable of its own, KEY=VALUE (KEY alone: this shell's); repeat it")
 	f.StringArrayVar(&labels, "label", nil, "a label, KEY=VALUE; repeat it")
 	f.BoolVar(&noEnv, "no-environment", false, "without the account's environment")
+	f.StringArrayVar(&files, "file", nil, "write a local file into ~ at the first boot, PATH=LOCAL; repeat it")
+	f.StringVar(&repo, "repo", "", "clone this repo (URL[#BRANCH]) into ~ at the first boot")
+	f.StringVar(&repoDir, "repo-dir", "", "the folder under ~ for --repo (default: the repo's name)")
+	f.StringVar(&setupFile, "setup-file", "", "run this script once after the first boot (- reads stdin)")
 	f.StringVar(&from, "from", "", "start from a saved snapshot (its name)")
 	f.IntVar(&count, "count", 0, "make N sandboxes, NAME-1 … NAME-N")
 	return c
@@ -501,4 +517,80 @@ func envInto(body map[string]any, envs []string) error {
 		body["env"] = env
 	}
 	return err
+}
+
+// maxFirstBoot is the most froog reads for a new sandbox's files (1 MiB
+// together) or its setup script.
+const maxFirstBoot = 1<<20 + 1
+
+// firstBootInto puts --file, --repo, --repo-dir and --setup-file into a
+// create's body; the API checks paths, limits and the repo's URL.
+func (a *app) firstBootInto(body map[string]any, files []string, repo, repoDir, setupFile string) error {
+	var problems []error
+	var list []map[string]string
+	for _, f := range files {
+		path, local, ok := strings.Cut(f, "=")
+		if !ok || path == "" || local == "" {
+			problems = append(problems, fmt.Errorf("--file %q: want PATH=LOCAL (PATH under ~, LOCAL a file here)", f))
+			continue
+		}
+		b, err := a.readLocal(local)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("--file %s: %w", path, err))
+			continue
+		}
+		item := map[string]string{"path": path, "content": string(b)}
+		if !utf8.Valid(b) {
+			item["content"], item["encoding"] = base64.StdEncoding.EncodeToString(b), "base64"
+		}
+		list = append(list, item)
+	}
+	if len(list) > 0 {
+		body["files"] = list
+	}
+	switch {
+	case repo != "":
+		url, branch, _ := strings.Cut(repo, "#")
+		r := map[string]string{"url": url}
+		if branch != "" {
+			r["branch"] = branch
+		}
+		if repoDir != "" {
+			r["dir"] = repoDir
+		}
+		body["repo"] = r
+	case repoDir != "":
+		problems = append(problems, errors.New("--repo-dir goes with --repo"))
+	}
+	if setupFile != "" {
+		b, err := a.readLocal(setupFile)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("--setup-file: %w", err))
+		} else {
+			body["setup"] = string(b)
+		}
+	}
+	return errors.Join(problems...)
+}
+
+// readLocal reads a local file whole ("-": stdin), refusing one over the
+// API's limits without reading it all.
+func (a *app) readLocal(path string) ([]byte, error) {
+	r := a.stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxFirstBoot))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) == maxFirstBoot {
+		return nil, fmt.Errorf("%s is over 1 MiB", path)
+	}
+	return b, nil
 }
