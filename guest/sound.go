@@ -105,8 +105,13 @@ func (s *supervisor) sound(ctx context.Context, n int) int {
 		s.log.Warn("no sound: its port is taken", "port", SoundBase+n, "err", err)
 		return 0
 	}
-	env := append(withoutVar(withoutVar(s.env, "PULSE_RUNTIME_PATH"), "PULSE_STATE_PATH"),
-		"PULSE_RUNTIME_PATH="+dir, "PULSE_STATE_PATH="+filepath.Join(s.o.StateDir, string(s.o.Kind)+".pulse"))
+	// No session bus for it: a PulseAudio that reaches one claims the
+	// name org.PulseAudio1 there and exits when it is taken — by the
+	// user's own PulseAudio, or another screen's (the browser view's, a
+	// second sandbox's with the local driver).
+	env := append(withoutVar(withoutVar(withoutVar(s.env, "PULSE_RUNTIME_PATH"), "PULSE_STATE_PATH"), "DBUS_SESSION_BUS_ADDRESS"),
+		"PULSE_RUNTIME_PATH="+dir, "PULSE_STATE_PATH="+filepath.Join(s.o.StateDir, string(s.o.Kind)+".pulse"),
+		"DBUS_SESSION_BUS_ADDRESS=disabled:")
 	s.keepEnv(ctx, env, "pulseaudio", pulseArgs(n)...)
 	if !waitUntil(5*time.Second, func() bool { _, err := os.Stat(filepath.Join(dir, "native")); return err == nil }) {
 		s.log.Warn("pulseaudio did not make its socket within 5 s; sound may come later", "dir", dir)
