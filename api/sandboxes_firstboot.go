@@ -166,13 +166,14 @@ func ptr[T any](v T) *T { return &v }
 // sealFirstBoot puts fb on sb, which has its id: the contents and the
 // script sealed to it.
 func (s *Server) sealFirstBoot(sb *store.Sandbox, fb *firstBoot) {
-	sb.Repo, sb.FirstBoot = nil, nil
+	sb.Repo, sb.FirstBoot, sb.OwnFiles = nil, nil, nil
 	if fb == nil {
 		return
 	}
 	sb.Repo = fb.repo
 	b := &store.FirstBoot{}
 	for _, f := range fb.files {
+		sb.OwnFiles = append(sb.OwnFiles, f.path)
 		b.Files = append(b.Files, store.EnvFile{Path: f.path, Sealed: s.sealer.seal(f.content, seal.SandboxFileAD(sb.ID, f.path)),
 			Size: len(f.content), UpdatedAt: sb.CreatedAt})
 	}

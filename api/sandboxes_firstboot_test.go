@@ -113,6 +113,9 @@ func TestCreateFirstBootStored(t *testing.T) {
 		if copyRec.FirstBoot != nil || copyRec.Repo != nil {
 			t.Fatalf("the fork's record: first boot %+v, repo %+v; want none", copyRec.FirstBoot, copyRec.Repo)
 		}
+		if got := strings.Join(copyRec.OwnFiles, ","); got != "app/.env,bin/tool" || strings.Join(rec.OwnFiles, ",") != got {
+			t.Fatalf("own files: the fork's %q, the source's %q; want both app/.env,bin/tool (paths, kept from the account's files)", got, rec.OwnFiles)
+		}
 
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "many", "count": 2, "files": map[string]string{".npmrc": secret}}).want(t, 202, "")
 		var sealed [][]byte

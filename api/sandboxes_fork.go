@@ -88,6 +88,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) error {
 		DesiredState: store.StateRunning, State: store.StateCreating, AutoStart: src.AutoStart, TTLSecs: src.TTLSecs,
 		MaxLifetimeSecs: src.MaxLifetimeSecs, DeleteAfterSecs: src.DeleteAfterSecs, Labels: maps.Clone(src.Labels),
 		NoEnvironment: src.NoEnvironment, NoSnapshots: src.NoSnapshots, NoMonitoring: src.NoMonitoring, Ports: slices.Clone(src.Ports),
+		OwnFiles:     slices.Clone(src.OwnFiles),
 		CreatedByKey: k.ID, CreatedAt: now, UpdatedAt: now}
 	if setSnapshots {
 		sb.NoSnapshots = noSnapshots

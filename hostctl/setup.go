@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,7 +42,8 @@ import (
 // cloned first by the job, and its one-off script after the account's.
 // Once hostctl has logged in to write them, the start's record clears
 // FirstBoot: the files and script are forgotten, and no later start (nor
-// a fork, which never has it) applies them again.
+// a fork, which never has it) applies them again. No start writes an
+// account's secret file over one of the sandbox's own (OwnFiles).
 
 const (
 	// setupUser is the sandbox user the control key logs in as (the
@@ -206,6 +208,9 @@ func (c *Controller) openEnvironment(sb *store.Sandbox, env *store.Environment) 
 	}
 	var files []setupFile
 	for _, f := range env.Files {
+		if slices.Contains(sb.OwnFiles, f.Path) {
+			continue // the sandbox's own file wins, at every start
+		}
 		plain, err := c.sealer.Open(f.Sealed, seal.AccountFileAD(sb.AccountID, f.Path))
 		if err != nil {
 			return nil, nil, nil, setupFailed("the secret file %s does not open with this host's key", f.Path)

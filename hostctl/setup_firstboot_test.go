@@ -24,6 +24,7 @@ import (
 func (r *setupRig) firstBoot(sb *store.Sandbox, files [][2]string, script string) {
 	fb := &store.FirstBoot{}
 	for _, f := range files {
+		sb.OwnFiles = append(sb.OwnFiles, f[0])
 		fb.Files = append(fb.Files, store.EnvFile{Path: f[0], Sealed: r.sealer.Seal([]byte(f[1]), seal.SandboxFileAD(sb.ID, f[0])), Size: len(f[1])})
 	}
 	if script != "" {
@@ -36,8 +37,9 @@ func (r *setupRig) firstBoot(sb *store.Sandbox, files [][2]string, script string
 // account's secret files (the own one wins at the same path, mode 600),
 // its repo is cloned first by the setup job (into its dir), and its
 // script runs after the account's; all of it at the first start only:
-// the record forgets the files and script, and a second start writes
-// and runs nothing of it again. No log line holds a file's content.
+// the record forgets the files and script, and a second start (or a
+// fork's first) writes and runs nothing of it again, nor the account's
+// secret file over the sandbox's own. No log line holds a content.
 func TestFirstBootOnce(t *testing.T) {
 	t.Parallel()
 	drv, signer := live.Driver(t, local.Options{})
@@ -107,12 +109,21 @@ func TestFirstBootOnce(t *testing.T) {
 	if got := readFile(t, filepath.Join(home, "notes/todo")); got != "edited" {
 		t.Fatalf("~/notes/todo after the second start: %q, want the user's edit kept", got)
 	}
-	if got := readFile(t, filepath.Join(home, "app/.env")); got != "TOKEN=account\n" {
-		t.Fatalf("~/app/.env after the second start: %q, want the account's secret file (written at every start)", got)
+	if got := readFile(t, filepath.Join(home, "app/.env")); got != own {
+		t.Fatalf("~/app/.env after the second start: %q, want the sandbox's own file, not the account's over it", got)
 	}
 	out = readFile(t, filepath.Join(home, ".froog/jobs", again.SetupJob, "output"))
 	if strings.Contains(out, "src/app") || strings.Contains(out, "one-off") {
 		t.Fatalf("the second setup clones the sandbox's repo or runs its script again: %q", out)
+	}
+	fork := r.create("fork", func(s *store.Sandbox) { s.ForkOf, s.OwnFiles = sb.ID, again.OwnFiles })
+	forked := r.waitSetup(fork.ID, store.SetupDone)
+	fhome := r.drv.Home(&forked)
+	if got, want := readFile(t, filepath.Join(fhome, "order")), "account\nonce\nhello\n"+own+"account\naccount\n"; got != want {
+		t.Fatalf("the fork's ~/order: got %q, want %q (its disk's, then the account's script alone)", got, want)
+	}
+	if got := readFile(t, filepath.Join(fhome, "app/.env")); got != own {
+		t.Fatalf("the fork's ~/app/.env: %q, want its source's own file kept", got)
 	}
 	if doc, _ := json.Marshal(again); bytes.Contains(doc, []byte("s3cr3t")) {
 		t.Fatal("the sandbox's record holds a file's content")

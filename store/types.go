@@ -167,6 +167,10 @@ type Sandbox struct {
 	// (its own files and setup script, sealed; its repo's clone): hostctl
 	// applies it once and clears it. Forks never get it.
 	FirstBoot *FirstBoot `json:"first_boot,omitempty"`
+	// OwnFiles are the paths of the files its create wrote (not their
+	// contents, which FirstBoot held): no start writes the account's
+	// secret file at one of them over the sandbox's own. Forks keep it.
+	OwnFiles []string `json:"own_files,omitempty"`
 	// SetupStatus is how the last start's setup went (observed: hostctl
 	// writes the account's secret files and runs its repos' clones and
 	// setup script, see hostctl's setup.go): "" when there was nothing to
