@@ -214,8 +214,14 @@ func (h *soundHub) stream(ctx context.Context, s *Server) error {
 	h.connected = true
 	h.mu.Unlock()
 	var n [2]byte
-	for {
-		c.SetReadDeadline(time.Now().Add(soundSilence))
+	// The encoder's first packet may take a while (ffmpeg starting on a
+	// busy or emulated machine: over 10 s under TCG); then one comes
+	// every 20 ms.
+	c.SetReadDeadline(time.Now().Add(s.o.StartTimeout))
+	for first := true; ; first = false {
+		if !first {
+			c.SetReadDeadline(time.Now().Add(soundSilence))
+		}
 		if _, err := io.ReadFull(r, n[:]); err != nil {
 			return err
 		}
