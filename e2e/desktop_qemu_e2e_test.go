@@ -85,6 +85,18 @@ func TestQEMUDesktopOSImage(t *testing.T) {
 	}
 	t.Logf("the first frame (%d rectangles) came %v after the websocket opened", len(upd.Rects), time.Since(opened).Round(100*time.Millisecond))
 
+	// The OS image's sound: froog-desktop has it (PulseAudio and ffmpeg
+	// are in the image), and a listener through the edge gets its Opus.
+	if out := e.sh(t, "xfce", "froog-desktop status"); !strings.Contains(out, `"audio_port":`) {
+		t.Errorf("the OS image's desktop has no sound: %s", out)
+	} else {
+		n, err := e.listen(t, u.Host, cookie, 10, 2*time.Minute)
+		if err != nil {
+			t.Errorf("sound through the edge: %v; in the VM: %s", err, e.sh(t, "xfce", "pgrep -a pulseaudio; pgrep -a ffmpeg; tail -20 ~/.local/state/froog-desktop/desktop.log"))
+		}
+		t.Logf("sound: %d Opus packets through the edge", n)
+	}
+
 	// The wall: the sandbox's tile shows its XFCE desktop once the panel
 	// is up (XFCE takes a while under TCG).
 	wl, _ := url.Parse(e.wallLink(t))

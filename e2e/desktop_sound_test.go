@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/gorilla/websocket"
 
 	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
@@ -136,4 +137,27 @@ func TestDesktopSoundInChromium(t *testing.T) {
 	if s := stats(); s.On {
 		t.Fatalf("still on after the second click: %+v", s)
 	}
+}
+
+// listen opens a view host's /audio with a session cookie, as an unmuted
+// page does, and reads until it has want sound messages ([0x01, 0x00,
+// Opus]) or within passes; it returns how many it read, and why it
+// stopped short.
+func (e *deskEnv) listen(t *testing.T, host, cookie string, want int, within time.Duration) (int, error) {
+	t.Helper()
+	ws := e.websocketAt(t, host, "/audio", cookie)
+	defer ws.Close()
+	ws.SetReadDeadline(time.Now().Add(within))
+	n := 0
+	for n < want {
+		mt, m, err := ws.ReadMessage()
+		if err != nil {
+			return n, fmt.Errorf("after %d sound messages: %w", n, err)
+		}
+		if mt != websocket.BinaryMessage || len(m) < 3 || m[0] != 0x01 || m[1] != 0 {
+			return n, fmt.Errorf("sound message %d: type %d, % x…", n, mt, m[:min(len(m), 8)])
+		}
+		n++
+	}
+	return n, nil
 }

@@ -137,12 +137,19 @@ func (e *deskEnv) session(t *testing.T, host, token string) (int, string) {
 // page does.
 func (e *deskEnv) websocket(t *testing.T, host, cookie string) *websocket.Conn {
 	t.Helper()
+	return e.websocketAt(t, host, "/websockify", cookie)
+}
+
+// websocketAt opens the websocket at path on a view host with a session
+// cookie, as the page does.
+func (e *deskEnv) websocketAt(t *testing.T, host, path, cookie string) *websocket.Conn {
+	t.Helper()
 	d := websocket.Dialer{NetDialContext: func(ctx context.Context, n, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, n, e.edge)
 	}, TLSClientConfig: &tls.Config{RootCAs: e.pool, NextProtos: []string{"http/1.1"}}}
-	ws, res, err := d.Dial("wss://"+host+"/websockify", http.Header{"Origin": {"https://" + host}, "Cookie": {cookie}})
+	ws, res, err := d.Dial("wss://"+host+path, http.Header{"Origin": {"https://" + host}, "Cookie": {cookie}})
 	if err != nil {
-		t.Fatalf("websocket: %v (%v)", err, res)
+		t.Fatalf("websocket %s: %v (%v)", path, err, res)
 	}
 	t.Cleanup(func() { ws.Close() })
 	return ws
