@@ -52,7 +52,21 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-mkdir -p "$tmp/work"
+mkdir -p "$tmp/work" "$tmp/out"
+# An OS image's packages change less often than the froog-desktop it
+# carries (both in its hash): the newest image of the name built before
+# lends its package tree and Selkies (hard links), which build.sh reuses
+# when their stamps match, so new guest sources remake only the disk.
+if [ "$name" != tinyvm ]; then
+	for prev in $(ls -dt "$(dirname "$dir")/$name"-*/ 2>/dev/null | grep -v '\.tmp\.'); do
+		[ -f "$prev/base.tar" ] && [ -f "$prev/base.stamp" ] || continue
+		for f in base.tar base.stamp selkies.tar selkies.stamp; do
+			[ ! -f "$prev/$f" ] || ln "$prev/$f" "$tmp/out/$f" 2>/dev/null || cp "$prev/$f" "$tmp/out/$f"
+		done
+		say "reusing the packages of $(basename "$prev")"
+		break
+	done
+fi
 say "building $(basename "$dir") with ${build[*]/#"$deploy"/deploy} (deploy/images/path.sh -v $name lists what its hash covers)"
 (
 	while sleep 15 >/dev/null 2>&1; do

@@ -6,7 +6,9 @@
 # ${XDG_CACHE_HOME:-~/.cache}/froog/built/NAME-HASH, HASH being a content
 # hash of the recipe: every file under the recipe's folder (deploy/tinyvm
 # for the test guest, deploy/images for the OS images; this script and
-# ensure.sh aside; the test guest's also images/vmlinux.sh) by name and content, NAME, and for the test guest the
+# ensure.sh aside; the test guest's also images/vmlinux.sh; the OS images'
+# also the sources of the froog-desktop they carry: guest/, the desktop
+# command, go.mod and go.sum) by name and content, NAME, and for the test guest the
 # versions of what it takes from this machine (busybox-static,
 # openssh-server, openssh-sftp-server, e2fsprogs) and of the kernel apt would download. A changed recipe is a
 # new folder; an unchanged one is the same folder. It only prints: the
@@ -29,6 +31,12 @@ inputs() {
 	# The scheme: bump it when what goes in changes meaning.
 	echo "froog image cache 1: $name from deploy/$recipe"
 	(cd "$deploy" && find "$recipe" -type f ! -name path.sh ! -name ensure.sh -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+	if [ "$recipe" = images ]; then
+		# The OS image carries froogd as froog-desktop, built from this
+		# tree: what of it runs in the guest (package guest, the desktop
+		# command, the modules) is part of the recipe.
+		(cd "$deploy/.." && find guest cmd/froogd/desktop.go go.mod go.sum -type f ! -name '*_test.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+	fi
 	if [ "$recipe" = tinyvm ]; then
 		(cd "$deploy" && sha256sum images/vmlinux.sh) # it uncompresses the kernel
 		dpkg-query -W -f '${Package} ${Version}\n' busybox-static openssh-server openssh-sftp-server e2fsprogs 2>/dev/null || true

@@ -299,8 +299,11 @@ func tagged(pid int, id string) bool {
 	}
 }
 
-// execWait bounds how long tagged reads again an empty environment.
-const execWait = 50 * time.Millisecond
+// execWait bounds how long tagged reads again an empty environment: an
+// exec on a loaded machine (TCG guests, a parallel test phase) took over
+// 50 ms of wall time. Only a process in an exec, or one started with an
+// empty environment (none on a usual host), costs it.
+const execWait = time.Second
 
 // pfKthread is the kernel-thread bit of /proc/PID/stat's flags (field 9).
 const pfKthread = 0x00200000
