@@ -6,8 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"froog.tech/froog/api"
+	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 )
 
@@ -281,6 +283,63 @@ func TestPortsScopes(t *testing.T) {
 		}
 		if e.storedPorts("theirs") != nil {
 			t.Fatal("a sandbox no key could change has ports")
+		}
+	})
+}
+
+// Open ports belong to the sandbox, not to its disk (the docs' Network:
+// "Open ports stay open across stops, starts and restores, and a fork
+// gets the same ones"): a restore keeps the ports open now, not those
+// open when the snapshot was taken; copies forked from a snapshot get
+// the source's ports, as any fork does; a new sandbox from a saved
+// snapshot gets none (a template gives its disk, not its source's
+// settings). Through hostctl and the local driver, so the restore that
+// rewrites the sandbox is the real one.
+func TestPortsRestoreFork(t *testing.T) {
+	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
+		e.running("box")
+		ports := func(name string) string {
+			t.Helper()
+			var got portsJSON
+			e.do("GET", "/v1/sandboxes/"+name+"/ports", e.admin, nil).want(t, 200, "").json(t, &got)
+			return got.list()
+		}
+		e.do("PUT", "/v1/sandboxes/box/ports", e.admin, `{"ports":[{"port":5432},{"port":27015,"protocol":"udp"}]}`).want(t, 200, "")
+		var sn snapJSON
+		e.do("POST", "/v1/sandboxes/box/snapshots", e.admin, map[string]any{"label": "with-db"}).want(t, 202, "").json(t, &sn)
+		wait.For(t, 15*time.Second, "the saved snapshot", func() bool {
+			e.do("GET", "/v1/sandboxes/box/snapshots/with-db", e.admin, nil).want(t, 200, "").json(t, &sn)
+			return sn.Status == "available"
+		})
+		e.do("PUT", "/v1/sandboxes/box/ports", e.admin, `{"ports":[{"port":9000,"protocol":"udp"}]}`).want(t, 200, "")
+
+		e.do("POST", "/v1/sandboxes/box/restore", e.admin, map[string]any{"snapshot": "with-db"}).want(t, 202, "")
+		wait.For(t, 15*time.Second, "the restore done and box running again", func() bool {
+			var sb struct {
+				State       string
+				RestoreFrom string `json:"restore_from"`
+			}
+			e.do("GET", "/v1/sandboxes/box", e.admin, nil).want(t, 200, "").json(t, &sb)
+			return sb.RestoreFrom == "" && sb.State == "running"
+		})
+		var list []snapJSON
+		e.do("GET", "/v1/sandboxes/box/snapshots", e.admin, nil).want(t, 200, "").json(t, &list)
+		if !slices.ContainsFunc(list, func(s snapJSON) bool { return s.Reason == "restore" }) {
+			t.Fatalf("no snapshot of the state the restore replaced: hostctl did not restore (%+v)", list)
+		}
+		if got, want := ports("box"), "9000/udp"; got != want {
+			t.Fatalf("after the restore: %q, want %q (the ports open before it, not the snapshot's 5432/tcp 27015/udp)", got, want)
+		}
+
+		e.do("POST", "/v1/sandboxes/box/fork", e.admin, map[string]any{"name": "copy", "snapshot": "with-db", "count": 2}).want(t, 202, "")
+		for _, name := range []string{"copy-1", "copy-2"} {
+			if got, want := ports(name), "9000/udp"; got != want {
+				t.Fatalf("%s, forked from the snapshot: %q, want the source's %q", name, got, want)
+			}
+		}
+		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "tpl", "from": "with-db"}).want(t, 202, "")
+		if got := ports("tpl"); got != "" {
+			t.Fatalf("a new sandbox from the saved snapshot: %q, want none", got)
 		}
 	})
 }

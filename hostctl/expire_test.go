@@ -29,15 +29,7 @@ func TestDiskExpires(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, "f.txt"), []byte("kept"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	saved, err := r.st.CreateSnapshot(ctx, store.Snapshot{AccountID: r.acct.ID, SandboxID: sb.ID, Sandbox: sb.Name, HostID: sb.HostID,
-		Saved: true, Label: "keep", Status: store.SnapshotCreating, CreatedAt: store.Micro(time.Now())}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wait.For(t, 15*time.Second, "the saved snapshot", func() bool {
-		saved, _ = r.st.Snapshot(ctx, r.acct.ID, saved.ID)
-		return saved.Status == store.SnapshotAvailable
-	})
+	saved := r.save(&sb, "keep")
 	r.setDesired(sb.ID, store.StateStopped)
 	sb = r.waitState(sb.ID, store.StateStopped)
 	wait.For(t, 15*time.Second, "the stop's snapshot", func() bool {

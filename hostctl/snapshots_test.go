@@ -31,6 +31,22 @@ func (r *rig) snapshots(f store.SnapshotFilter) []store.Snapshot {
 	return list
 }
 
+// save asks for a saved snapshot of sb, labelled label, and waits until
+// hostctl has taken it.
+func (r *rig) save(sb *store.Sandbox, label string) store.Snapshot {
+	r.t.Helper()
+	sn, err := r.st.CreateSnapshot(ctx, store.Snapshot{AccountID: r.acct.ID, SandboxID: sb.ID, Sandbox: sb.Name, HostID: sb.HostID,
+		Saved: true, Label: label, Status: store.SnapshotCreating, CreatedAt: store.Micro(time.Now())}, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	wait.For(r.t, 15*time.Second, "the saved snapshot "+label, func() bool {
+		sn, _ = r.st.Snapshot(ctx, r.acct.ID, sn.ID)
+		return sn.Status == store.SnapshotAvailable
+	})
+	return sn
+}
+
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -114,15 +130,7 @@ func TestSnapshotRestoreFork(t *testing.T) {
 	if err := os.WriteFile(file, []byte("before"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	saved, err := r.st.CreateSnapshot(ctx, store.Snapshot{AccountID: r.acct.ID, SandboxID: sb.ID, Sandbox: sb.Name, HostID: sb.HostID,
-		Saved: true, Label: "base", Status: store.SnapshotCreating, CreatedAt: store.Micro(time.Now())}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wait.For(t, 15*time.Second, "the saved snapshot", func() bool {
-		saved, _ = r.st.Snapshot(ctx, r.acct.ID, saved.ID)
-		return saved.Status == store.SnapshotAvailable
-	})
+	saved := r.save(&sb, "base")
 
 	if err := os.WriteFile(file, []byte("after"), 0o600); err != nil {
 		t.Fatal(err)
