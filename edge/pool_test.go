@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http/httptest"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,7 +27,19 @@ type sandboxDialer struct {
 	serve  func(net.Conn)
 	mu     sync.Mutex
 	dials  map[string]int
-	closed chan string // the sandbox of each app-side connection that ends
+	closed chan string  // the sandbox of each app-side connection that ends
+	writes atomic.Int64 // the edge's writes to its connections
+}
+
+// writeCountedConn counts the writes made to an app's connection.
+type writeCountedConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c writeCountedConn) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(p)
 }
 
 func (d *sandboxDialer) DialContext(ctx context.Context, sandboxID string, port int) (net.Conn, error) {
@@ -40,7 +55,7 @@ func (d *sandboxDialer) DialContext(ctx context.Context, sandboxID string, port 
 		default:
 		}
 	}()
-	return c, nil
+	return writeCountedConn{c, &d.writes}, nil
 }
 
 func (d *sandboxDialer) count(id string) int {
@@ -253,4 +268,47 @@ func TestPoolSweepsWithoutRequests(t *testing.T) {
 	if id := <-d.closed; id != "sb2" || u.idleCount("sb2") != 0 {
 		t.Fatalf("after Close: closed %s, %d idle to sb2", id, u.idleCount("sb2"))
 	}
+}
+
+// TestUploadInLargeWrites: a request body goes to the app in writes of
+// up to 32 KiB (through the tunnel, one SSH packet each) as the client's
+// reads deliver it, not in the 4 KiB of the head's buffer.
+func TestUploadInLargeWrites(t *testing.T) {
+	t.Parallel()
+	const size = 1 << 20
+	s, _, d := newPoolEdge(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if readHead(br) != nil {
+			return
+		}
+		n, _ := io.Copy(io.Discard, io.LimitReader(br, size))
+		got := strconv.FormatInt(n, 10)
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(got), got)
+	})
+	// The client's body comes in reads of up to 64 KiB, as HTTP/2's
+	// DATA frames queue up; none is a WriterTo.
+	body := struct{ io.Reader }{io.LimitReader(zeros{}, size)}
+	r := httptest.NewRequest("POST", "https://one.froog.test/upload", body)
+	r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/2.0", 2, 0
+	r.RemoteAddr = "192.0.2.1:4000"
+	r.ContentLength = size
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if w.Code != 200 || w.Body.String() != strconv.Itoa(size) {
+		t.Fatalf("%d %q", w.Code, w.Body)
+	}
+	// 32 writes of the body, the head's, and a few to spare; in 4 KiB
+	// writes it took 256.
+	if n := d.writes.Load(); n > 40 {
+		t.Fatalf("a 1 MiB body took %d writes to the app, want at most 40", n)
+	}
+}
+
+// zeros reads as endless zero bytes, at most 64 KiB a read.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	p = p[:min(len(p), 64<<10)]
+	clear(p)
+	return len(p), nil
 }

@@ -111,7 +111,21 @@ func (h *headLimit) Read(p []byte) (int, error) {
 var (
 	upReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, maxHeader) }}
 	upWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
+	upCopies  = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 )
+
+// bodyWriter is what a request is written to: the upstream connection,
+// with a ReadFrom through which bufio's Writer moves a request body in
+// reads of up to 32 KiB, each written at once (one SSH packet through the
+// tunnel), as http.Transport does. Through bufio's 4 KiB buffer alone an
+// upload went to the tunnel in 4 KiB writes: 1.7× the edge's CPU per MB.
+type bodyWriter struct{ net.Conn }
+
+func (w bodyWriter) ReadFrom(r io.Reader) (int64, error) {
+	b := upCopies.Get().(*[]byte)
+	defer upCopies.Put(b)
+	return io.CopyBuffer(struct{ io.Writer }{w.Conn}, r, *b)
+}
 
 func runOf(sb *route.Sandbox) runKey {
 	if sb == nil {
@@ -164,7 +178,7 @@ func (u *upstreams) get(ctx context.Context, k route.Port) (*upConn, error) {
 // it writes.
 func (c *upConn) write(w func(*bufio.Writer) error) error {
 	bw := upWriters.Get().(*bufio.Writer)
-	bw.Reset(c.Conn)
+	bw.Reset(bodyWriter{c.Conn})
 	err := w(bw)
 	if err == nil {
 		err = bw.Flush()
