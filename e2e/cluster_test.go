@@ -16,99 +16,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
-
-// netCluster is a network the test makes: a bridge in the root namespace
-// (address gw, which the test's clients and its Postgres forwarder use)
-// and one network namespace per node, each with an address of its own on
-// the bridge, as machines on a LAN.
-type netCluster struct {
-	t    *testing.T
-	id   string            // names' prefix, unique to this process
-	gw   string            // the bridge's address
-	addr map[string]string // node → its address
-}
-
-func ipRun(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
-// newCluster makes the bridge and a namespace per node; everything is
-// deleted when the test ends, failed or not (namespaces' processes
-// killed first: a killed froogd's sandboxes' processes outlive it).
-func newCluster(t *testing.T, nodes ...string) *netCluster {
-	pid := os.Getpid()
-	c := &netCluster{t: t, id: fmt.Sprintf("fc%04x", pid&0xffff), addr: map[string]string{}}
-	// A /24 of 10.251/16 that no interface here has (another run's).
-	subnet := ""
-	for i := 0; i < 250 && subnet == ""; i++ {
-		cand := fmt.Sprintf("10.251.%d", (pid+i)%250)
-		if out, err := exec.Command("ip", "-4", "addr", "show", "to", cand+".0/24").Output(); err == nil && len(strings.TrimSpace(string(out))) == 0 {
-			subnet = cand
-		}
-	}
-	if subnet == "" {
-		t.Fatal("no free /24 in 10.251.0.0/16 for the cluster's bridge")
-	}
-	c.gw = subnet + ".1"
-	br := c.id + "br"
-	t.Cleanup(func() {
-		for i, n := range nodes {
-			ns := c.ns(n)
-			if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
-				for _, p := range strings.Fields(string(out)) {
-					var id int
-					fmt.Sscan(p, &id)
-					if id > 0 {
-						syscall.Kill(id, syscall.SIGKILL)
-					}
-				}
-			}
-			// The pair goes at once (a namespace's own teardown may lag).
-			exec.Command("ip", "link", "del", fmt.Sprintf("%sh%d", c.id, i)).Run()
-			exec.Command("ip", "netns", "del", ns).Run()
-		}
-		exec.Command("ip", "link", "del", br).Run()
-	})
-	browser.ChangingNetwork(t) // no Chromium test of another package loads a page meanwhile
-	ipRun(t, "ip", "link", "add", br, "type", "bridge")
-	ipRun(t, "ip", "addr", "add", c.gw+"/24", "dev", br)
-	ipRun(t, "ip", "link", "set", br, "up")
-	for i, n := range nodes {
-		ns, host, peer := c.ns(n), fmt.Sprintf("%sh%d", c.id, i), fmt.Sprintf("%sn%d", c.id, i)
-		c.addr[n] = fmt.Sprintf("%s.%d", subnet, 10+i)
-		ipRun(t, "ip", "netns", "add", ns)
-		ipRun(t, "ip", "link", "add", host, "type", "veth", "peer", "name", peer)
-		ipRun(t, "ip", "link", "set", peer, "netns", ns)
-		ipRun(t, "ip", "link", "set", host, "master", br, "up")
-		ipRun(t, "ip", "-n", ns, "addr", "add", c.addr[n]+"/24", "dev", peer)
-		ipRun(t, "ip", "-n", ns, "link", "set", peer, "up")
-		ipRun(t, "ip", "-n", ns, "link", "set", "lo", "up")
-	}
-	return c
-}
-
-func (c *netCluster) ns(node string) string { return c.id + "-" + node }
-
-// start runs froogd in node's namespace (ip netns exec execs it: the
-// process is froogd's own).
-func (c *netCluster) start(node string, re *regexp.Regexp, args ...string) *proc {
-	c.t.Helper()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", c.ns(node), froogd}, args...)...)
-	p, _ := startCmd(c.t, re, cmd, args)
-	return p
-}
 
 // forward relays TCP from addr (on the bridge) to target: Postgres,
 // which listens on the root namespace's loopback, reached from the

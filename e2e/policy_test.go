@@ -9,40 +9,33 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
-	"froog.tech/froog/internal/loopback"
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
-// A URL's policy through the real binary: an allowlisted URL refuses
-// another source address, spoofed X-Forwarded-For and all, and lets the
-// allowed one in; the URL's own limit answers 429; frame_ancestors
-// becomes the answers' Content-Security-Policy. Two loopback addresses
-// are two clients.
+// A URL's policy through the real binary: frame_ancestors becomes the
+// answers' Content-Security-Policy; the URL's own limit answers 429.
+// Loopback addresses are the clients (the allowlist's are in network
+// namespaces: TestURLPolicyAllowIPsFromNamespaces).
 func TestURLPolicyE2E(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, devOptions{args: []string{"--rate-limit", "0"}})
 	newSandbox(t, d.c, "pol", 15*time.Second)
-	port := loopback.FreePort(t)
-	d.c.call("POST", "/v1/sandboxes/pol/jobs", fmt.Sprintf(`{"command": "python3 -m http.server %d --bind 127.0.0.1"}`, port), 201, nil)
-	var w struct{ Ready bool }
-	d.c.call("POST", "/v1/sandboxes/pol/wait", fmt.Sprintf(`{"port": %d, "timeout_secs": 30}`, port), 200, &w)
-	if !w.Ready {
-		t.Fatal("the app never listened")
-	}
+	port := serveIn(t, d.c, "pol", "python3 -m http.server %d --bind 127.0.0.1")
 	var u struct{ Host string }
-	d.c.call("POST", "/v1/sandboxes/pol/urls", fmt.Sprintf(`{"port": %d, "public": true, "allow_ips": ["127.0.0.2/32"], "frame_ancestors": ["https://app.example"]}`, port), 201, &u)
+	d.c.call("POST", "/v1/sandboxes/pol/urls", fmt.Sprintf(`{"port": %d, "public": true, "frame_ancestors": ["https://app.example"]}`, port), 201, &u)
 	from := func(src string) *http.Client { return clientFrom(d.edge, d.pool, src) }
-	get := func(c *http.Client, hdr ...string) *http.Response {
+	get := func(c *http.Client) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest("GET", "https://"+u.Host+"/", nil)
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		res, err := c.Do(req)
+		res, err := c.Get("https://" + u.Host + "/")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,23 +43,18 @@ func TestURLPolicyE2E(t *testing.T) {
 		res.Body.Close()
 		return res
 	}
-	allowed, other := from("127.0.0.2"), from("127.0.0.1")
+	web := from("127.0.0.2")
 	// The first visit waits for the certificate and the route.
 	deadline := time.Now().Add(20 * time.Second)
-	for res := get(allowed); res.StatusCode != 200; res = get(allowed) {
+	for res := get(web); res.StatusCode != 200; res = get(web) {
 		if time.Now().After(deadline) {
-			t.Fatalf("127.0.0.2 never let in: %d", res.StatusCode)
+			t.Fatalf("the URL never served: %d", res.StatusCode)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	res := get(allowed)
+	res := get(web)
 	if got := res.Header.Values("Content-Security-Policy"); !slices.Equal(got, []string{"frame-ancestors https://app.example"}) {
 		t.Errorf("the app's answer: Content-Security-Policy %q, want frame-ancestors https://app.example", got)
-	}
-	for _, hdr := range [][]string{nil, {"X-Forwarded-For", "127.0.0.2"}, {"Forwarded", "for=127.0.0.2", "X-Real-Ip", "127.0.0.2"}} {
-		if res := get(other, hdr...); res.StatusCode != 403 || res.Header.Get("Content-Type") != "application/problem+json" {
-			t.Errorf("127.0.0.1 with %q: %d %s, want 403 problem+json", hdr, res.StatusCode, res.Header.Get("Content-Type"))
-		}
 	}
 	// The URL's own limit, per client address: 127.0.0.3 is used up
 	// until the limit is seen to be on the edge; 127.0.0.4, a fresh
@@ -91,6 +79,127 @@ func TestURLPolicyE2E(t *testing.T) {
 	}
 	if !slices.Equal(codes, []int{200, 200, 200, 429}) {
 		t.Fatalf("with rate_limit burst 3: statuses %v, want [200 200 200 429]", codes)
+	}
+}
+
+// An allowlisted URL judges the connection's source address, with
+// clients that are machines of their own: froogd dev runs in one network
+// namespace, its edge on every address there (one dual-stack socket: an
+// IPv4 client arrives as an IPv4-mapped IPv6 address), and curl runs in
+// two others, "in" and "out", each with an IPv4 and an IPv6 address on
+// the test's bridge. allow_ips names in's two addresses: in gets the
+// app's answer over both families, on HTTP/1.1 and HTTP/2; out gets 403
+// problem+json on each, also when it names in's address in
+// X-Forwarded-For, Forwarded or X-Real-Ip. Then a list of IPv4 only
+// refuses in's IPv6 address, and still lets its IPv4 one in.
+func TestURLPolicyAllowIPsFromNamespaces(t *testing.T) {
+	// Alone: it makes network namespaces and a bridge on the host.
+	if os.Geteuid() != 0 {
+		testdep.Missing(t, "the allowlist test makes network namespaces, which needs root")
+	}
+	testdep.Need(t, "curl")
+	cl := newCluster(t, "edge", "in", "out")
+	data := t.TempDir()
+	_, m := startIn(t, cl.ns("edge"), devEdgeReady, "dev", "--data", data, "--api-addr", cl.addr["edge"]+":0", "--edge-addr", "[::]:0",
+		"--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test", "--rate-limit", "0")
+	key, err := os.ReadFile(filepath.Join(data, "api-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
+	_, edgePort, _ := net.SplitHostPort(m[2])
+	newSandbox(t, c, "pol", 15*time.Second)
+	port := serveIn(t, c, "pol", "python3 -m http.server %d --bind 127.0.0.1")
+	in4, in6 := cl.addr["in"], cl.addr6["in"]
+	var u struct{ Host string }
+	c.call("POST", "/v1/sandboxes/pol/urls", fmt.Sprintf(`{"port": %d, "public": true, "allow_ips": ["%s/32", "%s/128"]}`, port, in4, in6), 201, &u)
+
+	type answer struct {
+		code          int
+		version, kind string // HTTP version, Content-Type
+		body          string
+	}
+	const marker = "--froog-test-- " // ends the app's body in curl's output
+	// visit is a GET of the URL by curl in node's namespace, to the edge's
+	// IPv6 address or its IPv4 one, with proto (--http1.1, --http2) and
+	// headers hdr ("Name: value").
+	visit := func(node string, v6 bool, proto string, hdr ...string) answer {
+		edge := cl.addr["edge"]
+		if v6 {
+			edge = "[" + cl.addr6["edge"] + "]"
+		}
+		args := []string{"netns", "exec", cl.ns(node), "curl", "-sS", "--max-time", "10", "--cacert", filepath.Join(data, "ca.pem"),
+			"--connect-to", u.Host + ":443:" + edge + ":" + edgePort, proto, "-w", "\n" + marker + "%{http_code} %{http_version} %{content_type}"}
+		for _, h := range hdr {
+			args = append(args, "-H", h)
+		}
+		out, err := exec.Command("ip", append(args, "https://"+u.Host+"/")...).CombinedOutput()
+		if err != nil {
+			return answer{body: fmt.Sprintf("%v: %s", err, out)}
+		}
+		body, tail, _ := strings.Cut(string(out), "\n"+marker)
+		var a answer
+		f := strings.SplitN(tail, " ", 3)
+		if len(f) == 3 {
+			a.code, _ = strconv.Atoi(f[0])
+			a.version, a.kind = f[1], f[2]
+		}
+		a.body = body
+		return a
+	}
+	// The version the answer came in: HTTP/1.x (the app, Python's
+	// http.server, answers in 1.0) or 2.
+	protos := []struct{ flag, version string }{{"--http1.1", "1"}, {"--http2", "2"}}
+	app := func(a answer) bool { return a.code == 200 && strings.Contains(a.body, "Directory listing for /") }
+	refused := func(a answer) bool {
+		return a.code == 403 && a.kind == "application/problem+json" && strings.Contains(a.body, `"ip_not_allowed"`)
+	}
+	// spoofs are headers naming addr, which a proxy in front would set.
+	spoofs := func(addr string, v6 bool) [][]string {
+		fwd := "for=" + addr
+		if v6 {
+			fwd = `for="[` + addr + `]"`
+		}
+		return [][]string{nil, {"X-Forwarded-For: " + addr}, {"Forwarded: " + fwd, "X-Real-Ip: " + addr}}
+	}
+	// The first visit waits for the certificate and the route.
+	var last answer
+	if !wait.Until(20*time.Second, func() bool { last = visit("in", false, "--http2"); return app(last) }) {
+		t.Fatalf("in's first visit: never the app's answer; the last %d %.200q", last.code, last.body)
+	}
+	for _, p := range protos {
+		for _, v6 := range []bool{false, true} {
+			fam, allowed := "IPv4", in4
+			if v6 {
+				fam, allowed = "IPv6", in6
+			}
+			if a := visit("in", v6, p.flag); !app(a) || !strings.HasPrefix(a.version, p.version) {
+				t.Errorf("in over %s %s: %d HTTP/%s %.200q, want the app's answer in HTTP/%s", fam, p.flag, a.code, a.version, a.body, p.version)
+			}
+			for _, hdr := range spoofs(allowed, v6) {
+				if a := visit("out", v6, p.flag, hdr...); !refused(a) {
+					t.Errorf("out over %s %s with %q: %d %s %.200q, want 403 problem+json ip_not_allowed", fam, p.flag, hdr, a.code, a.kind, a.body)
+				}
+			}
+		}
+	}
+
+	// A list of IPv4 only: in's IPv6 address is another source, refused
+	// from the request after the feed brings the change, even naming in's
+	// IPv4 address.
+	c.call("PATCH", fmt.Sprintf("/v1/sandboxes/pol/urls/%d", port), fmt.Sprintf(`{"allow_ips": ["%s/32"]}`, in4), 200, nil)
+	if !wait.Until(5*time.Second, func() bool { last = visit("in", true, "--http2"); return refused(last) }) {
+		t.Fatalf("in over IPv6 with allow_ips %s/32: still %d %.200q 5 s after the PATCH's answer", in4, last.code, last.body)
+	}
+	for _, p := range protos {
+		for _, hdr := range spoofs(in4, false) {
+			if a := visit("in", true, p.flag, hdr...); !refused(a) {
+				t.Errorf("in over IPv6 %s with %q, allow_ips %s/32: %d %s %.200q, want 403 problem+json ip_not_allowed", p.flag, hdr, in4, a.code, a.kind, a.body)
+			}
+		}
+		if a := visit("in", false, p.flag); !app(a) {
+			t.Errorf("in over IPv4 %s, allow_ips %s/32: %d %.200q, want the app's answer", p.flag, in4, a.code, a.body)
+		}
 	}
 }
 
