@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -311,4 +313,33 @@ func (zeros) Read(p []byte) (int, error) {
 	p = p[:min(len(p), 64<<10)]
 	clear(p)
 	return len(p), nil
+}
+
+// TestH1AnswersInItsOwnVersion: an app that answers in HTTP/1.0 is
+// answered for in the edge's own version, HTTP/1.1 (RFC 9110 6.2), its
+// body, which ends with the app's connection, chunked.
+func TestH1AnswersInItsOwnVersion(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newPoolEdge(t, func(c net.Conn) {
+		if readHead(bufio.NewReader(c)) != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello")
+	})
+	var ctx fasthttp.RequestCtx
+	ctx.Init2(benchConn{}, discardLogger{}, false)
+	ctx.Request.Header.SetMethod("GET")
+	ctx.Request.SetRequestURI("/")
+	ctx.Request.Header.SetHost("one.froog.test")
+	s.serveH1(&ctx)
+	var out bytes.Buffer
+	bw := bufio.NewWriter(&out)
+	if err := ctx.Response.Write(bw); err != nil {
+		t.Fatal(err)
+	}
+	bw.Flush()
+	wire := out.String()
+	if !strings.HasPrefix(wire, "HTTP/1.1 200 OK\r\n") || !strings.HasSuffix(wire, "\r\n\r\n5\r\nhello\r\n0\r\n\r\n") {
+		t.Fatalf("the client got %q, want an HTTP/1.1 answer with the body chunked", wire)
+	}
 }

@@ -405,6 +405,7 @@ func (s *Server) forwardH1(ctx *fasthttp.RequestCtx, d *decision, in *countingRe
 	keep := !up.ConnectionClose() && up.Header.ContentLength() >= -1 // -2: the body ends with the connection
 	rh := &ctx.Response.Header
 	up.Header.CopyTo(rh)
+	rh.SetProtocol(nil) // the edge's own version, HTTP/1.1, whatever the app's (RFC 9110 6.2)
 	rh.SetNoDefaultContentType(true)
 	rh.ResetConnectionClose()
 	var hp hops
