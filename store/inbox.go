@@ -205,8 +205,9 @@ func NewDelivery(d *Delivery, seq int64) {
 
 // Retention lists the ids of a URL's finished deliveries to drop at at:
 // older than DeliveriesKeptFor, or past DeliveriesKept or
-// DeliveryBytesKept, newest kept first. list is every delivery of the
-// URL, bodies' sizes in Size.
+// DeliveryBytesKept, newest kept first. list is the URL's deliveries
+// (its queued ones may be left out: they are passed over), bodies' sizes
+// in Size.
 func Retention(list []Delivery, at time.Time) []string {
 	var done []Delivery
 	for _, d := range list {

@@ -43,8 +43,11 @@ type Store struct {
 	urlNames  map[string]*urlName
 	starts    map[string]*startRec
 	snapshots map[string]*store.Snapshot
-	// deliveries are kept without their bodies, which are written once.
+	// deliveries are kept without their bodies, which are written once;
+	// byURL and queued index them (indexDelivery).
 	deliveries map[string]*store.Delivery
+	byURL      map[string]map[string]*store.Delivery
+	queued     map[string]int
 	bodies     map[string]*deliveryBody
 
 	webhooks   map[string]*store.Webhook
@@ -85,6 +88,8 @@ func Open(dir string) (*Store, error) {
 		snapshots: map[string]*store.Snapshot{},
 
 		deliveries: map[string]*store.Delivery{},
+		byURL:      map[string]map[string]*store.Delivery{},
+		queued:     map[string]int{},
 		bodies:     map[string]*deliveryBody{},
 		webhooks:   map[string]*store.Webhook{},
 		whDeliv:    map[string]*store.WebhookDelivery{},
@@ -157,6 +162,7 @@ func (s *Store) apply(r record) error {
 	case tSnapshot:
 		setOrDel(s.snapshots, r)
 	case tDelivery:
+		s.indexDelivery(r)
 		setOrDel(s.deliveries, r)
 	case tBody:
 		setOrDel(s.bodies, r)

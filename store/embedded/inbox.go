@@ -16,13 +16,40 @@ type deliveryBody struct {
 	B []byte `json:"b"`
 }
 
+// indexDelivery keeps the deliveries' indexes as r is applied: byURL,
+// each URL's deliveries, and queued, how many each account has queued.
+// An add, a claim or a listing then reads its URL's deliveries alone,
+// not every account's (10,000 may wait in one).
+func (s *Store) indexDelivery(r record) {
+	if old := s.deliveries[r.ID]; old != nil {
+		delete(s.byURL[old.URLID], r.ID)
+		if len(s.byURL[old.URLID]) == 0 {
+			delete(s.byURL, old.URLID)
+		}
+		if old.Queued() {
+			if s.queued[old.AccountID]--; s.queued[old.AccountID] == 0 {
+				delete(s.queued, old.AccountID)
+			}
+		}
+	}
+	if r.Del {
+		return
+	}
+	d := r.val.(*store.Delivery)
+	if s.byURL[d.URLID] == nil {
+		s.byURL[d.URLID] = map[string]*store.Delivery{}
+	}
+	s.byURL[d.URLID][r.ID] = d
+	if d.Queued() {
+		s.queued[d.AccountID]++
+	}
+}
+
 // queue is the URL's deliveries, copies without bodies.
 func (s *Store) queue(urlID string) []store.Delivery {
-	var out []store.Delivery
-	for _, d := range s.deliveries {
-		if d.URLID == urlID {
-			out = append(out, *d)
-		}
+	out := make([]store.Delivery, 0, len(s.byURL[urlID]))
+	for _, d := range s.byURL[urlID] {
+		out = append(out, *d)
 	}
 	return out
 }
@@ -33,17 +60,17 @@ func (s *Store) AddDelivery(ctx context.Context, d store.Delivery) (store.Delive
 	if _, ok := s.urls[d.URLID]; !ok {
 		return store.Delivery{}, fmt.Errorf("add delivery: url %s: %w", d.URLID, store.ErrNotFound)
 	}
-	list := s.queue(d.URLID)
-	nURL, nAccount := 0, 0
-	for _, o := range s.deliveries {
-		if o.Queued() && o.AccountID == d.AccountID {
-			nAccount++
-			if o.URLID == d.URLID {
-				nURL++
-			}
+	// Only the finished ones are copied: Retention looks at no others.
+	nURL := 0
+	var done []store.Delivery
+	for _, o := range s.byURL[d.URLID] {
+		if o.Queued() {
+			nURL++
+		} else {
+			done = append(done, *o)
 		}
 	}
-	if err := store.CheckDelivery(&d, nURL, nAccount); err != nil {
+	if err := store.CheckDelivery(&d, nURL, s.queued[d.AccountID]); err != nil {
 		return store.Delivery{}, err
 	}
 	if _, ok := s.deliveries[d.ID]; ok {
@@ -55,7 +82,7 @@ func (s *Store) AddDelivery(ctx context.Context, d store.Delivery) (store.Delive
 	row := d
 	row.Body = nil
 	recs := []record{put(tDelivery, d.ID, &row), put(tBody, d.ID, &deliveryBody{B: d.Body}), metaRecord(m)}
-	for _, id := range store.Retention(list, d.ReceivedAt) {
+	for _, id := range store.Retention(done, d.ReceivedAt) {
 		recs = append(recs, del(tDelivery, id), del(tBody, id))
 	}
 	if err := s.commit(recs, nil); err != nil {
@@ -190,10 +217,8 @@ func (s *Store) PurgeDeliveries(ctx context.Context, urlID string, ev *store.Aud
 // purgeRecords deletes every delivery of the URL, with its body.
 func (s *Store) purgeRecords(urlID string) []record {
 	var recs []record
-	for id, d := range s.deliveries {
-		if d.URLID == urlID {
-			recs = append(recs, del(tDelivery, id), del(tBody, id))
-		}
+	for id := range s.byURL[urlID] {
+		recs = append(recs, del(tDelivery, id), del(tBody, id))
 	}
 	return recs
 }
