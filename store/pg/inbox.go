@@ -23,8 +23,14 @@ func writeDelivery(ctx context.Context, t *txn, d *store.Delivery) error {
 
 func (s *Store) AddDelivery(ctx context.Context, d store.Delivery) (store.Delivery, error) {
 	err := s.inTx(ctx, nil, func(t *txn) error {
-		// The URL's row, locked: a URL's adds count its queue in turn, and a
-		// deleted URL takes none.
+		// The account's row, locked first (as PutURL takes it before the
+		// URL's): the account's adds, on any of its URLs, count what it
+		// has queued in turn. NO KEY: rows that refer to the account
+		// (a sandbox created meanwhile) are not held up.
+		if _, err := t.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR NO KEY UPDATE`, d.AccountID); err != nil {
+			return err
+		}
+		// The URL's row, locked: a deleted URL takes none.
 		var n int
 		if err := t.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM urls WHERE id = $1 FOR UPDATE) u`, d.URLID).Scan(&n); err != nil {
 			return err

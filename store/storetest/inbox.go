@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/store"
 )
 
@@ -189,5 +190,116 @@ func testInboxBounds(t *testing.T, o func() Backend) {
 	}
 	if list, _ := s.Deliveries(ctx, u.ID, 0); len(list) != store.MaxPendingPerURL-5+1 {
 		t.Fatalf("Deliveries after retention: %d, want %d (the 5 finished ones past the days dropped)", len(list), store.MaxPendingPerURL-4)
+	}
+}
+
+// testInboxAccountBound: past MaxPendingPerAccount an account's next
+// request is refused on any of its URLs, even when writers on many of
+// its URLs race for its last places, each URL well under
+// MaxPendingPerURL: together they hold exactly the bound. Another account
+// is unaffected, and a delivery that finishes makes room for one more.
+func testInboxAccountBound(t *testing.T, o func() Backend) {
+	testdep.Short(t, "10,000 deliveries, one at a time: half a minute on Postgres under -race")
+	s := open(t, o)
+	a := account(t, s, 10)
+	sb := sandbox(t, s, a.ID, "box", nil, now)
+	const writers, tries = 11, 20 // at once, one a URL, for the last 110 places and 110 past them
+	var urls []store.URL
+	for i := range writers + 1 {
+		u, err := putURL(s, sb.ID, 3000+i, fmt.Sprint("box-", 3000+i, "-inbox3"), true, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, u)
+	}
+	accountFull := func(what string, err error) bool {
+		t.Helper()
+		var le *store.LimitError
+		if !errors.As(err, &le) || le.Limit != "inbox_pending_per_account" || le.Max != store.MaxPendingPerAccount {
+			t.Errorf("%s: got error %v, want the limit inbox_pending_per_account (%d)", what, err, store.MaxPendingPerAccount)
+			return false
+		}
+		return true
+	}
+	// Filled one at a time (writers at once would only wait for each
+	// other, on the account's lock), spread over the URLs.
+	last := writers * tries / 2
+	for i := range store.MaxPendingPerAccount - last {
+		if _, err := s.AddDelivery(ctx, delivery(urls[i%writers], "x", now)); err != nil {
+			t.Fatalf("AddDelivery %d: %v", i, err)
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, limited := 0, 0
+	for _, u := range urls[:writers] {
+		wg.Go(func() {
+			for range tries {
+				_, err := s.AddDelivery(ctx, delivery(u, "x", now))
+				mu.Lock()
+				if err == nil {
+					ok++
+				} else if accountFull("AddDelivery", err) {
+					limited++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if ok != last || limited != writers*tries-last {
+		t.Fatalf("of the last %d tries, %d stored and %d refused; want %d and %d", writers*tries, ok, limited, last, writers*tries-last)
+	}
+	held := 0
+	for _, u := range urls[:writers] {
+		list, err := s.Deliveries(ctx, u.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held += len(list)
+	}
+	if held != store.MaxPendingPerAccount {
+		t.Fatalf("the account's URLs hold %d, want %d", held, store.MaxPendingPerAccount)
+	}
+	// Another URL of the account, empty: refused all the same.
+	_, err := s.AddDelivery(ctx, delivery(urls[writers], "x", now))
+	if !accountFull("AddDelivery(another URL)", err) {
+		t.FailNow()
+	}
+	// Another account is unaffected.
+	b := account(t, s, 10)
+	ub, err := putURL(s, sandbox(t, s, b.ID, "other", nil, now).ID, 3000, "other-3000-inbox3", true, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddDelivery(ctx, delivery(ub, "x", now)); err != nil {
+		t.Fatalf("AddDelivery(another account): %v", err)
+	}
+	// One delivered makes room for one.
+	c, err := s.ClaimDelivery(ctx, urls[0].ID, "e", now, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FinishDelivery(ctx, c.ID, "e", store.DeliveryResult{Status: 200, At: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddDelivery(ctx, delivery(urls[writers], "x", now)); err != nil {
+		t.Fatalf("AddDelivery after one was delivered: %v", err)
+	}
+	_, err = s.AddDelivery(ctx, delivery(urls[writers], "x", now))
+	accountFull("AddDelivery(full again)", err)
+	// Opened again, it counts the same; a URL's purge makes room for
+	// what the URL held.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, o)
+	_, err = s.AddDelivery(ctx, delivery(urls[writers], "x", now))
+	accountFull("AddDelivery(reopened)", err)
+	if _, err := s.PurgeDeliveries(ctx, urls[0].ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddDelivery(ctx, delivery(urls[writers], "x", now)); err != nil {
+		t.Fatalf("AddDelivery after a URL's purge: %v", err)
 	}
 }

@@ -61,6 +61,7 @@ func Run(t *testing.T, f Factory) {
 		{"Snapshots", testSnapshots},
 		{"Inbox", testInbox},
 		{"InboxBounds", testInboxBounds},
+		{"InboxAccountBound", testInboxAccountBound},
 		{"Webhooks", testWebhooks},
 		{"WebhookEvents", testWebhookEvents},
 		{"WebhookEndpoints", testWebhookEndpoints},
