@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,21 +16,27 @@ import (
 	"time"
 
 	"froog.tech/froog/internal/wait"
+	"froog.tech/froog/store"
 )
 
 // The webhook inbox's faults (issue 29), each under the real binaries on
-// Postgres, counting what the app got at the end.
+// Postgres (the flood under froogd dev, on the embedded store), counting
+// what the app got at the end.
 
 // hookCounter is an app that writes down each delivery it gets as a line
 // "Froog-Delivery Froog-Attempt" and answers 204. Run as hold.py, it
-// writes the first one down and never answers it.
-const hookCounter = `import http.server, sys, threading
+// writes the first one down and never answers it. Run as gate.py, it
+// neither writes down nor answers any until a file named open is there.
+const hookCounter = `import http.server, os, sys, threading, time
 lock = threading.Lock()
 held = ["hold" not in sys.argv[0]]
+gated = "gate" in sys.argv[0]
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        while gated and not os.path.exists("open"):
+            time.sleep(0.05)
         with lock:
             with open("deliveries.log", "a") as f:
                 f.write("%s %s\n" % (self.headers.get("Froog-Delivery"), self.headers.get("Froog-Attempt")))
@@ -475,4 +482,112 @@ func deliveredBy(p *proc) int {
 		}
 	}
 	return n
+}
+
+// A flood to one URL whose app answers nothing yet (gate.py holds the
+// first delivery), from eight senders at once over one HTTP/2
+// connection: the edge takes exactly store.MaxPendingPerURL (202), the
+// held one and those waiting behind it, and refuses every other one with
+// 429 inbox_full, Retry-After: 30 and the API's error body, storing
+// nothing. The owner's view lists taken ones alone, waiting; once the app
+// answers, it gets every taken one and nothing else (the held one again,
+// with its id at another attempt, should its attempt time out), and the
+// owner's purge counts exactly the taken ones. The bound per account, ten
+// URLs' worth, is the store's (storetest's InboxAccountBound).
+func TestInboxFlood(t *testing.T) {
+	t.Parallel()
+	// No limit per client address: its 429 is not the inbox's.
+	d := startDev(t, devOptions{args: []string{"--rate-limit", "0"}})
+	c := d.c
+	newSandbox(t, c, "iflood", 30*time.Second)
+	port := serveApp(t, c, "iflood", "gate.py", hookCounter)
+	host := inboxOn(t, c, "iflood", port)
+	web := d.web(true)
+	accepted := map[string]bool{acceptHook(t, web, host, "first"): true}
+
+	const senders, each = 8, (store.MaxPendingPerURL + 40) / 8
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	began := time.Now()
+	for s := range senders {
+		wg.Go(func() {
+			for i := range each {
+				res, err := web.Post("https://"+host+"/webhooks/n", "application/json", strings.NewReader(fmt.Sprint(s, " ", i)))
+				if err != nil {
+					t.Errorf("sender %d: %v", s, err)
+					return
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.ProtoMajor != 2 {
+					t.Errorf("sender %d: %s, want HTTP/2", s, res.Proto)
+					return
+				}
+				mu.Lock()
+				codes[res.StatusCode]++
+				if res.StatusCode == http.StatusAccepted {
+					accepted[res.Header.Get("Froog-Delivery")] = true
+				}
+				mu.Unlock()
+				var e struct {
+					Error struct {
+						Code, Message string
+						RequestID     string `json:"request_id"`
+					}
+				}
+				if res.StatusCode == http.StatusTooManyRequests && (res.Header.Get("Retry-After") != "30" || res.Header.Get("Content-Type") != "application/json" ||
+					json.Unmarshal(b, &e) != nil || e.Error.Code != "inbox_full" || e.Error.Message == "" || e.Error.RequestID != res.Header.Get("X-Request-Id")) {
+					t.Errorf("a 429 with Retry-After %q, X-Request-Id %q, %s: want Retry-After: 30 and the API's error inbox_full",
+						res.Header.Get("Retry-After"), res.Header.Get("X-Request-Id"), b)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	flood := time.Since(began)
+	if t.Failed() {
+		t.FailNow()
+	}
+	want429 := senders*each - (store.MaxPendingPerURL - 1)
+	if codes[http.StatusAccepted] != store.MaxPendingPerURL-1 || codes[http.StatusTooManyRequests] != want429 || len(codes) != 2 ||
+		len(accepted) != store.MaxPendingPerURL {
+		t.Fatalf("answers %v, %d ids taken; want %d 202s, each its own id (the first's too), and %d 429s",
+			codes, len(accepted), store.MaxPendingPerURL-1, want429)
+	}
+	// The owner's view, the newest 100: taken ones, waiting (its purge,
+	// at the end, counts them all).
+	for _, dl := range deliveries(t, c, "iflood", port) {
+		if !accepted[dl.ID] || dl.State != "pending" {
+			t.Fatalf("the owner's view lists %+v; want only taken ones, pending", dl)
+		}
+	}
+
+	c.call("POST", "/v1/sandboxes/iflood/exec", `{"command": "touch open"}`, 200, nil)
+	opened := time.Now()
+	// Delivered in arrival order: the newest delivered, all are.
+	wait.For(t, 120*time.Second, "every taken webhook delivered", func() bool {
+		list := deliveries(t, c, "iflood", port)
+		return list[len(list)-1].State == "delivered"
+	})
+	took := time.Since(opened)
+	got := arrivals(t, c, "iflood")
+	seen, ids := map[arrival]bool{}, map[string]bool{}
+	for _, a := range got {
+		if !accepted[a.id] || seen[a] {
+			t.Fatalf("the app got %s at attempt %s: want taken ones alone, each attempt once", a.id, a.attempt)
+		}
+		seen[a], ids[a.id] = true, true
+	}
+	if len(ids) != len(accepted) {
+		t.Fatalf("the app got %d of the %d taken", len(ids), len(accepted))
+	}
+	repeats := len(got) - len(ids)
+	var purge struct{ Purged int }
+	c.call("DELETE", fmt.Sprintf("/v1/sandboxes/iflood/urls/%d/deliveries", port), "", 200, &purge)
+	if purge.Purged != len(accepted) {
+		t.Fatalf("the owner's purge removed %d deliveries, want the %d taken", purge.Purged, len(accepted))
+	}
+	t.Logf("one webhook, then %d from %d senders at once over HTTP/2 in %v: %v by status; the app got the %d taken (%d repeats), all delivered %v after it answered",
+		senders*each, senders, flood.Round(time.Millisecond), codes, len(accepted), repeats, took.Round(time.Millisecond))
 }
