@@ -147,9 +147,9 @@ func TestURLPolicyAllowIPsFromNamespaces(t *testing.T) {
 		a.body = body
 		return a
 	}
-	// The version the answer came in: HTTP/1.x (the app, Python's
-	// http.server, answers in 1.0) or 2.
-	protos := []struct{ flag, version string }{{"--http1.1", "1"}, {"--http2", "2"}}
+	// The version the answer came in: the edge's own, HTTP/1.1 (the app,
+	// Python's http.server, answers in 1.0) or 2.
+	protos := []struct{ flag, version string }{{"--http1.1", "1.1"}, {"--http2", "2"}}
 	app := func(a answer) bool { return a.code == 200 && strings.Contains(a.body, "Directory listing for /") }
 	refused := func(a answer) bool {
 		return a.code == 403 && a.kind == "application/problem+json" && strings.Contains(a.body, `"ip_not_allowed"`)
