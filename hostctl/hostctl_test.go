@@ -12,6 +12,7 @@ import (
 
 	"froog.tech/froog/hostctl"
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
@@ -183,18 +184,35 @@ func TestStopRecordCompletes(t *testing.T) {
 	}
 }
 
+// TestTimers: auto-stop, the hard lifetime, auto-delete and the warm
+// window end on the controller's clock, which the test moves: each when
+// it is due, not before, and a sandbox without one runs on.
 func TestTimers(t *testing.T) {
-	r := newRig(t, nil, hostctl.Options{WarmWindow: 300 * time.Millisecond})
+	clk := testkit.NewFakeClock(time.Now())
+	r := newRig(t, nil, hostctl.Options{WarmWindow: 300 * time.Millisecond, Now: clk.Now})
 	auto := r.create("auto", func(s *store.Sandbox) { s.TTLSecs = 1 })
 	life := r.create("life", func(s *store.Sandbox) { s.TTLSecs, s.MaxLifetimeSecs = 0, 1 })
 	gone := r.create("gone", func(s *store.Sandbox) { s.TTLSecs, s.DeleteAfterSecs = 1, 1 })
 	forever := r.create("forever", func(s *store.Sandbox) { s.TTLSecs = 0 })
-
+	for _, sb := range []store.Sandbox{auto, life, gone, forever} {
+		r.waitState(sb.ID, store.StateRunning)
+	}
+	// A millisecond before they are due, two rescans stop nothing.
+	clk.Advance(time.Second - time.Millisecond)
+	time.Sleep(2 * 200 * time.Millisecond)
+	for _, sb := range []store.Sandbox{auto, life, gone} {
+		if got, _ := r.st.SandboxByID(ctx, sb.ID); got.State != store.StateRunning {
+			t.Fatalf("%s is %s before its timer ran out", got.Name, got.State)
+		}
+	}
+	clk.Advance(time.Millisecond)
 	a := r.waitState(auto.ID, store.StateStopped)
-	if d := a.StoppedAt.Sub(*a.StartedAt); d < time.Second || d > 3*time.Second {
-		t.Fatalf("auto-stop after %v, want about 1 s", d)
+	if d := a.StoppedAt.Sub(*a.StartedAt); d != time.Second {
+		t.Fatalf("auto-stop %v after the start on the controller's clock, want 1 s", d)
 	}
 	r.waitState(life.ID, store.StateStopped)
+	r.waitState(gone.ID, store.StateStopped)
+	clk.Advance(time.Second) // gone's delete is due, and auto's warm window is over
 	r.waitState(gone.ID, "gone")
 	wait.For(t, 5*time.Second, "the warm window ends (warm_until cleared)", func() bool {
 		sb, _ := r.st.SandboxByID(ctx, auto.ID)
