@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,13 +62,31 @@ func encodersOf(pulse string) int {
 
 // tone plays a sine of hz for seconds in the sandbox, as a program there
 // would (ffmpeg makes it, pacat plays it to the desktop's PulseAudio);
-// the job runs on while the test goes on.
-func (e *deskEnv) tone(t *testing.T, sandbox, pulse string, hz, seconds float64) {
+// the job runs on while the test goes on. It returns the job's id.
+func (e *deskEnv) tone(t *testing.T, sandbox, pulse string, hz, seconds float64) string {
 	t.Helper()
 	cmd := fmt.Sprintf("ffmpeg -loglevel error -f lavfi -i sine=frequency=%g:sample_rate=48000:duration=%g -ac 2 -f s16le - | "+
 		"PULSE_SERVER=%s pacat --raw --format=s16le --rate=48000 --channels=2 --latency-msec=20", hz, seconds, pulse)
 	body, _ := json.Marshal(map[string]string{"command": cmd})
-	e.c.call("POST", "/v1/sandboxes/"+sandbox+"/jobs", string(body), 201, nil)
+	var job struct{ ID string }
+	e.c.call("POST", "/v1/sandboxes/"+sandbox+"/jobs", string(body), 201, &job)
+	return job.ID
+}
+
+// job is what the API says of a job: its state, exit code and output.
+func (e *deskEnv) job(t *testing.T, sandbox, id string) string {
+	t.Helper()
+	var out struct {
+		State    string
+		ExitCode *int `json:"exit_code"`
+		Output   string
+	}
+	e.c.call("GET", "/v1/sandboxes/"+sandbox+"/jobs/"+id, "", 200, &out)
+	code := "none"
+	if out.ExitCode != nil {
+		code = strconv.Itoa(*out.ExitCode)
+	}
+	return fmt.Sprintf("job %s, exit code %s, output %.500q", out.State, code, out.Output)
 }
 
 // soundStats is the page's $('status').sound().
@@ -117,14 +136,18 @@ func TestDesktopSoundInChromium(t *testing.T) {
 	if n := encodersOf(pulse); n != 1 {
 		t.Fatalf("%d encoders in the sandbox for one listener, want 1", n)
 	}
-	e.tone(t, "snd", pulse, 440, 6)
+	// The tone lasts as long as the wait for it (a loaded machine may
+	// start its job late), and stops once heard.
+	job := e.tone(t, "snd", pulse, 440, 40)
 	var s soundStats
 	if !wait.Until(30*time.Second, func() bool {
 		s = stats()
 		return s.RMS > 0.05 && math.Abs(s.Frequency-440) <= 22
 	}) {
-		t.Fatalf("the page never decoded a 440 Hz tone (±5 %%): last %+v", s)
+		s.Onsets = nil // not what went wrong
+		t.Fatalf("the page never decoded a 440 Hz tone (±5 %%): last %+v; the tone's %s", s, e.job(t, "snd", job))
 	}
+	e.c.call("POST", "/v1/sandboxes/snd/jobs/"+job+"/stop", "", 200, nil)
 	t.Logf("decoded in the page: %.1f Hz, rms %.2f, after %d packets (%d decoded chunks, %d errors)", s.Frequency, s.RMS, s.Packets, s.Chunks, s.Errors)
 	if st, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('sound-button').getAttribute('aria-pressed')`)); st != "true" {
 		t.Errorf("the sound button's aria-pressed is %q while on", st)
