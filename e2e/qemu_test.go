@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -173,4 +174,122 @@ const vmTests = "TestQEMU"
 func runs(t *testing.T, c client, name string) {
 	t.Helper()
 	runsWithin(t, c, name, 2*time.Minute)
+}
+
+// The Starting page's view of a VM's boot, through the real binary with
+// the test guest under TCG: while a visit to a URL of a sandbox that is
+// starting is held, the page's watch (what its script reads, the
+// Froog-Start-Watch request) follows the start through its stages —
+// booting, at what the guest's console shows — and the visit ends in the
+// app's answer, started by the sandbox's own setup at its first boot. A
+// guest that cannot boot (an initrd that is not one: the kernel panics,
+// QEMU ends) leaves the sandbox in error, and a visit's page and its
+// watch say at which stage.
+func TestQEMUStartingPage(t *testing.T) {
+	// Alone: it boots a VM under TCG (a core for minutes); the VM phase boots one at a time.
+	tiny := tinyGuest(t)
+	dev := func(initrd string) (client, *http.Client) {
+		data := t.TempDir()
+		t.Cleanup(func() { exec.Command("pkill", "-9", "-f", filepath.Join(data, "vms")).Run() })
+		_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--domain", "froog.test",
+			"--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--driver", "qemu",
+			"--kernel", filepath.Join(tiny, "vmlinux"), "--initrd", initrd,
+			"--vm-cpus", "1", "--vm-memory-mb", "256", "--vm-disk-gb", "1")
+		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
+		return client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, edgeClient(t, m[2], filepath.Join(data, "ca.pem"), false)
+	}
+	type watched struct {
+		State, Stage, Version string
+		Ready, Failed         bool
+	}
+	// watch asks what the page's script asks: where the start is, once
+	// it differs from seen.
+	watch := func(web *http.Client, page, seen string) (w watched) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", page, nil)
+		req.Header.Set("Froog-Start-Watch", seen)
+		res, err := web.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if err := json.NewDecoder(res.Body).Decode(&w); res.StatusCode != 200 || err != nil {
+			t.Fatalf("a watch: %d, %v", res.StatusCode, err)
+		}
+		return w
+	}
+
+	c, web := dev(filepath.Join(tiny, "initramfs.gz"))
+	c.call("POST", "/v1/sandboxes", `{"name": "paged", "auto_start": true, "setup": "echo hello-at-first-boot > ~/index.html && busybox httpd -p 8080 -h ~"}`, 202, nil)
+	var u struct{ Host string }
+	c.call("POST", "/v1/sandboxes/paged/urls", `{"port": 8080, "public": true}`, 201, &u)
+	page := "https://" + u.Host + "/index.html"
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	held := make(chan answer, 1)
+	go func() {
+		res, err := web.Get(page)
+		if err != nil {
+			held <- answer{err: err}
+			return
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		held <- answer{res.StatusCode, string(b), err}
+	}()
+	var stages []string
+	w := watched{}
+	for deadline := time.Now().Add(3 * time.Minute); !w.Ready && !w.Failed; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the start's watch never ended: %+v (stages %q)", w, stages)
+		}
+		w = watch(web, page, w.Version)
+		if n := len(stages); w.Stage != "" && (n == 0 || stages[n-1] != w.Stage) {
+			stages = append(stages, w.Stage)
+		}
+	}
+	t.Logf("the page's stages: %q", stages)
+	if !w.Ready || !slices.ContainsFunc(stages, func(s string) bool { return strings.HasPrefix(s, "booting: ") }) {
+		t.Fatalf("the watch ended %+v after stages %q: want a booting stage, then ready", w, stages)
+	}
+	// The held visit gets the app's answer, or, held past the edge's 20 s,
+	// the Starting answer whose page then follows the watch and reloads:
+	// once ready, the app's answer.
+	a := <-held
+	switch {
+	case a.err == nil && a.code == 200 && strings.TrimSpace(a.body) == "hello-at-first-boot":
+	case a.err == nil && a.code == 503 && strings.Contains(a.body, "sandbox_starting"):
+		t.Logf("the held visit outlasted the hold: %.200q", a.body)
+	default:
+		t.Fatalf("the held visit: %d %.300q %v; want the app's answer or the Starting one", a.code, a.body, a.err)
+	}
+	if res, body := visit(t, web, "GET", page); res.StatusCode != 200 || strings.TrimSpace(body) != "hello-at-first-boot" {
+		t.Fatalf("a visit once the watch says ready: %d %.300q; want the app's answer", res.StatusCode, body)
+	}
+
+	notInitrd := filepath.Join(t.TempDir(), "not-an-initrd")
+	if err := os.WriteFile(notInitrd, []byte(strings.Repeat("not an initramfs\n", 256)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, web = dev(notInitrd)
+	c.call("POST", "/v1/sandboxes", `{"name": "broken", "auto_start": true}`, 202, nil)
+	c.call("POST", "/v1/sandboxes/broken/urls", `{"port": 8080, "public": true}`, 201, &u)
+	page = "https://" + u.Host + "/"
+	res, body := visit(t, web, "GET", page, "Accept", "text/html")
+	if res.StatusCode != 503 || !strings.Contains(body, "could not start (at booting: ") {
+		t.Fatalf("a visit to a sandbox whose guest cannot boot: %d %.300q; want the page naming the stage", res.StatusCode, body)
+	}
+	failed := watch(web, page, "")
+	if !failed.Failed || !strings.HasPrefix(failed.Stage, "booting: ") {
+		t.Fatalf("the watch of a failed start: %+v; want failed, at a booting stage", failed)
+	}
+	var sb struct{ State, Error string }
+	c.call("GET", "/v1/sandboxes/broken", "", 200, &sb)
+	if sb.State != "error" || !strings.Contains(sb.Error, "exited while booting") {
+		t.Fatalf("the broken sandbox: %+v; want error, the guest exited while booting", sb)
+	}
+	t.Logf("the failed start's stage: %q; its error: %.200q", failed.Stage, sb.Error)
 }
