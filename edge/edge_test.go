@@ -159,6 +159,12 @@ func (r *rig) client(addr string, h2 bool) *http.Client {
 // echo is the app in the sandbox: it answers what it was sent.
 func echo(t *testing.T) int {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/unsized" { // a body of unknown length: chunked to the edge
+			io.WriteString(w, "hello")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, " world")
+			return
+		}
 		if r.URL.Path == "/sse" {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprint(w, "data: first\n\n")
@@ -568,6 +574,40 @@ func TestSlowHeaders(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("cut off after %v", d)
+	}
+}
+
+// An HTTP/1.0 client cannot read a chunked body: an answer of unknown
+// length reaches it whole, ending with the connection, with neither a
+// length nor Transfer-Encoding; an HTTP/1.1 client gets it chunked.
+func TestUnsizedAnswerToHTTP10(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, embeddedStore(t))
+	port := echo(t)
+	r.host("old-1-hhhhhh", port, true, "")
+	host := "old-1-hhhhhh." + domain
+	get := func(version string) string {
+		conn, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: host, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(conn, "GET /unsized HTTP/"+version+"\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
+		b, err := io.ReadAll(conn)
+		if err != nil {
+			t.Fatalf("HTTP/%s: %v after %q", version, err, b)
+		}
+		return string(b)
+	}
+	old := get("1.0")
+	head, body, _ := strings.Cut(old, "\r\n\r\n")
+	if !strings.HasPrefix(head, "HTTP/1.1 200 OK\r\n") || body != "hello world" ||
+		strings.Contains(strings.ToLower(head), "transfer-encoding") || strings.Contains(strings.ToLower(head), "content-length") {
+		t.Fatalf("HTTP/1.0: %q; want the body whole, with neither length nor Transfer-Encoding", old)
+	}
+	if cur := get("1.1"); !strings.Contains(cur, "Transfer-Encoding: chunked\r\n") || !strings.HasSuffix(cur, "\r\n0\r\n\r\n") {
+		t.Fatalf("HTTP/1.1: %q; want it chunked", cur)
 	}
 }
 

@@ -430,12 +430,39 @@ func (s *Server) forwardH1(ctx *fasthttp.RequestCtx, d *decision, in *countingRe
 		s.upstreams.done(c, keep)
 		return false, nil
 	}
+	tail := &bodyTail{countingReader: countingReader{r: body, n: &rec.bytesOut, bw: rec.bw, tap: rec.responseTap()}, up: up, c: c, keep: keep, x: rec, s: s}
 	n := up.Header.ContentLength()
 	if n < 0 {
+		if !ctx.Request.Header.IsHTTP11() {
+			s.closeDelimited(ctx, tail)
+			return true, nil
+		}
 		n = -1 // chunked to the client, whatever the sandbox framed it as
 	}
-	ctx.Response.SetBodyStream(&bodyTail{countingReader: countingReader{r: body, n: &rec.bytesOut, bw: rec.bw, tap: rec.responseTap()}, up: up, c: c, keep: keep, x: rec, s: s}, n)
+	ctx.Response.SetBodyStream(tail, n)
 	return true, nil
+}
+
+// closeDelimited answers an HTTP/1.0 client whose answer has no length.
+// Such a client cannot read a chunked body (RFC 9112 6.1), and fasthttp
+// chunks every body of unknown length; so the head goes out without a
+// length or Transfer-Encoding, on the hijacked connection, and the body
+// after it ends with the connection. It is tracked, so that a drain ends
+// it as it ends a websocket.
+func (s *Server) closeDelimited(ctx *fasthttp.RequestCtx, body *bodyTail) {
+	rh := &ctx.Response.Header
+	rh.SetContentLength(-2) // no length, no Transfer-Encoding, Connection: close
+	head := append([]byte(nil), rh.Header()...)
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		s.track(c)
+		defer s.untrack(c)
+		defer c.Close()
+		if _, err := c.Write(head); err == nil {
+			body.WriteTo(c)
+		}
+		body.Close()
+	})
 }
 
 // roundTripH1 writes req on a connection to port of rt's sandbox and reads the head
