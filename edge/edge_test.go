@@ -577,6 +577,18 @@ func TestSlowHeaders(t *testing.T) {
 	}
 }
 
+// dialH1 is a TLS connection to the edge for host, HTTP/1.1 by ALPN,
+// whose reads and writes end within 10 s: for requests written by hand.
+func (r *rig) dialH1(host string) *tls.Conn {
+	r.t.Helper()
+	conn, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: host, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	return conn
+}
+
 // An HTTP/1.0 client cannot read a chunked body: an answer of unknown
 // length reaches it whole, ending with the connection, with neither a
 // length nor Transfer-Encoding; an HTTP/1.1 client gets it chunked.
@@ -587,12 +599,8 @@ func TestUnsizedAnswerToHTTP10(t *testing.T) {
 	r.host("old-1-hhhhhh", port, true, "")
 	host := "old-1-hhhhhh." + domain
 	get := func(version string) string {
-		conn, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: host, NextProtos: []string{"http/1.1"}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		conn := r.dialH1(host)
 		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
 		io.WriteString(conn, "GET /unsized HTTP/"+version+"\r\nHost: "+host+"\r\nConnection: close\r\n\r\n")
 		b, err := io.ReadAll(conn)
 		if err != nil {
@@ -619,12 +627,8 @@ func TestSmugglingRefused(t *testing.T) {
 	r.host("smug-1-gggggg", port, true, "")
 	host := "smug-1-gggggg." + domain
 	send := func(raw string) string {
-		conn, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: host, NextProtos: []string{"http/1.1"}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		conn := r.dialH1(host)
 		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
 		conn.Write([]byte(raw))
 		line, _ := bufio.NewReader(conn).ReadString('\n')
 		return line
@@ -673,12 +677,8 @@ func TestRawBytesPassUnchanged(t *testing.T) {
 	r := newRig(t, embeddedStore(t))
 	r.host("raw-1-hhhhhh", rawEcho(t), false, "pt_own")
 	host := "raw-1-hhhhhh." + domain
-	conn, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: host, NextProtos: []string{"http/1.1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := r.dialH1(host)
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	var answer bytes.Buffer // the answers' bytes as they came
 	br := bufio.NewReader(io.TeeReader(conn, &answer))
 	exchange := func(raw string) (*http.Response, string) {
