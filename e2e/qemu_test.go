@@ -119,31 +119,15 @@ func TestQEMUSandboxThroughTheAPI(t *testing.T) {
 	})
 	web := edgeClient(t, m[2], filepath.Join(data, "ca.pem"), false)
 	// A Starting page's watch is the edge's to answer, and wakes nothing.
-	watch := func() (st struct {
-		State string
-		Ready bool
-	}) {
-		t.Helper()
-		req, _ := http.NewRequest("GET", "https://"+u.Host+"/index.html", nil)
-		req.Header.Set("Froog-Start-Watch", "")
-		res, err := web.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		if err := json.NewDecoder(res.Body).Decode(&st); res.StatusCode != 200 || err != nil {
-			t.Fatalf("a watch: %d, %v", res.StatusCode, err)
-		}
-		return st
-	}
-	if st := watch(); st.State != "stopped" || st.Ready {
+	page := "https://" + u.Host + "/index.html"
+	if st := startWatch(t, web, page, ""); st.State != "stopped" || st.Ready {
 		t.Fatalf("a watch of the stopped sandbox: %+v", st)
 	}
-	held, body := visit(t, web, "GET", "https://"+u.Host+"/index.html")
+	held, body := visit(t, web, "GET", page)
 	if held.StatusCode != 200 || strings.TrimSpace(body) != "hello-from-the-vm" {
 		t.Fatalf("a held request after a warm stop: %d %q", held.StatusCode, body)
 	}
-	if st := watch(); !st.Ready {
+	if st := startWatch(t, web, page, ""); !st.Ready {
 		t.Fatalf("a watch once the app answers: %+v", st)
 	}
 	c.call("DELETE", "/v1/sandboxes/vm-fork", "", 202, nil)
@@ -198,27 +182,6 @@ func TestQEMUStartingPage(t *testing.T) {
 		key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 		return client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, edgeClient(t, m[2], filepath.Join(data, "ca.pem"), false)
 	}
-	type watched struct {
-		State, Stage, Version string
-		Ready, Failed         bool
-	}
-	// watch asks what the page's script asks: where the start is, once
-	// it differs from seen.
-	watch := func(web *http.Client, page, seen string) (w watched) {
-		t.Helper()
-		req, _ := http.NewRequest("GET", page, nil)
-		req.Header.Set("Froog-Start-Watch", seen)
-		res, err := web.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		if err := json.NewDecoder(res.Body).Decode(&w); res.StatusCode != 200 || err != nil {
-			t.Fatalf("a watch: %d, %v", res.StatusCode, err)
-		}
-		return w
-	}
-
 	c, web := dev(filepath.Join(tiny, "initramfs.gz"))
 	c.call("POST", "/v1/sandboxes", `{"name": "paged", "auto_start": true, "setup": "echo hello-at-first-boot > ~/index.html && busybox httpd -p 8080 -h ~"}`, 202, nil)
 	var u struct{ Host string }
@@ -241,12 +204,12 @@ func TestQEMUStartingPage(t *testing.T) {
 		held <- answer{res.StatusCode, string(b), err}
 	}()
 	var stages []string
-	w := watched{}
+	var w startStatus
 	for deadline := time.Now().Add(3 * time.Minute); !w.Ready && !w.Failed; {
 		if time.Now().After(deadline) {
 			t.Fatalf("the start's watch never ended: %+v (stages %q)", w, stages)
 		}
-		w = watch(web, page, w.Version)
+		w = startWatch(t, web, page, w.Version)
 		if n := len(stages); w.Stage != "" && (n == 0 || stages[n-1] != w.Stage) {
 			stages = append(stages, w.Stage)
 		}
@@ -282,7 +245,7 @@ func TestQEMUStartingPage(t *testing.T) {
 	if res.StatusCode != 503 || !strings.Contains(body, "could not start (at booting: ") {
 		t.Fatalf("a visit to a sandbox whose guest cannot boot: %d %.300q; want the page naming the stage", res.StatusCode, body)
 	}
-	failed := watch(web, page, "")
+	failed := startWatch(t, web, page, "")
 	if !failed.Failed || !strings.HasPrefix(failed.Stage, "booting: ") {
 		t.Fatalf("the watch of a failed start: %+v; want failed, at a booting stage", failed)
 	}
@@ -292,4 +255,28 @@ func TestQEMUStartingPage(t *testing.T) {
 		t.Fatalf("the broken sandbox: %+v; want error, the guest exited while booting", sb)
 	}
 	t.Logf("the failed start's stage: %q; its error: %.200q", failed.Stage, sb.Error)
+}
+
+// startStatus is a Starting page's watch: where the start of the page's
+// sandbox is.
+type startStatus struct {
+	State, Stage, Version string
+	Ready, Failed         bool
+}
+
+// startWatch asks what a Starting page's script asks (Froog-Start-Watch):
+// where the start is, once it differs from seen ("" at once).
+func startWatch(t *testing.T, web *http.Client, page, seen string) (st startStatus) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", page, nil)
+	req.Header.Set("Froog-Start-Watch", seen)
+	res, err := web.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(&st); res.StatusCode != 200 || err != nil {
+		t.Fatalf("a watch: %d, %v", res.StatusCode, err)
+	}
+	return st
 }
