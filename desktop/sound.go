@@ -172,11 +172,13 @@ func (h *soundHub) run(ctx context.Context, s *Server) {
 	if !connected {
 		code, reason = closeNoSound, reasonNoSound
 	}
+	// The log says why before the listeners hear it: whoever reads it on
+	// a close finds the reason there.
+	s.log.Info("desktop sound stream closed", "sandbox", h.key.sandboxID, "kind", h.key.kind, "packets", h.packets.Load(),
+		"dropped", h.dropped.Load(), "duration", time.Since(began).Round(time.Millisecond).String(), "err", fmt.Sprint(err))
 	for _, b := range left {
 		b.stop(code, reason)
 	}
-	s.log.Info("desktop sound stream closed", "sandbox", h.key.sandboxID, "kind", h.key.kind, "packets", h.packets.Load(),
-		"dropped", h.dropped.Load(), "duration", time.Since(began).Round(time.Millisecond).String(), "err", fmt.Sprint(err))
 }
 
 // stream connects to the screen's sound server and fans its packets out
