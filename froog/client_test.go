@@ -240,3 +240,32 @@ func TestRetryAfterHeader(t *testing.T) {
 		}
 	}
 }
+
+// Restore waits for the restore, not for "running": the sandbox runs its
+// old disk until the restore begins (restore_from set), and one in error
+// is what a restore recovers.
+func TestRestoreWaitsForTheRestore(t *testing.T) {
+	t.Parallel()
+	states := []string{
+		`"state": "running", "restore_from": "snap_1"`,
+		`"state": "stopped", "restore_from": "snap_1"`,
+		`"state": "error", "error": "crashed", "restore_from": "snap_1"`,
+		`"state": "running"`,
+	}
+	c, f, _ := newFake(t, func(_ *fakeAPI, n int, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == "POST" {
+			w.WriteHeader(202)
+			io.WriteString(w, `{"name": "b", "state": "error", "restore_from": "snap_1"}`)
+			return
+		}
+		io.WriteString(w, `{"name": "b", `+states[min(n-2, len(states)-1)]+`}`)
+	})
+	sb, err := c.Sandbox("b").Restore(context.Background(), "snap_1")
+	if err != nil || Text(sb.State) != "running" || Text(sb.RestoreFrom) != "" {
+		t.Fatalf("Restore: %+v, %v; want running, the restore done", sb, err)
+	}
+	if len(f.seen) != 1+len(states) {
+		t.Fatalf("%d requests, want the POST and %d reads", len(f.seen), len(states))
+	}
+}

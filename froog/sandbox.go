@@ -131,12 +131,15 @@ func (h *SandboxHandle) ForkMany(ctx context.Context, body ForkSandbox) ([]*Sand
 }
 
 // Restore rolls it back to a snapshot (an id, or a saved snapshot's name)
-// and waits until it runs.
+// and waits until it runs from it: restore_from is set until the restore
+// is done, and a running sandbox still runs its old disk until then.
 func (h *SandboxHandle) Restore(ctx context.Context, snapshot string) (*Sandbox, error) {
 	if _, err := h.c.RestoreSandboxWithResponse(ctx, h.Name, RestoreSandbox{Snapshot: snapshot}); err != nil {
 		return nil, err
 	}
-	return h.c.WaitUntil(ctx, h.Name, "running")
+	return h.c.waitFor(ctx, h.Name, "running from the snapshot", func(sb *Sandbox) bool {
+		return Text(sb.State) == "running" && Text(sb.RestoreFrom) == ""
+	})
 }
 
 // Snapshot saves its disk under label (empty: an unnamed snapshot).
@@ -240,6 +243,13 @@ func linkIn(b []byte) (*Link, error) {
 // WaitUntil polls the sandbox until its state is state; a sandbox in
 // error (when state is not) is an error.
 func (c *Client) WaitUntil(ctx context.Context, name, state string) (*Sandbox, error) {
+	return c.waitFor(ctx, name, state, func(sb *Sandbox) bool { return Text(sb.State) == state })
+}
+
+// waitFor polls the sandbox until done holds (what says it, for the
+// error); a sandbox in error, when done does not hold, is an error,
+// unless a restore is under way (one recovers a sandbox in error).
+func (c *Client) waitFor(ctx context.Context, name, what string, done func(*Sandbox) bool) (*Sandbox, error) {
 	for {
 		res, err := c.GetSandboxWithResponse(ctx, name)
 		if err != nil {
@@ -249,14 +259,14 @@ func (c *Client) WaitUntil(ctx context.Context, name, state string) (*Sandbox, e
 		if sb == nil {
 			return nil, fmt.Errorf("froog: GET sandbox %s: an answer %d the API does not document", name, res.StatusCode())
 		}
-		switch got := Text(sb.State); {
-		case got == state:
+		switch {
+		case done(sb):
 			return sb, nil
-		case got == "error":
+		case Text(sb.State) == "error" && Text(sb.RestoreFrom) == "":
 			return sb, fmt.Errorf("froog: sandbox %s is in error: %s", name, Text(sb.Error))
 		}
 		if err := sleep(ctx, 250*time.Millisecond); err != nil {
-			return nil, fmt.Errorf("froog: wait for sandbox %s to be %s: %w", name, state, err)
+			return nil, fmt.Errorf("froog: wait for sandbox %s to be %s: %w", name, what, err)
 		}
 	}
 }
