@@ -159,17 +159,21 @@ func openPortsInside(t *testing.T, d *qemu.Driver, signer ssh.Signer, eps []host
 }
 
 // sendUDP sends n datagrams to addr's port from the client's namespace
-// ns: the socket is made there (qemu.InNetns).
+// ns: the socket is made there (qemu.InNetns). It is not connected: the
+// guest answers a datagram to a port nothing listens on with an ICMP port
+// unreachable, which a connected socket's next write would return as
+// "connection refused".
 func sendUDP(t *testing.T, ns, addr string, port, n int) {
 	t.Helper()
-	var c net.Conn
+	var c net.PacketConn
 	qemu.InNetns(t, ns, func() (err error) {
-		c, err = net.Dial("udp6", net.JoinHostPort(addr, strconv.Itoa(port)))
+		c, err = net.ListenPacket("udp6", "[::]:0")
 		return err
 	})
 	defer c.Close()
+	to := &net.UDPAddr{IP: net.ParseIP(addr), Port: port}
 	for range n {
-		if _, err := c.Write([]byte("x")); err != nil {
+		if _, err := c.WriteTo([]byte("x"), to); err != nil {
 			t.Fatalf("send UDP to %s port %d from the client: %v", addr, port, err)
 		}
 	}
