@@ -10,24 +10,22 @@ FUZZTIME ?= 20s
 # OS image's boot beside cmd/froogd ran past its budget (issue #34).
 # The first phase is every package but VM_PKGS, e2e (the longest) first
 # and without its VM tests (VM_TESTS, by name: its tinyGuest fails a test
-# that boots a VM under another name). Its packages mostly wait on the
-# processes and servers they start (a quarter of the machine's CPU went
-# unused with go test's default of GOMAXPROCS packages at once), so
-# TEST_P of them run at once, and E2E_PARALLEL of e2e's tests.
-# The VM phase follows, in two lanes of one guest each (a TCG guest is a
-# core's work): the qemu driver's packages (VM_LANE: the OS image's suite,
-# the longest, then the test guest's) one at a time, beside the other VM
-# packages (deploy) and then e2e's VM_TESTS (each alone). A boot's budget
-# follows its progress (hostctl/qemu/bootwait.go), so a guest slowed by
-# the other lane's is given the time. Every phase runs, and make test
-# fails if any did.
+# that boots a VM under another name); go test runs packages in the
+# order given, GOMAXPROCS at a time (more at once only slowed the
+# machine's two cores down: phase one took 16 minutes with four), and
+# names each package once. e2e's tests mostly wait on the processes they
+# start, so E2E_PARALLEL of them run at once (the flag is every
+# package's of the phase, whose tests mostly wait too).
+# The VM phase follows, one package at a time: VM_PKGS, the OS image's
+# suite (the longest: Debian's cold boots) first, then e2e's VM_TESTS
+# (each alone). Two lanes side by side (the qemu driver's packages beside
+# deploy and e2e's VM tests) took as long as one after the other, ~10.5
+# minutes: two TCG guests at once each boot at half the speed. Every
+# phase runs, and make test fails if any did.
 # -trimpath: the build cache's entries do not depend on the checkout's
 # folder, so a fresh clone (CI's) compiles only what changed.
 VM_PKGS := ./hostctl/qemu/ostest/ ./hostctl/qemu/... ./deploy/
-VM_LANE := ./hostctl/qemu/ostest/ ./hostctl/qemu/...
-VM_REST = $(filter-out $(shell $(GO) list $(VM_LANE)),$(shell $(GO) list $(VM_PKGS)))
 VM_TESTS := ^TestQEMU
-TEST_P ?= 4
 E2E_PARALLEL ?= 8
 TEST_FLAGS = -race -trimpath -count=1 -timeout $(TEST_TIMEOUT)
 TEST_PKGS = $(filter-out $(shell $(GO) list $(VM_PKGS)),$(shell $(GO) list ./...))
@@ -66,12 +64,10 @@ test: ## install what the tests need, then run every test with the race detector
 	./deploy/testdeps.sh
 	$(GO) vet -tags bench ./...
 	rc=0; \
-	$(GO) test $(TEST_FLAGS) -p $(TEST_P) -parallel $(E2E_PARALLEL) -skip '$(VM_TESTS)' ./e2e/ $(TEST_PKGS) || rc=1; \
+	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(VM_TESTS)' ./e2e/ $(TEST_PKGS) || rc=1; \
 	echo "make test: the VM phase"; \
-	$(GO) test $(TEST_FLAGS) -p 1 $(VM_LANE) & lane=$$!; \
-	$(GO) test $(TEST_FLAGS) -p 1 $(VM_REST) || rc=1; \
+	$(GO) test $(TEST_FLAGS) -p 1 $(VM_PKGS) || rc=1; \
 	$(GO) test $(TEST_FLAGS) -run '$(VM_TESTS)' ./e2e/ || rc=1; \
-	wait $$lane || rc=1; \
 	exit $$rc
 
 test-short: ## the short tier: go test -short, in-process only (no VM, no browser, no froogd binary run); a few minutes
