@@ -255,9 +255,8 @@ func (r rig) jobAlive(sb store.Sandbox, job string) string {
 //
 // Boots are what takes time (minutes each, for an OS image under TCG):
 // the suite has four, two at a time where it can. The fork boots while
-// the source goes through its sessions, warm starts and the memory
-// check, and the source's cold start runs beside the fork's recovery
-// from its crash.
+// the source goes through the memory check, and the source's cold start
+// runs beside the fork's recovery from its crash.
 func Run(t *testing.T, d Driver) {
 	if d.Alive == nil || d.Files == nil {
 		t.Fatal("drivertest: Alive and Files are required")
@@ -300,35 +299,6 @@ func Run(t *testing.T, d Driver) {
 	if r.loggedIn(laptop, first) != d.AccountKeys {
 		t.Fatalf("the account's key logs in: %v, want %v", !d.AccountKeys, d.AccountKeys)
 	}
-	r.sh(first, `echo kept > "$HOME/froog-file"`)
-	job := r.sh(first, `setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & echo $!`)
-
-	t.Run("adopt", func(t *testing.T) {
-		r := r.on(t)
-		before := r.running(sb.ID)
-		r.controller(time.Hour) // a restarted hostctl
-		// Nothing to poll for: a wrong restart would show within this time.
-		time.Sleep(time.Second)
-		after := r.running(sb.ID)
-		if after.SSHPort != before.SSHPort || !after.StartedAt.Equal(*before.StartedAt) || r.jobAlive(after, job) != "alive" {
-			t.Fatalf("after a restart: %+v, before %+v", after, before)
-		}
-	})
-
-	// The fork, of the running sandbox (copied live) and with snapshots
-	// off. Made now, it boots while the source goes through the checks
-	// below; copied before the source's next stop, so that what is forked
-	// is a running sandbox. After adopt: the controller that starts it is
-	// the one that sees it crash (one that restarts while a VM is down
-	// starts it again, rather than reporting the crash).
-	fork := r.create("box-fork", func(s *store.Sandbox) { s.ForkOf, s.NoSnapshots = sb.ID, true })
-	r.wait(fork.ID, r.d.Boot, "copied from its source (starting)", func(s store.Sandbox) bool {
-		if s.State == store.StateError {
-			r.t.Fatalf("the fork failed: %s", s.Error)
-		}
-		return s.State == store.StateStarting || s.State == store.StateRunning
-	})
-
 	// One connection carries the control plane's commands and file
 	// sessions, up to 16 at once (api: 8 command and 8 file slots), their
 	// processes ending all the while: every session gets its command
@@ -358,6 +328,9 @@ func Run(t *testing.T, d Driver) {
 			}
 		}
 	})
+	r.sh(first, `echo kept > "$HOME/froog-file"`)
+	job := r.sh(first, `setsid sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 & echo $!`)
+
 	t.Run("warm", func(t *testing.T) {
 		r := r.on(t)
 		r.setDesired(sb.ID, store.StateStopped)
@@ -388,6 +361,32 @@ func Run(t *testing.T, d Driver) {
 		if r.loggedIn(laptop, again) || !r.loggedIn(desk, again) || r.jobAlive(again, job) != "alive" {
 			t.Fatal("after a warm start: the removed key still logs in, or the added one does not, or the job is gone")
 		}
+	})
+
+	t.Run("adopt", func(t *testing.T) {
+		r := r.on(t)
+		before := r.running(sb.ID)
+		r.controller(time.Hour) // a restarted hostctl
+		// Nothing to poll for: a wrong restart would show within this time.
+		time.Sleep(time.Second)
+		after := r.running(sb.ID)
+		if after.SSHPort != before.SSHPort || !after.StartedAt.Equal(*before.StartedAt) || r.jobAlive(after, job) != "alive" {
+			t.Fatalf("after a restart: %+v, before %+v", after, before)
+		}
+	})
+
+	// The fork, of the running sandbox (copied live) and with snapshots
+	// off. Made now, it boots while the source goes on; copied before the
+	// source's next stop, so that what is forked is a running sandbox.
+	// After adopt: the controller that starts it is the one that sees it
+	// crash (one that restarts while a VM is down starts it again, rather
+	// than reporting the crash).
+	fork := r.create("box-fork", func(s *store.Sandbox) { s.ForkOf, s.NoSnapshots = sb.ID, true })
+	r.wait(fork.ID, r.d.Boot, "copied from its source (starting)", func(s store.Sandbox) bool {
+		if s.State == store.StateError {
+			r.t.Fatalf("the fork failed: %s", s.Error)
+		}
+		return s.State == store.StateStarting || s.State == store.StateRunning
 	})
 
 	t.Run("memory", func(t *testing.T) {
