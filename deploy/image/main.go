@@ -90,8 +90,10 @@ func build(o options) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
+	// Compressed once: without the cache the layer is gzipped again for
+	// each of its digest, its size and the layout's blob.
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerTar)), nil },
-		tarball.WithMediaType(types.OCILayer))
+		tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
 	if err != nil {
 		return v1.Hash{}, err
 	}
