@@ -3,7 +3,8 @@
 // against real sandboxes, Postgres, Chromium and VMs.
 //
 // The harness is in its test files: TestMain builds froogd and the froog
-// CLI once (a test build, with the race detector); startDev starts froogd
+// CLI once (a test build, as shipped; FROOG_E2E_RACE=1 adds the race
+// detector); startDev starts froogd
 // dev with options (flags, a test clock, an account's key) and
 // start/startCmd any other role; cli runs the froog CLI as its user does
 // (a home folder of its own, no FROOG_* of the test's) for the TestCLI…

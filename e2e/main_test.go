@@ -33,15 +33,19 @@ import (
 // tests run against it (through cli).
 var froogd, froogCLI string
 
-// buildFlags: tests run froogd and the CLI with the race detector; benchmarks
-// (FROOG_BENCH) run an optimised build without it, since the race
-// detector multiplies the CPU they measure several times. Both are test
-// builds (the froogtest tag: FROOG_TEST_CLOCK_FILE is honoured).
+// buildFlags: froogd and the CLI are built as shipped, without the race
+// detector, which multiplies their CPU several times: the end-to-end
+// tests run dozens of froogd processes on the machine at once, and under
+// -race they were most of make test's CPU. The race detector checks the
+// same code in-process, in each package's own tests (edge, api, hostctl,
+// tunnel, …), which make test runs with -race. FROOG_E2E_RACE=1 builds
+// them with it. Both are test builds (the froogtest tag:
+// FROOG_TEST_CLOCK_FILE is honoured).
 func buildFlags() []string {
-	if os.Getenv("FROOG_BENCH") != "" {
-		return []string{"-tags", testBuildTag, "-trimpath"}
+	if os.Getenv("FROOG_E2E_RACE") != "" {
+		return []string{"-tags", testBuildTag, "-race"}
 	}
-	return []string{"-tags", testBuildTag, "-race"}
+	return []string{"-tags", testBuildTag, "-trimpath"}
 }
 
 // froogdPkg and froogPkg are the packages of the binaries under test.
