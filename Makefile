@@ -20,8 +20,7 @@ FUZZTIME ?= 20s
 # suite (the longest: Debian's cold boots) first, then e2e's VM_TESTS
 # (each alone). Two lanes side by side (the qemu driver's packages beside
 # deploy and e2e's VM tests) took as long as one after the other, ~10.5
-# minutes: two TCG guests at once each boot at half the speed. Every
-# phase runs, and make test fails if any did.
+# minutes. Every phase runs, and make test fails if any did.
 # -trimpath: the build cache's entries do not depend on the checkout's
 # folder, so a fresh clone (CI's) compiles only what changed.
 VM_PKGS := ./hostctl/qemu/ostest/ ./hostctl/qemu/... ./deploy/
