@@ -4,8 +4,7 @@
 //
 // The harness is in its test files: TestMain builds froogd and the froog
 // CLI once (a test build, as shipped; FROOG_E2E_RACE=1 adds the race
-// detector); startDev starts froogd
-// dev with options (flags, a test clock, an account's key) and
+// detector); startDev starts froogd dev with options (flags, a test clock, an account's key) and
 // start/startCmd any other role; cli runs the froog CLI as its user does
 // (a home folder of its own, no FROOG_* of the test's) for the TestCLI…
 // tests (cli_test.go, cli_env_test.go, cli_inbox_test.go,
