@@ -281,20 +281,30 @@ func share(img image.Image, r image.Rectangle, c [3]uint8) float64 {
 // file, and waits until its window has the keyboard. xev (x11-utils, a
 // few hundred KB) is the smallest X program that says which keys reached
 // it: a browser on the display would do too, at the cost of another
-// Chromium on two shared cores. Its window fills the screen, and openbox
-// gives the new window the focus, so that neither needs a click (which a
-// view-only viewer cannot send).
+// Chromium on two shared cores. Its window fills the screen, and the
+// window manager (xfwm4, or openbox where XFCE is missing) gives a new
+// window the focus, so that neither needs a click (which a view-only
+// viewer cannot send). The window manager starts beside the X server, so
+// xev waits for it: a window mapped before it runs is managed without
+// the focus.
 func (e *deskEnv) keyLogger(t *testing.T, sandbox, display, file string) {
 	t.Helper()
 	if _, err := exec.LookPath("xev"); err != nil {
 		testdep.Missing(t, "xev is not installed (deploy/testdeps.sh installs x11-utils)")
 	}
+	wm := "DISPLAY=" + display + " xprop -root _NET_SUPPORTING_WM_CHECK _NET_ACTIVE_WINDOW 2>&1 || true"
+	wait.For(t, 60*time.Second, "the display's window manager", func() bool {
+		return strings.Contains(e.sh(t, sandbox, wm), "_NET_SUPPORTING_WM_CHECK(WINDOW)")
+	})
 	cmd := fmt.Sprintf("DISPLAY=%s exec stdbuf -oL xev -geometry 1920x1080+0+0 -event keyboard -event focus > %s", display, file)
 	body, _ := json.Marshal(map[string]string{"command": cmd})
 	e.c.call("POST", "/v1/sandboxes/"+sandbox+"/jobs", string(body), 201, nil)
-	wait.For(t, 30*time.Second, "xev to have the keyboard", func() bool {
+	if !wait.Until(30*time.Second, func() bool {
 		return strings.Contains(e.sh(t, sandbox, "cat "+file+" 2>/dev/null || true"), "FocusIn event")
-	})
+	}) {
+		t.Fatalf("xev's window never had the keyboard; the root window: %s; xev's output: %q",
+			e.sh(t, sandbox, wm), e.sh(t, sandbox, "head -c 2000 "+file+" 2>&1 || true"))
+	}
 }
 
 // keyPressRE finds a key press in xev's output and its keysym's name.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"froog.tech/froog/internal/browser"
 	"io"
 	"net/http"
 	"os"
@@ -562,31 +561,14 @@ func TestPartitionEdgeFromSandbox(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testdep.Missing(t, "network namespaces need root")
 	}
-	ns := fmt.Sprintf("froogpart%d", os.Getpid()%100000)
-	sh := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-	}
-	browser.ChangingNetwork(t) // its veth pair changes the host's network: no Chromium test loads a page meanwhile
-	if err := exec.Command("ip", "netns", "add", ns).Run(); err != nil {
-		testdep.Missing(t, "cannot make a network namespace here: %v", err)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	hostIf, nsIf := ns+"a", ns+"b"
-	sh("ip", "link", "add", hostIf, "type", "veth", "peer", "name", nsIf)
-	t.Cleanup(func() { exec.Command("ip", "link", "del", hostIf).Run() })
-	sh("ip", "link", "set", nsIf, "netns", ns)
-	sh("ip", "addr", "add", "10.231.7.1/30", "dev", hostIf)
-	sh("ip", "link", "set", hostIf, "up")
-	sh("ip", "netns", "exec", ns, "ip", "addr", "add", "10.231.7.2/30", "dev", nsIf)
-	sh("ip", "netns", "exec", ns, "ip", "link", "set", nsIf, "up")
-	sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-
+	// Its own subnet, never one a killed run left behind: an address
+	// still on another run's namespace answered this test's requests with
+	// "connection refused".
+	cl := newCluster(t, "far")
+	ns, addr := cl.ns("far"), cl.addr["far"]
 	data := t.TempDir()
 	p, m := startIn(t, ns, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
-		"--api-addr", "10.231.7.2:0", "--edge-addr", "10.231.7.2:0", "--edge-http-addr", "10.231.7.2:0", "--domain", "froog.test")
+		"--api-addr", addr+":0", "--edge-addr", addr+":0", "--edge-http-addr", addr+":0", "--domain", "froog.test")
 	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
 	newSandbox(t, c, "far", 30*time.Second)
@@ -626,7 +608,7 @@ func TestPartitionEdgeFromSandbox(t *testing.T) {
 	if code := get(); code == 200 {
 		t.Fatal("a request was served across the partition")
 	}
-	sh("ip", "netns", "exec", ns, "nft", "delete", "table", "inet", "froogpart")
+	ipRun(t, "ip", "netns", "exec", ns, "nft", "delete", "table", "inet", "froogpart")
 	wait.For(t, 30*time.Second, "the URL serves again after the partition", func() bool { return get() == 200 })
 }
 
