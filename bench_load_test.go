@@ -144,10 +144,22 @@ func runFixedRate(c *http.Client, url, cookie string, rate int, warm, d time.Dur
 	return fixedRate{sent: len(lats), failed: int(failed.Load()), elapsed: elapsed, p50: q(0.5), p99: q(0.99), p999: q(0.999)}
 }
 
-// handshakes counts full TLS handshakes (no resumption) to addr as name
-// from conc connections at once for d, offering the key exchanges curves
-// (nil: Go's default, X25519MLKEM768 first, as browsers now do).
-func handshakes(addr, name string, curves []tls.CurveID, conc int, d time.Duration) (int, error) {
+// handshakes counts TLS handshakes to addr as name from conc connections
+// at once for d, offering the key exchanges curves (nil: Go's default,
+// X25519MLKEM768 first, as browsers now do): full ones, or with resume
+// set, ones that resume a session (TLS 1.3 tickets, as a browser that
+// comes back does). It fails if a resumption was offered and not taken.
+func handshakes(addr, name string, curves []tls.CurveID, conc int, d time.Duration, resume bool) (int, error) {
+	// The server's certificate is what it costs the server; the bench
+	// client need not verify it too.
+	cfg := &tls.Config{ServerName: name, InsecureSkipVerify: true, CurvePreferences: curves}
+	if resume {
+		cfg.ClientSessionCache = tls.NewLRUClientSessionCache(1)
+		// The first ticket, before the measure: the connections share it.
+		if _, err := dialTicket(addr, cfg); err != nil {
+			return 0, err
+		}
+	}
 	var n atomic.Int64
 	var firstErr atomic.Value
 	end := time.Now().Add(d)
@@ -156,17 +168,24 @@ func handshakes(addr, name string, curves []tls.CurveID, conc int, d time.Durati
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// The server's certificate is what it costs the server; the
-			// bench client need not verify it too.
-			cfg := &tls.Config{ServerName: name, InsecureSkipVerify: true, CurvePreferences: curves}
 			for time.Now().Before(end) {
-				c, err := tls.Dial("tcp", addr, cfg)
+				var err error
+				if resume {
+					var resumed bool
+					if resumed, err = dialTicket(addr, cfg); err == nil && !resumed {
+						err = fmt.Errorf("%s did not resume the session", name)
+					}
+				} else {
+					var c *tls.Conn
+					if c, err = tls.Dial("tcp", addr, cfg); err == nil {
+						c.Close()
+					}
+				}
 				if err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}
 				n.Add(1)
-				c.Close()
 			}
 		}()
 	}
@@ -175,6 +194,21 @@ func handshakes(addr, name string, curves []tls.CurveID, conc int, d time.Durati
 		return int(n.Load()), err
 	}
 	return int(n.Load()), nil
+}
+
+// dialTicket makes a TLS connection with cfg and reads until the server's
+// session ticket has come (TLS 1.3 sends it after the handshake; a client
+// takes it only when it reads): whether the handshake resumed a session.
+func dialTicket(addr string, cfg *tls.Config) (bool, error) {
+	c, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	// Nothing but the ticket comes: the read ends at its deadline.
+	c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	c.Read(make([]byte, 1))
+	return c.ConnectionState().DidResume, nil
 }
 
 // goSSHServer is an SSH server in the bench process for the scale figures,

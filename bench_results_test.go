@@ -154,8 +154,9 @@ func (r results) againstBest() string {
 	row("download CPU", "%.2f", "ms/MB", func(p pathResult) (float64, [2]float64) { return p.CPUPerMB, p.CPUPerMBRange }, false)
 	row("upload", "%.0f", "MB/s", func(p pathResult) (float64, [2]float64) { return p.UpMBps, p.UpMBpsRange }, true)
 	row("upload CPU", "%.2f", "ms/MB", func(p pathResult) (float64, [2]float64) { return p.UpCPUPerMB, p.UpCPUPerMBRange }, false)
-	// Full TLS handshakes: the scale part measures the edge against the
-	// peers that terminate TLS themselves (nginx, and frp's frpc).
+	// TLS handshakes, full and resumed: the scale part measures the edge
+	// against the peers that terminate TLS themselves (nginx, and frp's
+	// frpc).
 	hs := func(name, key, format, unit string, higher bool) {
 		e := r.Scale[key]
 		bn, bv := "", 0.0
@@ -170,6 +171,7 @@ func (r results) againstBest() string {
 		}
 	}
 	hs("TLS handshake CPU", "tls_handshake_cpu_us", "%.0f", "µs", false)
+	hs("TLS resumed handshake CPU", "tls_resumed_cpu_us", "%.0f", "µs", false)
 	hs("TLS handshakes a second", "tls_handshakes_s", "%.0f", "/s", true)
 	return md.String()
 }

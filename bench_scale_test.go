@@ -59,37 +59,46 @@ func benchScale(t *testing.T, edge *child, out, edgeAddr string, roots *x509.Cer
 	// (nginx 1.22 here has no ML-KEM, and refuses a client offering X25519
 	// alone); then the edge alone with the X25519MLKEM768 hybrid that
 	// current browsers offer first.
-	hs := func(addr, name string, pids []int, curves []tls.CurveID) (rate, cpu float64) {
+	hs := func(addr, name string, pids []int, curves []tls.CurveID, resume bool) (rate, cpu float64) {
 		c0 := testkit.CPUTime(pids...)
 		d := 2 * time.Second
-		n, err := handshakes(addr, name, curves, 8, d)
+		n, err := handshakes(addr, name, curves, 8, d, resume)
 		if err != nil {
 			t.Fatalf("handshakes with %s: %v", name, err)
 		}
 		return float64(n) / d.Seconds(), float64((testkit.CPUTime(pids...) - c0).Microseconds()) / float64(n)
 	}
 	x25519 := []tls.CurveID{tls.X25519, tls.CurveP256}
-	var edgeHS, edgeHSCPU, mlkemHS, mlkemCPU []float64
-	peerHS, peerHSCPU := make([][]float64, len(peers)), make([][]float64, len(peers))
+	// Resumed handshakes, CPU only (the client waits for each ticket).
+	var edgeHS, edgeHSCPU, mlkemHS, mlkemCPU, edgeResCPU []float64
+	peerHS, peerHSCPU, peerResCPU := make([][]float64, len(peers)), make([][]float64, len(peers)), make([][]float64, len(peers))
 	for range 2 {
-		r, c := hs(edgeAddr, "box.froog.test", []int{edge.Pid}, x25519)
+		r, c := hs(edgeAddr, "box.froog.test", []int{edge.Pid}, x25519, false)
 		edgeHS, edgeHSCPU = append(edgeHS, r), append(edgeHSCPU, c)
+		_, c = hs(edgeAddr, "box.froog.test", []int{edge.Pid}, x25519, true)
+		edgeResCPU = append(edgeResCPU, c)
 		for i, p := range peers {
-			r, c = hs(p.addr, p.server, p.pids, x25519)
+			r, c = hs(p.addr, p.server, p.pids, x25519, false)
 			peerHS[i], peerHSCPU[i] = append(peerHS[i], r), append(peerHSCPU[i], c)
+			_, c = hs(p.addr, p.server, p.pids, x25519, true)
+			peerResCPU[i] = append(peerResCPU[i], c)
 		}
-		r, c = hs(edgeAddr, "box.froog.test", []int{edge.Pid}, nil)
+		r, c = hs(edgeAddr, "box.froog.test", []int{edge.Pid}, nil, false)
 		mlkemHS, mlkemCPU = append(mlkemHS, r), append(mlkemCPU, c)
 	}
 	// The edge's profile of handshakes, apart from the measured ones.
 	edge.do("cpu " + filepath.Join(out, "edge-cpu-tls.pprof"))
-	hs(edgeAddr, "box.froog.test", []int{edge.Pid}, x25519)
+	hs(edgeAddr, "box.froog.test", []int{edge.Pid}, x25519, false)
 	edge.do("cpu")
 	sc["tls_handshakes_s"], sc["tls_handshake_cpu_us"] = medianF(edgeHS), medianF(edgeHSCPU)
 	sc["tls_handshakes_s_mlkem"], sc["tls_handshake_cpu_us_mlkem"] = medianF(mlkemHS), medianF(mlkemCPU)
+	sc["tls_resumed_cpu_us"] = medianF(edgeResCPU)
+	t.Logf("TLS resumed handshakes: edge %v µs CPU each", edgeResCPU)
 	t.Logf("TLS handshakes/s (X25519 or P-256): edge %v (%v µs CPU each); edge with X25519MLKEM768 %v (%v µs)", edgeHS, edgeHSCPU, mlkemHS, mlkemCPU)
 	for i, p := range peers {
 		sc["tls_handshakes_s_"+p.name], sc["tls_handshake_cpu_us_"+p.name] = medianF(peerHS[i]), medianF(peerHSCPU[i])
+		sc["tls_resumed_cpu_us_"+p.name] = medianF(peerResCPU[i])
+		t.Logf("TLS resumed handshakes: %s %v µs CPU each", p.name, peerResCPU[i])
 		t.Logf("TLS handshakes/s (X25519 or P-256): %s %v (%v µs CPU each)", p.name, peerHS[i], peerHSCPU[i])
 	}
 
