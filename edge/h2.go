@@ -6,7 +6,9 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"net/http/httputil"
 	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -116,3 +118,90 @@ func (x *h2Exchange) respond(status int, body []byte) {
 	x.w.WriteHeader(status)
 	x.w.Write(body)
 }
+
+// The reverse proxy: net/http's, whose transport is the pool
+// (poolTransport).
+
+type ctxKey struct{}
+
+// h2Request is what the reverse proxy's hooks need of one request.
+type h2Request struct {
+	d   *decision
+	rec *record
+	err error // the round trip's failure, for the pipeline to answer
+}
+
+// forwardedHeaders are the edge's own, set by the pipeline; the reverse
+// proxy takes them off the outgoing request before Rewrite.
+var forwardedHeaders = []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
+
+func (s *Server) newReverseProxy() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			d := pr.In.Context().Value(ctxKey{}).(*h2Request).d
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = d.rt.SandboxID + ":" + strconv.Itoa(d.port)
+			pr.Out.Host = pr.In.Host
+			for _, h := range forwardedHeaders {
+				pr.Out.Header[h] = pr.In.Header[h]
+			}
+		},
+		Transport:      (*poolTransport)(s),
+		BufferPool:     copyBuffers{},
+		FlushInterval:  -1, // server-sent events and streams go out as they come
+		ModifyResponse: dropEdgeHeaders,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				w.WriteHeader(499) // the client went away; nobody reads this
+				return
+			}
+			r.Context().Value(ctxKey{}).(*h2Request).err = err
+		},
+		ErrorLog: discardLog, // errors go to the pipeline; the log's would quote the exchange
+	}
+}
+
+// copyBuffers lends the reverse proxy the buffers it copies bodies
+// through (32 KiB, upCopies'), which it would otherwise allocate for
+// every request: half of the bytes the edge allocated under HTTP/2.
+type copyBuffers struct{}
+
+func (copyBuffers) Get() []byte  { return *upCopies.Get().(*[]byte) }
+func (copyBuffers) Put(b []byte) { upCopies.Put(&b) }
+
+// forwardH2 passes a net/http request through the reverse proxy.
+func (s *Server) forwardH2(w http.ResponseWriter, r *http.Request, d *decision, in *countingReader, rec *record) (bool, error) {
+	if in.r != nil {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{in, r.Body}
+	}
+	rq := &h2Request{d: d, rec: rec}
+	s.proxy.ServeHTTP(&recorder{ResponseWriter: w, x: rec}, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rq)))
+	return false, rq.err
+}
+
+// recorder notes the status and size for the access log.
+type recorder struct {
+	http.ResponseWriter
+	x *record
+}
+
+func (w *recorder) WriteHeader(code int) {
+	if code >= 200 {
+		w.x.status = code
+		w.x.answerH2(w.Header())
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	w.x.bw.take(len(b))
+	n, err := w.ResponseWriter.Write(b)
+	w.x.bytesOut.Add(int64(n))
+	w.x.responseTap().write(b[:n])
+	return n, err
+}
+
+func (w *recorder) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
