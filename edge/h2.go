@@ -163,7 +163,7 @@ func (s *Server) newReverseProxy() *httputil.ReverseProxy {
 
 // copyBuffers lends the reverse proxy the buffers it copies bodies
 // through (32 KiB, upCopies'), which it would otherwise allocate for
-// every request: half of the bytes the edge allocated under HTTP/2.
+// every request it proxies.
 type copyBuffers struct{}
 
 func (copyBuffers) Get() []byte  { return *upCopies.Get().(*[]byte) }
