@@ -11,16 +11,16 @@ FUZZTIME ?= 20s
 # The first phase is every package but VM_PKGS, e2e (the longest) first
 # and without its VM tests (VM_TESTS, by name: its tinyGuest fails a test
 # that boots a VM under another name); go test runs packages in the
-# order given, GOMAXPROCS at a time (more at once only slowed the
-# machine's two cores down: phase one took 16 minutes with four), and
-# names each package once. e2e's tests mostly wait on the processes they
-# start, so E2E_PARALLEL of them run at once (the flag is every
-# package's of the phase, whose tests mostly wait too).
+# order given, GOMAXPROCS at a time (the packages are CPU-bound: more at
+# once only share the same cores), and names each package once. e2e's
+# tests mostly wait on the processes they start, so E2E_PARALLEL of them
+# run at once (the flag is every package's of the phase, whose tests
+# mostly wait too).
 # The VM phase follows, one package at a time: VM_PKGS, the OS image's
 # suite (the longest: Debian's cold boots) first, then e2e's VM_TESTS
-# (each alone). Two lanes side by side (the qemu driver's packages beside
-# deploy and e2e's VM tests) took as long as one after the other, ~10.5
-# minutes. Every phase runs, and make test fails if any did.
+# (each alone): a TCG guest is a core's work, and two lanes of them side
+# by side finish no sooner. Every phase runs, and make test fails if any
+# did.
 # -trimpath: the build cache's entries do not depend on the checkout's
 # folder, so a fresh clone (CI's) compiles only what changed.
 VM_PKGS := ./hostctl/qemu/ostest/ ./hostctl/qemu/... ./deploy/

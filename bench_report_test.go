@@ -51,7 +51,8 @@ func TestPerformanceMarkdown(t *testing.T) {
 			MBps: 200, MBpsRange: [2]float64{190, 210}, CPUPerMB: 2.5, UpMBps: 100, UpCPUPerMB: 1.5, UpCPUPerMBRange: [2]float64{1.4, 1.6}},
 		{Path: "ssh-l", MBps: 900, CPUPerMB: 0.5},
 	}, Scale: map[string]float64{"websocket_idle_kib": 28.4, "tls_handshake_cpu_us": 252, "tls_handshake_cpu_us_nginx": 168,
-		"tls_handshake_cpu_us_frp": 300, "route_change_ms": 18}}
+		"tls_handshake_cpu_us_frp": 300, "tls_resumed_cpu_us": 400, "tls_resumed_cpu_us_nginx": 190, "tls_resumed_cpu_us_frp": 160,
+		"route_change_ms": 18}}
 	b, _ := json.Marshal(res)
 	os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644)
 	os.WriteFile(filepath.Join(dir, "files.json"), []byte(`{"api_upload": 332, "sftp_upload": 166, "api_download": 343, "sftp_download": 157, "file_size_mib": 256}`), 0o644)
@@ -75,6 +76,7 @@ func TestPerformanceMarkdown(t *testing.T) {
 		"| download CPU | 3.65 ms/MB [3.50–3.80] | nginx-ssh: 2.09 ms/MB | **1.75×** |",
 		"| upload CPU | 1.90 ms/MB | frp: 1.50 ms/MB [1.40–1.60] | **1.27×** |",
 		"| TLS handshake CPU | 252 µs | nginx: 168 µs | **1.50×** |",
+		"| TLS resumed handshake CPU | 400 µs | frp: 160 µs | **2.50×** |",
 		"| frp | **frps** → **frpc** | 314 [311–320], 22.0 [7.0–66.0], 0 | 120 [100–130], 30.0, 2500 | 200, 2.50 | 100, 1.50 |",
 		"| ssh-l |  | – | – | 900, 0.50 | – |",
 		"| direct | the upstream | 0, 4.0, 0 | – | – | – |",

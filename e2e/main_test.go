@@ -35,8 +35,8 @@ var froogd, froogCLI string
 
 // buildFlags: froogd and the CLI are built as shipped, without the race
 // detector, which multiplies their CPU several times: the end-to-end
-// tests run dozens of froogd processes at once, and with -race e2e took
-// 788 s against 490 on a 2-core machine, slowing every package beside it.
+// tests run dozens of froogd processes at once, and with -race they
+// took most of the machine's CPU, slowing every package beside them.
 // The race detector checks the same code in-process, in each package's
 // own tests (edge, api, hostctl, tunnel, …), which make test runs with
 // -race. FROOG_E2E_RACE=1 builds them with it. Both are test builds (the
