@@ -152,9 +152,13 @@ func (d *Driver) endpoint(ctx context.Context, id string) (hostctl.Endpoint, err
 	}
 	addr := net.JoinHostPort(ep.Host, strconv.Itoa(ep.Port))
 	w := newBootWatch(d.o.BootTimeout, time.Now())
+	var probed time.Time
 	for {
-		if sshAnswers(addr, ep.HostKey, w.probeWait()) {
-			return ep, nil
+		if w.sshdUp() || time.Since(probed) >= probeEvery {
+			probed = time.Now()
+			if sshAnswers(addr, ep.HostKey, w.probeWait()) {
+				return ep, nil
+			}
 		}
 		if !d.alive(id) {
 			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s exited while booting: %s", id, d.consoleTail(id))
@@ -173,6 +177,16 @@ func (d *Driver) endpoint(ctx context.Context, id string) (hostctl.Endpoint, err
 		}
 	}
 }
+
+// probeEvery spaces the probes of a guest whose console does not yet
+// show its SSH server started (bootWatch.sshdUp; from then on a probe
+// follows the last at once). Under user-mode networking every probe
+// made before the guest's network is up stays in QEMU as a connection
+// it keeps trying to open, and each reaches sshd as soon as it listens:
+// probed every 100 ms, a Debian 13 guest under TCG met 30 at once, past
+// its sshd's limit of 10 unauthenticated connections, before its first
+// login.
+const probeEvery = 3 * time.Second
 
 // address is where the VM's SSH server listens, with its host key.
 func (d *Driver) address(id string) (hostctl.Endpoint, error) {
@@ -199,14 +213,19 @@ func (d *Driver) address(id string) (hostctl.Endpoint, error) {
 	return ep, nil
 }
 
-// sshAnswers reports whether the guest's SSH server on addr completes
-// a key exchange within patience and proves it holds the pinned host key
-// (hostKey, authorized_keys format): a greeting alone is not enough, as a
-// guest's sshd may greet and then drop the connection while it still
-// starts (seen on the OS image's forks). The probe ends at
-// authentication: it offers none. User-mode networking accepts the TCP
+// sshAnswers reports whether the guest's SSH server on addr greets
+// within patience, then completes a key exchange and proves it holds the
+// pinned host key (hostKey, authorized_keys format): a greeting alone is
+// not enough, as a guest's sshd may greet and then drop the connection
+// while it still starts (seen on the OS image's forks). The probe ends
+// at authentication: it offers none. User-mode networking accepts the TCP
 // connection before the guest listens, so the connection alone says
 // nothing.
+//
+// A server that greets is given kexWait for the rest: every connection
+// costs a booting guest a process of its own, and under TCG a key
+// exchange takes seconds; a probe given up halfway is that work lost and
+// another begun (a Debian 13 guest saw 25 in 7 s before its first login).
 func sshAnswers(addr, hostKey string, patience time.Duration) bool {
 	pinned, _, _, _, err := ssh.ParseAuthorizedKey([]byte(hostKey))
 	if err != nil {
@@ -218,6 +237,7 @@ func sshAnswers(addr, hostKey string, patience time.Duration) bool {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(patience))
+	c = &greetedConn{Conn: c}
 	verified := false
 	cfg := &ssh.ClientConfig{User: "froog-probe", HostKeyCallback: func(_ string, _ net.Addr, k ssh.PublicKey) error {
 		verified = bytes.Equal(k.Marshal(), pinned.Marshal())
@@ -230,6 +250,24 @@ func sshAnswers(addr, hostKey string, patience time.Duration) bool {
 		conn.Close() // a server that lets anyone in: the key was still checked
 	}
 	return verified
+}
+
+// kexWait bounds a probe's key exchange once the server has greeted.
+const kexWait = 30 * time.Second
+
+// greetedConn gives a connection kexWait from its first bytes read.
+type greetedConn struct {
+	net.Conn
+	greeted bool
+}
+
+func (c *greetedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.greeted {
+		c.greeted = true
+		c.Conn.SetDeadline(time.Now().Add(kexWait))
+	}
+	return n, err
 }
 
 // consoleTail is the console's last whole lines, up to 400 bytes.
