@@ -7,16 +7,24 @@ import (
 	"path/filepath"
 
 	"froog.tech/froog/guest"
+	"froog.tech/froog/guest/seed"
 )
 
-// asDesktop runs froog-desktop when froogd is called by that name (the OS
-// image's /usr/local/bin/froog-desktop, the local driver's symlink): it
-// reports whether it did, and the exit status.
-func asDesktop(ctx context.Context, argv []string, stdout, stderr io.Writer) (int, bool) {
-	if len(argv) == 0 || filepath.Base(argv[0]) != guest.Name {
+// asGuest runs the guest's programs when froogd is called by their names:
+// froog-desktop (the OS image's /usr/local/bin/froog-desktop, the local
+// driver's symlink) and froog-init (the OS image's, at boot). It reports
+// whether it did, and the exit status.
+func asGuest(ctx context.Context, argv []string, stdout, stderr io.Writer) (int, bool) {
+	if len(argv) == 0 {
 		return 0, false
 	}
-	return guest.Main(ctx, argv[1:], stdout, stderr), true
+	switch filepath.Base(argv[0]) {
+	case guest.Name:
+		return guest.Main(ctx, argv[1:], stdout, stderr), true
+	case seed.Name:
+		return seed.Main(argv[1:], stdout, stderr), true
+	}
+	return 0, false
 }
 
 // runDesktop is froogd desktop start|status|stop.

@@ -19,7 +19,7 @@ func main() {
 	// The first signal stops gracefully (an edge drains); a second one
 	// ends the process at once.
 	go func() { <-ctx.Done(); stop() }()
-	if code, ok := asDesktop(ctx, os.Args, os.Stdout, os.Stderr); ok {
+	if code, ok := asGuest(ctx, os.Args, os.Stdout, os.Stderr); ok {
 		os.Exit(code)
 	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {

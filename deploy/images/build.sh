@@ -1,11 +1,12 @@
 #!/bin/sh
 # Builds an OS image for the qemu driver from Debian's packages: a root
-# file system with systemd, cloud-init and OpenSSH (mmdebstrap), cleaned of
-# keys, machine id and logs, as OUT/disk.qcow2, with its kernel and initrd
+# file system with systemd and OpenSSH (mmdebstrap), cleaned of keys,
+# machine id and logs, as OUT/disk.qcow2, with its kernel and initrd
 # beside it (OUT/vmlinux, uncompressed: see vmlinux.sh; OUT/initrd.img) and their command line
 # (OUT/cmdline). froogd takes it with --image OS=OUT. Every sandbox's disk
-# is an overlay on disk.qcow2; cloud-init reads froog's NoCloud seed at
-# boot (host key, user, keys, network), as the test guest's init does.
+# is an overlay on disk.qcow2; froog-init (froogd by that name, package
+# guest/seed) reads froog's NoCloud seed early in every boot (host key,
+# user, keys, network), as the test guest's init does.
 #
 #   deploy/images/build.sh OS [OUT]   OS: debian-13 or debian-12 (default OUT: ~/.cache/froog/images/OS)
 #
@@ -74,37 +75,19 @@ else
 	# python3-venv is for Selkies (below).
 	desktop=tigervnc-standalone-server,xfwm4,xfce4-panel,xfce4-settings,xfconf,xfce4-terminal,exo-utils,dbus,chromium,xwallpaper,x11-xserver-utils,x11-utils,xdotool,xfonts-base,fonts-dejavu-core,fonts-liberation2,adwaita-icon-theme,pulseaudio,pulseaudio-utils,ffmpeg,python3-venv
 	mmdebstrap --quiet --mode=root --variant=minbase \
-		--include=linux-image-amd64,initramfs-tools,systemd-sysv,udev,kmod,cloud-init,openssh-server,sudo,ifupdown,isc-dhcp-client,netbase,iproute2,e2fsprogs,ca-certificates,curl,git,$desktop \
+		--include=linux-image-amd64,initramfs-tools,systemd-sysv,udev,kmod,openssh-server,sudo,ifupdown,isc-dhcp-client,netbase,iproute2,e2fsprogs,ca-certificates,curl,git,$desktop \
 		"$suite" "$root" "$mirror"
 
 	settle_root
 	printf '/dev/vda / ext4 errors=remount-ro 0 1\n' >"$root/etc/fstab"
-	# cloud-init: only froog's seed and only the host key froog pinned. The
-	# SSH server takes keys only, as user; set here, so that cloud-init finds
-	# nothing to change and never restarts it (Debian 13's cloud-init stops it
-	# and does not start it again).
-	# Its config stage runs nothing and its final stage only the scripts
-	# and the closing message: froog's seed needs the init stage alone
-	# (host key, user, keys, hostname, network, the disk's growth), and a
-	# sandbox is running only once all stages are done. Under TCG the
-	# config stage's locale and apt_configure modules alone took 97 s of a
-	# cold boot's 480 (cloud-init analyze blame, on a loaded machine); the
-	# locale they set is written here instead, and the packages' sources
-	# are the mirror's that mmdebstrap wrote.
-	cat >"$root/etc/cloud/cloud.cfg.d/90-froog.cfg" <<-'CFG'
-	datasource_list: [NoCloud]
-	ssh_genkeytypes: []
-	ssh_pwauth: unchanged
-	disable_root: true
-	cloud_config_modules: []
-	cloud_final_modules: [scripts_vendor, scripts_per_once, scripts_per_boot, scripts_per_instance, scripts_user, final_message]
-	CFG
+	# The locale, set here: nothing sets it at boot.
 	echo LANG=C.UTF-8 >"$root/etc/default/locale"
 	# Not at every sandbox's boot: e2scrub_reap (LVM snapshots; there are
 	# none) and what systemd re-runs when /etc or /var looks older than
 	# /usr (ldconfig, the hwdb, the journal's catalog: up to date here;
 	# the stamps are set last, below).
 	ln -sf /dev/null "$root/etc/systemd/system/e2scrub_reap.service"
+	# The SSH server takes keys only, as user.
 	cat >"$root/etc/ssh/sshd_config.d/10-froog.conf" <<-'CFG'
 	PasswordAuthentication no
 	KbdInteractiveAuthentication no
@@ -113,12 +96,21 @@ else
 	# and file sessions (sftp): more than the default 10 at once.
 	MaxSessions 64
 	CFG
+	# Every connection from the host comes from one address (QEMU's
+	# user-mode network's 10.0.2.2, or the tap bridge's): the control
+	# plane's, its probes while the guest boots, and the users' through
+	# the forwarded port. OpenSSH's penalties per source (since 9.8: 15 s
+	# of connections that end before authenticating, as boot probes under
+	# TCG do) would lock all of them out at once.
+	if [ "$suite" != bookworm ]; then
+		echo 'PerSourcePenalties no' >>"$root/etc/ssh/sshd_config.d/10-froog.conf"
+	fi
 	# Cleaned: no host keys, machine id or logs travel with the image.
 	rm -f "$root"/etc/ssh/ssh_host_* "$root/var/lib/dbus/machine-id"
 	: >"$root/etc/machine-id"
 	rm -rf "$root"/var/log/*.log "$root"/var/log/apt/* "$root"/var/cache/apt/*.bin "$root"/var/lib/apt/lists/*
 	# What is in it.
-	chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' linux-image-amd64 cloud-init openssh-server systemd tigervnc-standalone-server xfwm4 chromium >"$root/etc/froog-image"
+	chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' linux-image-amd64 openssh-server systemd tigervnc-standalone-server xfwm4 chromium >"$root/etc/froog-image"
 	rm -f "$out/base.stamp"
 	settle_root
 	tar -C "$root" --numeric-owner --one-file-system -cf "$out/base.tar.new" .
@@ -161,9 +153,35 @@ if [ -x "$root/opt/selkies/bin/selkies" ]; then
 	ln -sf /opt/selkies/bin/selkies "$root/usr/local/bin/selkies"
 fi
 
-# froogd, which is froog-desktop by that name.
+# froogd, which is froog-desktop and froog-init by those names.
 install -m 0755 "$work/froogd" "$root/usr/local/bin/froogd"
 ln -sf froogd "$root/usr/local/bin/froog-desktop"
+ln -sf froogd "$root/usr/local/bin/froog-init"
+# froog-init gives the guest its seed at every boot, once the root is
+# writable and before the network and the SSH server start; what it did
+# (or why it failed) goes to the console, where hostctl's boot watch reads
+# it.
+cat >"$root/etc/systemd/system/froog-init.service" <<-'UNIT'
+[Unit]
+Description=froog: this sandbox's name, user, keys and network, from its seed
+DefaultDependencies=no
+Requires=local-fs.target
+After=local-fs.target systemd-remount-fs.service
+Before=sysinit.target network-pre.target ssh.service systemd-user-sessions.service
+Wants=network-pre.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/bin/froog-init
+StandardOutput=journal+console
+StandardError=journal+console
+
+[Install]
+WantedBy=sysinit.target
+UNIT
+mkdir -p "$root/etc/systemd/system/sysinit.target.wants"
+ln -sf ../froog-init.service "$root/etc/systemd/system/sysinit.target.wants/froog-init.service"
 
 kver=$(ls "$root/lib/modules")
 rm -f "$out/stamp"

@@ -90,6 +90,8 @@ var stages = []struct {
 	{"Run /init", "the initramfs"},
 	{"systemd[1]", "systemd's start-up"},
 	{"Welcome to", "systemd's start-up"},
+	{"froog-init: ", "froog-init (the seed given; the network and sshd next)"},
+	{"Failed to start froog-init", "froog-init failed (its line above says why)"},
 	{"Started ssh", "sshd started, not answering"},
 	{"login:", "the login prompt (userspace is up; sshd not answering)"},
 	{"tinyvm: ", "tinyvm's init"},

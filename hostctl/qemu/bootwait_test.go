@@ -163,6 +163,9 @@ func TestBootStage(t *testing.T) {
 		{"Cloud-init v. 25 finished at Tue\n", "cloud-init (finished)"},
 		{"Cloud-init v. 25 running 'init'\nbox login: ", "the login prompt"},
 		{"tinyvm: ready\n", "tinyvm's init (ready"},
+		{"Welcome to Debian\nfroog-init: box (instance sbx_1) from its seed\n", "froog-init (the seed given"},
+		{"froog-init: seed: no seed\n[FAILED] Failed to start froog-init.service - froog: this sandbox's name.\n", "froog-init failed"},
+		{"froog-init: box (instance sbx_1) from its seed\nStarted ssh.service", "sshd started"},
 	}
 	for _, tt := range tests {
 		if got := bootStage([]byte(tt.console)); !strings.Contains(got, tt.want) {

@@ -15,7 +15,8 @@ import (
 	"froog.tech/froog/store"
 )
 
-// Image is an OS: a qcow2 base disk with cloud-init, booted with its
+// Image is an OS: a qcow2 base disk that reads the NoCloud seed at boot
+// (froog-init in froog's images, or cloud-init), booted with its
 // kernel and initrd.
 type Image struct {
 	Disk, Kernel, Initrd string
@@ -102,7 +103,7 @@ func (d *Driver) prepare(sb *store.Sandbox) error {
 		if base == "" {
 			base, err = d.baseDisk()
 		} else {
-			size, err = d.diskSize(base) // an OS disk grows to DiskSize; cloud-init resizes its file system
+			size, err = d.diskSize(base) // an OS disk grows to DiskSize; its init (froog-init, cloud-init) grows its file system
 		}
 		if err != nil {
 			return err

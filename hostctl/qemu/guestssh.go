@@ -32,8 +32,9 @@ func (d *Driver) authorizedKeys(id string, account []string) []string {
 	return keys
 }
 
-// authorize waits for cloud-init to finish where the image has it (a
-// guest is ready only then: user, keys and hostname in place) and writes
+// authorize waits for cloud-init to finish where the image has it (an
+// image of another's; froog's have froog-init, done before sshd starts):
+// a guest is ready only then, user, keys and hostname in place. It writes
 // keys to the guest user's ~/.ssh/authorized_keys: at every start, so
 // that a key added or removed since the last start counts from this one
 // on, whatever cloud-init does on later boots (it applies the seed's keys

@@ -10,8 +10,9 @@ import (
 	"unicode/utf16"
 )
 
-// Seed is a NoCloud seed: what cloud-init (and the test image's init)
-// reads at boot from a disk labelled cidata.
+// Seed is a NoCloud seed: what froog-init in froog's OS images (package
+// guest/seed), cloud-init in others and the test image's init read at
+// boot from a disk labelled cidata.
 type Seed struct {
 	InstanceID string
 	Hostname   string
@@ -42,8 +43,9 @@ func (s Seed) Files() map[string][]byte {
 	}
 	fmt.Fprintf(&ud, "  ed25519_public: %s\n", strings.TrimSpace(s.HostKeyPublic))
 	// Keys only, as user (uid 1000) with passwordless sudo; no root login.
-	// The image's SSH server takes no passwords; cloud-init changing that
-	// setting would restart it (see deploy/images/build.sh).
+	// Passwords are left as the image's SSH server has them (froog's take
+	// none): cloud-init changing that setting would restart the server
+	// (Debian 13's stops it and does not start it again).
 	ud.WriteString("ssh_pwauth: unchanged\ndisable_root: true\nusers:\n  - name: user\n    uid: 1000\n    shell: /bin/bash\n" +
 		"    sudo: \"ALL=(ALL) NOPASSWD:ALL\"\n    lock_passwd: true\n    ssh_authorized_keys:\n")
 	for _, k := range s.AuthorizedKeys {

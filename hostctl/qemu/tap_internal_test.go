@@ -54,7 +54,7 @@ func TestPortsScript(t *testing.T) {
 }
 
 // The seed gives the guest its IPv6 address and route beside the IPv4
-// ones, in the form deploy/tinyvm/init and cloud-init read.
+// ones, in the form deploy/tinyvm/init, froog-init and cloud-init read.
 func TestSeedIPv6(t *testing.T) {
 	t.Parallel()
 	s := Seed{Address: "10.213.0.2/16", Gateway: "10.213.0.1", DNS: "10.213.0.1", Address6: "2001:db8:f00::2/64", Gateway6: "2001:db8:f00::1"}
