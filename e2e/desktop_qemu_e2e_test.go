@@ -40,7 +40,7 @@ func TestQEMUDesktopOSImage(t *testing.T) {
 	_, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data, "--api-addr", "127.0.0.1:0", "--domain", "froog.test",
 		"--edge-addr", "127.0.0.1:0", "--edge-http-addr", "127.0.0.1:0", "--driver", "qemu",
 		"--kernel", filepath.Join(tiny, "vmlinux"), "--initrd", filepath.Join(tiny, "initramfs.gz"), "--images", "debian-13="+img,
-		"--vm-cpus", "1", "--vm-memory-mb", "1024", "--vm-disk-gb", "4")
+		"--vm-cpus", "2", "--vm-memory-mb", "1024", "--vm-disk-gb", "4") // two vCPUs, two cores' work (ostest says why)
 	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 	e := &deskEnv{c: client{t: t, base: m[1], key: strings.TrimSpace(string(key))}, edge: m[2], pool: x509.NewCertPool()}
 	caPEM, _ := os.ReadFile(filepath.Join(data, "ca.pem"))
