@@ -66,7 +66,8 @@ if [ -f "$out/base.tar" ] && [ -f "$out/base.stamp" ] && [ "$(cat "$out/base.sta
 	tar -C "$root" --numeric-owner -xpf "$out/base.tar"
 else
 	mirror=${FROOG_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-	# What every froog sandbox has: sudo for user, SSH, cloud-init; and the
+	# What every froog sandbox has: sudo for user, SSH (froog-init, below,
+	# gives them their seed); and the
 	# desktop: XFCE's parts (not the xfce4 metapackage, which brings a file
 	# manager, xfdesktop and more), Chromium, Xvnc, the background tools, and
 	# fonts for web pages; the sound: PulseAudio (a server per screen),
