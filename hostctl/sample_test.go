@@ -76,3 +76,33 @@ func TestStopKeepsLastProcesses(t *testing.T) {
 		t.Fatalf("monitoring off: kept %+v, read %d times", off.LastProcesses, asked.Load()-before)
 	}
 }
+
+// TestStopSamplesBesideTheCopy: a stop reads the processes and copies
+// the background commands' output at once, so a slow one does not eat
+// the other's time. Here each waits for the other to begin: one after
+// the other, the first would wait out its bound and keep nothing.
+func TestStopSamplesBesideTheCopy(t *testing.T) {
+	sampling, copying := make(chan struct{}), make(chan struct{})
+	meet := func(ctx context.Context, mine, theirs chan struct{}) error {
+		close(mine)
+		select {
+		case <-theirs:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	sample := func(ctx context.Context, id string) (json.RawMessage, error) {
+		if err := meet(ctx, sampling, copying); err != nil {
+			return nil, err
+		}
+		return json.RawMessage(`[{"pid":7,"name":"sleep"}]`), nil
+	}
+	copyJobs := func(ctx context.Context, sb *store.Sandbox) error { return meet(ctx, copying, sampling) }
+	r := newRig(t, nil, hostctl.Options{Sample: sample, CopyJobs: copyJobs})
+	sb := r.waitState(r.create("box", func(s *store.Sandbox) { s.TTLSecs = 0 }).ID, store.StateRunning)
+	r.setDesired(sb.ID, store.StateStopped)
+	if sb = r.waitState(sb.ID, store.StateStopped); sb.LastProcesses == nil {
+		t.Fatal("the stop kept no processes: its sample waited for the copy to begin")
+	}
+}

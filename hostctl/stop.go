@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"froog.tech/froog/store"
@@ -70,9 +71,14 @@ func (c *Controller) rest(ctx context.Context, sb *store.Sandbox, now time.Time,
 	}
 	switch sb.State {
 	case store.StateRunning, store.StateStarting, store.StateStopping:
-		// Before stopping: the tunnel reaches a running sandbox only.
-		last := c.sample(ctx, sb)
+		// Before stopping: the tunnel reaches a running sandbox only. The
+		// process sample and the jobs' last copy go at once, so a stop
+		// waits for the longer of the two, not their sum.
+		var last *store.ProcessSample
+		var wg sync.WaitGroup
+		wg.Go(func() { last = c.sample(ctx, sb) })
 		c.copyJobs(ctx, sb)
+		wg.Wait()
 		var setup setupResult
 		if sb.SetupStatus == store.SetupRunning {
 			setup = c.endSetup(ctx, sb, sb.State == store.StateRunning)
@@ -255,8 +261,11 @@ func (c *Controller) nextRest(sb *store.Sandbox) time.Time {
 }
 
 const (
-	// sampleWait bounds the process sample a stop takes (Options.Sample).
-	sampleWait = 5 * time.Second
+	// sampleWait bounds the process sample a stop takes (Options.Sample),
+	// made beside the copy below (as long: on a loaded host a sample can
+	// take seconds, and one cut off leaves a stopped sandbox no processes
+	// to show).
+	sampleWait = 10 * time.Second
 	// copyWait bounds the stop's copy of background commands' output
 	// (Options.CopyJobs).
 	copyWait = 10 * time.Second
