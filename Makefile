@@ -8,30 +8,26 @@ FUZZTIME ?= 20s
 # make test runs in two phases, so that CPU-heavy VM boots (TCG: minutes
 # of a core each) never share the machine with the end-to-end tests: an
 # OS image's boot beside cmd/froogd ran past its budget (issue #34).
-# The first phase is e2e (the longest) without its VM tests (VM_TESTS, by
-# name: its tinyGuest fails a test that boots a VM under another name),
-# beside every package but VM_PKGS and BESIDE_VM_PKGS; go test runs
-# packages in the order given, GOMAXPROCS at a time (the packages are
-# CPU-bound: more at once only share the same cores), and names each
-# package once. e2e's tests mostly wait on the processes they start, so
-# E2E_PARALLEL of them run at once (the flag is every package's of the
-# phase, whose tests mostly wait too).
-# The VM phase follows in two lanes. One boots, a package at a time:
-# VM_PKGS, the OS image's suite (the longest: Debian's boots) first, then
-# e2e's VM_TESTS (each alone): a TCG guest is a core's work, and two
-# lanes of them side by side finish no sooner. The other runs
-# BESIDE_VM_PKGS, a package at a time: in-process tests, which fill the
-# cores that a booting guest leaves idle while it waits on its disk and
-# network (a Debian guest's QEMU is busy about two thirds of its boot).
-# Every phase runs, and make test fails if any did.
+# The first phase is every package but VM_PKGS, e2e (the longest) first
+# and without its VM tests (VM_TESTS, by name: its tinyGuest fails a test
+# that boots a VM under another name); go test runs packages in the
+# order given, GOMAXPROCS at a time (the packages are CPU-bound: more at
+# once only share the same cores), and names each package once. e2e's
+# tests mostly wait on the processes they start, so E2E_PARALLEL of them
+# run at once (the flag is every package's of the phase, whose tests
+# mostly wait too).
+# The VM phase follows, one package at a time: VM_PKGS, the OS image's
+# suite (the longest: Debian's cold boots) first, then e2e's VM_TESTS
+# (each alone): a TCG guest is a core's work, and two lanes of them side
+# by side finish no sooner. Every phase runs, and make test fails if any
+# did.
 # -trimpath: the build cache's entries do not depend on the checkout's
 # folder, so a fresh clone (CI's) compiles only what changed.
 VM_PKGS := ./hostctl/qemu/ostest/ ./hostctl/qemu/... ./deploy/
 VM_TESTS := ^TestQEMU
-BESIDE_VM_PKGS := ./api/ ./edge/ ./store/... ./hostctl/ ./hostctl/local/ ./certs/...
 E2E_PARALLEL ?= 8
 TEST_FLAGS = -race -trimpath -count=1 -timeout $(TEST_TIMEOUT)
-TEST_PKGS = $(filter-out $(shell $(GO) list $(VM_PKGS) $(BESIDE_VM_PKGS)),$(shell $(GO) list ./...))
+TEST_PKGS = $(filter-out $(shell $(GO) list $(VM_PKGS)),$(shell $(GO) list ./...))
 # TEST_TIMEOUT bounds one package's run: VM boots under TCG on a busy
 # 2-core machine take minutes, and go test's default of 10 is too tight.
 TEST_TIMEOUT ?= 30m
@@ -62,19 +58,15 @@ image: ## build the edge/API container image, an OCI layout tarball in dist/ (no
 run: build ## start froog on this machine: embedded store, no setup
 	./bin/froogd dev
 
-test: ## install what the tests need, then run every test with the race detector: the VM boots after the end-to-end tests, beside in-process packages
+test: ## install what the tests need, then run every test with the race detector: the VM boots in a phase of their own, after the rest
 	./deploy/checktree.sh
 	./deploy/testdeps.sh
 	$(GO) vet -tags bench ./...
 	rc=0; \
 	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(VM_TESTS)' ./e2e/ $(TEST_PKGS) || rc=1; \
-	echo "make test: the VM phase, beside $(BESIDE_VM_PKGS)"; \
-	( vm=0; \
-	  $(GO) test $(TEST_FLAGS) -p 1 $(VM_PKGS) || vm=1; \
-	  $(GO) test $(TEST_FLAGS) -run '$(VM_TESTS)' ./e2e/ || vm=1; \
-	  exit $$vm ) & boots=$$!; \
-	$(GO) test $(TEST_FLAGS) -p 1 $(BESIDE_VM_PKGS) || rc=1; \
-	wait $$boots || rc=1; \
+	echo "make test: the VM phase"; \
+	$(GO) test $(TEST_FLAGS) -p 1 $(VM_PKGS) || rc=1; \
+	$(GO) test $(TEST_FLAGS) -run '$(VM_TESTS)' ./e2e/ || rc=1; \
 	exit $$rc
 
 test-short: ## the short tier: go test -short, in-process only (no VM, no browser, no froogd binary run); a few minutes
