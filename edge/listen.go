@@ -85,6 +85,12 @@ func (s *Server) ServeTLS(ctx context.Context, ln net.Listener) error {
 	if !acceptDone {
 		first = <-acceptc
 	}
+	// Nothing more comes to the servers' listeners. A server whose Serve
+	// began after its shutdown (an edge stopped as it starts) waits on
+	// its listener until it is closed.
+	h1.Close()
+	h2.Close()
+	views.Close()
 	for range 3 {
 		if err := <-errc; err != nil && first == nil {
 			first = err
