@@ -82,6 +82,7 @@ type fileJSON struct {
 }
 
 func TestFiles(t *testing.T) {
+	t.Parallel()
 	forEachFilesStore(t, api.Options{}, func(t *testing.T, e *filesEnv) {
 		id := e.running("box")
 		home := e.home(id)
@@ -230,6 +231,7 @@ func TestFiles(t *testing.T) {
 
 // TestFilesMalformed: bad input gets a clear error and changes nothing.
 func TestFilesMalformed(t *testing.T) {
+	t.Parallel()
 	forEachFilesStore(t, api.Options{MaxFileBytes: 1 << 20}, func(t *testing.T, e *filesEnv) {
 		id := e.running("box")
 		home := e.home(id)
@@ -337,6 +339,7 @@ type linkJSON struct {
 }
 
 func TestFileLinks(t *testing.T) {
+	t.Parallel()
 	forEachFilesStore(t, api.Options{}, func(t *testing.T, e *filesEnv) {
 		id := e.running("box")
 		home := e.home(id)
@@ -431,6 +434,7 @@ func symlink(name, to string) tarEntry {
 }
 
 func TestFilesArchive(t *testing.T) {
+	t.Parallel()
 	testdep.Short(t, "archives of 10,000 files, both stores: minutes")
 	forEachFilesStore(t, api.Options{}, func(t *testing.T, e *filesEnv) {
 		id := e.running("box")
@@ -519,6 +523,7 @@ func TestFilesArchive(t *testing.T) {
 // TestFilesAutoStart: a file call starts a stopped sandbox with
 // auto_start, as exec does.
 func TestFilesAutoStart(t *testing.T) {
+	t.Parallel()
 	forEachFilesStore(t, api.Options{}, func(t *testing.T, e *filesEnv) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "lazy", "auto_start": true}).want(t, 202, "")
 		e.waitState("lazy", "running")

@@ -8,6 +8,7 @@ import (
 )
 
 func TestFilterSelkies(t *testing.T) {
+	t.Parallel()
 	const text, binary = selkiesMsgText, selkiesMsgBinary
 	for _, c := range []struct {
 		name     string

@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseMemAvailable(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want uint64

@@ -12,6 +12,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) func() storetest.Backend {
 		dir := t.TempDir()
 		return func() storetest.Backend {
@@ -25,6 +26,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestSecondProcessKeptOut(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := embedded.Open(dir)
 	if err != nil {
@@ -39,6 +41,7 @@ func TestSecondProcessKeptOut(t *testing.T) {
 // A commit torn by a crash (no final newline) is dropped whole; earlier
 // commits survive.
 func TestTornCommit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := embedded.Open(dir)
 	if err != nil {
@@ -69,6 +72,7 @@ func TestTornCommit(t *testing.T) {
 }
 
 func TestCorruptLogRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "store.log"), []byte("not json\n"), 0o600); err != nil {
 		t.Fatal(err)
