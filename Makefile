@@ -70,7 +70,7 @@ test: ## install what the tests need, then run every test with the race detector
 	exit $$rc
 
 test-short: ## the short tier: go test -short, in-process only (no VM, no browser, no froogd binary run); a few minutes
-	$(GO) test -short -race -trimpath -count=1 -parallel $(E2E_PARALLEL) ./...
+	$(GO) test -short -race -count=1 ./...
 
 bench: ## run the benchmarks into .bench/ (the edge against nginx, Caddy, frp and chisel, auto-start, desktops, the wall, files), then write docs/performance.md
 	./deploy/testdeps.sh --bench

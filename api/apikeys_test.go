@@ -72,7 +72,6 @@ func (e *env) auditActions(t *testing.T) []string {
 // sandboxes it created), revoke (401 at the next request, sandboxes
 // stay), each audited.
 func TestAPIKeysLifecycle(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		before := e.now()
 		k := e.createKey(t, e.admin, map[string]any{"label": "ci-bot", "preset": "ci", "labels": map[string]string{"team": "a"}})
@@ -114,7 +113,6 @@ func TestAPIKeysLifecycle(t *testing.T) {
 // Rotating: a new secret, the old one 401 at once; id, scope and expiry
 // stay; an expired key is 409 api_key_expired and keeps its secret.
 func TestAPIKeysRotate(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		k := e.createKey(t, e.admin, map[string]any{"label": "box-agent", "sandboxes": []string{"box"}, "ttl_days": 7})
 		var r keyJSON
@@ -149,7 +147,6 @@ func TestAPIKeysRotate(t *testing.T) {
 // revokes and rotates no keys, and a key without account.admin touches
 // none.
 func TestAPIKeysScope(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		soon := e.now().Add(10 * 24 * time.Hour)
 		narrow := e.key("narrow", "account.admin", "sandbox.read")
@@ -216,7 +213,6 @@ func TestAPIKeysScope(t *testing.T) {
 
 // Bad input gets a clear 400 and makes no key.
 func TestAPIKeysBadInput(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		tests := []struct {
 			name string
@@ -306,7 +302,6 @@ func TestAPIKeysUseIsBatched(t *testing.T) {
 // A signed file link made by a key stops once that key is rotated (a
 // link made with the new secret works) or revoked.
 func TestAPIKeysTakeTheirLinks(t *testing.T) {
-	t.Parallel()
 	forEachFilesStore(t, api.Options{}, func(t *testing.T, e *filesEnv) {
 		e.running("box")
 		const base = "/v1/sandboxes/box/files"

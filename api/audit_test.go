@@ -12,7 +12,6 @@ import (
 // the events of its own sandboxes. Events name sandboxes by name, which
 // can be reused and relabelled, so they can't be filtered safely.
 func TestAuditScope(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "a1", "labels": map[string]string{"team": "a"}}).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "b1", "labels": map[string]string{"team": "b"}}).want(t, 202, "")

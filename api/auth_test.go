@@ -14,7 +14,6 @@ import (
 )
 
 func TestAuth(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "mine", "labels": map[string]string{"team": "a"}}).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "theirs", "labels": map[string]string{"team": "b"}}).want(t, 202, "")
@@ -105,7 +104,6 @@ func TestAuth(t *testing.T) {
 }
 
 func TestPresets(t *testing.T) {
-	t.Parallel()
 	for name, actions := range api.Presets {
 		for _, a := range actions {
 			if !slices.Contains(api.Actions, a) {
@@ -127,7 +125,6 @@ func TestPresets(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	t.Parallel()
 	for _, b := range backends[:1] {
 		e := newEnv(t, b.open(t), api.Options{RateLimit: 5, RateWindow: time.Hour})
 		for i := 0; i < 5; i++ {
@@ -150,7 +147,6 @@ func TestRateLimit(t *testing.T) {
 
 // No secret reaches the logs.
 func TestLogsHoldNoSecrets(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		var u struct{ URL string }
@@ -171,7 +167,6 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 }
 
 func TestOpenAPIMatchesRoutes(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t, backends[0].open(t), api.Options{})
 	r := e.do("GET", "/v1/openapi.json", "", nil).want(t, 200, "")
 	var doc struct {

@@ -27,7 +27,6 @@ func (b *fakeBody) Read(p []byte) (int, error) {
 // No handler reads the body of a request that has no valid key: every
 // route refuses it first.
 func TestAuthBeforeBody(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t, backends[0].open(t), api.Options{})
 	for _, rt := range api.Routes() {
 		if rt == "GET /v1/openapi.json" {
@@ -65,7 +64,6 @@ func TestAuthBeforeBody(t *testing.T) {
 // reads what is there (net/http would otherwise drain up to 256 KiB of
 // it before answering), and closes the connection.
 func TestAuthBeforeSlowBody(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t, backends[0].open(t), api.Options{})
 	bad := api.NewSecret(api.KeyPrefix)
 	tests := []struct {

@@ -13,7 +13,6 @@ import (
 var desktopLink = regexp.MustCompile(`^https://(desktop|browser)--([0-9a-f]{16})\.froog\.test:8443/(\?[a-z=&01]+)?#dt_[A-Za-z0-9_-]{43}$`)
 
 func TestDesktopLinks(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		var sb struct{ ID string }
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "").json(t, &sb)
@@ -132,7 +131,6 @@ func markRunning(t *testing.T, e *env, id string) time.Time {
 }
 
 func TestWallLink(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		var link struct{ URL string }
 		e.do("POST", "/v1/wall", e.admin, nil).want(t, 201, "").json(t, &link)
@@ -155,7 +153,6 @@ func TestWallLink(t *testing.T) {
 // TestViewLinkQuery: desktop and browser take theme in the query, as the
 // docs put it, and both refuse a query parameter they do not know.
 func TestViewLinkQuery(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		var sb struct{ ID string }
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "").json(t, &sb)

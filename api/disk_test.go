@@ -13,7 +13,6 @@ import (
 // refused with snapshot_data_expired and change nothing, while a fork of
 // a saved snapshot and a restore still go.
 func TestDiskExpiry(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		e.ran("box")

@@ -14,7 +14,6 @@ import (
 // A sandbox's env is shown by name only, and its values are in no answer,
 // no audit event, no log line, no store record and no change on the feed.
 func TestEnvSealed(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		const secret = "s3cr3t-value-for-env"
 		var sb map[string]any
@@ -66,7 +65,6 @@ func TestEnvSealed(t *testing.T) {
 
 // The sandbox's env reaches exec and jobs, under the request's own.
 func TestEnvReachesCommands(t *testing.T) {
-	t.Parallel()
 	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"box","environment":false,"snapshots":false,"env":{"A":"own a","B":"own b","Q":"it's"}}`).want(t, 202, "")
 		e.waitState("box", "running")

@@ -34,7 +34,6 @@ func envContent(t *testing.T, e *env) string {
 // The account's variables: names and masked previews only, the docs'
 // limits as a 400 that changes nothing, the scopes, the audit log.
 func TestEnvVariables(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		const secret = "sk-ant-api03-very-secret-value"
 		reader := e.key("reader", "environment.read")
@@ -126,7 +125,6 @@ func TestEnvVariables(t *testing.T) {
 // Repos, the setup script and secret files: their limits and shapes as
 // 400s that change nothing; contents never shown again.
 func TestEnvironmentRepoFilesSetup(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		reader := e.key("reader", "environment.read", "account.admin")
 		e.do("PATCH", "/v1/environment", e.admin, `{"repos":[{"url":"https://github.com/you/app","branch":"main"},{"url":"git@github.com:you/lib.git"}],"setup":"cd ~/app && npm ci"}`).want(t, 200, "")
@@ -234,7 +232,6 @@ func TestEnvironmentRepoFilesSetup(t *testing.T) {
 // they were at its start; environment: false sandboxes and their forks
 // get none.
 func TestAccountEnvReachesCommands(t *testing.T) {
-	t.Parallel()
 	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
 		e.do("PUT", "/v1/env/A", e.admin, `{"value":"account a"}`).want(t, 200, "")
 		e.do("PUT", "/v1/env/B", e.admin, `{"value":"account b"}`).want(t, 200, "")

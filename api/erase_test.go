@@ -15,7 +15,6 @@ import (
 // makes), GET says it is gone and GET /v1/stops/{id} says completed, to
 // the keys that reached it and no other.
 func TestStopOfSnapshotsOff(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "off", "snapshots": false, "auto_start": true, "labels": map[string]string{"team": "a"}}).want(t, 202, "")
@@ -79,7 +78,6 @@ func TestStopOfSnapshotsOff(t *testing.T) {
 // each with the request's settings (and its saved snapshot, with from),
 // each audited; the same Idempotency-Key replays the answer.
 func TestCreateCount(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		body := map[string]any{"name": "app", "count": 3, "env": map[string]string{"TENANT": "42"}, "labels": map[string]string{"k": "v"}, "ttl_secs": 60}
@@ -154,7 +152,6 @@ func TestCreateCount(t *testing.T) {
 // saved_snapshot_allowance: the 10 included, how many the account keeps
 // (one per name, failed ones not), and those past the included ones.
 func TestSavedSnapshotAllowance(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		type allowance struct {
 			Included, Used, Extra int
@@ -195,7 +192,6 @@ func TestSavedSnapshotAllowance(t *testing.T) {
 // source's own variables as they were when it was saved, unless its
 // create sends its own; the snapshot keeps them sealed, bound to it.
 func TestFromSavedGetsItsEnv(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "src", "env": map[string]string{"A": "secret-a", "B": "b"}}).want(t, 202, "")

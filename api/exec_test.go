@@ -78,7 +78,6 @@ func (e *liveEnv) exec(name string, req map[string]any) execJSON {
 }
 
 func TestExec(t *testing.T) {
-	t.Parallel()
 	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
 		e.running("box")
 		if r := e.exec("box", map[string]any{"command": "echo hi"}); r.Stdout != "hi\n" || r.ExitCode != 0 || !strings.HasPrefix(r.CommandID, "cmd_") {
@@ -163,7 +162,6 @@ func nextLine(t *testing.T, sc *bufio.Scanner) map[string]any {
 }
 
 func TestExecStream(t *testing.T) {
-	t.Parallel()
 	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
 		id := e.running("box")
 		res, sc := e.stream("box", `echo one; sleep 0.2; printf 'caf\303'; sleep 0.1; printf '\251\n'; echo err >&2; exit 3`)
@@ -266,7 +264,6 @@ func (e *liveEnv) job(name, id string, offset int64) jobJSON {
 }
 
 func TestJobsAndWait(t *testing.T) {
-	t.Parallel()
 	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
 		e.running("box")
 		var j jobJSON

@@ -40,7 +40,6 @@ func fakeSSHServer(t *testing.T, subsystem func(ch ssh.Channel, req *ssh.Request
 // Debian 12's dropbear did when an earlier session's process ended) is
 // unreachable for the moment. Both are 502 sandbox_unreachable.
 func TestFilesSFTPFaults(t *testing.T) {
-	t.Parallel()
 	for _, c := range []struct {
 		name   string
 		answer func(ssh.Channel, *ssh.Request)

@@ -9,7 +9,6 @@ import (
 // TestWaitSlots: a third taker waits for one of two slots, a cancelled
 // one gives up, and a sandbox with no takers is forgotten.
 func TestWaitSlots(t *testing.T) {
-	t.Parallel()
 	var w waitSlots
 	ctx := context.Background()
 	r1, _ := w.take(ctx, "a", 2)

@@ -82,7 +82,6 @@ type fileJSON struct {
 }
 
 func TestFiles(t *testing.T) {
-	t.Parallel()
 	forEachFilesStore(t, api.Options{}, func(t *testing.T, e *filesEnv) {
 		id := e.running("box")
 		home := e.home(id)
@@ -231,7 +230,6 @@ func TestFiles(t *testing.T) {
 
 // TestFilesMalformed: bad input gets a clear error and changes nothing.
 func TestFilesMalformed(t *testing.T) {
-	t.Parallel()
 	forEachFilesStore(t, api.Options{MaxFileBytes: 1 << 20}, func(t *testing.T, e *filesEnv) {
 		id := e.running("box")
 		home := e.home(id)
@@ -339,7 +337,6 @@ type linkJSON struct {
 }
 
 func TestFileLinks(t *testing.T) {
-	t.Parallel()
 	forEachFilesStore(t, api.Options{}, func(t *testing.T, e *filesEnv) {
 		id := e.running("box")
 		home := e.home(id)
@@ -434,7 +431,6 @@ func symlink(name, to string) tarEntry {
 }
 
 func TestFilesArchive(t *testing.T) {
-	t.Parallel()
 	testdep.Short(t, "archives of 10,000 files, both stores: minutes")
 	forEachFilesStore(t, api.Options{}, func(t *testing.T, e *filesEnv) {
 		id := e.running("box")
@@ -523,7 +519,6 @@ func TestFilesArchive(t *testing.T) {
 // TestFilesAutoStart: a file call starts a stopped sandbox with
 // auto_start, as exec does.
 func TestFilesAutoStart(t *testing.T) {
-	t.Parallel()
 	forEachFilesStore(t, api.Options{}, func(t *testing.T, e *filesEnv) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "lazy", "auto_start": true}).want(t, 202, "")
 		e.waitState("lazy", "running")

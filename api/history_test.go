@@ -87,7 +87,6 @@ func (e *env) sandboxID(name string) string {
 // never runs), page newest first, read output in reads of at most 1 MiB
 // (text or base64), and refuse malformed queries and keys out of scope.
 func TestHistoryRoutes(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "other"}).want(t, 202, "")
@@ -245,7 +244,6 @@ func (e *liveEnv) output(name, id, stream string) historyLogs {
 // paused by a warm stop and running again after the start) leave the
 // records the docs say.
 func TestHistoryRecordsCommands(t *testing.T) {
-	t.Parallel()
 	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
 		e.running("box")
 		srv := e.handler.(*api.Server)
@@ -400,7 +398,6 @@ func TestHistoryRecordsCommands(t *testing.T) {
 // its history and metrics 409 monitoring_off; a fork keeps the setting
 // unless asked otherwise.
 func TestHistoryMonitoringOff(t *testing.T) {
-	t.Parallel()
 	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "bad", "monitoring": "no"}).want(t, 400, "invalid_value")
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "quiet", "monitoring": false}).want(t, 202, "")

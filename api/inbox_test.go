@@ -12,7 +12,6 @@ import (
 // An owner turns a URL's inbox on and off; its secret is sealed, never
 // returned nor logged; its deliveries are listed, redelivered, purged.
 func TestInbox(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		const secret = "whsec_c2VjcmV0IHNlY3JldA=="
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")

@@ -12,7 +12,6 @@ import (
 // reads, the list and its stop: command_id named, started_at RFC 3339 as
 // every other time of the API (it was unix seconds).
 func TestJobViewsAsDocumented(t *testing.T) {
-	t.Parallel()
 	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
 		e.running("box")
 		type view struct {

@@ -31,7 +31,6 @@ type windowJSON struct {
 // and that window's RateLimit-* headers; honoured, the start works. GET
 // /v1/limits says the same.
 func TestStartLimits(t *testing.T) {
-	t.Parallel()
 	forEachStoreAt(t, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), func(t *testing.T, e *env, clock *testkit.FakeClock) {
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"box"}`).want(t, 202, "")
 		for i := 1; i < 20; i++ {
@@ -103,7 +102,6 @@ func (e *env) stopped(name string) {
 // Sandboxes at once refuse with 429 limit_reached too, with a nominal
 // Retry-After (it frees when one stops) and headers without a policy.
 func TestRunningLimitHeaders(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		for i := range 5 {
 			e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "b" + strconv.Itoa(i)}).want(t, 202, "")
@@ -119,7 +117,6 @@ func TestRunningLimitHeaders(t *testing.T) {
 }
 
 func TestLimitsAccess(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("GET", "/v1/limits", e.key("reader", "account.read"), nil).want(t, 200, "")
 		e.do("GET", "/v1/limits", e.key("exec", "exec"), nil).want(t, 403, "api_key_action_forbidden")
@@ -132,7 +129,6 @@ func TestLimitsAccess(t *testing.T) {
 
 // Fork needs sandbox.fork, not sandbox.create.
 func TestForkAction(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"src"}`).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes/src/fork", e.key("creator", "sandbox.create"), `{"name":"a"}`).want(t, 403, "api_key_action_forbidden")
@@ -147,7 +143,6 @@ func TestForkAction(t *testing.T) {
 // environment: false and snapshots: false are accepted and recorded, and
 // GET shows them with the docs' other fields.
 func TestEnvironmentAndSnapshotsFields(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		tests := []struct {
 			body             string

@@ -13,7 +13,6 @@ import (
 // The local driver's sandboxes run on this Linux host: the numbers are
 // its /proc's, read over the tunnel.
 func TestMetricsAndProcesses(t *testing.T) {
-	t.Parallel()
 	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
 		e.running("box")
 		var m sandboxio.Metrics

@@ -55,7 +55,6 @@ func (e *env) storedPorts(name string) []store.Port {
 // list, sorted, each port once, with the public URLs' TCP ports marked;
 // a fork gets the same ones; the changes are in the audit log.
 func TestPorts(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"box"}`).want(t, 202, "")
 		var got portsJSON
@@ -128,7 +127,6 @@ func TestPorts(t *testing.T) {
 // The sandbox shows its IPv6 address while it runs, and so does the list
 // of its ports; a stopped one shows null.
 func TestPortsIPv6(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"box"}`).want(t, 202, "")
 		sb := e.running("box", e.now())
@@ -157,7 +155,6 @@ func TestPortsIPv6(t *testing.T) {
 
 // Malformed input is a 400 with a code, and changes nothing.
 func TestPortsMalformed(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"box"}`).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes/box/ports", e.admin, `{"port":80}`).want(t, 200, "")
@@ -204,7 +201,6 @@ func TestPortsMalformed(t *testing.T) {
 // too_many_ports and nothing changes, whether a port or a public URL
 // would pass it.
 func TestPortsLimit(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"box"}`).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes/box/urls", e.admin, `{"port":3000,"public":true}`).want(t, 201, "")
@@ -229,7 +225,6 @@ func TestPortsLimit(t *testing.T) {
 // name or label reaches only its sandboxes. A refused change writes
 // nothing.
 func TestPortsScopes(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"mine","labels":{"team":"a"}}`).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"theirs","labels":{"team":"b"}}`).want(t, 202, "")
@@ -301,7 +296,6 @@ func TestPortsScopes(t *testing.T) {
 // settings). Through hostctl and the local driver, so the restore that
 // rewrites the sandbox is the real one.
 func TestPortsRestoreFork(t *testing.T) {
-	t.Parallel()
 	forEachLiveStore(t, func(t *testing.T, e *liveEnv) {
 		e.running("box")
 		ports := func(name string) string {

@@ -14,7 +14,6 @@ import (
 // A create's files, repo and setup that break a rule are refused with a
 // 400 that says which, and nothing is made: no sandbox, no audit event.
 func TestCreateFirstBootRefused(t *testing.T) {
-	t.Parallel()
 	many := map[string]string{}
 	for i := range store.MaxSandboxFiles + 1 {
 		many[fmt.Sprintf("f%d", i)] = "x"
@@ -73,7 +72,6 @@ func TestCreateFirstBootRefused(t *testing.T) {
 // repo is shown; a fork gets none of it, and copies (count) each get
 // their own sealed to them.
 func TestCreateFirstBootStored(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		const secret = "s3cr3t-file-content"
 		body := map[string]any{

@@ -25,7 +25,6 @@ type sandboxJSON struct {
 }
 
 func TestSandboxLifecycle(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		var sb sandboxJSON
 		r := e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "ci-1", "size": "small", "labels": map[string]string{"team": "web"}, "auto_start": true, "max_lifetime_secs": 7200, "delete_after_secs": 86400})
@@ -93,7 +92,6 @@ func TestSandboxLifecycle(t *testing.T) {
 }
 
 func TestSandboxListFiltersAndCursor(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		for i := 0; i < 5; i++ {
 			team := []string{"web", "api"}[i%2]
@@ -143,7 +141,6 @@ func TestSandboxListFiltersAndCursor(t *testing.T) {
 // Every handler rejects bad input with 400 and a specific code, and writes
 // nothing.
 func TestMalformedInput(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes/box/urls", e.admin, map[string]any{"port": 3000}).want(t, 201, "")
@@ -305,7 +302,6 @@ func snapshot(t *testing.T, e *env) string {
 // A fork: the source's settings, env on top, fork_of for hostctl, one
 // audit event, and a retry with the same key makes nothing more.
 func TestFork(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"src","size":"large","ttl_secs":600,"labels":{"team":"a"},"env":{"A":"1","B":"2"},"auto_start":true}`).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes/nope/fork", e.admin, `{"name":"x"}`).want(t, 404, "not_found")
@@ -340,7 +336,6 @@ func TestFork(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		body := `{"name":"ci-9"}`
 		first := e.do("POST", "/v1/sandboxes", e.admin, body, "Idempotency-Key", "k-1").want(t, 202, "")
@@ -375,7 +370,6 @@ func TestIdempotencyKey(t *testing.T) {
 // idempotency_key_reused (the docs' answer to a different request) and learns nothing of the answer; nothing is
 // made again.
 func TestIdempotencyKeyOtherKey(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		acts := []string{"sandbox.create", "sandbox.fork", "sandbox.read"}
 		byName := e.keyWith("by-name", func(k *store.APIKey) { k.Sandboxes = []string{"src", "one"} }, acts...)
@@ -427,7 +421,6 @@ func TestIdempotencyKeyOtherKey(t *testing.T) {
 }
 
 func TestRunningLimit(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		for i := 0; i < 5; i++ {
 			e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": fmt.Sprint("b", i)}).want(t, 202, "")
@@ -440,7 +433,6 @@ func TestRunningLimit(t *testing.T) {
 }
 
 func TestMethodAndPathErrors(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		r := e.do("PUT", "/v1/sandboxes", e.admin, nil).want(t, http.StatusMethodNotAllowed, "method_not_allowed")
 		var b struct {

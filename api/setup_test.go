@@ -10,7 +10,6 @@ import (
 // TestSetupStatusShown: a sandbox shows the setup_status and setup_error
 // hostctl recorded for its last start, and none when it recorded none.
 func TestSetupStatusShown(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		var sb struct {
 			ID          string  `json:"id"`

@@ -47,7 +47,6 @@ func (e *env) taken(id string) {
 }
 
 func TestSnapshotRoutes(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes/box/snapshots", e.admin, map[string]any{"label": "web-stack"}).want(t, 409, "conflict") // never ran: no disk
@@ -186,7 +185,6 @@ func TestSnapshotRoutes(t *testing.T) {
 // TestSnapshotsOff: a sandbox made with snapshots: false takes no saved
 // snapshot, restore or fork from one (409 snapshots_off).
 func TestSnapshotsOff(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box", "snapshots": false}).want(t, 202, "")
 		e.ran("box")
@@ -199,7 +197,6 @@ func TestSnapshotsOff(t *testing.T) {
 // TestForkCountIdempotent: a fork with count and an Idempotency-Key,
 // sent twice, makes its copies once and answers the same both times.
 func TestForkCountIdempotent(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "src"}).want(t, 202, "")
 		body := map[string]any{"name": "try", "count": 2}
@@ -224,7 +221,6 @@ func TestForkCountIdempotent(t *testing.T) {
 // delete, start from, by name or id): the same 404 as a name nobody
 // holds. Its own names it saves, and saves again, as before.
 func TestSavedSnapshotScopes(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		for _, n := range []string{"b1", "a1", "gone"} {
 			e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": n}).want(t, 202, "")

@@ -32,7 +32,6 @@ func pubLine(t testing.TB, key any, comment string) string {
 }
 
 func TestSSHKeys(t *testing.T) {
-	t.Parallel()
 	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	weak, _ := rsa.GenerateKey(rand.Reader, 1024)
 	edKey := testkit.NewKey(t)
@@ -126,7 +125,6 @@ func TestSSHKeys(t *testing.T) {
 
 // GET /v1/sandboxes/{name}/ssh: where to log in, and the key to pin.
 func TestSandboxSSH(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		e.do("GET", "/v1/sandboxes/box/ssh", e.admin, nil).want(t, 409, "conflict")

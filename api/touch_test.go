@@ -46,7 +46,6 @@ func (e *env) running(name string, at time.Time) store.Sandbox {
 // reaches the audit log. A sandbox nobody touched shows null; an unknown
 // or deleted one is the usual 404.
 func TestTouch(t *testing.T) {
-	t.Parallel()
 	forEachStoreAt(t, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), func(t *testing.T, e *env, clock *testkit.FakeClock) {
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"box","ttl_secs":3600}`).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"idle"}`).want(t, 202, "")
@@ -118,7 +117,6 @@ func TestTouch(t *testing.T) {
 // limited by name or label touches only the sandboxes it reaches. A
 // refused touch writes nothing.
 func TestTouchScopes(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"mine","labels":{"team":"a"}}`).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes", e.admin, `{"name":"theirs","labels":{"team":"b"}}`).want(t, 202, "")

@@ -76,7 +76,6 @@ func (f *fakeTraffic) Replay(ctx context.Context, urlID, id string) (traffic.Exc
 // absent, off again when the URL changes between public and private, and
 // on or off by PATCH without a new token.
 func TestURLCapture(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		var u struct {

@@ -22,7 +22,6 @@ type policyOut struct {
 // The owner sets a URL's policy on POST …/urls; absent keeps it, null
 // takes it off; the answer and the store say the same.
 func TestURLPolicy(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		var u policyOut
@@ -139,7 +138,6 @@ func TestURLPolicyRefused(t *testing.T) {
 // PATCH …/urls/{port} changes the policy alone: a private URL keeps its
 // token (POST without public would make a new one), its title and name.
 func TestURLPolicyPatch(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		e.do("PATCH", "/v1/sandboxes/box/urls/3000", e.admin, map[string]any{"allow_ips": []string{"10.0.0.0/8"}}).want(t, 404, "not_found")

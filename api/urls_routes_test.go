@@ -20,7 +20,6 @@ type routesOut struct {
 // absent keeps them, null or [] takes them off; the answer, the list and
 // the store say the same, in the order written; PATCH keeps the token.
 func TestURLRoutes(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		var u routesOut

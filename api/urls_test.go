@@ -23,7 +23,6 @@ type urlJSON struct {
 var defaultHost = regexp.MustCompile(`^https://box-3000-[a-z0-9]{6}\.froog\.test:8443/\?_token=pt_[A-Za-z0-9_-]{43}$`)
 
 func TestURLs(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		var u urlJSON
@@ -141,7 +140,6 @@ func storedURL(t *testing.T, e *env, name string, port int) store.URL {
 }
 
 func TestURLNamesPerDay(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		for i := 0; i < 3; i++ {
 			e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": fmt.Sprint("b", i)}).want(t, 202, "")
@@ -161,7 +159,6 @@ func TestURLNamesPerDay(t *testing.T) {
 }
 
 func TestURLTokenLimitAndExpiry(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		e.do("POST", "/v1/sandboxes/box/urls", e.admin, map[string]any{"port": 3000}).want(t, 201, "")
@@ -188,7 +185,6 @@ func TestURLTokenLimitAndExpiry(t *testing.T) {
 // show_ports is off by default, kept when absent, and refused when it is
 // not a boolean (the URL unchanged).
 func TestURLShowPorts(t *testing.T) {
-	t.Parallel()
 	forEachStore(t, func(t *testing.T, e *env) {
 		e.do("POST", "/v1/sandboxes", e.admin, map[string]any{"name": "box"}).want(t, 202, "")
 		var u struct {

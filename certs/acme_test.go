@@ -149,7 +149,6 @@ func (r *acmeRig) eventually(name string) *x509.Certificate {
 
 // 1,000 handshakes for names no URL holds: not one order, nothing stored.
 func TestUnknownNamesOrderNothing(t *testing.T) {
-	t.Parallel()
 	r := newACMERig(t, 0, nil)
 	var refused atomic.Int64
 	var wg sync.WaitGroup
@@ -182,7 +181,6 @@ func TestUnknownNamesOrderNothing(t *testing.T) {
 // With the store unreachable, a new name gets no certificate and no order;
 // once the store is back, it does.
 func TestStoreOutageRefusesIssuance(t *testing.T) {
-	t.Parallel()
 	r := newACMERig(t, 0, nil)
 	r.url("outage-1-bbbbbb", 3000)
 	r.known("outage-1-bbbbbb." + domain)
@@ -205,7 +203,6 @@ func TestStoreOutageRefusesIssuance(t *testing.T) {
 // A certificate near its end is renewed at the next handshake while its
 // URL exists, and never after the URL is gone.
 func TestRemovedURLIsNotRenewed(t *testing.T) {
-	t.Parallel()
 	r := newACMERig(t, 30*time.Second, func(o *certs.ACMEOptions) { o.RenewalWindowRatio = 0.95 })
 	u := r.url("renew-1-cccccc", 3000)
 	r.eventually("renew-1-cccccc." + domain)
@@ -292,7 +289,6 @@ func (p *pgProxy) cut(down bool) {
 // every edge: past it a name is refused before any order, and the log
 // names the host and the reason.
 func TestAllowancePerAccount(t *testing.T) {
-	t.Parallel()
 	var logs syncbuf.Buffer
 	r := newACMERig(t, 0, func(o *certs.ACMEOptions) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	small, _ := r.st.CreateAccount(ctx, store.Account{MaxSandboxes: 1, URLNamesPerDay: 2})
@@ -330,7 +326,6 @@ func TestAllowancePerAccount(t *testing.T) {
 // The wildcard mode serves the operator's certificate to every
 // single-label name, nothing else, and picks up a replaced file.
 func TestWildcard(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	write := func(cn string) {
 		ca, err := certs.OpenLocalCA(filepath.Join(dir, "ca-"+cn), "*."+domain)
@@ -374,7 +369,6 @@ func TestWildcard(t *testing.T) {
 // One edge runs at most MaxOrders orders at once: three new names asked
 // for together are ordered one after the other.
 func TestOrdersPerEdge(t *testing.T) {
-	t.Parallel()
 	r := newACMERig(t, 0, func(o *certs.ACMEOptions) { o.MaxOrders = 1 })
 	names := []string{"one-1-aaaaaa", "two-1-bbbbbb", "three-1-cccccc"}
 	for i, n := range names {
@@ -398,7 +392,6 @@ func TestOrdersPerEdge(t *testing.T) {
 // its HTTP listener (the redirect server answers the challenge), and
 // TLS-ALPN-01 on its TLS listener.
 func TestEachChallenge(t *testing.T) {
-	t.Parallel()
 	for _, ch := range []string{"http-01", "tls-alpn-01"} {
 		t.Run(ch, func(t *testing.T) {
 			r := newACMERig(t, 0, func(o *certs.ACMEOptions) { o.Challenges = []string{ch} })

@@ -21,7 +21,6 @@ func (f fakeKV) KVGet(context.Context, string) (store.KV, error) { return store.
 
 // Each source's readiness: what makes it not ready, and what does not.
 func TestSourceCheck(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	open := func(t *testing.T, c certs.Config, d certs.Deps) *certs.Source {
 		t.Helper()

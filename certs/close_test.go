@@ -56,7 +56,6 @@ func settledGoroutinesIn(t *testing.T, fn string) int {
 // The ACME source's certmagic cache runs a maintenance goroutine from
 // its construction; Close ends it, and may be called again (issue #33).
 func TestACMECloseStopsMaintenance(t *testing.T) {
-	t.Parallel()
 	// Not parallel: it counts the process's certmagic goroutines.
 	const maintenance = "certmagic.(*Cache).maintainAssets"
 	before := settledGoroutinesIn(t, maintenance)

@@ -13,7 +13,6 @@ import (
 )
 
 func TestLocalCA(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	ca, err := certs.OpenLocalCA(dir, "froog.localhost")
 	if err != nil {
@@ -68,7 +67,6 @@ func (n fakeNames) Owner(name string) (string, error) {
 // With a decision function, the local CA issues only for names that
 // route, like the ACME path.
 func TestLocalCANames(t *testing.T) {
-	t.Parallel()
 	names := fakeNames{"box-3000-abc123.froog.localhost": "acct_1", "froog.localhost": "acct_1"}
 	ca, err := certs.NewLocalCA(certs.LocalCAOptions{Dir: t.TempDir(), Domains: []string{"froog.localhost"}, Names: names})
 	if err != nil {
@@ -102,7 +100,6 @@ func TestLocalCANames(t *testing.T) {
 
 // The cache of leaves is bounded and drops the least recently used.
 func TestLocalCACacheBound(t *testing.T) {
-	t.Parallel()
 	for _, max := range []int{0, 1, 3} {
 		t.Run(fmt.Sprint(max), func(t *testing.T) {
 			ca, err := certs.NewLocalCA(certs.LocalCAOptions{Dir: t.TempDir(), Domains: []string{"froog.localhost"}, MaxCached: max})

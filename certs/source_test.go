@@ -14,7 +14,6 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		c    certs.Config
@@ -83,7 +82,6 @@ func writeWildcard(t *testing.T) (certFile, keyFile string) {
 }
 
 func TestOpen(t *testing.T) {
-	t.Parallel()
 	const routed, stranger = "box-3000-abc123." + domain, "nobody-80-zzzzzz." + domain
 	names := fakeNames{routed: "acct_1"}
 	caDir := t.TempDir()

@@ -231,7 +231,6 @@ func testLocks(t *testing.T, o func() backend) {
 // binary again) holds it for a second; we must not get it before the
 // helper says it let go.
 func TestLockAcrossProcesses(t *testing.T) {
-	t.Parallel()
 	if schema := os.Getenv("FROOG_LOCK_HELPER"); schema != "" {
 		s, err := pg.Open(ctx, pg.Options{URL: os.Getenv("FROOG_LOCK_HELPER_URL"), Schema: schema})
 		if err != nil {

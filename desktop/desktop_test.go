@@ -23,7 +23,6 @@ import (
 var viewA = View{Kind: names.ViewDesktop, ID: sbxA}
 
 func TestNewReportsEveryProblem(t *testing.T) {
-	t.Parallel()
 	_, err := New(Options{Key: []byte("short")})
 	for _, want := range []string{"Links", "Starter", "Dialer", "Sandboxes", "Key", "Domain"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -33,7 +32,6 @@ func TestNewReportsEveryProblem(t *testing.T) {
 }
 
 func TestExchange(t *testing.T) {
-	t.Parallel()
 	h := newHarness(t, viewA, 0)
 	add := func(l Link) string {
 		tok := "dt_" + strings.Repeat("k", 20) + l.SandboxID + l.Kind + time.Now().Format("150405.000000000")
@@ -134,7 +132,6 @@ func (h *harness) get(path string, c *http.Cookie) (*http.Response, string) {
 }
 
 func TestExchangeFromAnotherOrigin(t *testing.T) {
-	t.Parallel()
 	h := newHarness(t, viewA, 0)
 	req, _ := http.NewRequest("POST", h.ts.URL+PathSession, strings.NewReader(`{"token":"`+h.link(false)+`"}`))
 	req.Header.Set("Origin", "https://evil.example")
@@ -149,7 +146,6 @@ func TestExchangeFromAnotherOrigin(t *testing.T) {
 }
 
 func TestSessionCookie(t *testing.T) {
-	t.Parallel()
 	h := newHarness(t, viewA, 0)
 	_, good := h.exchange(h.link(false), false)
 	if good == nil {
@@ -233,7 +229,6 @@ func FuzzSessionCookie(f *testing.F) {
 // flag is forced, and in view-only a KeyEvent never reaches the server
 // while the requests around it do.
 func TestBridgeFakeRFB(t *testing.T) {
-	t.Parallel()
 	for _, c := range []struct {
 		name                          string
 		linkViewOnly, pageViewOnly    bool
@@ -292,7 +287,6 @@ func TestBridgeFakeRFB(t *testing.T) {
 // A browser link's profile travels in its session to the Starter, which
 // starts the browser view with it; a link without one asks the default.
 func TestBridgeBrowserProfile(t *testing.T) {
-	t.Parallel()
 	fake := newFakeRFB(t, [3]byte{1, 2, 3})
 	h := newHarness(t, View{Kind: names.ViewBrowser, ID: sbxA}, fake.port())
 	for i, profile := range []string{"/home/u/work", ""} {
@@ -334,7 +328,6 @@ func TestBridgeBrowserProfile(t *testing.T) {
 // A stop of the sandbox closes an open bridge with the code the page
 // turns into its error page; a refused client message closes it too.
 func TestBridgeCloses(t *testing.T) {
-	t.Parallel()
 	fake := newFakeRFB(t, [3]byte{1, 2, 3})
 	h := newHarness(t, viewA, fake.port())
 	_, cookie := h.exchange(h.link(true), false)
@@ -389,7 +382,6 @@ func TestBridgeCloses(t *testing.T) {
 // A websocket from another site's page is refused even with the cookie
 // (SameSite=None sends it along).
 func TestBridgeOtherOrigin(t *testing.T) {
-	t.Parallel()
 	h := newHarness(t, viewA, 1)
 	_, cookie := h.exchange(h.link(false), false)
 	d := websocket.Dialer{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
@@ -416,7 +408,6 @@ func closeOf(t *testing.T, ws *websocket.Conn) (int, string) {
 }
 
 func TestPages(t *testing.T) {
-	t.Parallel()
 	h := newHarness(t, viewA, 0)
 	res, body := h.get("/?theme=light&overlay=0", nil)
 	if res.StatusCode != 200 || !strings.Contains(body, `class="theme-light no-overlay"`) {

@@ -44,7 +44,6 @@ var fakeMagenta = color.RGBA{255, 0, 255, 255}
 // magenta), saying why, when Selkies is absent and when it sends nothing.
 // Screenshots go to .artefacts/desktop/.
 func TestViewerStreamChromium(t *testing.T) {
-	t.Parallel()
 	testdep.Short(t, "drives Chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {

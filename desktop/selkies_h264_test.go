@@ -173,7 +173,6 @@ func (w *bitWriter) trailing() {
 }
 
 func TestPCMH264(t *testing.T) {
-	t.Parallel()
 	aus := pcmH264(64, 48, color.RGBA{0, 200, 0, 255}, 3)
 	if len(aus) != 3 {
 		t.Fatalf("%d access units", len(aus))

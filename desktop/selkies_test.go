@@ -108,7 +108,6 @@ func secrets(v View) []string {
 // controller's token, and relays Selkies' frames; no credential reaches
 // the page, its headers or the log.
 func TestStreamSelkies(t *testing.T) {
-	t.Parallel()
 	master := SelkiesMaster(testKey, viewA.ID, viewA.Kind)
 	fake := newFakeSelkies(t, master, fakeGreen)
 	h, ss := newStreamHarness(t, viewA, 1, fake.port())
@@ -172,7 +171,6 @@ func TestStreamSelkies(t *testing.T) {
 // messages only a watcher's reach Selkies (SETTINGS rewritten); a full
 // session's page that asks for view-only is a watcher too.
 func TestStreamViewOnly(t *testing.T) {
-	t.Parallel()
 	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.ID, viewA.Kind), fakeGreen)
 	h, _ := newStreamHarness(t, viewA, 1, fake.port())
 	var gz bytes.Buffer
@@ -246,7 +244,6 @@ func TestStreamViewOnly(t *testing.T) {
 // Three pages on one desktop — a controller and two watchers — share one
 // encode at Selkies, and all three get its frames.
 func TestStreamThreePagesOneEncode(t *testing.T) {
-	t.Parallel()
 	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.ID, viewA.Kind), fakeGreen)
 	h, _ := newStreamHarness(t, viewA, 1, fake.port())
 	var recs []*streamRecorder
@@ -277,7 +274,6 @@ func TestStreamThreePagesOneEncode(t *testing.T) {
 // none, or its port does not answer — the stream closes with no_stream
 // (the page then uses VNC), and the log says why.
 func TestStreamUnavailable(t *testing.T) {
-	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +314,6 @@ func TestStreamUnavailable(t *testing.T) {
 
 // The stream's websocket checks the session as the VNC one does.
 func TestStreamRefusals(t *testing.T) {
-	t.Parallel()
 	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.ID, viewA.Kind), fakeGreen)
 	h, _ := newStreamHarness(t, viewA, 1, fake.port())
 	_, cookie := h.exchange(h.link(false), false)
@@ -352,7 +347,6 @@ func TestStreamRefusals(t *testing.T) {
 // pongs, and the next message still goes through. The edge has no idle
 // timeout of its own.
 func TestStreamIdle(t *testing.T) {
-	t.Parallel()
 	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.ID, viewA.Kind), fakeGreen)
 	fake.silent = true
 	h, _ := newStreamHarness(t, viewA, 1, fake.port()) // PingEvery 1 s
@@ -382,7 +376,6 @@ func TestStreamIdle(t *testing.T) {
 // before a fork's first open) gives no_stream too, and nothing reaches
 // its websocket.
 func TestStreamWrongMaster(t *testing.T) {
-	t.Parallel()
 	fake := newFakeSelkies(t, SelkiesMaster(testKey, sbxB, names.ViewDesktop), fakeGreen)
 	h, _ := newStreamHarness(t, viewA, 1, fake.port())
 	_, cookie := h.exchange(h.link(false), false)
@@ -401,7 +394,6 @@ func TestStreamWrongMaster(t *testing.T) {
 
 // The stream starts a browser view with its link's profile, as VNC does.
 func TestStreamBrowserProfile(t *testing.T) {
-	t.Parallel()
 	v := View{Kind: names.ViewBrowser, ID: sbxA}
 	fake := newFakeSelkies(t, SelkiesMaster(testKey, v.ID, v.Kind), fakeGreen)
 	h, ss := newStreamHarness(t, v, 1, fake.port())

@@ -142,7 +142,6 @@ func hasIDR(au []byte) bool {
 // viewer's screenshot shows the display's colour, and its next colour
 // once the display is painted again.
 func TestViewerStreamX264Chromium(t *testing.T) {
-	t.Parallel()
 	testdep.Short(t, "drives Chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {

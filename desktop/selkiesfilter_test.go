@@ -8,7 +8,6 @@ import (
 )
 
 func TestFilterSelkies(t *testing.T) {
-	t.Parallel()
 	const text, binary = selkiesMsgText, selkiesMsgBinary
 	for _, c := range []struct {
 		name     string

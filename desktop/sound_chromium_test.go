@@ -46,7 +46,6 @@ func opusTone(t *testing.T, hz int) [][]byte {
 // transport. The sound is the side channel's on both: froog keeps
 // Selkies' own audio off.
 func TestSoundChromium(t *testing.T) {
-	t.Parallel()
 	testdep.Short(t, "drives Chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {

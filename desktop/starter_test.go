@@ -6,7 +6,6 @@ import (
 )
 
 func TestParseStarted(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		out     string
 		kind    string
@@ -40,7 +39,6 @@ func TestParseStarted(t *testing.T) {
 // The sound's port where the screen has sound; none where the answer's
 // is out of range.
 func TestParseStartedSound(t *testing.T) {
-	t.Parallel()
 	for out, want := range map[string]int{
 		`{"kind":"desktop","vnc_port":5910,"audio_port":6210,"pulse_server":"unix:/tmp/.froog-desktop-pulse-10/native"}`: 6210,
 		`{"kind":"desktop","vnc_port":5910,"audio_port":70000}`:                                                          0,
@@ -65,7 +63,6 @@ func FuzzParseStarted(f *testing.F) {
 }
 
 func TestStartCommand(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		kind, profile string
 		browser       bool

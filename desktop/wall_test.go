@@ -279,7 +279,6 @@ func waitList(t *testing.T, ch <-chan sseEvent, timeout time.Duration, want ...s
 }
 
 func TestWallSession(t *testing.T) {
-	t.Parallel()
 	h := newWallHarness(t, Options{})
 	soon := time.Now().Add(10 * time.Minute)
 	desktopTok := "dt_" + strings.Repeat("d", 30)
@@ -360,7 +359,6 @@ func TestWallListFollowsTheFeed(t *testing.T) {
 // walls showing one desktop share one RFB connection, closed after the
 // last wall goes.
 func TestWallEventsAndTiles(t *testing.T) {
-	t.Parallel()
 	green := [3]byte{0, 200, 0}
 	fake := newFakeRFB(t, green)
 	h := newWallHarness(t, Options{})
@@ -440,7 +438,6 @@ func TestWallEventsAndTiles(t *testing.T) {
 // A desktop that never answers says "no picture" and never stalls
 // another's tile.
 func TestWallNoPicture(t *testing.T) {
-	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -479,7 +476,6 @@ func TestWallNoPicture(t *testing.T) {
 }
 
 func TestWallLive(t *testing.T) {
-	t.Parallel()
 	h := newWallHarness(t, Options{})
 	h.accounts.set(acctA, WallSandbox{ID: sbxA, Name: "alpha"})
 	h.accounts.set(acctB, WallSandbox{ID: sbxB, Name: "beta"})
@@ -516,7 +512,6 @@ func TestWallLive(t *testing.T) {
 
 // The client against the fake RFB server, through the tile machinery.
 func TestTileClientFakeRFB(t *testing.T) {
-	t.Parallel()
 	fake := newFakeRFB(t, [3]byte{10, 200, 30})
 	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", fake.port()))
 	if err != nil {

@@ -25,7 +25,6 @@ import (
 // The tile of a real Xvnc desktop shows its colour, and a new colour
 // within 3 s.
 func TestTileXvnc(t *testing.T) {
-	t.Parallel()
 	port, display := xDesktop(t, 640, 360, "#00ff00")
 	h := newWallHarness(t, Options{TileEvery: time.Second})
 	h.starter.set(sbxA, port)
@@ -62,7 +61,6 @@ func TestTileXvnc(t *testing.T) {
 // (mapped to the test server): empty, three tiles of three real
 // desktops, a fourth that starts, one that stops, and a tile made live.
 func TestWallChromium(t *testing.T) {
-	t.Parallel()
 	testdep.Short(t, "drives Chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
@@ -239,7 +237,6 @@ func TestWallChromium(t *testing.T) {
 // 640x360, each the desktop of ten sandboxes — the edge still keeps one
 // connection, one picture and one encoding per sandbox.
 func TestWallFiftyChromium(t *testing.T) {
-	t.Parallel()
 	testdep.Short(t, "drives Chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {

@@ -85,7 +85,6 @@ func xDesktop(t testing.TB, w, h int, colour string) (port int, display string) 
 // Two viewers through the bridge to a real Xvnc at once each see the
 // display's colour.
 func TestBridgeXvnc(t *testing.T) {
-	t.Parallel()
 	port := realDesktop(t, 320, 240)
 	h := newHarness(t, viewA, port)
 	_, full := h.exchange(h.link(false), false)
@@ -129,7 +128,6 @@ func TestBridgeXvnc(t *testing.T) {
 // picture, and the page's looks and error pages are kept as screenshots
 // under .artefacts/desktop/ (or $FROOG_ARTEFACTS/desktop/).
 func TestViewerChromium(t *testing.T) {
-	t.Parallel()
 	testdep.Short(t, "drives Chromium")
 	bin, err := exec.LookPath("chromium")
 	if err != nil {

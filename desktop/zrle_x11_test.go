@@ -13,7 +13,6 @@ import (
 // Xvnc takes the tile client's ZRLE: the first picture comes in ZRLE
 // rectangles, decoded to the desktop's colour.
 func TestTileClientXvncZRLE(t *testing.T) {
-	t.Parallel()
 	port, _ := xDesktop(t, 640, 360, "#00ff00")
 	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 // waits off the debt all takers ran up, at the rate; time refills it, up
 // to the quarter second; a changed rate is a new bucket.
 func TestByteBucket(t *testing.T) {
-	t.Parallel()
 	var bs bandwidths
 	b := bs.of("u1", 1000) // bytes a second
 	t0 := b.at

@@ -19,7 +19,6 @@ import (
 // free, the stop completed and an audit event saying why. A sandbox with
 // snapshots on stopped alongside stays, warm, with its stop snapshot.
 func TestSnapshotsOffStopErases(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	drv := localIn(t, dir)
 	clk := &testkit.FakeClock{}
@@ -101,7 +100,6 @@ func TestSnapshotsOffStopErases(t *testing.T) {
 // TestErasingRefusesAutoStart: once a sandbox with snapshots off is asked
 // to stop, nothing starts it again (its disk is on its way out).
 func TestErasingRefusesAutoStart(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, nil, hostctl.Options{})
 	r.stopCtl() // no hostctl: the sandbox stays asked to stop
 	now := store.Micro(time.Now())
@@ -121,7 +119,6 @@ func TestErasingRefusesAutoStart(t *testing.T) {
 // half, with no hostctl running) finishes the job when it comes back:
 // folder removed, record gone, stop completed.
 func TestEraseFinishedAfterRestart(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	drv := localIn(t, dir)
 	r := newRig(t, drv, hostctl.Options{})

@@ -20,7 +20,6 @@ import (
 // a start that comes anyway fails without booting a fresh disk, and a
 // restore from the saved snapshot brings it back to run again.
 func TestDiskExpires(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	drv := localIn(t, dir)
 	clk := &testkit.FakeClock{}

@@ -110,7 +110,6 @@ func (r *rig) setDesired(id, desired string) {
 }
 
 func TestLifecycle(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, nil, hostctl.Options{})
 	sub, err := r.st.Subscribe(ctx, -1)
 	if err != nil {
@@ -168,7 +167,6 @@ func TestLifecycle(t *testing.T) {
 }
 
 func TestStopRecordCompletes(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, nil, hostctl.Options{})
 	sb := r.create("box", nil)
 	r.waitState(sb.ID, store.StateRunning)
@@ -190,7 +188,6 @@ func TestStopRecordCompletes(t *testing.T) {
 // window end on the controller's clock, which the test moves: each when
 // it is due, not before, and a sandbox without one runs on.
 func TestTimers(t *testing.T) {
-	t.Parallel()
 	clk := testkit.NewFakeClock(time.Now())
 	r := newRig(t, nil, hostctl.Options{WarmWindow: 300 * time.Millisecond, Now: clk.Now})
 	auto := r.create("auto", func(s *store.Sandbox) { s.TTLSecs = 1 })
@@ -258,7 +255,6 @@ func (d *fakeFailingDriver) Stop(context.Context, *store.Sandbox) error   { retu
 func (d *fakeFailingDriver) Delete(context.Context, *store.Sandbox) error { return nil }
 
 func TestDriverErrorLeavesError(t *testing.T) {
-	t.Parallel()
 	drv := &fakeFailingDriver{fail: true}
 	r := newRig(t, drv, hostctl.Options{})
 	sb := r.create("box", nil)
@@ -288,7 +284,6 @@ func TestDriverErrorLeavesError(t *testing.T) {
 
 // A restarted controller adopts what runs: same endpoint, no new start.
 func TestRestartAdopts(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, nil, hostctl.Options{})
 	sb := r.create("box", nil)
 	before := r.waitState(sb.ID, store.StateRunning)
@@ -303,7 +298,6 @@ func TestRestartAdopts(t *testing.T) {
 }
 
 func TestCapacity(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, &fakeFailingDriver{}, hostctl.Options{Capacity: 1})
 	first := r.create("one", nil)
 	r.waitState(first.ID, store.StateRunning)
@@ -324,7 +318,6 @@ func TestCapacity(t *testing.T) {
 // local driver cannot save a paused sandbox's memory, so it stops them:
 // their next start is cold.
 func TestLowMemoryEndsWarmSandboxes(t *testing.T) {
-	t.Parallel()
 	var mu sync.Mutex
 	short := 0 // how many sandboxes the host needs to have released
 	checks := 0
@@ -410,7 +403,6 @@ func (d *fakeCheckBlocksDriver) Check(ctx context.Context, _ *store.Sandbox) err
 // A controller that shuts down in the middle of a driver call leaves the
 // sandbox as it is: running, not in error, not stopped.
 func TestShutdownIsNotAFailure(t *testing.T) {
-	t.Parallel()
 	drv := &fakeCheckBlocksDriver{Driver: localIn(t, ""), checking: make(chan struct{}, 1)}
 	r := newRig(t, drv, hostctl.Options{})
 	sb := r.create("box", nil)

@@ -21,7 +21,6 @@ import (
 // is marked down by the other, its sandboxes in error saying why, and
 // new sandboxes go to the host that is left.
 func TestTwoHosts(t *testing.T) {
-	t.Parallel()
 	beat := hostctl.Options{HostName: "a", Capacity: 3, Heartbeat: 100 * time.Millisecond, DownAfter: time.Second, Address: "127.0.0.1"}
 	r := newRig(t, nil, beat)
 
@@ -126,7 +125,6 @@ func (s *clockMovingStore) RegisterHost(ctx context.Context, h store.Host) (stor
 // once saw its host marked down, and its sandbox restarted, when the
 // tests' clock moved 54 s between a beat and the judgement).
 func TestHeartbeatAfterClockJump(t *testing.T) {
-	t.Parallel()
 	clock := testkit.NewFakeClock(time.Now())
 	real := live.EmbeddedStore(t)
 	st := &clockMovingStore{Store: real, clock: clock, jump: 10 * time.Second}

@@ -6,7 +6,6 @@ import (
 )
 
 func TestParseMemAvailable(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		in   string
 		want uint64

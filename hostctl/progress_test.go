@@ -42,7 +42,6 @@ func (d *fakeReportingDriver) Delete(context.Context, *store.Sandbox) error { re
 // keeps the stage it failed in, one that runs or stops clears it; a
 // report after its start has ended writes nothing.
 func TestStartStages(t *testing.T) {
-	t.Parallel()
 	drv := &fakeReportingDriver{stages: make(chan string), end: make(chan error)}
 	r := newRig(t, drv, hostctl.Options{})
 	sb := r.create("box", nil)

@@ -20,7 +20,6 @@ import (
 // sample goes ProcessesKept after it was read; with monitoring off
 // nothing is read.
 func TestStopKeepsLastProcesses(t *testing.T) {
-	t.Parallel()
 	clk := &testkit.FakeClock{}
 	var fail atomic.Bool
 	var asked atomic.Int32
@@ -83,7 +82,6 @@ func TestStopKeepsLastProcesses(t *testing.T) {
 // the other's time. Here each waits for the other to begin: one after
 // the other, the first would wait out its bound and keep nothing.
 func TestStopSamplesBesideTheCopy(t *testing.T) {
-	t.Parallel()
 	sampling, copying := make(chan struct{}), make(chan struct{})
 	meet := func(ctx context.Context, mine, theirs chan struct{}) error {
 		close(mine)

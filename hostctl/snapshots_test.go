@@ -61,7 +61,6 @@ func readFile(t *testing.T, path string) string {
 // of its moment, and only the newest 3 are kept (the others' files go
 // too); a sandbox with snapshots off gets none.
 func TestHourlySnapshots(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	drv := localIn(t, dir)
 	clk := &testkit.FakeClock{}
@@ -122,7 +121,6 @@ func TestHourlySnapshots(t *testing.T) {
 // snapshot have its files; deleting the sandbox takes its automatic
 // snapshots and leaves the saved one, until that is deleted too.
 func TestSnapshotRestoreFork(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	drv := localIn(t, dir)
 	r := newRig(t, drv, hostctl.Options{})
@@ -186,7 +184,6 @@ func TestSnapshotRestoreFork(t *testing.T) {
 // TestSavedLabelReplaced: saving a label again replaces the older
 // snapshot of that label once the new copy is available, files and all.
 func TestSavedLabelReplaced(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	drv := localIn(t, dir)
 	r := newRig(t, drv, hostctl.Options{})
@@ -229,7 +226,6 @@ func TestSavedLabelReplaced(t *testing.T) {
 // whom (a key limited to some sandboxes never replaces another's), and
 // this order keeps a late copy from undoing that.
 func TestSavedLabelOrder(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	drv := localIn(t, dir)
 	r := newRig(t, drv, hostctl.Options{})

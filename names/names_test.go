@@ -7,7 +7,6 @@ import (
 )
 
 func TestLabel(t *testing.T) {
-	t.Parallel()
 	tests := []struct{ host, want string }{
 		{"my-box-3000-k7f2qx.froog.test", "my-box-3000-k7f2qx"},
 		{"My-Box-3000-K7F2QX.FROOG.TEST", "my-box-3000-k7f2qx"},
@@ -75,7 +74,6 @@ func BenchmarkLabel(b *testing.B) {
 }
 
 func TestSplitHostPort(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		host, name, port string
 		ok               bool
@@ -99,7 +97,6 @@ func TestSplitHostPort(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	t.Parallel()
 	n := NewName("my-box", 3000)
 	if !regexp.MustCompile(`^my-box-3000-[a-z0-9]{6}$`).MatchString(n) {
 		t.Fatalf("NewName: %q", n)
@@ -113,7 +110,6 @@ func TestNames(t *testing.T) {
 }
 
 func TestViews(t *testing.T) {
-	t.Parallel()
 	l := ViewLabel(ViewDesktop, "sbx_0123456789abcdef")
 	if l != "desktop--0123456789abcdef" {
 		t.Fatalf("ViewLabel: %q", l)
@@ -146,7 +142,6 @@ func TestViews(t *testing.T) {
 }
 
 func TestValidDomain(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		d    string
 		want bool
@@ -169,7 +164,6 @@ func TestValidDomain(t *testing.T) {
 }
 
 func TestHostURL(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		label, domain string
 		port          int

@@ -13,7 +13,6 @@ import (
 // TestFileCause: SFTP statuses in sandboxio's words, the status kept
 // underneath; other errors as they are.
 func TestFileCause(t *testing.T) {
-	t.Parallel()
 	status := func(code uint32) error { return fmt.Errorf("open x: %w", &sftp.StatusError{Code: code}) }
 	for _, c := range []struct {
 		err  error

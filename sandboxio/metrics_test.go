@@ -9,7 +9,6 @@ import (
 
 // The scripts run on this Linux host, and what they print parses.
 func TestMetricsScriptsOnThisHost(t *testing.T) {
-	t.Parallel()
 	out, err := exec.Command("sh", "-c", metricsScript).Output()
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +65,6 @@ full avg10=0.00 avg60=0.00 avg300=0.00 total=100
 `
 
 func TestParseMetrics(t *testing.T) {
-	t.Parallel()
 	m, err := ParseMetrics([]byte(goodMetrics))
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +92,6 @@ func TestParseMetrics(t *testing.T) {
 }
 
 func TestParseMetricsMalformed(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct{ name, old, new string }{
 		{"empty", goodMetrics, ""},
 		{"text first", "== stat\ncpu  100", "hello\n== stat\ncpu  100"},
@@ -158,7 +155,6 @@ a second line
 `
 
 func TestParseProcesses(t *testing.T) {
-	t.Parallel()
 	ps, err := ParseProcesses([]byte(goodProcesses))
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +176,6 @@ func TestParseProcesses(t *testing.T) {
 }
 
 func TestParseProcessesMalformed(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct{ name, old, new string }{
 		{"empty", goodProcesses, ""},
 		{"no page", "== page\n4096\n", ""},

@@ -15,7 +15,6 @@ import (
 // io.Discard, with an 8 KiB buffer): an idle websocket holds its channel
 // for hours.
 func TestChannelGoroutines(t *testing.T) {
-	t.Parallel()
 	tun, id, _, _ := openSSHTunnel(t)
 	// An app that takes connections and says nothing.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

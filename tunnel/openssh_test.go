@@ -52,7 +52,6 @@ func tunnelTo(t testing.TB, srv *sshdtest.Server, signer ssh.Signer) (*tunnel.Tu
 // The tunnel against OpenSSH's server: forwards, exec sessions, and a
 // refused host key.
 func TestAgainstOpenSSH(t *testing.T) {
-	t.Parallel()
 	tun, id, _, _ := openSSHTunnel(t)
 	_, base := upstream(t)
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
@@ -93,7 +92,6 @@ func TestAgainstOpenSSH(t *testing.T) {
 // key of the same type other than the pinned one fails with
 // ErrHostKeyMismatch.
 func TestDialSSHRSAHostKey(t *testing.T) {
-	t.Parallel()
 	signer := testkit.NewKey(t)
 	srv := sshdtest.StartWithHostKey(t, signer.PublicKey(), "rsa")
 	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(srv.HostKey))

@@ -169,7 +169,6 @@ func get(t *testing.T, c *http.Client, url string) string {
 
 // Many requests, one SSH connection; and a single dial for a crowd.
 func TestSharedConnection(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, tunnel.Options{})
 	_, base := upstream(t)
 	c := r.httpClient()
@@ -190,7 +189,6 @@ func TestSharedConnection(t *testing.T) {
 }
 
 func TestHostKeyMismatchRefused(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, tunnel.Options{})
 	other := testkit.AuthorizedKey(testkit.NewKey(t))
 	if _, err := r.store.UpdateSandbox(context.Background(), r.sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error { s.SSHHostKey = other; return nil }, nil); err != nil {
@@ -213,7 +211,6 @@ func closedPort(t *testing.T) int {
 }
 
 func TestPortClosed(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, tunnel.Options{})
 	if _, err := r.tun.DialContext(context.Background(), r.sb.ID, closedPort(t)); !errors.Is(err, tunnel.ErrPortClosed) {
 		t.Fatalf("got %v, want ErrPortClosed", err)
@@ -221,7 +218,6 @@ func TestPortClosed(t *testing.T) {
 }
 
 func TestNotRunning(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, tunnel.Options{})
 	if _, err := r.store.UpdateSandbox(context.Background(), r.sb.ID, func(s *store.Sandbox, _ *store.AuditEvent) error { s.State = store.StateStopped; return nil }, nil); err != nil {
 		t.Fatal(err)
@@ -233,7 +229,6 @@ func TestNotRunning(t *testing.T) {
 
 // The conn's deadlines work, though SSH channels have none.
 func TestDeadlines(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, tunnel.Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -277,7 +272,6 @@ func TestDeadlines(t *testing.T) {
 // A killed TCP connection: the stream through it fails, and the next dial
 // connects again.
 func TestRedialAfterCut(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, tunnel.Options{})
 	_, base := upstream(t)
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -329,7 +323,6 @@ func TestRedialAfterCut(t *testing.T) {
 // A connection that stops answering keepalives is closed, and the next
 // dial makes a new one.
 func TestKeepAliveClosesDeadConnection(t *testing.T) {
-	t.Parallel()
 	var logs syncbuf.Buffer
 	r := newRig(t, tunnel.Options{KeepAlive: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	_, base := upstream(t)
@@ -351,7 +344,6 @@ func TestKeepAliveClosesDeadConnection(t *testing.T) {
 
 // Watch drops a sandbox's connection when it stops.
 func TestWatchDropsOnStop(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, tunnel.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

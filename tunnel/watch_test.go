@@ -29,7 +29,6 @@ func (f *fakeFlakyFeed) Subscribe(ctx context.Context, after int64) (*store.Subs
 // the process serving the connections), and follows the feed once the
 // store is back.
 func TestWatchWaitsForTheStore(t *testing.T) {
-	t.Parallel()
 	r := newRig(t, tunnel.Options{})
 	feed := &fakeFlakyFeed{Feed: r.store}
 	feed.refuse.Store(2)

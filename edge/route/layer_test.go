@@ -14,7 +14,6 @@ import (
 // and flattening it along the way, against a plain map; every version
 // taken must keep what it held when it was taken.
 func TestLayerMatchesMap(t *testing.T) {
-	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	l := newLayer[int, int]()
 	want := map[int]int{}

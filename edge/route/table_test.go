@@ -29,7 +29,6 @@ func TestLookupAllocatesNothing(t *testing.T) {
 }
 
 func TestTableRename(t *testing.T) {
-	t.Parallel()
 	tb := newTable()
 	tb.putURL(&store.URL{ID: "u1", Hostname: "old", TokenHash: "h"})
 	tb.putToken(&store.URLToken{ID: "t1", URLID: "u1", Hash: "v", ExpiresAt: time.Now().Add(time.Hour)}, time.Now())
@@ -68,7 +67,6 @@ func BenchmarkCheck(b *testing.B) {
 }
 
 func TestOwnerOfViews(t *testing.T) {
-	t.Parallel()
 	tb := newTable()
 	tb.putSandbox(&store.Sandbox{ID: "sbx_0123456789abcdef", AccountID: "acct_00000000000000aa"})
 	rs := &Table{o: Options{Store: &fakeHead{}, Domain: "froog.test", Now: time.Now}}

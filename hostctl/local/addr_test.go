@@ -16,7 +16,6 @@ import (
 // address, and then there only; an address no other machine could use
 // is refused.
 func TestAddr(t *testing.T) {
-	t.Parallel()
 	control := testkit.NewKey(t)
 	for _, c := range []struct{ addr, want, not string }{{"", "127.0.0.1", "127.0.0.2"}, {"127.0.0.2", "127.0.0.2", "127.0.0.1"}} {
 		drv, err := local.New(local.Options{Dir: t.TempDir(), Addr: c.addr, ControlKey: control.PublicKey()})

@@ -42,7 +42,6 @@ func speaksRFB(port int) bool {
 // Two sandboxes' desktops run at once on their own displays and ports,
 // and a sandbox's stop ends its desktop, not the other's.
 func TestDesktops(t *testing.T) {
-	t.Parallel()
 	if _, err := exec.LookPath("Xvnc"); err != nil {
 		testdep.Missing(t, "Xvnc is not installed (deploy/testdeps.sh installs tigervnc-standalone-server)")
 	}
@@ -112,7 +111,6 @@ func TestDesktops(t *testing.T) {
 // name, members that dropped the sandbox's tag included; but only groups
 // whose leader is the sandbox's, since its commands can write those files.
 func TestStopKillsDesktopGroups(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	c := r.client(r.start())
 	home := r.drv.Home(r.sb)

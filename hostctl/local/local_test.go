@@ -105,7 +105,6 @@ func run(t *testing.T, c *ssh.Client, cmd string, env map[string]string, stdin s
 }
 
 func TestExec(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	c := r.client(r.start())
 	out, errs, code := run(t, c, `echo "hi $NAME"; pwd; cat; echo oops >&2; exit 7`, map[string]string{"NAME": "you"}, "from stdin\n")
@@ -123,7 +122,6 @@ func TestExec(t *testing.T) {
 }
 
 func TestOnlyTheControlKey(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	ep := r.start()
 	if _, err := r.dial(ep, testkit.NewKey(t)); err == nil {
@@ -133,7 +131,6 @@ func TestOnlyTheControlKey(t *testing.T) {
 
 // Closing the channel kills the command's whole process group.
 func TestClosingKillsProcessGroup(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	c := r.client(r.start())
 	s, err := c.NewSession()
@@ -161,7 +158,6 @@ func TestClosingKillsProcessGroup(t *testing.T) {
 // Here the child stays 50 ms in the group: before the fix about 1 in 10
 // were killed.
 func TestEndedCommandKeepsBackgroundJobs(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	ep := r.start()
 	home := r.drv.Home(r.sb)
@@ -211,7 +207,6 @@ func TestEndedCommandKeepsBackgroundJobs(t *testing.T) {
 
 // Signals reach the process group.
 func TestSignal(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	c := r.client(r.start())
 	s, err := c.NewSession()
@@ -233,7 +228,6 @@ func TestSignal(t *testing.T) {
 }
 
 func TestDirectTCPIP(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	c := r.client(r.start())
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "through") }))
@@ -266,7 +260,6 @@ func TestDirectTCPIP(t *testing.T) {
 // Pause freezes every process and a start within the window resumes
 // them; Stop kills them; files survive both.
 func TestPauseResumeStop(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	c := r.client(r.start())
 	// A job that left its process group, as background jobs do.
@@ -308,7 +301,6 @@ func TestPauseResumeStop(t *testing.T) {
 
 // The host key is the sandbox's own and survives a restart of the driver.
 func TestHostKeyStays(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	first := r.start()
 	other := &store.Sandbox{ID: store.NewID("sbx")}
@@ -379,7 +371,6 @@ func lines(t *testing.T, path string) int {
 // restarted controller finds the same driver (as in froogd dev); nothing
 // of it can crash on its own.
 func TestDriverSuite(t *testing.T) {
-	t.Parallel()
 	signer := testkit.NewKey(t)
 	drivers := map[string]*local.Driver{}
 	drivertest.Run(t, drivertest.Driver{

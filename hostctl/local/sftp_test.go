@@ -15,7 +15,6 @@ import (
 // TestSFTP: the sftp subsystem serves the sandbox's home and nothing
 // else, and ends with an exit status (scp waits for one).
 func TestSFTP(t *testing.T) {
-	t.Parallel()
 	r := newRig(t)
 	ep := r.start()
 	c, err := r.dial(ep, r.control)

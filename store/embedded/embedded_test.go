@@ -12,7 +12,6 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	t.Parallel()
 	storetest.Run(t, func(t *testing.T) func() storetest.Backend {
 		dir := t.TempDir()
 		return func() storetest.Backend {
@@ -26,7 +25,6 @@ func TestConformance(t *testing.T) {
 }
 
 func TestSecondProcessKeptOut(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	s, err := embedded.Open(dir)
 	if err != nil {
@@ -41,7 +39,6 @@ func TestSecondProcessKeptOut(t *testing.T) {
 // A commit torn by a crash (no final newline) is dropped whole; earlier
 // commits survive.
 func TestTornCommit(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	s, err := embedded.Open(dir)
 	if err != nil {
@@ -72,7 +69,6 @@ func TestTornCommit(t *testing.T) {
 }
 
 func TestCorruptLogRefused(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "store.log"), []byte("not json\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -63,7 +63,6 @@ func violations(sql string) []string {
 }
 
 func TestMigrationsOnlyAdd(t *testing.T) {
-	t.Parallel()
 	files, err := filepath.Glob("migrations/*.sql")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no migrations: %v", err)
@@ -81,7 +80,6 @@ func TestMigrationsOnlyAdd(t *testing.T) {
 
 // The checker itself: what it lets through and what it stops.
 func TestMigrationPolicyChecker(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		sql string
 		ok  bool

@@ -16,7 +16,6 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	t.Parallel()
 	storetest.Run(t, func(t *testing.T) func() storetest.Backend {
 		o := pgtest.Options(t)
 		return func() storetest.Backend {
@@ -30,7 +29,6 @@ func TestConformance(t *testing.T) {
 }
 
 func TestMigrateTwice(t *testing.T) {
-	t.Parallel()
 	o := pgtest.Options(t)
 	if err := pg.Migrate(context.Background(), o); err != nil {
 		t.Fatalf("second Migrate: %v", err)
@@ -38,7 +36,6 @@ func TestMigrateTwice(t *testing.T) {
 }
 
 func TestOpenUnmigrated(t *testing.T) {
-	t.Parallel()
 	o := pgtest.Options(t)
 	o.Schema += "_none" // exists nowhere
 	if _, err := pg.Open(context.Background(), o); err == nil || !strings.Contains(err.Error(), "froogd migrate") {
@@ -49,7 +46,6 @@ func TestOpenUnmigrated(t *testing.T) {
 // The LISTEN connection is killed under a subscriber: it is redialled and
 // nothing committed meanwhile is missed.
 func TestFeedSurvivesDroppedListener(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	o := pgtest.Options(t)
 	s, err := pg.Open(ctx, o)
@@ -111,7 +107,6 @@ func TestFeedSurvivesDroppedListener(t *testing.T) {
 }
 
 func TestPruneGivesGap(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	s, err := pg.Open(ctx, pgtest.Options(t))
 	if err != nil {
