@@ -8,16 +8,10 @@ import (
 	"time"
 )
 
-// The poll starts at first and backs off to every at most. A condition
-// that takes long to check (a screenshot, a command in a sandbox) waits
-// spacing times as long as its check took before the next, up to
-// maxPause: polled back to back, a Chromium screenshot's checks kept a
-// core busy for as long as a test waited on them.
+// The poll starts at first and backs off to every at most.
 const (
-	first    = time.Millisecond
-	every    = 20 * time.Millisecond
-	spacing  = 4
-	maxPause = time.Second
+	first = time.Millisecond
+	every = 20 * time.Millisecond
 )
 
 // Until polls cond until it holds or timeout has passed, and reports
@@ -26,16 +20,14 @@ const (
 func Until(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for d := first; ; d = min(2*d, every) {
-		began := time.Now()
 		if cond() {
 			return true
 		}
-		took := time.Since(began)
 		left := time.Until(deadline)
 		if left <= 0 {
 			return false
 		}
-		time.Sleep(min(max(d, min(spacing*took, maxPause)), left))
+		time.Sleep(min(d, left))
 	}
 }
 

@@ -43,21 +43,6 @@ func TestUntil(t *testing.T) {
 	}
 }
 
-// A condition that takes long to check is not checked back to back: a
-// check of 50 ms is followed by 200 ms of rest, so a second holds at
-// most five checks and the one at the deadline (back to back, 20).
-func TestUntilSpacesCostlyChecks(t *testing.T) {
-	calls := 0
-	wait.Until(time.Second, func() bool {
-		calls++
-		time.Sleep(50 * time.Millisecond)
-		return false
-	})
-	if calls > 6 {
-		t.Fatalf("%d checks of 50 ms in a second: the poll does not rest between costly checks", calls)
-	}
-}
-
 // fakeTB records Fatalf instead of ending the test.
 type fakeTB struct {
 	testing.TB
