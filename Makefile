@@ -17,12 +17,15 @@ FUZZTIME ?= 20s
 # run at once (the flag is every package's of the phase, whose tests
 # mostly wait too).
 # The VM phase follows, one package at a time: VM_PKGS, the OS image's
-# suite (the longest: Debian's cold boots) first, then e2e's VM_TESTS
-# (each alone): a TCG guest is a core's work, and two lanes of them side
-# by side finish no sooner. Every phase runs, and make test fails if any
-# did.
-# -trimpath: the build cache's entries do not depend on the checkout's
-# folder, so a fresh clone (CI's) compiles only what changed.
+# suite (the longest: Debian's cold boots) first, then e2e's VM_TESTS,
+# two at a time (GOMAXPROCS: one test's guest idles while its froogd
+# works). Packages of boots side by side finish no sooner: a TCG guest
+# on a shared core does less per CPU-second. Every phase runs, and make
+# test fails if any did.
+# -trimpath (go vet's too): the build cache's entries do not depend on
+# the checkout's folder, so a fresh clone (CI's) compiles only what
+# changed (go vet without it compiles every package of the module again
+# in each new clone: 25 s).
 VM_PKGS := ./hostctl/qemu/ostest/ ./hostctl/qemu/... ./deploy/
 VM_TESTS := ^TestQEMU
 E2E_PARALLEL ?= 8
@@ -61,7 +64,7 @@ run: build ## start froog on this machine: embedded store, no setup
 test: ## install what the tests need, then run every test with the race detector: the VM boots in a phase of their own, after the rest
 	./deploy/checktree.sh
 	./deploy/testdeps.sh
-	$(GO) vet -tags bench ./...
+	$(GO) vet -trimpath -tags bench ./...
 	rc=0; \
 	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(VM_TESTS)' ./e2e/ $(TEST_PKGS) || rc=1; \
 	echo "make test: the VM phase"; \

@@ -28,7 +28,7 @@ import (
 // edge; the account's wall shows the sandbox's tile, a picture of its
 // XFCE desktop (its panel on its background, not a black screen).
 func TestQEMUDesktopOSImage(t *testing.T) {
-	// Alone: it boots a VM under TCG (a core for minutes); the VM phase boots one at a time.
+	t.Parallel() // in the VM phase, beside the other VM tests only
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		testdep.Missing(t, "qemu-system-x86_64 is not installed (deploy/testdeps.sh installs it)")
 	}

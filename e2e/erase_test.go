@@ -202,7 +202,7 @@ func templateEnvWalkthrough(t *testing.T, c client) {
 // stop erases the VM with no warm window — no QEMU process and no folder
 // (disk, saved memory) left — and the sandbox.
 func TestQEMUSnapshotsOffThroughTheAPI(t *testing.T) {
-	// Alone: it boots a VM under TCG (a core for minutes); the VM phase boots one at a time.
+	t.Parallel() // in the VM phase, beside the other VM tests only
 	tiny := tinyGuest(t)
 	data := t.TempDir()
 	// QEMU outlives froogd by design: a VM this test left is ended.

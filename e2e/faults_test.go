@@ -507,7 +507,7 @@ func TestPostgresOutage(t *testing.T) {
 // outlive it): the sandbox's URL keeps serving meanwhile, and afterwards
 // the new hostctl has adopted the VM — same SSH endpoint, commands run.
 func TestQEMUHostctlRestartKeepsSandboxes(t *testing.T) {
-	// Alone: it boots a VM under TCG (a core for minutes); the VM phase boots one at a time.
+	t.Parallel() // in the VM phase, beside the other VM tests only
 	tiny := tinyGuest(t)
 	db, key, ctlKey, secret := selfHosted(t)
 	cl := startCluster(t, db, key, ctlKey, secret, 1, "--driver", "qemu", "--kernel", filepath.Join(tiny, "vmlinux"),

@@ -270,7 +270,7 @@ func filesWalkthrough(t *testing.T, c client, p *proc, linkBase string) {
 // The files routes on the qemu driver: the test guest's sshd runs its
 // sftp-server as the sandbox user.
 func TestQEMUFiles(t *testing.T) {
-	// Alone: it boots a VM under TCG (a core for minutes); the VM phase boots one at a time.
+	t.Parallel() // in the VM phase, beside the other VM tests only
 	tiny := tinyGuest(t)
 	data := t.TempDir()
 	t.Cleanup(func() { exec.Command("pkill", "-9", "-f", filepath.Join(data, "vms")).Run() })

@@ -27,7 +27,7 @@ import (
 // through the API reaches running, and a command runs in it through the
 // API (SSH against the pinned host key, inside the tunnel).
 func TestQEMUSandboxThroughTheAPI(t *testing.T) {
-	// Alone: it boots a VM under TCG (a core for minutes); the VM phase boots one at a time.
+	t.Parallel() // in the VM phase, beside the other VM tests only
 	tiny := tinyGuest(t)
 	data := t.TempDir()
 	// VMs outlive froogd by design; whatever the test leaves, it ends.
@@ -170,7 +170,7 @@ func runs(t *testing.T, c client, name string) {
 // QEMU ends) leaves the sandbox in error, and a visit's page and its
 // watch say at which stage.
 func TestQEMUStartingPage(t *testing.T) {
-	// Alone: it boots a VM under TCG (a core for minutes); the VM phase boots one at a time.
+	t.Parallel() // in the VM phase, beside the other VM tests only
 	tiny := tinyGuest(t)
 	dev := func(initrd string) (client, *http.Client) {
 		data := t.TempDir()

@@ -149,7 +149,7 @@ func TestStreamFallbackThroughTheEdge(t *testing.T) {
 func TestStreamThroughTheEdge(t *testing.T) {
 	t.Parallel()
 	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, "selkies"), "./testdata/selkiesfake").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(bin, "selkies"), "./testdata/selkiesfake").CombinedOutput(); err != nil {
 		t.Fatalf("build the stand-in: %v\n%s", err, out)
 	}
 	e := newStreamEdge(t, "quick", bin)

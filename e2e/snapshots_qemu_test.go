@@ -17,7 +17,7 @@ import (
 // qcow2 copies of paused VMs, a restore that stops the VM first, forks
 // that boot from a snapshot, hourly snapshots under a moved clock.
 func TestQEMUSnapshotsThroughTheAPI(t *testing.T) {
-	// Alone: it boots a VM under TCG (a core for minutes); the VM phase boots one at a time.
+	t.Parallel() // in the VM phase, beside the other VM tests only
 	tiny := tinyGuest(t)
 	data, clock := t.TempDir(), clockFile(t)
 	t.Cleanup(func() { exec.Command("pkill", "-9", "-f", filepath.Join(data, "vms")).Run() })
