@@ -55,8 +55,8 @@ func fakeFroogd(t *testing.T) string {
 
 // The same inputs give the same image, byte for byte; a different input
 // gives another digest. The builder does not look into the binary, so a
-// stand-in serves: three layers of the real one, gzipped under -race, are
-// most of the package's time.
+// stand-in serves: gzipping three layers of the real one under -race
+// would be most of the package's time.
 func TestReproducible(t *testing.T) {
 	t.Parallel()
 	o := testOptions(t, fakeFroogd(t))
