@@ -103,8 +103,9 @@ type soundStats struct {
 // The desktop's sound in Chromium through the real binary: a view-only
 // viewer is muted at first, and nothing is encoded in the sandbox; it
 // unmutes (a click); a 440 Hz tone played in the sandbox is decoded in
-// the page at 440 Hz (±5 %, zero crossings of the decoded samples); it
-// mutes, and the sandbox's encoder ends.
+// the page at 440 Hz (±5 %, the median time between upward zero
+// crossings of the decoded samples); it mutes, and the sandbox's encoder
+// ends.
 func TestDesktopSoundInChromium(t *testing.T) {
 	t.Parallel()
 	needSound(t)

@@ -63,17 +63,21 @@ export function sound({ button, note, onEdgeError }) {
     if (loud && rms < 0.01) loud = false;
   }
 
-  // frequency estimates the last half second's pitch from its upward
-  // zero crossings; rms is its level.
+  // frequency estimates the last half second's pitch from the median
+  // time between its upward zero crossings (a gap or a glitch in the
+  // sound moves a few of them, not the median); rms is its level.
   function recent() {
     const n = Math.min(ringFilled, rate / 2), a = new Float32Array(n);
     for (let i = 0; i < n; i++) a[i] = ring[(ringAt - n + i + ringSize) % ringSize];
-    let first = -1, last = -1, crossings = 0, sum = 0;
+    const periods = [];
+    let last = -1, sum = 0;
     for (let i = 1; i < n; i++) {
       sum += a[i] * a[i];
-      if (a[i - 1] < 0 && a[i] >= 0) { if (first < 0) first = i; else crossings++; last = i; }
+      if (a[i - 1] < 0 && a[i] >= 0) { if (last >= 0) periods.push(i - last); last = i; }
     }
-    return { frequency: crossings > 0 ? crossings * rate / (last - first) : 0, rms: n ? Math.sqrt(sum / n) : 0 };
+    periods.sort((x, y) => x - y);
+    const median = periods.length ? periods[periods.length >> 1] : 0;
+    return { frequency: median ? rate / median : 0, rms: n ? Math.sqrt(sum / n) : 0 };
   }
 
   function connect() {
