@@ -86,13 +86,6 @@ func TestPackageUnderSystemd(t *testing.T) {
 	sb := &store.Sandbox{ID: "sbx_pkgtest", Name: "pkgtest", Size: "default", OS: "debian-13"}
 	ep, err := d.Start(ctx, sb, nil)
 	if err != nil {
-		// Debian's kernel panicked once in early boot here ("Fatal
-		// exception in interrupt", 1.3 s in), before anything of the
-		// package ran: the guest gets one more boot (Start is idempotent).
-		t.Logf("boot Debian 13, first try: %v", err)
-		ep, err = d.Start(ctx, sb, nil)
-	}
-	if err != nil {
 		t.Fatalf("boot Debian 13: %v", err)
 	}
 	t.Logf("Debian 13 booted in %v", time.Since(booted).Round(time.Second))

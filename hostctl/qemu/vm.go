@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -270,9 +272,14 @@ func (c *greetedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// consoleTail is the console's last whole lines, up to 400 bytes.
+// consoleTail is what the console says of the guest's end: when its
+// kernel panicked, the panic's summary (panicSummary), else its last whole
+// lines, up to 400 bytes.
 func (d *Driver) consoleTail(id string) string {
 	b, _ := os.ReadFile(d.file(id, "console.log"))
+	if s := panicSummary(b); s != "" {
+		return s
+	}
 	b = bytes.TrimRight(b, "\r\n")
 	if len(b) > 400 {
 		b = b[len(b)-400:]
@@ -281,6 +288,53 @@ func (d *Driver) consoleTail(id string) string {
 		}
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// panicSummary is what a guest kernel's panic on the console says of
+// itself, without timestamps: the oops's first line, where it happened
+// (RIP), the first calls of its trace and the panic's reason. "" when the
+// console shows no panic. The console's last lines are the register dump
+// and the panic's last words, which name neither the fault nor its place.
+func panicSummary(console []byte) string {
+	lines := strings.Split(string(console), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(kernelTimestamp.ReplaceAllString(strings.TrimRight(l, "\r"), ""))
+	}
+	end := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "Kernel panic - not syncing") })
+	if end < 0 {
+		return ""
+	}
+	var out []string
+	if oops := slices.IndexFunc(lines[:end], isOops); oops >= 0 {
+		out = append(out, lines[oops])
+		rip, calls, trace := false, 0, false
+		for _, l := range lines[oops+1 : end] {
+			switch {
+			case !rip && strings.HasPrefix(l, "RIP: "):
+				rip = true
+				out = append(out, l)
+			case l == "Call Trace:":
+				trace = true
+			case trace && calls < 4 && strings.Contains(l, "+0x") && !strings.HasPrefix(l, "?"):
+				calls++
+				out = append(out, l)
+			}
+		}
+	}
+	return strings.Join(append(out, lines[end]), "; ")
+}
+
+// kernelTimestamp is the time the kernel puts before each console line.
+var kernelTimestamp = regexp.MustCompile(`^\[\s*\d+\.\d+\]\s?`)
+
+// isOops reports whether a console line starts a kernel's oops or BUG.
+func isOops(l string) bool {
+	for _, p := range []string{"BUG:", "Oops", "general protection fault", "invalid opcode", "kernel BUG at", "double fault"} {
+		if strings.HasPrefix(l, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // pid is the VM's QEMU process, from its pid file; 0 if none.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -72,4 +73,60 @@ func TestAliveUntilTheLastThread(t *testing.T) {
 	if d.alive(id) {
 		t.Fatal("a zombie with no thread left counts as alive")
 	}
+}
+
+// A guest kernel's panic is summed up by its oops, where it happened and
+// its first calls, not by the register dump that ends the console.
+func TestPanicSummary(t *testing.T) {
+	t.Parallel()
+	oops := "[    2.301234] BUG: kernel NULL pointer dereference, address: 0000000000000008\r\n" +
+		"[    2.301240] #PF: supervisor read access in kernel mode\r\n" +
+		"[    2.301250] Oops: Oops: 0000 [#1] PREEMPT SMP NOPTI\r\n" +
+		"[    2.301260] RIP: 0010:blk_mq_complete_request+0x12/0x30\r\n" +
+		"[    2.301270] Code: 0f 1f 44 00 00 <48> 8b 47 08\r\n" +
+		"[    2.301280] Call Trace:\r\n" +
+		"[    2.301281]  <IRQ>\r\n" +
+		"[    2.301282]  ? __die+0x23/0x70\r\n" +
+		"[    2.301283]  virtblk_done+0x7a/0x110 [virtio_blk]\r\n" +
+		"[    2.301284]  vring_interrupt+0x6e/0xa0\r\n" +
+		"[    2.301285]  __handle_irq_event_percpu+0x48/0x190\r\n" +
+		"[    2.301286]  handle_irq_event+0x38/0x80\r\n" +
+		"[    2.301287]  handle_edge_irq+0x8b/0x230\r\n" +
+		"[    2.358378] CS:  0010 DS: 0000 ES: 0000 CR0: 0000000080050033\r\n" +
+		"[    2.358569] Kernel panic - not syncing: Fatal exception in interrupt\r\n" +
+		"[    5.349716] Shutting down cpus with NMI\r\n"
+	for _, c := range []struct {
+		name, console, want string
+	}{
+		{"oops", oops, "BUG: kernel NULL pointer dereference, address: 0000000000000008; RIP: 0010:blk_mq_complete_request+0x12/0x30; " +
+			"virtblk_done+0x7a/0x110 [virtio_blk]; vring_interrupt+0x6e/0xa0; __handle_irq_event_percpu+0x48/0x190; handle_irq_event+0x38/0x80; " +
+			"Kernel panic - not syncing: Fatal exception in interrupt"},
+		{"panic without an oops", "[    1.0] VFS: Cannot open root device\n[    1.1] Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)\n",
+			"Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)"},
+		{"no panic", "[    1.0] Run /init as init process\nDebian GNU/Linux 13 box ttyS0\n\nbox login: ", ""},
+		{"an oops the guest survived", "[    3.0] BUG: soft lockup - CPU#0 stuck for 22s!\n[    4.0] RIP: 0010:f+0x1/0x2\n", ""},
+		{"empty", "", ""},
+	} {
+		if got := panicSummary([]byte(c.console)); got != c.want {
+			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+		}
+	}
+}
+
+// Whatever a guest writes to its console, the summary is made without a
+// fault, and there is one exactly when a line says the kernel panicked.
+func FuzzPanicSummary(f *testing.F) {
+	f.Add([]byte("[ 1.0] Oops: 0000 [#1]\n[ 1.1] RIP: 0010:f+0x1/0x2\nCall Trace:\n g+0x1/0x2\n[ 1.2] Kernel panic - not syncing: x\n"))
+	f.Add([]byte("login: "))
+	f.Fuzz(func(t *testing.T, console []byte) {
+		s := panicSummary(console)
+		panicked := false
+		for _, l := range strings.Split(string(console), "\n") {
+			l = strings.TrimSpace(kernelTimestamp.ReplaceAllString(strings.TrimRight(l, "\r"), ""))
+			panicked = panicked || strings.HasPrefix(l, "Kernel panic - not syncing")
+		}
+		if (s != "") != panicked {
+			t.Fatalf("summary %q for a console that panicked: %v", s, panicked)
+		}
+	})
 }
