@@ -7,7 +7,6 @@ import (
 	"image/color"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -45,19 +44,10 @@ var fakeMagenta = color.RGBA{255, 0, 255, 255}
 // Screenshots go to .artefacts/desktop/.
 func TestViewerStreamChromium(t *testing.T) {
 	testdep.Short(t, "drives Chromium")
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		testdep.Missing(t, "chromium is not installed")
-	}
 	vnc := newFakeRFB(t, [3]byte{255, 0, 255})
 	art := filepath.Join("..", ".artefacts", "desktop")
 	os.MkdirAll(art, 0o755)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(800, 500), chromedp.UserDataDir(t.TempDir()))
-	browser.Watching(t)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
+	actx := browser.Start(t, 800, 500)
 	master := SelkiesMaster(testKey, viewA.ID, viewA.Kind)
 
 	open := func(t *testing.T, h *harness, viewOnly bool, query string) context.Context {

@@ -143,10 +143,6 @@ func hasIDR(au []byte) bool {
 // once the display is painted again.
 func TestViewerStreamX264Chromium(t *testing.T) {
 	testdep.Short(t, "drives Chromium")
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		testdep.Missing(t, "chromium is not installed")
-	}
 	orange, cyan := color.RGBA{255, 128, 0, 255}, color.RGBA{0, 200, 200, 255}
 	vncPort, display := xDesktop(t, 320, 240, "#ff8000")
 	fake := newFakeSelkies(t, SelkiesMaster(testKey, viewA.ID, viewA.Kind), orange)
@@ -156,12 +152,7 @@ func TestViewerStreamX264Chromium(t *testing.T) {
 
 	art := filepath.Join("..", ".artefacts", "desktop")
 	os.MkdirAll(art, 0o755)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(800, 500), chromedp.UserDataDir(t.TempDir()))
-	browser.Watching(t)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
+	actx := browser.Start(t, 800, 500)
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
 	ctx, cancel = context.WithTimeout(ctx, 150*time.Second)
@@ -218,10 +209,6 @@ func TestViewerStreamX264Chromium(t *testing.T) {
 // CPU (the edge; for the stream also the stand-in's relay and its
 // reading of ffmpeg's output) as a share of one core.
 func BenchmarkStreamVsVNC(b *testing.B) {
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		b.Skip("chromium is not installed")
-	}
 	const w, h, fps = 640, 360, 30
 	vncPort, display := xDesktop(b, w, h, "#000000")
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
@@ -239,12 +226,7 @@ func BenchmarkStreamVsVNC(b *testing.B) {
 	x264Source(b, display, w, h, fps, fake)
 	hs, _ := newStreamHarness(b, viewA, vncPort, fake.port())
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1000, 600), chromedp.UserDataDir(b.TempDir()))
-	browser.Watching(b)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
+	actx := browser.Start(b, 1000, 600)
 	for _, c := range []struct{ name, query, status string }{
 		{"selkies-h264", "", "H.264"},
 		{"vnc", "?transport=vnc", "VNC"},

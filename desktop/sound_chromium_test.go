@@ -47,21 +47,12 @@ func opusTone(t *testing.T, hz int) [][]byte {
 // Selkies' own audio off.
 func TestSoundChromium(t *testing.T) {
 	testdep.Short(t, "drives Chromium")
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		testdep.Missing(t, "chromium is not installed")
-	}
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
 		testdep.Missing(t, "ffmpeg is not installed (deploy/testdeps.sh installs it)")
 	}
 	snd := newFakeSoundServer(t, opusTone(t, 440)).port()
 	vnc := newFakeRFB(t, [3]byte{255, 0, 255})
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(800, 500), chromedp.UserDataDir(t.TempDir()))
-	browser.Watching(t)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
+	actx := browser.Start(t, 800, 500)
 	master := SelkiesMaster(testKey, viewA.ID, viewA.Kind)
 
 	for _, c := range []struct{ name, query, status string }{

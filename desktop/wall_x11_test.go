@@ -62,10 +62,6 @@ func TestTileXvnc(t *testing.T) {
 // desktops, a fourth that starts, one that stops, and a tile made live.
 func TestWallChromium(t *testing.T) {
 	testdep.Short(t, "drives Chromium")
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		testdep.Missing(t, "chromium is not installed")
-	}
 	colours := map[string][3]byte{"#ff0000": {255, 0, 0}, "#00c000": {0, 192, 0}, "#0000ff": {0, 0, 255}}
 	ids := []string{"sbx_00000000000000a1", "sbx_00000000000000a2", "sbx_00000000000000a3", "sbx_00000000000000a4"}
 	labels := []string{"red", "green", "blue", "red-again"}
@@ -97,13 +93,7 @@ func TestWallChromium(t *testing.T) {
 	}
 
 	art := artefacts(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("host-resolver-rules", "MAP *.froog.test 127.0.0.1"),
-		chromedp.WindowSize(1200, 700), chromedp.UserDataDir(t.TempDir()))
-	browser.Watching(t)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
+	actx := browser.Start(t, 1200, 700, chromedp.Flag("host-resolver-rules", "MAP *.froog.test 127.0.0.1"))
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
 	ctx, cancel = context.WithTimeout(ctx, 120*time.Second)
@@ -238,10 +228,6 @@ func TestWallChromium(t *testing.T) {
 // connection, one picture and one encoding per sandbox.
 func TestWallFiftyChromium(t *testing.T) {
 	testdep.Short(t, "drives Chromium")
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		testdep.Missing(t, "chromium is not installed")
-	}
 	const n = 50
 	colours := [][3]byte{{255, 0, 0}, {0, 192, 0}, {0, 0, 255}, {255, 255, 0}, {0, 255, 255}}
 	h := newWallHarness(t, Options{TileEvery: time.Second, TileGrace: time.Second})
@@ -261,13 +247,7 @@ func TestWallFiftyChromium(t *testing.T) {
 	}
 	h.accounts.set(acctA, list...)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("host-resolver-rules", "MAP *.froog.test 127.0.0.1"),
-		chromedp.WindowSize(1600, 1000), chromedp.UserDataDir(t.TempDir()))
-	browser.Watching(t)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
+	actx := browser.Start(t, 1600, 1000, chromedp.Flag("host-resolver-rules", "MAP *.froog.test 127.0.0.1"))
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
 	ctx, cancel = context.WithTimeout(ctx, 3*time.Minute)
@@ -285,6 +265,7 @@ func TestWallFiftyChromium(t *testing.T) {
 	}
 	var tiles []tile
 	showing := func() int {
+		var err error
 		tiles, err = chromedp.Run(ctx, chromedp.Evaluate[[]tile](`[...document.querySelectorAll('.tile')].map(e => {
 			const img = e.querySelector('img'), c = document.createElement('canvas');
 			if (!img.complete || !img.naturalWidth) return {ID: e.dataset.id, RGB: [0, 0, 0]};

@@ -129,20 +129,11 @@ func TestBridgeXvnc(t *testing.T) {
 // under .artefacts/desktop/ (or $FROOG_ARTEFACTS/desktop/).
 func TestViewerChromium(t *testing.T) {
 	testdep.Short(t, "drives Chromium")
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		testdep.Missing(t, "chromium is not installed")
-	}
 	port := realDesktop(t, 640, 400)
 	h := newHarness(t, viewA, port)
 	art := artefacts(t)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(800, 500), chromedp.UserDataDir(t.TempDir()))
-	browser.Watching(t)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
+	actx := browser.Start(t, 800, 500)
 
 	for _, c := range []struct {
 		name, query string

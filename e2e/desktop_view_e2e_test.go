@@ -179,15 +179,8 @@ func (e *deskEnv) browser(t *testing.T, w, h int, rules ...string) context.Conte
 func (e *deskEnv) browserWith(t *testing.T, w, h int, extra []chromedp.ExecAllocatorOption, rules ...string) context.Context {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(e.edge)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.NoSandbox,
-		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("host-resolver-rules", strings.Join(append([]string{"MAP *.froog.test 127.0.0.1:" + port}, rules...), ", ")),
-		chromedp.WindowSize(w, h), chromedp.UserDataDir(t.TempDir()))
-	opts = append(opts, extra...)
-	browser.Watching(t)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	ctx, cancel := chromedp.NewContext(actx)
+	resolve := chromedp.Flag("host-resolver-rules", strings.Join(append([]string{"MAP *.froog.test 127.0.0.1:" + port}, rules...), ", "))
+	ctx, cancel := chromedp.NewContext(browser.Start(t, w, h, append([]chromedp.ExecAllocatorOption{resolve}, extra...)...))
 	t.Cleanup(cancel)
 	// A bound for the whole session, past its steps' own: the browser
 	// view's test (a Chromium inside the sandbox, shown through the

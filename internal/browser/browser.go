@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"froog.tech/froog/internal/testdep"
 )
 
@@ -38,4 +40,26 @@ func Chromium(t testing.TB, rules string, args ...string) string {
 		t.Fatalf("chromium: %v\n%s", err, errb.String())
 	}
 	return out.String()
+}
+
+// Start starts headless Chromium for the test, with a w×h window, and
+// returns its allocator's context: each chromedp.NewContext of it is a
+// tab. The browser ends with the test. As Chromium does, it trusts any
+// certificate; opts add to chromedp's defaults and these, or replace
+// them (a flag given again wins). Under -short the test skips; where
+// Chromium is not installed it is testdep.Missing.
+func Start(t testing.TB, w, h int, opts ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	testdep.Short(t, "drives Chromium")
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		testdep.Missing(t, "chromium is not installed (deploy/testdeps.sh installs it)")
+	}
+	all := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(w, h), chromedp.UserDataDir(t.TempDir()))
+	Watching(t)
+	ctx, cancel := chromedp.NewExecAllocator(context.Background(), append(all, opts...)...)
+	t.Cleanup(cancel)
+	return ctx
 }
