@@ -53,7 +53,9 @@ func (e *liveEnv) running(name string) string {
 func (e *liveEnv) waitState(name, state string) string {
 	e.t.Helper()
 	var sb struct{ ID, State string }
-	if !wait.Until(15*time.Second, func() bool {
+	// A minute: a start of the local driver takes a second alone, but went
+	// past 15 s with three test packages at once on two cores.
+	if !wait.Until(time.Minute, func() bool {
 		e.do("GET", "/v1/sandboxes/"+name, e.admin, nil).json(e.t, &sb)
 		return sb.State == state
 	}) {
