@@ -27,6 +27,7 @@ import (
 // role; and dpkg purges it again. What is not tested here: starting the
 // units under a running systemd (this machine's PID 1 is not systemd).
 func TestDebianPackage(t *testing.T) {
+	t.Parallel() // beside TestPackageUnderSystemd's boot
 	if os.Getuid() != 0 {
 		testdep.Missing(t, "dpkg --root needs root to give files their owners; make test runs as root")
 	}

@@ -63,7 +63,7 @@ func TestPackageUnderSystemd(t *testing.T) {
 	if os.Getuid() != 0 {
 		testdep.Missing(t, "the package's build and the VM's networking want root; make test runs as root")
 	}
-	deb := buildDeb(t)
+	t.Parallel() // the guest boots while TestDebianPackage builds the package
 	img, err := qemu.LoadImage(testimage.Dir(t, "debian-13"))
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestPackageUnderSystemd(t *testing.T) {
 		}
 		return out
 	}
-	debBytes, err := os.ReadFile(deb)
+	debBytes, err := os.ReadFile(buildDeb(t))
 	if err != nil {
 		t.Fatal(err)
 	}
