@@ -94,4 +94,38 @@ func TestSoundChromium(t *testing.T) {
 			}
 		})
 	}
+	// The page's pitch of half a second of a 440 Hz tone stays 440 Hz
+	// through what a loaded machine does to it: an underrun's silence, a
+	// click, a few samples lost; silence has none.
+	t.Run("pitch", func(t *testing.T) {
+		h := newHarness(t, viewA, vnc.port())
+		ctx, cancel := chromedp.NewContext(actx)
+		defer cancel()
+		ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if err := chromedp.Do(ctx, chromedp.Navigate(h.ts.URL+PathAssets+"sound.js")); err != nil {
+			t.Fatal(err)
+		}
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]float64](`import('`+PathAssets+`sound.js').then(({ pitch }) => {
+			const rate = 48000, tone = (n, from = 0) => Float32Array.from({ length: n }, (_, i) => 0.3 * Math.sin(2 * Math.PI * 440 * (from + i) / rate));
+			const clean = tone(rate / 2);
+			const gap = tone(rate / 2); gap.fill(0, 8000, 8000 + rate / 10);
+			const clicks = tone(rate / 2); for (let i = 1000; i < clicks.length; i += 2400) { clicks[i] = -1; clicks[i + 1] = 1; }
+			const lost = new Float32Array(rate / 2); lost.set(tone(9000)); lost.set(tone(rate / 2 - 9000, 9037), 9000);
+			return { clean: pitch(clean, rate).frequency, gap: pitch(gap, rate).frequency, clicks: pitch(clicks, rate).frequency,
+				lost: pitch(lost, rate).frequency, silence: pitch(new Float32Array(rate / 2), rate).frequency };
+		})`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []string{"clean", "gap", "clicks", "lost"} {
+			if f, ok := got[c]; !ok || math.Abs(f-440) > 5 {
+				t.Errorf("%s: %.1f Hz, want 440 ± 5", c, f)
+			}
+		}
+		if got["silence"] != 0 {
+			t.Errorf("silence: %.1f Hz, want 0", got["silence"])
+		}
+		t.Logf("%v", got)
+	})
 }

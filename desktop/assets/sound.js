@@ -15,6 +15,21 @@ const maxAheadS = 0.4;
 const rate = 48000, channels = 2;
 const ringSize = rate; // one second of the left channel, for stats()
 
+// pitch estimates the frequency of samples a (at rate) from the median
+// time between their upward zero crossings (a gap or a glitch in the
+// sound moves a few of them, not the median); rms is their level.
+export function pitch(a, rate) {
+  const periods = [];
+  let last = -1, sum = a.length ? a[0] * a[0] : 0;
+  for (let i = 1; i < a.length; i++) {
+    sum += a[i] * a[i];
+    if (a[i - 1] < 0 && a[i] >= 0) { if (last >= 0) periods.push(i - last); last = i; }
+  }
+  periods.sort((x, y) => x - y);
+  const median = periods.length ? periods[periods.length >> 1] : 0;
+  return { frequency: median ? rate / median : 0, rms: a.length ? Math.sqrt(sum / a.length) : 0 };
+}
+
 export function sound({ button, note, onEdgeError }) {
   let on = false, ws = null, ac = null, dec = null, next = 0, retries = 0, timer = 0;
   const st = { packets: 0, bytes: 0, chunks: 0, frames: 0, errors: 0, onsets: [] };
@@ -63,21 +78,11 @@ export function sound({ button, note, onEdgeError }) {
     if (loud && rms < 0.01) loud = false;
   }
 
-  // frequency estimates the last half second's pitch from the median
-  // time between its upward zero crossings (a gap or a glitch in the
-  // sound moves a few of them, not the median); rms is its level.
+  // The last half second of the left channel: its pitch and level.
   function recent() {
     const n = Math.min(ringFilled, rate / 2), a = new Float32Array(n);
     for (let i = 0; i < n; i++) a[i] = ring[(ringAt - n + i + ringSize) % ringSize];
-    const periods = [];
-    let last = -1, sum = 0;
-    for (let i = 1; i < n; i++) {
-      sum += a[i] * a[i];
-      if (a[i - 1] < 0 && a[i] >= 0) { if (last >= 0) periods.push(i - last); last = i; }
-    }
-    periods.sort((x, y) => x - y);
-    const median = periods.length ? periods[periods.length >> 1] : 0;
-    return { frequency: median ? rate / median : 0, rms: n ? Math.sqrt(sum / n) : 0 };
+    return pitch(a, rate);
   }
 
   function connect() {
