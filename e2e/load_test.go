@@ -34,9 +34,7 @@ import (
 // clients on 100 URLs for 60 s. Clients come from 20 loopback addresses,
 // as from many machines (the edge limits each address).
 func TestLoad(t *testing.T) {
-	// Alone while it loads the machine on purpose (beside others its
-	// deadlines would measure them); its wait for the edge to come back
-	// to rest, below, runs beside the parallel tests.
+	// Alone: it loads the machine on purpose; beside others its deadlines would measure them.
 	clients, urls, dur := 200, 20, 8*time.Second
 	if os.Getenv("FROOG_LOAD") == "full" {
 		clients, urls, dur = 1000, 100, 60*time.Second
@@ -214,9 +212,6 @@ func TestLoad(t *testing.T) {
 	if want := int64((clients + 92) / 100); os.Getenv("FROOG_LOAD") == "full" && slowCut.Load() < want {
 		t.Errorf("%d slow clients cut, want %d", slowCut.Load(), want)
 	}
-	// The rest is waiting, not load: the parallel tests may run meanwhile
-	// (this one's edge is a process of its own).
-	t.Parallel()
 	// Afterwards: nothing left behind (once the pooled connections to the
 	// sandbox have idled out, 30 s), memory back near its start. The heap
 	// in use shrinks only at the next collection, which an idle process
