@@ -129,6 +129,34 @@ func TestSoundFanOut(t *testing.T) {
 	}
 	defer a.Close()
 	first := packetSeq(t, a)
+	// a is read while b joins: a listener that reads nothing (not even a
+	// ping) for three ping periods, 3 s here, is taken for gone, and b's
+	// join took longer than that on a loaded machine.
+	fromA, done := make(chan uint32, 4*soundQueue), make(chan struct{})
+	defer close(done)
+	go func() {
+		defer close(fromA)
+		for {
+			a.SetReadDeadline(time.Now().Add(30 * time.Second))
+			mt, m, err := a.ReadMessage()
+			if err != nil || mt != websocket.BinaryMessage || len(m) != 6 {
+				return
+			}
+			select {
+			case fromA <- binary.BigEndian.Uint32(m[2:]):
+			case <-done:
+				return
+			}
+		}
+	}()
+	nextA := func() uint32 {
+		t.Helper()
+		seq, ok := <-fromA
+		if !ok {
+			t.Fatal("listener a's stream ended")
+		}
+		return seq
+	}
 	b, _, err := h.dialAudio(watcher)
 	if err != nil {
 		t.Fatal(err)
@@ -136,13 +164,13 @@ func TestSoundFanOut(t *testing.T) {
 	defer b.Close()
 	// b joins the stream where it is: its first packet is one a gets.
 	fromB := packetSeq(t, b)
-	for seq := packetSeq(t, a); seq != fromB; seq = packetSeq(t, a) {
+	for seq := nextA(); seq != fromB; seq = nextA() {
 		if seq > fromB {
 			t.Fatalf("listener a got %d after %d and never %d, b's first", seq, first, fromB)
 		}
 	}
 	for range 20 {
-		if sa, sb := packetSeq(t, a), packetSeq(t, b); sa != sb {
+		if sa, sb := nextA(), packetSeq(t, b); sa != sb {
 			t.Fatalf("listeners got packets %d and %d, want the same", sa, sb)
 		}
 	}
