@@ -27,6 +27,10 @@ FUZZTIME ?= 20s
 # changed (go vet without it compiles every package of the module again
 # in each new clone: 25 s).
 VM_PKGS := ./hostctl/qemu/ostest/ ./hostctl/qemu/... ./deploy/
+# LONG_PKGS start first in the first phase, longest first after e2e, so
+# that no long package is left to run alone at its end (two slots, CPU-
+# bound: a long one started last kept one core idle for a minute or two).
+LONG_PKGS := ./api/ ./desktop/ ./edge/ ./guest/ ./store/pg/ ./deploy/image/ ./certs/ ./store/embedded/ ./api/contract/
 VM_TESTS := ^TestQEMU
 E2E_PARALLEL ?= 8
 TEST_FLAGS = -race -trimpath -count=1 -timeout $(TEST_TIMEOUT)
@@ -66,7 +70,7 @@ test: ## install what the tests need, then run every test with the race detector
 	./deploy/testdeps.sh
 	$(GO) vet -trimpath -tags bench ./...
 	rc=0; \
-	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(VM_TESTS)' ./e2e/ $(TEST_PKGS) || rc=1; \
+	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(VM_TESTS)' ./e2e/ $(LONG_PKGS) $(TEST_PKGS) || rc=1; \
 	echo "make test: the VM phase"; \
 	$(GO) test $(TEST_FLAGS) -p 1 $(VM_PKGS) || rc=1; \
 	$(GO) test $(TEST_FLAGS) -run '$(VM_TESTS)' ./e2e/ || rc=1; \
