@@ -134,13 +134,17 @@ func (r *attackRig) h1(host, raw string) string {
 	conn.Write([]byte(raw))
 	var got bytes.Buffer
 	buf := make([]byte, 64<<10)
+	// The first answer may be seconds away on a loaded machine (one came
+	// after the 1.5 s of quiet that end the exchange once it has begun).
+	quiet := 30 * time.Second
 	for {
-		conn.SetReadDeadline(time.Now().Add(1500 * time.Millisecond))
+		conn.SetReadDeadline(time.Now().Add(quiet))
 		n, err := conn.Read(buf)
 		got.Write(buf[:n])
 		if err != nil {
 			return got.String()
 		}
+		quiet = 1500 * time.Millisecond
 	}
 }
 

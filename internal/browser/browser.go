@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,14 @@ func Chromium(t testing.TB, rules string, args ...string) string {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("chromium: %v\n%s", err, errb.String())
+	}
+	// A page that did not load prints nothing and exits 0; the reason
+	// (net::ERR_...) is on stderr, among Chromium's noise: logged, for a
+	// test that fails on the empty page.
+	for _, line := range strings.Split(errb.String(), "\n") {
+		if strings.Contains(line, "Page load failed") {
+			t.Logf("chromium: %s", line)
+		}
 	}
 	return out.String()
 }
