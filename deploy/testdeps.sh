@@ -4,8 +4,9 @@
 # user (the default FROOG_TEST_DATABASE_URL); OpenSSH's client and server
 # (the tunnel's tests and benchmarks run against them); python3 (the
 # sandboxes' test server); git (a sandbox's setup clones the account's
-# repos, from a bare repo the tests make); Chromium (every page a person
-# sees is checked in it); QEMU, qemu-img and busybox-static (the qemu driver's tests boot
+# repos, from a bare repo the tests make); Chromium (the sandboxes'
+# desktops' browser) and its headless shell (every page a person sees is
+# checked in it); QEMU, qemu-img and busybox-static (the qemu driver's tests boot
 # deploy/tinyvm's guest, built from them, OpenSSH's server and Debian's kernel,
 # under TCG), e2fsprogs (the guest's journaled disk), mmdebstrap (the OS
 # image the driver suite also boots, deploy/images) and nftables (its --net
@@ -56,7 +57,8 @@ command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v git >/dev/null 2>&1 || missing+=(git)
-command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core) # the sandboxes' browser, in their desktops
+command -v chromium-headless-shell >/dev/null 2>&1 || missing+=(chromium-headless-shell) # the tests' browser (internal/browser)
 # The VM tests' packages, without what they merely recommend (QEMU's GUI).
 lean=()
 command -v qemu-system-x86_64 >/dev/null 2>&1 || lean+=(qemu-system-x86)

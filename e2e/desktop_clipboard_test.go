@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/browser"
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
@@ -70,14 +71,14 @@ func TestDesktopClipboardInChromium(t *testing.T) {
 
 	var link string
 	port := embedder(t, &link)
-	ctx := e.browserWith(t, 1000, 700, nil, "MAP embedder.example 127.0.0.1:"+port)
+	ctx := e.browserWith(t, 1000, 700, []chromedp.ExecAllocatorOption{browser.Full(t)}, "MAP embedder.example 127.0.0.1:"+port)
 	// Clipboard permissions, as a person gives them when asked; the
 	// embedder's page stays focused, as a window in front is.
 	grant := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		for _, name := range []string{"clipboard-read", "clipboard-write"} {
-			if _, err := cdp.Call(ctx, chromedp.FromContext(ctx).Browser, browser.SetPermission, browser.SetPermissionParams{
-				Permission: &browser.PermissionDescriptor{Name: name, AllowWithoutSanitization: name == "clipboard-write"},
-				Setting:    browser.PermissionSettingGranted}); err != nil {
+			if _, err := cdp.Call(ctx, chromedp.FromContext(ctx).Browser, cdpbrowser.SetPermission, cdpbrowser.SetPermissionParams{
+				Permission: &cdpbrowser.PermissionDescriptor{Name: name, AllowWithoutSanitization: name == "clipboard-write"},
+				Setting:    cdpbrowser.PermissionSettingGranted}); err != nil {
 				return fmt.Errorf("grant %s: %w", name, err)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
+	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -36,7 +37,7 @@ func blockedStorage(t *testing.T) []chromedp.ExecAllocatorOption {
 	if err := os.WriteFile(filepath.Join(dir, "Default", "Preferences"), []byte(prefs), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return []chromedp.ExecAllocatorOption{chromedp.UserDataDir(dir),
+	return []chromedp.ExecAllocatorOption{browser.Full(t), chromedp.UserDataDir(dir),
 		chromedp.Flag("disable-features", "Translate,BlinkGenPropertyTrees,ThirdPartyStoragePartitioning")}
 }
 

@@ -8,14 +8,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"froog.tech/froog/internal/testdep"
+	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -31,9 +30,7 @@ const quicPage = `<!doctype html><title>served over quic</title>
 // to TCP unseen: the protocol is read from the page's own timing entries.
 func TestH3Chromium(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("chromium"); err != nil {
-		testdep.Missing(t, "chromium is not installed (deploy/testdeps.sh installs it)")
-	}
+	browser.Path(t) // before froogd starts
 	d := startDev(t, devOptions{})
 	newSandbox(t, d.c, "quic", 15*time.Second)
 	html, _ := json.Marshal(quicPage)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +16,7 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
 
-	"froog.tech/froog/internal/testdep"
+	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -63,9 +62,7 @@ document.getElementById('f').addEventListener('load', () => { document.body.data
 // by Chromium's host-resolver rules; each case's picture is kept.
 func TestURLFrameAncestorsChromium(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("chromium"); err != nil {
-		testdep.Missing(t, "chromium is not installed (deploy/testdeps.sh installs it)")
-	}
+	browser.Path(t) // before froogd starts
 	d := startDev(t, devOptions{})
 	newSandbox(t, d.c, "frame", 15*time.Second)
 	html, _ := json.Marshal(framedApp)

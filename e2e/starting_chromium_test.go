@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/internal/loopback"
-	"froog.tech/froog/internal/testdep"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -25,9 +24,7 @@ import (
 // leave the page still). Its picture is kept.
 func TestStartingPageChromium(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("chromium"); err != nil {
-		testdep.Missing(t, "chromium is not installed (deploy/testdeps.sh installs it)")
-	}
+	browser.Path(t) // before froogd starts
 	d := startDev(t, devOptions{})
 	newSandbox(t, d.c, "slow", 15*time.Second)
 	port := loopback.FreePort(t)

@@ -1,5 +1,12 @@
 // Package browser runs Debian's headless Chromium for tests: every page a
-// person sees is checked in a real browser.
+// person sees is checked in a real browser. The browser is
+// chromium-headless-shell, Chromium's own headless build (Blink, V8 and
+// its network stack, without the desktop browser's windows): the same
+// pages cost it a quarter of the full browser's CPU in --headless (26
+// CPU-s against 6 for desktop's viewer and wall tests), and make test
+// runs dozens of them beside each other. The sandboxes' own browser, in
+// their desktops, stays the full one, as does a test that needs what
+// only it does (Full).
 package browser
 
 import (
@@ -15,6 +22,33 @@ import (
 	"froog.tech/froog/internal/testdep"
 )
 
+// Path is the test browser's binary. It skips the test under -short (the
+// short tier has no browser) and where the browser is not installed
+// (deploy/testdeps.sh installs it; under CI that fails): a test that
+// starts other processes first asks here before it does.
+func Path(t testing.TB) string {
+	t.Helper()
+	testdep.Short(t, "drives Chromium")
+	bin, err := exec.LookPath("chromium-headless-shell")
+	if err != nil {
+		testdep.Missing(t, "chromium-headless-shell is not installed (deploy/testdeps.sh installs it)")
+	}
+	return bin
+}
+
+// Full is Start's option for the full Chromium, the desktops' browser,
+// in place of the headless shell: for what only it does — a profile's
+// preferences (third-party cookies blocked) and cross-site iframes as
+// targets of their own.
+func Full(t testing.TB) chromedp.ExecAllocatorOption {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		testdep.Missing(t, "chromium is not installed (deploy/testdeps.sh installs it)")
+	}
+	return chromedp.ExecPath(bin)
+}
+
 // Chromium runs headless Chromium with args, names resolved by rules
 // (--host-resolver-rules), and returns what it printed. It skips the
 // test where Chromium is not installed (deploy/testdeps.sh installs it;
@@ -23,11 +57,7 @@ import (
 // it is told to accept any.
 func Chromium(t testing.TB, rules string, args ...string) string {
 	t.Helper()
-	testdep.Short(t, "drives Chromium")
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		testdep.Missing(t, "chromium is not installed (deploy/testdeps.sh installs it)")
-	}
+	bin := Path(t)
 	Watching(t)
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
@@ -59,11 +89,7 @@ func Chromium(t testing.TB, rules string, args ...string) string {
 // Chromium is not installed it is testdep.Missing.
 func Start(t testing.TB, w, h int, opts ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
-	testdep.Short(t, "drives Chromium")
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		testdep.Missing(t, "chromium is not installed (deploy/testdeps.sh installs it)")
-	}
+	bin := Path(t)
 	all := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
 		chromedp.Flag("ignore-certificate-errors", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(w, h), chromedp.UserDataDir(t.TempDir()))
