@@ -21,7 +21,8 @@ import (
 )
 
 // blockedStorage are Chromium's options for a browser that refuses
-// storage to cross-site iframes: third-party cookies blocked in the
+// storage to cross-site iframes: the full browser (the headless shell
+// reads no profile settings), third-party cookies blocked in the
 // profile's settings (what a person, or the BlockThirdPartyCookies
 // policy, sets), and storage not partitioned by site (else Chromium gives
 // such an iframe a storage of its own partition rather than refusing

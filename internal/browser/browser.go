@@ -2,9 +2,8 @@
 // person sees is checked in a real browser. The browser is
 // chromium-headless-shell, Chromium's own headless build (Blink, V8 and
 // its network stack, without the desktop browser's windows): the same
-// pages cost it a quarter of the full browser's CPU in --headless (26
-// CPU-s against 6 for desktop's viewer and wall tests), and make test
-// runs dozens of them beside each other. The sandboxes' own browser, in
+// pages cost it about a quarter of the full browser's CPU in --headless,
+// and make test runs dozens of them beside each other. The sandboxes' own browser, in
 // their desktops, stays the full one, as does a test that needs what
 // only it does (Full).
 package browser
@@ -73,7 +72,7 @@ func Chromium(t testing.TB, rules string, args ...string) string {
 	// A page that did not load prints nothing and exits 0; the reason
 	// (net::ERR_...) is on stderr, among Chromium's noise: logged, for a
 	// test that fails on the empty page.
-	for _, line := range strings.Split(errb.String(), "\n") {
+	for line := range strings.SplitSeq(errb.String(), "\n") {
 		if strings.Contains(line, "Page load failed") {
 			t.Logf("chromium: %s", line)
 		}
