@@ -16,7 +16,6 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
 
-	"froog.tech/froog/internal/browser"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -62,7 +61,7 @@ document.getElementById('f').addEventListener('load', () => { document.body.data
 // by Chromium's host-resolver rules; each case's picture is kept.
 func TestURLFrameAncestorsChromium(t *testing.T) {
 	t.Parallel()
-	browser.Path(t) // before froogd starts
+	blocked := blockedStorage(t) // the full browser, asked for before froogd starts
 	d := startDev(t, devOptions{})
 	newSandbox(t, d.c, "frame", 15*time.Second)
 	html, _ := json.Marshal(framedApp)
@@ -80,7 +79,7 @@ func TestURLFrameAncestorsChromium(t *testing.T) {
 	t.Cleanup(site.Close)
 	rules := []string{"MAP allowed.example 127.0.0.1:" + sitePort, "MAP other.example 127.0.0.1:" + sitePort, "MAP probe.example 127.0.0.1:" + sitePort}
 	desk := &deskEnv{c: d.c, edge: d.edge, pool: d.pool, web: d.web(false)}
-	ctx := desk.browserWith(t, 900, 420, blockedStorage(t), rules...)
+	ctx := desk.browserWith(t, 900, 420, blocked, rules...)
 
 	// frame opens parent's page framing src in a tab of its own; title
 	// is what the page's title says now (the frame's message), refusals
