@@ -2,8 +2,8 @@
 # Builds an OS image for the qemu driver from Debian's packages: a root
 # file system with systemd and OpenSSH (mmdebstrap), cleaned of keys,
 # machine id and logs, as OUT/disk.qcow2, with its kernel and initrd
-# beside it (OUT/vmlinux, uncompressed: see vmlinux.sh; OUT/initrd.img) and their command line
-# (OUT/cmdline). froogd takes it with --image OS=OUT. Every sandbox's disk
+# beside it (OUT/vmlinux, uncompressed: see vmlinux.sh; OUT/initrd.img,
+# froog's own: see initrd.sh) and their command line (OUT/cmdline). froogd takes it with --image OS=OUT. Every sandbox's disk
 # is an overlay on disk.qcow2; froog-init (froogd by that name, package
 # guest/seed) reads froog's NoCloud seed early in every boot (host key,
 # user, keys, network), as the test guest's init does.
@@ -55,7 +55,7 @@ else
 	(cd "$here/../.." && CGO_ENABLED=0 go build -trimpath -o "$work/froogd" ./cmd/froogd)
 fi
 base_stamp=$(cat "$here/build.sh" | sha256sum | cut -c1-16)
-stamp=$(cat "$here/build.sh" "$here/vmlinux.sh" "$work/froogd" | sha256sum | cut -c1-16)
+stamp=$(cat "$here/build.sh" "$here/vmlinux.sh" "$here/initrd.sh" "$work/froogd" | sha256sum | cut -c1-16)
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp" ]; then
 	exit 0
 fi
@@ -187,7 +187,7 @@ ln -sf ../froog-init.service "$root/etc/systemd/system/sysinit.target.wants/froo
 kver=$(ls "$root/lib/modules")
 rm -f "$out/stamp"
 sh "$here/vmlinux.sh" "$root/boot/vmlinuz-$kver" "$out/vmlinux"
-cp "$root/boot/initrd.img-$kver" "$out/initrd.img"
+sh "$here/initrd.sh" "$root" "$out/initrd.img"
 # Not loaded at boot: drivers for what a froog VM does not have or use
 # (SATA, a PC speaker, a watchdog, VMware's and KVM's own modules, the
 # CPU's crypto and frequency drivers). Under TCG every module udev loads

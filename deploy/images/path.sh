@@ -8,9 +8,10 @@
 # for the test guest, deploy/images for the OS images; this script and
 # ensure.sh aside; the test guest's also images/vmlinux.sh; the OS images'
 # also the sources of the froog-desktop they carry: guest/, the desktop
-# command, go.mod and go.sum) by name and content, NAME, and for the test guest the
-# versions of what it takes from this machine (busybox-static,
-# openssh-server, openssh-sftp-server, e2fsprogs) and of the kernel apt would download. A changed recipe is a
+# command, go.mod and go.sum) by name and content, NAME, and the versions
+# of what it takes from this machine (the OS images' initrd: busybox-static;
+# the test guest: busybox-static, openssh-server, openssh-sftp-server,
+# e2fsprogs, and the kernel apt would download). A changed recipe is a
 # new folder; an unchanged one is the same folder. It only prints: the
 # folder exists once deploy/images/ensure.sh has built it (it is renamed
 # into place whole), which `make test` runs through deploy/testdeps.sh and
@@ -36,6 +37,8 @@ inputs() {
 		# tree: what of it runs in the guest (package guest, the desktop
 		# command, the modules) is part of the recipe.
 		(cd "$deploy/.." && find guest cmd/froogd/desktop.go go.mod go.sum -type f ! -name '*_test.go' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+		# Its initrd holds this machine's busybox (initrd.sh).
+		dpkg-query -W -f '${Package} ${Version}\n' busybox-static 2>/dev/null || true
 	fi
 	if [ "$recipe" = tinyvm ]; then
 		(cd "$deploy" && sha256sum images/vmlinux.sh) # it uncompresses the kernel
