@@ -5,36 +5,36 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 REDOCLY := @redocly/cli@2.77.0
 # FUZZTIME is how long `make fuzz` runs each fuzz target.
 FUZZTIME ?= 20s
-# make test runs in two phases, so that CPU-heavy VM boots (TCG: minutes
-# of a core each) never share the machine with the end-to-end tests: an
-# OS image's boot beside cmd/froogd ran past its budget (issue #34).
-# The first phase is every package but VM_PKGS, e2e (the longest) first
-# and without its VM tests (VM_TESTS, by name: its tinyGuest fails a test
-# that boots a VM under another name); go test runs packages in the
-# order given, GOMAXPROCS at a time (the packages are CPU-bound: more at
-# once only share the same cores), and names each package once. e2e's
-# tests mostly wait on the processes they start, so E2E_PARALLEL of them
-# run at once (the flag is every package's of the phase, whose tests
-# mostly wait too).
-# The VM phase follows, one package at a time: VM_PKGS, the OS image's
-# suite (the longest: Debian's cold boots) first, then e2e's VM_TESTS,
-# two at a time (GOMAXPROCS: one test's guest idles while its froogd
-# works). Packages of boots side by side finish no sooner: a TCG guest
-# on a shared core does less per CPU-second. Every phase runs, and make
-# test fails if any did.
+# make test runs two lines of packages side by side, one package of each
+# at a time (the packages are CPU-bound, and two is this machine's cores):
+# the in-process packages, LONG_PKGS first, in one; in the other e2e
+# (the longest) without its VM tests (VM_TESTS, by name: its tinyGuest
+# fails a test that boots a VM under another name), then the VM phase, so
+# that CPU-heavy VM boots (TCG: minutes of a core each) never share the
+# machine with e2e's tests, E2E_PARALLEL at once (an OS image's boot
+# beside cmd/froogd ran past its budget, issue #34). e2e's tests mostly
+# wait on the processes they start, and so do many of the in-process
+# packages': both lines pass -parallel E2E_PARALLEL. The VM phase is
+# VM_PKGS, the OS image's suite (the longest: Debian's cold boots) first,
+# then e2e's VM_TESTS, two at a time (GOMAXPROCS: one test's guest idles
+# while its froogd works). Packages of boots side by side finish no
+# sooner: a TCG guest on a shared core does less per CPU-second. The VM
+# phase starts when e2e ends, not when the in-process line does: in one
+# line after the other, the in-process line's last minutes left a core
+# idle. Every package runs, and make test fails if any did.
 # -trimpath (go vet's too): the build cache's entries do not depend on
 # the checkout's folder, so a fresh clone (CI's) compiles only what
 # changed (go vet without it compiles every package of the module again
 # in each new clone: 25 s).
 VM_PKGS := ./hostctl/qemu/ostest/ ./hostctl/qemu/... ./deploy/
-# LONG_PKGS start first in the first phase, longest first after e2e, so
-# that no long package is left to run alone at its end (two slots, CPU-
-# bound: a long one started last kept one core idle for a minute or two).
+# LONG_PKGS start the in-process line, longest first, so that what runs
+# beside the VM phase is the short ones.
 LONG_PKGS := ./api/ ./desktop/ ./edge/ ./guest/ ./store/pg/ ./deploy/image/ ./certs/ ./store/embedded/ ./api/contract/
 VM_TESTS := ^TestQEMU
 E2E_PARALLEL ?= 8
 TEST_FLAGS = -race -trimpath -count=1 -timeout $(TEST_TIMEOUT)
-TEST_PKGS = $(filter-out $(shell $(GO) list $(VM_PKGS)),$(shell $(GO) list ./...))
+# TEST_PKGS: the in-process line, every package but e2e and VM_PKGS.
+TEST_PKGS = $(filter-out $(shell $(GO) list $(VM_PKGS) ./e2e/),$(shell $(GO) list ./...))
 # TEST_TIMEOUT bounds one package's run: VM boots under TCG on a busy
 # 2-core machine take minutes, and go test's default of 10 is too tight.
 TEST_TIMEOUT ?= 30m
@@ -70,10 +70,12 @@ test: ## install what the tests need, then run every test with the race detector
 	./deploy/testdeps.sh
 	$(GO) vet -trimpath -tags bench ./...
 	rc=0; \
-	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(VM_TESTS)' ./e2e/ $(LONG_PKGS) $(TEST_PKGS) || rc=1; \
+	$(GO) test $(TEST_FLAGS) -p 1 -parallel $(E2E_PARALLEL) $(LONG_PKGS) $(TEST_PKGS) & inprocess=$$!; \
+	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(VM_TESTS)' ./e2e/ || rc=1; \
 	echo "make test: the VM phase"; \
 	$(GO) test $(TEST_FLAGS) -p 1 $(VM_PKGS) || rc=1; \
 	$(GO) test $(TEST_FLAGS) -run '$(VM_TESTS)' ./e2e/ || rc=1; \
+	wait $$inprocess || rc=1; \
 	exit $$rc
 
 test-short: ## the short tier: go test -short, in-process only (no VM, no browser, no froogd binary run); a few minutes
