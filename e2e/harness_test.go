@@ -14,6 +14,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -31,6 +33,22 @@ type proc struct {
 	cmd    *exec.Cmd
 	stdout *bufio.Reader
 	stderr syncbuf.Buffer
+}
+
+// killIn kills every process whose working folder is in dir, and says
+// how many.
+func killIn(dir string) (n int) {
+	cwds, _ := filepath.Glob("/proc/[0-9]*/cwd")
+	for _, f := range cwds {
+		at, err := os.Readlink(f)
+		if err != nil || at != dir && !strings.HasPrefix(at, dir+string(filepath.Separator)) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // start runs froogd with args and waits for the line matching re.
@@ -70,6 +88,11 @@ func startCmd(t *testing.T, re *regexp.Regexp, cmd *exec.Cmd, args []string) (*p
 			case <-time.After(15 * time.Second):
 				p.cmd.Process.Kill()
 				<-done
+				// Its sandboxes' jobs outlive a killed froogd: they run in
+				// its data folder.
+				if i := slices.Index(args, "--data"); i >= 0 && i+1 < len(args) {
+					t.Logf("froogd %s did not stop within 15 s of SIGTERM: killed, and the processes in %s: %d", args[0], args[i+1], killIn(args[i+1]))
+				}
 			}
 		}
 		checkNoSecrets(t, "froogd "+args[0], p.stderr.String())
