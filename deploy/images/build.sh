@@ -3,10 +3,11 @@
 # file system with systemd and OpenSSH (mmdebstrap), cleaned of keys,
 # machine id and logs, as OUT/disk.qcow2, with its kernel and initrd
 # beside it (OUT/vmlinux, uncompressed: see vmlinux.sh; OUT/initrd.img,
-# froog's own: see initrd.sh) and their command line (OUT/cmdline). froogd takes it with --image OS=OUT. Every sandbox's disk
-# is an overlay on disk.qcow2; froog-init (froogd by that name, package
-# guest/seed) reads froog's NoCloud seed early in every boot (host key,
-# user, keys, network), as the test guest's init does.
+# froog's own: see initrd.sh) and their command line (OUT/cmdline).
+# froogd takes it with --image OS=OUT. Every sandbox's disk is an overlay
+# on disk.qcow2; froog-init (froogd by that name, package guest/seed)
+# reads froog's NoCloud seed early in every boot (host key, user, keys,
+# network), as the test guest's init does.
 #
 #   deploy/images/build.sh OS [OUT]   OS: debian-13 or debian-12 (default OUT: ~/.cache/froog/images/OS)
 #
