@@ -203,17 +203,7 @@ func TestQEMUStartingPage(t *testing.T) {
 		b, err := io.ReadAll(res.Body)
 		held <- answer{res.StatusCode, string(b), err}
 	}()
-	var stages []string
-	var w startStatus
-	for deadline := time.Now().Add(3 * time.Minute); !w.Ready && !w.Failed; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the start's watch never ended: %+v (stages %q)", w, stages)
-		}
-		w = startWatch(t, web, page, w.Version)
-		if n := len(stages); w.Stage != "" && (n == 0 || stages[n-1] != w.Stage) {
-			stages = append(stages, w.Stage)
-		}
-	}
+	w, stages := watchUntilEnded(t, web, page)
 	t.Logf("the page's stages: %q", stages)
 	if !w.Ready || !slices.ContainsFunc(stages, func(s string) bool { return strings.HasPrefix(s, "booting: ") }) {
 		t.Fatalf("the watch ended %+v after stages %q: want a booting stage, then ready", w, stages)
@@ -250,13 +240,7 @@ func TestQEMUStartingPage(t *testing.T) {
 	if res.StatusCode != 503 || !strings.Contains(body, failedPage) && !strings.Contains(body, "sandbox_starting") {
 		t.Fatalf("a visit to a sandbox whose guest cannot boot: %d %.300q; want the page naming the stage, or the Starting one", res.StatusCode, body)
 	}
-	var failed startStatus
-	for deadline := time.Now().Add(3 * time.Minute); !failed.Failed && !failed.Ready; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the failing start's watch never ended: %+v", failed)
-		}
-		failed = startWatch(t, web, page, failed.Version)
-	}
+	failed, _ := watchUntilEnded(t, web, page)
 	if !failed.Failed || !strings.HasPrefix(failed.Stage, "booting: ") {
 		t.Fatalf("the watch of a failed start: %+v; want failed, at a booting stage", failed)
 	}
@@ -293,4 +277,21 @@ func startWatch(t *testing.T, web *http.Client, page, seen string) (st startStat
 		t.Fatalf("a watch: %d, %v", res.StatusCode, err)
 	}
 	return st
+}
+
+// watchUntilEnded follows page's watch, as the Starting page's script
+// does, until the start is ready or failed (3 minutes at most), and
+// returns its last answer and the stages it named, each once.
+func watchUntilEnded(t *testing.T, web *http.Client, page string) (w startStatus, stages []string) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Minute); !w.Ready && !w.Failed; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the start's watch never ended: %+v (stages %q)", w, stages)
+		}
+		w = startWatch(t, web, page, w.Version)
+		if n := len(stages); w.Stage != "" && (n == 0 || stages[n-1] != w.Stage) {
+			stages = append(stages, w.Stage)
+		}
+	}
+	return w, stages
 }

@@ -3,9 +3,9 @@
 // chromium-headless-shell, Chromium's own headless build (Blink, V8 and
 // its network stack, without the desktop browser's windows): the same
 // pages cost it about a quarter of the full browser's CPU in --headless,
-// and make test runs dozens of them beside each other. The sandboxes' own browser, in
-// their desktops, stays the full one, as does a test that needs what
-// only it does (Full).
+// and make test runs dozens of them beside each other. The sandboxes'
+// own browser, in their desktops, stays the full one, as does a test
+// that needs what only it does (Full).
 package browser
 
 import (
