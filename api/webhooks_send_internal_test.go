@@ -2,13 +2,14 @@ package api
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"froog.tech/froog/internal/loopback"
 )
 
 // A failed send says why in fixed words, never the address, the port or
@@ -16,14 +17,7 @@ import (
 // scanner. Each case is a real failure of a real client.
 func TestSendFailureSaysLittle(t *testing.T) {
 	t.Parallel()
-	closed := func() string { // a port nothing listens on
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	}()
+	closed := strconv.Itoa(loopback.FreePort(t)) // a port nothing listens on
 	untrusted := httptest.NewTLSServer(http.NotFoundHandler())
 	defer untrusted.Close()
 	// A bound on a hang only: each case fails on its own, and a loaded

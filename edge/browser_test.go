@@ -18,6 +18,7 @@ import (
 
 	"froog.tech/froog/edge"
 	"froog.tech/froog/internal/browser"
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 )
@@ -44,9 +45,7 @@ func TestPagesInChromium(t *testing.T) {
 	r := newRig(t, embeddedStore(t))
 	_, edgePort, _ := net.SplitHostPort(r.addr)
 	rules := "MAP *." + domain + " 127.0.0.1:" + edgePort
-	closed, _ := net.Listen("tcp", "127.0.0.1:0")
-	port := closed.Addr().(*net.TCPAddr).Port
-	closed.Close()
+	port := loopback.FreePort(t)
 	r.host("idle-1-hhhhhh", port, true, "")
 	r.host("priv-1-iiiiii", echo(t), false, "pt_page")
 	pages := []struct{ name, url, title string }{

@@ -478,9 +478,7 @@ func TestPagesAndRedirect(t *testing.T) {
 	if res, b := do(t, c, "GET", "https://nothing-here."+domain+"/"); res.StatusCode != 404 || !strings.Contains(string(b), `"code":"not_found"`) {
 		t.Fatalf("unknown host: %d %s", res.StatusCode, b)
 	}
-	closed, _ := net.Listen("tcp", "127.0.0.1:0")
-	port := closed.Addr().(*net.TCPAddr).Port
-	closed.Close()
+	port := loopback.FreePort(t)
 	r.host("idle-1-eeeeee", port, true, "")
 	res, b := do(t, c, "GET", "https://idle-1-eeeeee."+domain+"/", "Sec-Fetch-Mode", "navigate")
 	if res.StatusCode != 502 || !strings.Contains(string(b), "must listen on that port inside the sandbox") || !strings.Contains(string(b), strconv.Itoa(port)) {

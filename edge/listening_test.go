@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/store"
 )
 
@@ -46,15 +47,6 @@ func lists(p notListening, port int) bool {
 	}
 	l := *p.Listening
 	return slices.Contains(l, port) || p.More > 0 && len(l) > 0 && port > l[len(l)-1]
-}
-
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // A refused dial says what listens instead: to the holder of a private
@@ -104,7 +96,7 @@ func TestNotListeningSaysWhatIs(t *testing.T) {
 	}
 
 	// A public URL: nothing, until its owner turns show_ports on.
-	closed := freePort(t)
+	closed := loopback.FreePort(t)
 	r.host("pub-1-qqqqqq", closed, true, "")
 	pub := "https://pub-1-qqqqqq." + domain + "/"
 	if p := getProblem(t, r, pub); p.Listening != nil || p.Port != closed {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/store"
 )
 
@@ -33,7 +34,7 @@ func TestPathRoutes(t *testing.T) {
 		return srv.Listener.Addr().(*net.TCPAddr).Port
 	}
 	frontPort, v2 := named("front"), named("v2")
-	api, ws, closed := echo(t), wsEcho(t), freePort(t)
+	api, ws, closed := echo(t), wsEcho(t), loopback.FreePort(t)
 	const tok = "pt_paths"
 	r.host("paths-1-rrrrrr", frontPort, false, tok)
 	if _, err := r.st.PutURL(ctx, r.sb.ID, frontPort, func(old *store.URL, _ *store.AuditEvent) (store.URL, error) {

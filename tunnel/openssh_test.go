@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/store"
@@ -82,7 +83,7 @@ func TestAgainstOpenSSH(t *testing.T) {
 	if err != nil || string(out) != "from-openssh\n" {
 		t.Fatalf("exec through OpenSSH: %q, %v", out, err)
 	}
-	if _, err := tun.DialContext(context.Background(), id, closedPort(t)); !errors.Is(err, tunnel.ErrPortClosed) {
+	if _, err := tun.DialContext(context.Background(), id, loopback.FreePort(t)); !errors.Is(err, tunnel.ErrPortClosed) {
 		t.Fatalf("a closed port through OpenSSH: got %v, want ErrPortClosed", err)
 	}
 }

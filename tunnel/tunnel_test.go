@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"froog.tech/froog/hostctl/local"
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/testkit/live"
@@ -200,19 +201,9 @@ func TestHostKeyMismatchRefused(t *testing.T) {
 	}
 }
 
-// closedPort is a loopback port nothing listens on.
-func closedPort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func TestPortClosed(t *testing.T) {
 	r := newRig(t, tunnel.Options{})
-	if _, err := r.tun.DialContext(context.Background(), r.sb.ID, closedPort(t)); !errors.Is(err, tunnel.ErrPortClosed) {
+	if _, err := r.tun.DialContext(context.Background(), r.sb.ID, loopback.FreePort(t)); !errors.Is(err, tunnel.ErrPortClosed) {
 		t.Fatalf("got %v, want ErrPortClosed", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/wait"
 )
 
@@ -105,9 +106,7 @@ func (s *Server) ForwardProcess(tb testing.TB, pemKey []byte, target string) (st
 	known := filepath.Join(s.Dir, "known_hosts")
 	host, port, _ := net.SplitHostPort(s.Addr)
 	os.WriteFile(known, []byte(fmt.Sprintf("[%s]:%s %s\n", host, port, s.HostKey)), 0o600)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	local := ln.Addr().String()
-	ln.Close()
+	local := "127.0.0.1:" + strconv.Itoa(loopback.FreePort(tb))
 	cmd := exec.Command("ssh", "-N", "-p", port, "-i", keyFile, "-o", "UserKnownHostsFile="+known, "-o", "StrictHostKeyChecking=yes",
 		"-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes", "-L", local+":"+target, "root@"+host)
 	if err := cmd.Start(); err != nil {
