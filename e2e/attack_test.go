@@ -214,8 +214,24 @@ func statusLine(answer string) string {
 // over raw TLS, for both protocols. Each case says what the client gets
 // and what the app received — never the token, never a request the edge
 // did not check. New shapes found later join the tables.
+//
+// An HTTP/1.1 case whose connection stays open ends in 1.5 s of quiet (a
+// second answer, a smuggled request's, would come in it): the cases are
+// dealt out to four rigs, each a froogd of its own, that go at once.
 func TestAttackCorpus(t *testing.T) {
 	t.Parallel()
+	const shards = 4
+	for shard := range shards {
+		t.Run(fmt.Sprint(shard), func(t *testing.T) {
+			t.Parallel()
+			attackCorpus(t, func(i int) bool { return i%shards == shard })
+		})
+	}
+}
+
+// attackCorpus runs the corpus's cases whose index in their table is
+// mine, on a rig of its own.
+func attackCorpus(t *testing.T, mine func(i int) bool) {
 	r := newAttackRig(t)
 	priv, pub, tok := r.private, r.public, r.token
 	grd, gtok := r.guarded, r.guardedToken
@@ -322,7 +338,10 @@ func TestAttackCorpus(t *testing.T) {
 		{"into the inbox by %69", pub, "POST /%69nbox/hook HTTP/1.1\r\nHost: " + pub + "\r\nContent-Length: 2\r\n\r\n{}", "HTTP/1.1 400", nothing},
 		{"into the inbox by %2f", pub, "POST /x%2f..%2Finbox/hook HTTP/1.1\r\nHost: " + pub + "\r\nContent-Length: 2\r\n\r\n{}", "HTTP/1.1 400", nothing},
 	}
-	for _, tt := range h1cases {
+	for i, tt := range h1cases {
+		if !mine(i) {
+			continue
+		}
 		answer := r.h1(tt.host, tt.raw)
 		saw := r.appSaw()
 		if line := statusLine(answer); !strings.HasPrefix(line, tt.status) {
@@ -377,7 +396,10 @@ func TestAttackCorpus(t *testing.T) {
 		{"into the inbox by %69", req("POST", pub, "/%69nbox/hook"), "{}", "400", nothing},
 		{"out of a route by %2e%2e", req("GET", pub, "/api/%2e%2e/admin"), "", "200", "GET /api/%2e%2e/admin HTTP/1.1\r\n"},
 	}
-	for _, tt := range h2cases {
+	for i, tt := range h2cases {
+		if !mine(i) {
+			continue
+		}
 		status, body := r.h2(priv, tt.fields, tt.body)
 		saw := r.appSaw()
 		if tt.status != "" && status != tt.status {
@@ -399,15 +421,17 @@ func TestAttackCorpus(t *testing.T) {
 	// The control of the inbox's rows: the same signed body at the
 	// inbox's own path is stored (202) and delivered, so what refused
 	// them was their path, not their signature.
-	if line := statusLine(r.h1(priv, signed(priv, "/inbox/hook"))); !strings.HasPrefix(line, "HTTP/1.1 202") {
-		t.Errorf("the inbox's control: got %q, want HTTP/1.1 202", line)
-	}
-	var delivered string
-	if !wait.Until(15*time.Second, func() bool {
-		delivered += r.appSaw()
-		return strings.Contains(delivered, "POST /inbox/hook HTTP/1.1\r\n") && strings.HasSuffix(delivered, hook)
-	}) {
-		t.Errorf("the inbox's control: the app received %q, want the signed request delivered", delivered)
+	if mine(0) {
+		if line := statusLine(r.h1(priv, signed(priv, "/inbox/hook"))); !strings.HasPrefix(line, "HTTP/1.1 202") {
+			t.Errorf("the inbox's control: got %q, want HTTP/1.1 202", line)
+		}
+		var delivered string
+		if !wait.Until(15*time.Second, func() bool {
+			delivered += r.appSaw()
+			return strings.Contains(delivered, "POST /inbox/hook HTTP/1.1\r\n") && strings.HasSuffix(delivered, hook)
+		}) {
+			t.Errorf("the inbox's control: the app received %q, want the signed request delivered", delivered)
+		}
 	}
 
 	// Issue #24 item 6a: the token riding in elsewhere than its three
@@ -438,7 +462,10 @@ func TestAttackCorpus(t *testing.T) {
 			{"X-Forwarded-Port", "1"}, {"X-Forwarded-Server", "evil.example"}, {"True-Client-IP", "6.6.6.6"}, {"X-Client-IP", "6.6.6.6"}},
 			"get /page http/1.1\r\n", []string{"6.6.6.6", "evil.example", "forwarded:", "x-forwarded-port", "x-forwarded-server"}},
 	}
-	for _, tt := range leaks {
+	for i, tt := range leaks {
+		if !mine(i) {
+			continue
+		}
 		raw := "GET /page HTTP/1.1\r\nHost: " + tt.host + "\r\n"
 		fields := req("GET", tt.host, "/page")
 		for _, f := range tt.fields {
@@ -478,7 +505,7 @@ func TestAttackCorpus(t *testing.T) {
 			cbc = append(cbc, cs.ID)
 		}
 	}
-	for _, tt := range []struct {
+	for i, tt := range []struct {
 		name   string
 		suites []uint16
 		ok     bool
@@ -486,6 +513,9 @@ func TestAttackCorpus(t *testing.T) {
 		{"CBC suites only", cbc, false},
 		{"AES-GCM", []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}, true},
 	} {
+		if !mine(i) {
+			continue
+		}
 		conn, err := tls.Dial("tcp", r.edge, &tls.Config{RootCAs: r.pool, ServerName: pub, MaxVersion: tls.VersionTLS12, CipherSuites: tt.suites})
 		if err == nil {
 			conn.Close()
