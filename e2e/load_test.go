@@ -40,7 +40,9 @@ func TestLoad(t *testing.T) {
 		clients, urls, dur = 1000, 100, 60*time.Second
 	}
 	metrics := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
-	d := startDev(t, devOptions{args: []string{"--metrics-addr", metrics, "--rate-limit", "0"}, prepare: func(data string) string {
+	// Pooled connections to the apps idle out after 2 s rather than 30:
+	// the check below waits for them.
+	d := startDev(t, devOptions{args: []string{"--metrics-addr", metrics, "--rate-limit", "0", "--upstream-idle-secs", "2"}, prepare: func(data string) string {
 		// An account of its own, made as an operator would, with a name
 		// for every URL a day (the dev account has 20).
 		return adminAccount(t, []string{"--data", data}, "--name", "load", "--url-names-per-day", fmt.Sprint(urls))
@@ -213,12 +215,12 @@ func TestLoad(t *testing.T) {
 		t.Errorf("%d slow clients cut, want %d", slowCut.Load(), want)
 	}
 	// Afterwards: nothing left behind (once the pooled connections to the
-	// sandbox have idled out, 30 s), memory back near its start. The heap
-	// in use shrinks only at the next collection, which an idle process
-	// may not have run yet: its bound is loose; goroutines and descriptors
-	// are what a leak shows in. At full size the edge came back in 40-49 s
-	// (the pool's 30 s, then a collection), so the wait allows 90: a leak
-	// never comes back, and how long it took is logged.
+	// sandbox have idled out: --upstream-idle-secs, then as long again
+	// for the sweep), memory back near its start. The heap in use shrinks
+	// only at the next collection, which an idle process may not have run
+	// yet: its bound is loose; goroutines and descriptors are what a leak
+	// shows in. The wait allows 90 s: a leak never comes back, and how
+	// long it took is logged.
 	rest := func() bool {
 		return procFDs(t, pid) <= fds0+16 && metric(t, metrics, "go_goroutines") <= gor0+20 &&
 			metric(t, metrics, "go_memstats_heap_inuse_bytes") <= heap0*2+64<<20

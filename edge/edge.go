@@ -99,6 +99,12 @@ type Options struct {
 	// next request (an HTTP/2 connection, with no stream open) before the
 	// edge closes it, quietly (HTTP/2: GOAWAY); 0 means 2 min.
 	IdleTimeout time.Duration
+	// UpstreamIdle is how long a pooled connection to a sandbox's port may
+	// stay idle before it is closed (idle ones are swept as often): long
+	// enough to be reused between a page's bursts, short enough that a
+	// burst's connections do not linger; under an app's own keep-alive
+	// timeout (Node's is 5 s) when the app closes first. 0 means 30 s.
+	UpstreamIdle time.Duration
 	// RateLimit is how many requests a second one client address may
 	// send on average, and RateBurst how many at once; 0 means 200 and
 	// 2000, a negative RateLimit turns the limit off.
@@ -191,6 +197,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 30 * time.Second
+	}
+	if o.UpstreamIdle == 0 {
+		o.UpstreamIdle = 30 * time.Second
 	}
 	s := &Server{o: o, domain: o.Routes.Domain(), m: newMetrics(o.Registerer), hijacked: map[io.Closer]struct{}{}, done: make(chan struct{})}
 	var err error

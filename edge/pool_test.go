@@ -250,7 +250,7 @@ func TestPoolSweepsWithoutRequests(t *testing.T) {
 	u.mu.Lock()
 	armed := u.sweeper != nil
 	for _, c := range u.idle[route.Port{SandboxID: "sb1", Port: 8080}] {
-		c.since = c.since.Add(-upstreamIdle) // sb1's connection has idled out; sb2's has not
+		c.since = c.since.Add(-s.o.UpstreamIdle) // sb1's connection has idled out; sb2's has not
 	}
 	u.mu.Unlock()
 	if !armed {

@@ -59,15 +59,6 @@ type upstreams struct {
 	closed  bool
 }
 
-// upstreamIdle is how long a pooled connection to a sandbox's port may
-// stay idle before it is closed: long enough to be reused between a
-// page's bursts, short enough that a burst's connections do not linger.
-const upstreamIdle = 30 * time.Second
-
-// pruneEvery spaces out prunes: connections idle past upstreamIdle, or to
-// ports no route points at any more, are closed.
-const pruneEvery = 30 * time.Second
-
 // maxIdlePerPort bounds the idle connections kept to one sandbox port;
 // past it a connection whose answer is through is closed.
 const maxIdlePerPort = 64
@@ -138,11 +129,11 @@ func runOf(sb *route.Sandbox) runKey {
 func (u *upstreams) get(ctx context.Context, k route.Port) (*upConn, error) {
 	now := time.Now()
 	u.mu.Lock()
-	due := now.Sub(u.pruned) >= pruneEvery
+	due := now.Sub(u.pruned) >= u.s.o.UpstreamIdle
 	var c *upConn
 	if list := u.idle[k]; len(list) > 0 {
 		c, list = list[len(list)-1], list[:len(list)-1]
-		if now.Sub(c.since) >= upstreamIdle {
+		if now.Sub(c.since) >= u.s.o.UpstreamIdle {
 			// The most recent is stale, so is every older one.
 			for _, o := range list {
 				o.Close()
@@ -217,7 +208,7 @@ func (u *upstreams) done(c *upConn, keep bool) {
 	}
 	u.idle[c.key] = append(u.idle[c.key], c)
 	if u.sweeper == nil {
-		u.sweeper = time.AfterFunc(pruneEvery, u.sweep)
+		u.sweeper = time.AfterFunc(u.s.o.UpstreamIdle, u.sweep)
 	}
 	u.mu.Unlock()
 }
@@ -233,7 +224,7 @@ func (u *upstreams) sweep() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if len(u.idle) > 0 && !u.closed {
-		u.sweeper.Reset(pruneEvery)
+		u.sweeper.Reset(u.s.o.UpstreamIdle)
 	} else {
 		u.sweeper = nil
 	}
@@ -284,12 +275,12 @@ func (u *upstreams) idleCount(sandboxID string) int {
 	return n
 }
 
-// prune closes the connections idle past upstreamIdle and those to ports
-// no route points at any more, at most every pruneEvery.
+// prune closes the connections idle past Options.UpstreamIdle and those
+// to ports no route points at any more, at most once in that time.
 func (u *upstreams) prune() {
 	u.mu.Lock()
 	now := time.Now()
-	if now.Sub(u.pruned) < pruneEvery {
+	if now.Sub(u.pruned) < u.s.o.UpstreamIdle {
 		u.mu.Unlock()
 		return
 	}
@@ -298,7 +289,7 @@ func (u *upstreams) prune() {
 		serves := u.s.o.Routes.Serves(k)
 		kept := list[:0]
 		for _, c := range list {
-			if serves && now.Sub(c.since) < upstreamIdle {
+			if serves && now.Sub(c.since) < u.s.o.UpstreamIdle {
 				kept = append(kept, c)
 			} else {
 				c.Close()

@@ -28,7 +28,7 @@ type devConfig struct {
 	APIAddr, EdgeAddr, EdgeHTTPAddr, MetricsAddr, Domain string
 	Rate                                                 rateConfig
 	Driver                                               driverConfig
-	Capacity                                             int
+	Capacity, UpstreamIdleSecs                           int
 	DesktopBrowser, HTTP3                                bool
 }
 
@@ -42,6 +42,7 @@ func (c *devConfig) bind(f flags) {
 	f.num(&c.Capacity, "capacity", 16, "sandboxes the local host runs at once")
 	bindDesktopBrowser(f, &c.DesktopBrowser)
 	bindHTTP3(f, &c.HTTP3)
+	bindUpstreamIdle(f, &c.UpstreamIdleSecs)
 	c.Rate.bind(f)
 	c.Driver.bind(f)
 }
@@ -58,6 +59,9 @@ func (c *devConfig) validate() error {
 	}
 	if c.Capacity < 1 {
 		errs = append(errs, errors.New("--capacity must be at least 1"))
+	}
+	if c.UpstreamIdleSecs < 1 {
+		errs = append(errs, fmt.Errorf("--upstream-idle-secs %d: want 1 or more", c.UpstreamIdleSecs))
 	}
 	errs = append(errs, checkDomain(c.Domain), c.Rate.validate(), c.Driver.validate())
 	return errors.Join(errs...)
@@ -122,7 +126,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		ec := edgeConfig{Domain: c.Domain, PublicPort: publicPort, Rate: c.Rate, Certs: certs.Config{LocalCADir: c.Data}, DrainSecs: 10, DesktopBrowser: c.DesktopBrowser, HTTP3: c.HTTP3}
+		ec := edgeConfig{Domain: c.Domain, PublicPort: publicPort, Rate: c.Rate, Certs: certs.Config{LocalCADir: c.Data}, DrainSecs: 10, UpstreamIdleSecs: c.UpstreamIdleSecs, DesktopBrowser: c.DesktopBrowser, HTTP3: c.HTTP3}
 		edgeSrv, checks, err := startEdge(p, ec, sh, secret, edgeLn, httpLn, quic)
 		if err != nil {
 			return err

@@ -28,6 +28,7 @@ type edgeConfig struct {
 	Domain                      string
 	PublicPort                  int // the HTTPS port as visitors reach it
 	DrainSecs, DrainDelaySecs   int
+	UpstreamIdleSecs            int
 	DesktopBrowser              bool // a desktop the edge starts opens a browser window
 	HTTP3                       bool // HTTP/3 on the HTTPS port's number, over UDP
 	Rate                        rateConfig
@@ -48,6 +49,7 @@ func (c *edgeConfig) bind(f flags) {
 	f.str(&c.SecretKeyFile, "secret-key-file", "", "the 32-byte key file every API and edge process shares (the API's --secret-key-file): desktop sessions are signed with a key made from it; without it this edge serves no desktops")
 	bindDesktopBrowser(f, &c.DesktopBrowser)
 	bindHTTP3(f, &c.HTTP3)
+	bindUpstreamIdle(f, &c.UpstreamIdleSecs)
 	c.Rate.bind(f)
 	bindCerts(f, &c.Certs)
 }
@@ -55,6 +57,11 @@ func (c *edgeConfig) bind(f flags) {
 // bindHTTP3 declares --http3, the edge's and dev's.
 func bindHTTP3(f flags, p *bool) {
 	f.boolean(p, "http3", true, "serve HTTP/3 (QUIC) on UDP at the HTTPS port's number, and advertise it (Alt-Svc) on HTTPS answers; false: HTTP/1.1 and HTTP/2 only")
+}
+
+// bindUpstreamIdle declares --upstream-idle-secs, the edge's and dev's.
+func bindUpstreamIdle(f flags, p *int) {
+	f.num(p, "upstream-idle-secs", 30, "how long a pooled connection to a sandbox's port may stay idle before the edge closes it; set it under the apps' own keep-alive timeout when they close first")
 }
 
 // bindDesktopBrowser declares --desktop-browser, the edge's and dev's.
@@ -67,6 +74,9 @@ func (c *edgeConfig) validate() error {
 	errs = append(errs, c.Rate.validate(), c.Certs.Validate(), checkDomain(c.Domain), checkPort("--public-port", c.PublicPort))
 	if c.DrainSecs < 1 || c.DrainDelaySecs < 0 {
 		errs = append(errs, fmt.Errorf("--drain-secs %d --drain-delay-secs %d: want 1 or more, and 0 or more", c.DrainSecs, c.DrainDelaySecs))
+	}
+	if c.UpstreamIdleSecs < 1 {
+		errs = append(errs, fmt.Errorf("--upstream-idle-secs %d: want 1 or more", c.UpstreamIdleSecs))
 	}
 	if c.TrafficAddr != "" && c.SecretKeyFile == "" {
 		errs = append(errs, errors.New("--traffic-addr needs --secret-key-file: the API processes that read it share that key"))
@@ -147,7 +157,7 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 	}
 	p.onClose(func() { src.Close() }) // ACME's certificate maintenance
 	o := edge.Options{Routes: routes, Sandboxes: sh.store, Dialer: sh.tun, GetCertificate: src.GetCertificate, HTTPChallenge: src.HTTPChallenge,
-		HTTPSPort: c.PublicPort, DrainTimeout: time.Duration(c.DrainSecs) * time.Second, DrainDelay: time.Duration(c.DrainDelaySecs) * time.Second, RateLimit: float64(c.Rate.Limit), RateBurst: c.Rate.Burst, Logger: sh.log, Registerer: sh.reg, Now: now}
+		HTTPSPort: c.PublicPort, DrainTimeout: time.Duration(c.DrainSecs) * time.Second, DrainDelay: time.Duration(c.DrainDelaySecs) * time.Second, UpstreamIdle: time.Duration(c.UpstreamIdleSecs) * time.Second, RateLimit: float64(c.Rate.Limit), RateBurst: c.Rate.Burst, Logger: sh.log, Registerer: sh.reg, Now: now}
 	if c.Rate.Limit == 0 {
 		o.RateLimit = -1 // off
 	}
