@@ -553,9 +553,9 @@ func TestQEMUHostctlRestartKeepsSandboxes(t *testing.T) {
 // A network partition between the edge and a sandbox, in a network
 // namespace the test makes: froogd dev runs inside it (reached over a
 // veth pair), and an nftables rule there drops the sandbox's SSH
-// traffic. The tunnel notices within its keepalive (15 s, then as long
-// again for an answer) and says so; once the network heals, the next
-// request redials and is served.
+// traffic. The tunnel notices within its keepalive (--tunnel-keepalive-secs,
+// 2 s here, then as long again for an answer) and says so; once the
+// network heals, the next request redials and is served.
 func TestPartitionEdgeFromSandbox(t *testing.T) {
 	// Alone: it makes a network namespace and an nftables rule on the host.
 	if os.Geteuid() != 0 {
@@ -568,7 +568,7 @@ func TestPartitionEdgeFromSandbox(t *testing.T) {
 	ns, addr := cl.ns("far"), cl.addr["far"]
 	data := t.TempDir()
 	p, m := startIn(t, ns, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), "dev", "--data", data,
-		"--api-addr", addr+":0", "--edge-addr", addr+":0", "--edge-http-addr", addr+":0", "--domain", "froog.test")
+		"--api-addr", addr+":0", "--edge-addr", addr+":0", "--edge-http-addr", addr+":0", "--domain", "froog.test", "--tunnel-keepalive-secs", "2")
 	key, _ := os.ReadFile(filepath.Join(data, "api-key"))
 	c := client{t: t, base: m[1], key: strings.TrimSpace(string(key))}
 	newSandbox(t, c, "far", 30*time.Second)
@@ -600,9 +600,9 @@ func TestPartitionEdgeFromSandbox(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("nft: %v\n%s", err, out)
 	}
-	cut := time.Now()
+	cut, logged := time.Now(), len(p.stderr.String())
 	wait.For(t, 40*time.Second, "the tunnel notices the partition", func() bool {
-		return strings.Contains(p.stderr.String(), "does not answer keepalives")
+		return strings.Contains(p.stderr.String()[logged:], "does not answer keepalives")
 	})
 	t.Logf("the tunnel noticed the partition after %v", time.Since(cut).Round(time.Second))
 	if code := get(); code == 200 {

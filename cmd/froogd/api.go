@@ -23,6 +23,7 @@ type apiConfig struct {
 	PublicPort                                 int    // the edge's HTTPS port as visitors reach it
 	APIURL                                     string // where clients reach the API, for signed file links
 	EdgeTraffic                                string // the edges' --traffic-addr, comma-separated
+	Tunnel                                     tunnelConfig
 }
 
 func (c *apiConfig) bind(f flags) {
@@ -35,11 +36,12 @@ func (c *apiConfig) bind(f flags) {
 	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key, to run commands in sandboxes (required)")
 	f.str(&c.EdgeTraffic, "edge-traffic", "", "comma-separated addresses of the edges' --traffic-addr (http://HOST:PORT), from which this API reads URLs' recent requests and sends replays; empty: GET …/requests and replay answer 501")
 	f.str(&c.APIURL, "api-url", "", "the API's address as clients reach it, e.g. https://api.example.com (signed file links); empty: the request's host")
+	c.Tunnel.bind(f)
 }
 
 func (c *apiConfig) validate() error {
 	errs := required(map[string]string{"--database-url": c.DatabaseURL, "--secret-key-file": c.SecretKeyFile, "--control-key-file": c.ControlKeyFile})
-	errs = append(errs, checkDomain(c.Domain), checkPort("--public-port", c.PublicPort))
+	errs = append(errs, checkDomain(c.Domain), checkPort("--public-port", c.PublicPort), c.Tunnel.validate())
 	if c.APIURL != "" {
 		if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
 			errs = append(errs, fmt.Errorf("--api-url %q: want the API's scheme and host, e.g. https://api.example.com", c.APIURL))
@@ -104,7 +106,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	return runPG(ctx, "api", c.DatabaseURL, c.ControlKeyFile, true, stderr, func(p *proc, sh parts) error {
+	return runPG(ctx, "api", c.DatabaseURL, c.ControlKeyFile, c.Tunnel, stderr, func(p *proc, sh parts) error {
 		lns, err := listen(p, c.Addr, c.MetricsAddr)
 		if err != nil {
 			return err

@@ -27,6 +27,7 @@ type devConfig struct {
 	Data                                                 string
 	APIAddr, EdgeAddr, EdgeHTTPAddr, MetricsAddr, Domain string
 	Rate                                                 rateConfig
+	Tunnel                                               tunnelConfig
 	Driver                                               driverConfig
 	Capacity, UpstreamIdleSecs                           int
 	DesktopBrowser, HTTP3                                bool
@@ -44,6 +45,7 @@ func (c *devConfig) bind(f flags) {
 	bindHTTP3(f, &c.HTTP3)
 	bindUpstreamIdle(f, &c.UpstreamIdleSecs)
 	c.Rate.bind(f)
+	c.Tunnel.bind(f)
 	c.Driver.bind(f)
 }
 
@@ -63,7 +65,7 @@ func (c *devConfig) validate() error {
 	if c.UpstreamIdleSecs < 1 {
 		errs = append(errs, fmt.Errorf("--upstream-idle-secs %d: want 1 or more", c.UpstreamIdleSecs))
 	}
-	errs = append(errs, checkDomain(c.Domain), c.Rate.validate(), c.Driver.validate())
+	errs = append(errs, checkDomain(c.Domain), c.Rate.validate(), c.Tunnel.validate(), c.Driver.validate())
 	return errors.Join(errs...)
 }
 
@@ -99,7 +101,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		sh := parts{store: st, key: key, reg: newRegistry("dev"), log: slog.New(slog.NewJSONHandler(stderr, nil))}
-		if err := openTunnel(p, &sh); err != nil {
+		if err := openTunnel(p, &sh, c.Tunnel); err != nil {
 			return err
 		}
 		lns, err := listen(p, c.APIAddr, c.EdgeAddr, c.EdgeHTTPAddr, c.MetricsAddr)

@@ -32,6 +32,7 @@ type edgeConfig struct {
 	DesktopBrowser              bool // a desktop the edge starts opens a browser window
 	HTTP3                       bool // HTTP/3 on the HTTPS port's number, over UDP
 	Rate                        rateConfig
+	Tunnel                      tunnelConfig
 	Certs                       certs.Config
 }
 
@@ -51,6 +52,7 @@ func (c *edgeConfig) bind(f flags) {
 	bindHTTP3(f, &c.HTTP3)
 	bindUpstreamIdle(f, &c.UpstreamIdleSecs)
 	c.Rate.bind(f)
+	c.Tunnel.bind(f)
 	bindCerts(f, &c.Certs)
 }
 
@@ -71,7 +73,7 @@ func bindDesktopBrowser(f flags, p *bool) {
 
 func (c *edgeConfig) validate() error {
 	errs := required(map[string]string{"--database-url": c.DatabaseURL, "--control-key-file": c.ControlKeyFile})
-	errs = append(errs, c.Rate.validate(), c.Certs.Validate(), checkDomain(c.Domain), checkPort("--public-port", c.PublicPort))
+	errs = append(errs, c.Rate.validate(), c.Tunnel.validate(), c.Certs.Validate(), checkDomain(c.Domain), checkPort("--public-port", c.PublicPort))
 	if c.DrainSecs < 1 || c.DrainDelaySecs < 0 {
 		errs = append(errs, fmt.Errorf("--drain-secs %d --drain-delay-secs %d: want 1 or more, and 0 or more", c.DrainSecs, c.DrainDelaySecs))
 	}
@@ -213,7 +215,7 @@ func runEdge(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseConfig("edge", &c, args, stderr); err != nil {
 		return err
 	}
-	return runPG(ctx, "edge", c.DatabaseURL, c.ControlKeyFile, true, stderr, func(p *proc, sh parts) error {
+	return runPG(ctx, "edge", c.DatabaseURL, c.ControlKeyFile, c.Tunnel, stderr, func(p *proc, sh parts) error {
 		lns, err := listen(p, c.Addr, c.HTTPAddr, c.MetricsAddr, c.TrafficAddr)
 		if err != nil {
 			return err

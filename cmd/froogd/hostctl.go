@@ -34,6 +34,7 @@ type hostctlConfig struct {
 	AdvertiseAddr           string
 	HeartbeatSecs, DownSecs int
 	Driver                  driverConfig
+	Tunnel                  tunnelConfig
 	// SecretKeyFile opens the accounts' secret files and setup scripts,
 	// written into sandboxes at their start; "" writes none.
 	SecretKeyFile string
@@ -51,11 +52,12 @@ func (c *hostctlConfig) bind(f flags) {
 	f.str(&c.ControlKeyFile, "control-key-file", "", "the control plane's SSH private key; sandboxes accept its public half (required)")
 	f.str(&c.SecretKeyFile, "secret-key-file", "", "the 32-byte key file the API processes share (their --secret-key-file): it opens the accounts' secret files and setup scripts, written into each sandbox at its start; without it a sandbox whose account has secret files or a setup script gets setup_status failed, saying this host has no key for the account's environment")
 	bindMetrics(f, &c.MetricsAddr)
+	c.Tunnel.bind(f)
 }
 
 func (c *hostctlConfig) validate() error {
 	errs := required(map[string]string{"--database-url": c.DatabaseURL, "--host-name": c.HostName, "--control-key-file": c.ControlKeyFile})
-	errs = append(errs, c.Driver.validate())
+	errs = append(errs, c.Driver.validate(), c.Tunnel.validate())
 	if c.Capacity < 1 {
 		errs = append(errs, errors.New("--capacity must be at least 1"))
 	}
@@ -209,7 +211,7 @@ func runHostctl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	// With the tunnel: a stop keeps what ran (Options.Sample).
-	return runPG(ctx, "hostctl", c.DatabaseURL, c.ControlKeyFile, true, stderr, func(p *proc, sh parts) error {
+	return runPG(ctx, "hostctl", c.DatabaseURL, c.ControlKeyFile, c.Tunnel, stderr, func(p *proc, sh parts) error {
 		lns, err := listen(p, c.MetricsAddr)
 		if err != nil {
 			return err

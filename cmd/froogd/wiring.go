@@ -100,10 +100,24 @@ func controlKey(path string, create bool) (ssh.Signer, error) {
 	return s, nil
 }
 
+// tunnelConfig is the tunnel's, in every role that reaches sandboxes.
+type tunnelConfig struct{ KeepAliveSecs int }
+
+func (c *tunnelConfig) bind(f flags) {
+	f.num(&c.KeepAliveSecs, "tunnel-keepalive-secs", 15, "how often the connection to each sandbox's SSH server is checked; one that does not answer within as long again is closed (requests to the sandbox then say so, and the next one dials again)")
+}
+
+func (c tunnelConfig) validate() error {
+	if c.KeepAliveSecs < 1 {
+		return fmt.Errorf("--tunnel-keepalive-secs %d: want 1 or more", c.KeepAliveSecs)
+	}
+	return nil
+}
+
 // runPG runs a role against Postgres: it opens what every such role
-// shares (the control key, the store, and the tunnel when withTunnel is
-// set), then calls start, and waits.
-func runPG(ctx context.Context, role, dbURL, keyFile string, withTunnel bool, stderr io.Writer, start func(p *proc, sh parts) error) error {
+// shares (the control key, the store, and the tunnel), then calls start,
+// and waits.
+func runPG(ctx context.Context, role, dbURL, keyFile string, tc tunnelConfig, stderr io.Writer, start func(p *proc, sh parts) error) error {
 	return runProc(ctx, func(p *proc) error {
 		key, err := controlKey(keyFile, false)
 		if err != nil {
@@ -115,10 +129,8 @@ func runPG(ctx context.Context, role, dbURL, keyFile string, withTunnel bool, st
 		}
 		p.onClose(func() { st.Close() })
 		sh := parts{store: st, key: key, reg: newRegistry(role), log: slog.New(slog.NewJSONHandler(stderr, nil))}
-		if withTunnel {
-			if err := openTunnel(p, &sh); err != nil {
-				return err
-			}
+		if err := openTunnel(p, &sh, tc); err != nil {
+			return err
 		}
 		return start(p, sh)
 	})
@@ -126,8 +138,9 @@ func runPG(ctx context.Context, role, dbURL, keyFile string, withTunnel bool, st
 
 // openTunnel sets sh.tun: the tunnel to the sandboxes, kept current by the
 // change feed while p runs.
-func openTunnel(p *proc, sh *parts) error {
-	tun, err := tunnel.New(tunnel.Options{Sandboxes: sh.store, Signer: sh.key, Logger: sh.log, Registerer: sh.reg})
+func openTunnel(p *proc, sh *parts, tc tunnelConfig) error {
+	tun, err := tunnel.New(tunnel.Options{Sandboxes: sh.store, Signer: sh.key, Logger: sh.log, Registerer: sh.reg,
+		KeepAlive: time.Duration(tc.KeepAliveSecs) * time.Second})
 	if err != nil {
 		return err
 	}
