@@ -27,6 +27,7 @@ import (
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
 	"froog.tech/froog/internal/testdep"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/testkit/live"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/pg"
@@ -736,7 +737,10 @@ func TestRateLimit(t *testing.T) {
 	r := newRig(t, embeddedStore(t))
 	port := echo(t)
 	r.host("busy-1-iiiiii", port, true, "")
-	limited, _, _ := r.startEdge(r.st, func(o *edge.Options) { o.RateLimit, o.RateBurst = 0.5, 3 })
+	// The limit's clock stands still until the test moves it: on a loaded
+	// machine the eight requests took over 2 s, and a token came back.
+	clock := testkit.NewFakeClock(time.Now())
+	limited, _, _ := r.startEdge(r.st, func(o *edge.Options) { o.RateLimit, o.RateBurst, o.Now = 0.5, 3, clock.Now })
 	for _, h2 := range []bool{false, true} {
 		c := r.client(limited, h2)
 		var codes []int
@@ -751,6 +755,16 @@ func TestRateLimit(t *testing.T) {
 		if fmt.Sprint(codes) != fmt.Sprint(want) {
 			t.Fatalf("h2=%v: statuses %v, want %v (one budget for the address)", h2, codes, want)
 		}
+	}
+	// Two seconds later, one request's worth is back (0.5 a second).
+	clock.Advance(2 * time.Second)
+	var codes []int
+	for range 2 {
+		res, _ := do(t, r.client(limited, false), "GET", "https://busy-1-iiiiii."+domain+"/")
+		codes = append(codes, res.StatusCode)
+	}
+	if fmt.Sprint(codes) != "[200 429]" {
+		t.Fatalf("2 s later: statuses %v, want [200 429]", codes)
 	}
 	// The default edge, on the same address, is not affected.
 	if res, _ := do(t, r.client(r.addr, false), "GET", "https://busy-1-iiiiii."+domain+"/"); res.StatusCode != 200 {
