@@ -21,8 +21,10 @@ FUZZTIME ?= 20s
 # froogd works). One lane after the other left a core idle for minutes
 # (the test guest's suite keeps one core busy, the package's install in a
 # guest often less): 18 % of the run's CPU time idle, 8 % with two lanes.
-# The driver tells a slow boot from a stalled one by its progress, so
-# boots that share the cores take longer, not fail.
+# Side by side a TCG guest does less per CPU-second (hostctl/qemu took
+# 251 CPU-seconds instead of 137), but the idle core was worth more. The
+# driver tells a slow boot from a stalled one by its progress, so boots
+# that share the cores take longer, not fail.
 # Every package runs, and make test fails if any did.
 # -trimpath (go vet's too): the build cache's entries do not depend on
 # the checkout's folder, so a fresh clone (CI's) compiles only what
@@ -74,7 +76,7 @@ image: ## build the edge/API container image, an OCI layout tarball in dist/ (no
 run: build ## start froog on this machine: embedded store, no setup
 	./bin/froogd dev
 
-test: ## install what the tests need, then run every test with the race detector: the VM boots in a phase of their own, after the rest
+test: ## install what the tests need, then run every test (with the race detector but for e2e's harness): the VM boots in a phase of their own, after the rest
 	./deploy/checktree.sh
 	./deploy/testdeps.sh
 	$(GO) vet -trimpath -tags bench ./...
