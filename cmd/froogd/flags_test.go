@@ -48,3 +48,29 @@ func TestFlagsFromEnvironment(t *testing.T) {
 		t.Errorf("--desktop-browser=true over the environment's false: %v %v", b, err)
 	}
 }
+
+// The tunnel's keepalive and the edge's upstream idle time are 1 second
+// or more, in every role that has them; a bad one is named.
+func TestTimingFlagsRefuseZero(t *testing.T) {
+	tests := []struct {
+		role string
+		c    config
+		flag string
+	}{
+		{"edge", &edgeConfig{}, "--tunnel-keepalive-secs"},
+		{"api", &apiConfig{}, "--tunnel-keepalive-secs"},
+		{"hostctl", &hostctlConfig{}, "--tunnel-keepalive-secs"},
+		{"dev", &devConfig{}, "--tunnel-keepalive-secs"},
+		{"edge", &edgeConfig{}, "--upstream-idle-secs"},
+		{"dev", &devConfig{}, "--upstream-idle-secs"},
+	}
+	for _, tt := range tests {
+		for _, v := range []string{"0", "-1", "2"} {
+			err := parseConfig(tt.role, tt.c, []string{tt.flag, v}, io.Discard)
+			named := err != nil && strings.Contains(err.Error(), tt.flag+" "+v+": want 1 or more")
+			if named != (v != "2") {
+				t.Errorf("froogd %s %s %s: %v", tt.role, tt.flag, v, err)
+			}
+		}
+	}
+}

@@ -43,7 +43,7 @@ func Serve(tb testing.TB, handle func(net.Conn)) int {
 // connection, and a test's server then failed to bind while something
 // else answered on its port. Ports this process handed out are not
 // handed out again; another test binary picking the same port at the
-// same moment is a chance of one in thousands per pair.
+// same moment is a chance of one in 16384 per pair.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
 	lo, hi := freeRange()
@@ -68,8 +68,8 @@ var given sync.Map
 
 // freeRange is the ports FreePort picks from: the 16384 below the start of
 // the ephemeral range (net.ipv4.ip_local_port_range, 32768 by default),
-// above the well-known services' ports.
-func freeRange() (lo, hi int) {
+// above the well-known services' ports. Read once.
+var freeRange = sync.OnceValues(func() (lo, hi int) {
 	hi = 32768
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
 		if f := strings.Fields(string(b)); len(f) == 2 {
@@ -79,4 +79,4 @@ func freeRange() (lo, hi int) {
 		}
 	}
 	return max(hi-16384, 1024), hi
-}
+})
