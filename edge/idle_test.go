@@ -30,8 +30,10 @@ func TestIdleConnClosedQuietly(t *testing.T) {
 	r.host("idle-1-kkkkkk", echo(t), true, "")
 	host := "idle-1-kkkkkk." + domain
 	views := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "view") })
+	// Two seconds each: a loaded machine's TLS handshake and two requests
+	// fit in them.
 	addr, plain, _ := r.startEdge(r.st, func(o *edge.Options) {
-		o.ReadHeaderTimeout, o.IdleTimeout, o.Views = time.Second, time.Second, views
+		o.ReadHeaderTimeout, o.IdleTimeout, o.Views = 2*time.Second, 2*time.Second, views
 	})
 	view := "desktop--0123456789abcdef." + domain
 	// dial connects to the HTTPS listener for sni, or to the plain-HTTP
@@ -48,7 +50,7 @@ func TestIdleConnClosedQuietly(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		// A bounded wait: the edge closes it after a second.
+		// A bounded wait: the edge closes it after two seconds.
 		c.SetReadDeadline(time.Now().Add(15 * time.Second))
 		return c
 	}
@@ -73,9 +75,11 @@ func TestIdleConnClosedQuietly(t *testing.T) {
 		{"redirect", "", host},
 	} {
 		t.Run("h1 "+tt.name+" never used", func(t *testing.T) {
+			t.Parallel() // each on a connection of its own, as all below
 			rest(t, "a connection that sent no request", dial(t, tt.sni, "http/1.1"))
 		})
 		t.Run("h1 "+tt.name+" keep-alive", func(t *testing.T) {
+			t.Parallel()
 			c := dial(t, tt.sni, "http/1.1")
 			br := bufio.NewReader(c)
 			for i := range 2 {
@@ -94,6 +98,7 @@ func TestIdleConnClosedQuietly(t *testing.T) {
 		})
 	}
 	t.Run("h2", func(t *testing.T) {
+		t.Parallel()
 		c := dial(t, host, "h2")
 		io.WriteString(c, http2.ClientPreface)
 		fr := http2.NewFramer(c, c)
@@ -130,9 +135,9 @@ func TestSlowHeadersOnKeepAlive(t *testing.T) {
 	r := newRig(t, embeddedStore(t))
 	r.host("slowka-1-llllll", echo(t), true, "")
 	host := "slowka-1-llllll." + domain
-	// ReadHeaderTimeout is the rig's second; IdleTimeout the default 2 min.
+	short := r.shortHeaders() // IdleTimeout the default 2 min
 	for _, used := range []bool{false, true} {
-		c, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: host, NextProtos: []string{"http/1.1"}})
+		c, err := tls.Dial("tcp", short, &tls.Config{RootCAs: r.ca.Pool(), ServerName: host, NextProtos: []string{"http/1.1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +173,7 @@ func TestStalledBodyStart(t *testing.T) {
 	r := newRig(t, embeddedStore(t))
 	r.host("stall-1-mmmmmm", echo(t), true, "")
 	host := "stall-1-mmmmmm." + domain
-	c, err := tls.Dial("tcp", r.addr, &tls.Config{RootCAs: r.ca.Pool(), ServerName: host, NextProtos: []string{"http/1.1"}})
+	c, err := tls.Dial("tcp", r.shortHeaders(), &tls.Config{RootCAs: r.ca.Pool(), ServerName: host, NextProtos: []string{"http/1.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
