@@ -46,6 +46,13 @@ TEST_FLAGS = -race -trimpath -count=1 -timeout $(TEST_TIMEOUT)
 E2E_FLAGS = -trimpath -count=1 -timeout $(TEST_TIMEOUT)
 # TEST_PKGS: the in-process line, every package but e2e and VM_PKGS.
 TEST_PKGS = $(filter-out $(shell $(GO) list $(VM_PKGS) ./e2e/),$(shell $(GO) list ./...))
+# RACE_DEPS: every package the race-checked tests import (but the test
+# packages and commands), which make test compiles first, beside go vet,
+# with both cores: the in-process line's -p 1 holds its compiles to one
+# at a time too, and on a new machine (no build cache) it compiled for
+# 400 s, then ran beside the VM phase, where a loaded machine failed the
+# edge's tests.
+RACE_DEPS = {{if and .GoFiles (not .ForTest) (ne .Name "main")}}{{.ImportPath}}{{end}}
 # TEST_TIMEOUT bounds one package's run: VM boots under TCG on a busy
 # 2-core machine take minutes, and go test's default of 10 is too tight.
 TEST_TIMEOUT ?= 30m
@@ -79,7 +86,9 @@ run: build ## start froog on this machine: embedded store, no setup
 test: ## install what the tests need, then run every test (with the race detector but for e2e's harness): the VM boots in a phase of their own, after the rest
 	./deploy/checktree.sh
 	./deploy/testdeps.sh
-	$(GO) vet -trimpath -tags bench ./...
+	$(GO) vet -trimpath -tags bench ./... & vet=$$!; \
+	$(GO) list -test -deps -f '$(RACE_DEPS)' ./... | xargs $(GO) build -race -trimpath; built=$$?; \
+	wait $$vet && exit $$built
 	rc=0; \
 	$(GO) test $(TEST_FLAGS) -p 1 -parallel $(E2E_PARALLEL) $(LONG_PKGS) $(TEST_PKGS) & inprocess=$$!; \
 	$(GO) test $(E2E_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(VM_TESTS)' ./e2e/ || rc=1; \
