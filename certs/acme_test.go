@@ -136,12 +136,15 @@ func (r *acmeRig) handshake(name string) (*x509.Certificate, error) {
 	return c.ConnectionState().PeerCertificates[0], nil
 }
 
-// eventually retries the handshake while the feed brings a change.
+// eventually retries the handshake while the feed brings a change and
+// the order goes through: a minute, as a whole order (account, order,
+// challenge, Pebble's check, finalization) under the race detector took
+// over 20 s on a machine busy with TCG guests.
 func (r *acmeRig) eventually(name string) *x509.Certificate {
 	r.t.Helper()
 	var leaf *x509.Certificate
 	var err error
-	if !wait.Until(20*time.Second, func() bool { leaf, err = r.handshake(name); return err == nil }) {
+	if !wait.Until(time.Minute, func() bool { leaf, err = r.handshake(name); return err == nil }) {
 		r.t.Fatalf("never a certificate for %s: %v", name, err)
 	}
 	return leaf

@@ -169,12 +169,15 @@ func testErrors(t *testing.T, o func() backend) {
 func testLocks(t *testing.T, o func() backend) {
 	kv := opened(t, o)
 	a, b := NewStorage(kv, nil), NewStorage(kv, nil) // two edges (another process: TestLockAcrossProcesses)
-	a.leaseTTL, b.leaseTTL = 600*time.Millisecond, 600*time.Millisecond
+	// Renewed every TTL/3, each renewal given TTL/3: 2 s, so that a loaded
+	// machine's slow query or late tick misses at most one (with 600 ms a
+	// lease went while a held it, on a machine busy with TCG guests).
+	a.leaseTTL, b.leaseTTL = 2*time.Second, 2*time.Second
 	if err := a.Lock(ctx, "issue_cert_x"); err != nil {
 		t.Fatal(err)
 	}
 	// Held past its TTL: renewed, so b still waits.
-	short, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
 	err := b.Lock(short, "issue_cert_x")
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
