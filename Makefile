@@ -56,9 +56,8 @@ TEST_PKGS = $(filter-out $(shell $(GO) list $(VM_PKGS) ./e2e/ $(AFTER_E2E)),$(sh
 # RACE_DEPS: every package the race-checked tests import (but the test
 # packages and commands), which make test compiles first, beside go vet,
 # with both cores: the in-process line's -p 1 holds its compiles to one
-# at a time too, and on a new machine (no build cache) it compiled for
-# 400 s, then ran beside the VM phase, where a loaded machine failed the
-# edge's tests.
+# at a time too: on a new machine (no build cache) it compiled for 400 s
+# before its first package ran.
 RACE_DEPS = {{if and .GoFiles (not .ForTest) (ne .Name "main")}}{{.ImportPath}}{{end}}
 # TEST_TIMEOUT bounds one package's run: VM boots under TCG on a busy
 # 2-core machine take minutes, and go test's default of 10 is too tight.
