@@ -273,10 +273,16 @@ func TestCLIWalkthrough(t *testing.T) {
 		if out := froog.ok(t, "ps", "jobs"); !strings.HasPrefix(out, "PID ") || !strings.Contains(out, "COMMAND") || strings.Count(out, "\n") < 1 {
 			t.Errorf("ps: %q", out)
 		}
-		// Stopped, ps shows the busiest processes as it stopped: a spinning
-		// one among them (the local driver's sandboxes share this host's
-		// /proc, so a busy one is sure to be in the 12).
-		froog.ok(t, "exec", "jobs", "--detach", "--", "exec sh -c 'while :; do :; done' froog-last")
+		// Stopped, ps shows the busiest processes as it stopped: spinning
+		// ones among them. The local driver's sandboxes share this host's
+		// /proc, whose other processes compete for the 12 places on a
+		// loaded machine: four spinners, and the stop once ps of the
+		// running sandbox shows one (named so that their parent's command
+		// line is not).
+		froog.ok(t, "exec", "jobs", "--detach", "--", "l=last; for i in 1 2 3 4; do sh -c 'while :; do :; done' froog-$l & done; wait")
+		wait.For(t, 20*time.Second, "a spinner among the busiest", func() bool {
+			return strings.Contains(froog.ok(t, "ps", "jobs"), "froog-last")
+		})
 		froog.ok(t, "stop", "jobs")
 		if out := froog.ok(t, "ps", "jobs"); !strings.HasPrefix(out, "not running: its processes as it stopped, ") || !strings.Contains(out, "froog-last") {
 			t.Errorf("ps of a stopped sandbox: %q", out)
