@@ -38,8 +38,8 @@ VM_PKGS := $(OS_PKGS) ./hostctl/qemu/...
 TINYVM_PKGS = $(filter-out $(shell $(GO) list $(OS_PKGS)),$(shell $(GO) list ./hostctl/qemu/...))
 # LONG_PKGS start the in-process line, longest first; AFTER_E2E, the
 # next longest, run in e2e's line once e2e has ended, so that the two
-# lines end near each other (the in-process line alone ran 600 s after
-# e2e on a Zen 1 machine, one core mostly idle).
+# lines end near each other rather than one running long with a core
+# idle.
 LONG_PKGS := ./api/ ./certs/ ./deploy/image/ ./store/embedded/ ./api/contract/
 AFTER_E2E := ./store/pg/ ./guest/ ./desktop/ ./edge/
 VM_TESTS := ^TestQEMU
@@ -56,8 +56,8 @@ TEST_PKGS = $(filter-out $(shell $(GO) list $(VM_PKGS) ./e2e/ $(AFTER_E2E)),$(sh
 # RACE_DEPS: every package the race-checked tests import (but the test
 # packages and commands), which make test compiles first, beside go vet,
 # with both cores: the in-process line's -p 1 holds its compiles to one
-# at a time too: on a new machine (no build cache) it compiled for 400 s
-# before its first package ran.
+# at a time too, and on a new machine (no build cache) it would compile
+# for minutes before its first package ran.
 RACE_DEPS = {{if and .GoFiles (not .ForTest) (ne .Name "main")}}{{.ImportPath}}{{end}}
 # TEST_TIMEOUT bounds one package's run: VM boots under TCG on a busy
 # 2-core machine take minutes, and go test's default of 10 is too tight.

@@ -135,8 +135,8 @@ func TestDesktopSound(t *testing.T) {
 	// Silence first: once the encoder runs (its first packet), three
 	// seconds of packets, 150 of them, in about three seconds: paced, not
 	// a flood. A loaded machine's scheduling is allowed for: an encoder
-	// that fell behind sends what it owes at once (50 packets in 427 ms
-	// on a 2-core machine under make test's load).
+	// that fell behind sends what it owes at once, a small part of three
+	// seconds.
 	quiet := len(packet())
 	began := time.Now()
 	for range 150 {
