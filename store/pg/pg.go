@@ -2,7 +2,9 @@ package pg
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,6 +101,21 @@ func Migrate(ctx context.Context, o Options) error {
 		}
 	}
 	return nil
+}
+
+// MigrationsDigest is a digest of the migrations this build carries:
+// builds with the same digest make the same schema. (Tests keep migrated
+// schemas by it, store/pg/pgtest.)
+func MigrationsDigest() (string, error) {
+	files, err := migrationFiles()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, m := range files {
+		fmt.Fprintf(h, "%d %q\n", m.version, m.sql)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 type migration struct {
