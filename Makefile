@@ -43,6 +43,9 @@ TINYVM_PKGS = $(filter-out $(shell $(GO) list $(OS_PKGS)),$(shell $(GO) list ./h
 LONG_PKGS := ./api/ ./certs/ ./deploy/image/ ./store/embedded/ ./api/contract/
 AFTER_E2E := ./store/pg/ ./guest/ ./desktop/ ./edge/
 VM_TESTS := ^TestQEMU
+# SHORT_FLAGS are make test-short's own: the race detector doubles its
+# CPU, and make test runs every test with it.
+SHORT_FLAGS ?=
 E2E_PARALLEL ?= 8
 TEST_FLAGS = -race -trimpath -count=1 -timeout $(TEST_TIMEOUT)
 # E2E_FLAGS: e2e without the race detector. What it tests runs in the
@@ -107,8 +110,8 @@ test: ## install what the tests need, then run every test (with the race detecto
 	wait $$osimage || rc=1; \
 	exit $$rc
 
-test-short: ## the short tier: go test -short, in-process only (no VM, no browser, no froogd binary run); a few minutes
-	$(GO) test -short -race -count=1 ./...
+test-short: ## the short tier: go test -short, in-process only (no VM, no browser, no froogd binary run), without the race detector (SHORT_FLAGS=-race adds it); a few minutes
+	$(GO) test -short -count=1 $(SHORT_FLAGS) ./...
 
 bench: ## run the benchmarks into .bench/ (the edge against nginx, Caddy, frp and chisel, auto-start, desktops, the wall, files), then write docs/performance.md
 	./deploy/testdeps.sh --bench
