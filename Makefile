@@ -41,7 +41,7 @@ TINYVM_PKGS = $(filter-out $(shell $(GO) list $(OS_PKGS)),$(shell $(GO) list ./h
 # lines end near each other rather than one running long with a core
 # idle.
 LONG_PKGS := ./api/ ./certs/ ./deploy/image/ ./store/embedded/ ./api/contract/
-AFTER_E2E := ./store/pg/ ./guest/ ./desktop/ ./edge/
+AFTER_E2E := ./store/pg/ ./guest/ ./edge/
 VM_TESTS := ^TestQEMU
 # SHORT_FLAGS are make test-short's own: the race detector doubles its
 # CPU, and make test runs every test with it.
