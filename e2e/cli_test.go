@@ -276,16 +276,29 @@ func TestCLIWalkthrough(t *testing.T) {
 		// Stopped, ps shows the busiest processes as it stopped: spinning
 		// ones among them. The local driver's sandboxes share this host's
 		// /proc, whose other processes compete for the 12 places on a
-		// loaded machine: four spinners, and the stop once ps of the
-		// running sandbox shows one (named so that their parent's command
-		// line is not).
+		// loaded machine (a whole parallel test phase): four spinners
+		// (named so that their parent's command line is not), the stop
+		// once ps of the running sandbox shows one among its first 12, and
+		// up to three stops, each after a warm start that resumes them.
+		// A sample without them in all three fails.
 		froog.ok(t, "exec", "jobs", "--detach", "--", "l=last; for i in 1 2 3 4; do sh -c 'while :; do :; done' froog-$l & done; wait")
-		wait.For(t, 20*time.Second, "a spinner among the busiest", func() bool {
-			return strings.Contains(froog.ok(t, "ps", "jobs"), "froog-last")
-		})
-		froog.ok(t, "stop", "jobs")
-		if out := froog.ok(t, "ps", "jobs"); !strings.HasPrefix(out, "not running: its processes as it stopped, ") || !strings.Contains(out, "froog-last") {
-			t.Errorf("ps of a stopped sandbox: %q", out)
+		var stopped string
+		for try := range 3 {
+			if try > 0 {
+				t.Logf("stop %d: no spinner among the 12 busiest of the host: %q", try, stopped)
+				froog.ok(t, "start", "jobs")
+			}
+			wait.For(t, 20*time.Second, "a spinner among the 12 busiest", func() bool {
+				rows := strings.SplitN(froog.ok(t, "ps", "jobs"), "\n", 14)
+				return strings.Contains(strings.Join(rows[:min(len(rows), 13)], "\n"), "froog-last")
+			})
+			froog.ok(t, "stop", "jobs")
+			if stopped = froog.ok(t, "ps", "jobs"); strings.Contains(stopped, "froog-last") {
+				break
+			}
+		}
+		if !strings.HasPrefix(stopped, "not running: its processes as it stopped, ") || !strings.Contains(stopped, "froog-last") {
+			t.Errorf("ps of a stopped sandbox: %q", stopped)
 		}
 	})
 
