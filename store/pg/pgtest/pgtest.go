@@ -128,9 +128,10 @@ func seedSchema(ctx context.Context, conn *pgx.Conn, url, digest string) (string
 	return seed, nil
 }
 
-// dropOthers drops the kept schemas of other digests that no test holds.
+// dropOthers drops the kept schemas of other digests that no test holds,
+// and their drafts (left by a process killed while it made one).
 func dropOthers(ctx context.Context, conn *pgx.Conn, digest string) error {
-	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname ~ '^tp_[0-9a-f]{12}_([0-9]+|seed)$' AND nspname NOT LIKE $1`, "tp_"+digest+"_%")
+	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname ~ '^tp_[0-9a-f]{12}_([0-9]+|seed)(_draft)?$' AND nspname NOT LIKE $1`, "tp_"+digest+"_%")
 	if err != nil {
 		return err
 	}
@@ -139,7 +140,7 @@ func dropOthers(ctx context.Context, conn *pgx.Conn, digest string) error {
 		return err
 	}
 	for _, name := range names {
-		d, n, _ := strings.Cut(strings.TrimPrefix(name, "tp_"), "_")
+		d, n, _ := strings.Cut(strings.TrimPrefix(strings.TrimSuffix(name, "_draft"), "tp_"), "_")
 		key, err := strconv.Atoi(n)
 		if err != nil {
 			key = -1 // seed

@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 
@@ -116,5 +117,87 @@ func TestSchemasAreTheTests(t *testing.T) {
 			t.Error("a connection left open in a test's schema still answers after the test")
 		}
 		conn.Close(ctx)
+	}
+}
+
+// fakeDigest names kept schemas of a digest no migrations have.
+const fakeDigest = "000000000000"
+
+// schemaExists says whether Postgres has a schema of that name.
+func schemaExists(t *testing.T, conn *pgx.Conn, name string) bool {
+	t.Helper()
+	var ok bool
+	if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, name).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// A new seed drops the schemas other digests kept, their seed and drafts
+// included, but not one a test of theirs still holds.
+func TestOtherDigestsDropped(t *testing.T) {
+	ctx := context.Background()
+	conn, holder := connect(t, testURL()), connect(t, testURL())
+	t.Cleanup(func() { conn.Close(ctx); holder.Close(ctx) }) // after the drops below
+	// Each schema, and whether a test holds it.
+	names := map[string]bool{
+		"tp_" + fakeDigest + "_0": false, "tp_" + fakeDigest + "_1": true, "tp_" + fakeDigest + "_seed": false,
+		"tp_" + fakeDigest + "_2_draft": false, "tp_" + fakeDigest + "_seed_draft": false,
+	}
+	t.Cleanup(func() {
+		for name := range names {
+			conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE")
+		}
+	})
+	for name := range names {
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE; CREATE SCHEMA "+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock(hashtext('froog-pgtest:' || $1), 1)`, fakeDigest); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := pg.MigrationsDigest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dropOthers(ctx, conn, digest[:12]); err != nil {
+		t.Fatal(err)
+	}
+	for name, held := range names {
+		if got := schemaExists(t, conn, name); got != held {
+			t.Errorf("%s: there %v after dropOthers, want %v", name, got, held)
+		}
+	}
+}
+
+// A schema is made under a draft name and renamed: a draft left by a
+// killed process is made again, not kept, and none is left after.
+func TestCreateReplacesADraft(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t, testURL())
+	t.Cleanup(func() { conn.Close(ctx) }) // after the drop below
+	o := pg.Options{URL: testURL(), Schema: "tp_" + fakeDigest + "_3"}
+	drop := "DROP SCHEMA IF EXISTS " + o.Schema + ", " + o.Schema + "_draft CASCADE"
+	t.Cleanup(func() { conn.Exec(ctx, drop) })
+	if _, err := conn.Exec(ctx, drop+"; CREATE SCHEMA "+o.Schema+"_draft; CREATE TABLE "+o.Schema+"_draft.half (x int)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(ctx, conn, o); err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`, o.Schema)
+	if err == nil {
+		tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(tables, "half") || !slices.Contains(tables, "schema_migrations") {
+		t.Errorf("the made schema's tables: %v; want the migrations', not the draft's", tables)
+	}
+	if schemaExists(t, conn, o.Schema+"_draft") {
+		t.Error("a draft is left after create")
 	}
 }
