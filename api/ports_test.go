@@ -307,14 +307,16 @@ func TestPortsRestoreFork(t *testing.T) {
 		e.do("PUT", "/v1/sandboxes/box/ports", e.admin, `{"ports":[{"port":5432},{"port":27015,"protocol":"udp"}]}`).want(t, 200, "")
 		var sn snapJSON
 		e.do("POST", "/v1/sandboxes/box/snapshots", e.admin, map[string]any{"label": "with-db"}).want(t, 202, "").json(t, &sn)
-		wait.For(t, 15*time.Second, "the saved snapshot", func() bool {
+		// The waits bound a hang: under make test's parallel phase a
+		// saved snapshot took hostctl over 15 s.
+		wait.For(t, time.Minute, "the saved snapshot", func() bool {
 			e.do("GET", "/v1/sandboxes/box/snapshots/with-db", e.admin, nil).want(t, 200, "").json(t, &sn)
 			return sn.Status == "available"
 		})
 		e.do("PUT", "/v1/sandboxes/box/ports", e.admin, `{"ports":[{"port":9000,"protocol":"udp"}]}`).want(t, 200, "")
 
 		e.do("POST", "/v1/sandboxes/box/restore", e.admin, map[string]any{"snapshot": "with-db"}).want(t, 202, "")
-		wait.For(t, 15*time.Second, "the restore done and box running again", func() bool {
+		wait.For(t, time.Minute, "the restore done and box running again", func() bool {
 			var sb struct {
 				State       string
 				RestoreFrom string `json:"restore_from"`
