@@ -97,7 +97,9 @@ func (d *Driver) guestRun(ctx context.Context, ep hostctl.Endpoint, timeout time
 	defer stop()
 	s, err := client.NewSession()
 	if err != nil {
-		return err
+		// Logged in, but the connection went before the command did: a
+		// booting guest's sshd restarting drops it so (EOF).
+		return &guestDialError{err}
 	}
 	defer s.Close()
 	s.Stdin = strings.NewReader(stdin)
@@ -107,8 +109,9 @@ func (d *Driver) guestRun(ctx context.Context, ep hostctl.Endpoint, timeout time
 	return nil
 }
 
-// guestDialError is a failure to log in to the guest at all (as opposed
-// to a command that failed there).
+// guestDialError is a failure to reach the guest with a command at all:
+// to log in, or to open the session it runs in (as opposed to a command
+// that failed there). Nothing ran: asking again is safe.
 type guestDialError struct{ err error }
 
 func (e *guestDialError) Error() string { return e.err.Error() }
