@@ -96,6 +96,10 @@ func (d *Driver) guestRun(ctx context.Context, ep hostctl.Endpoint, timeout time
 	stop := context.AfterFunc(ctx, func() { client.Close() }) // the timeout covers the command too
 	defer stop()
 	s, err := client.NewSession()
+	var refused *ssh.OpenChannelError
+	if errors.As(err, &refused) {
+		return err // the guest's sshd is up, and says no
+	}
 	if err != nil {
 		// Logged in, but the connection went before the command did: a
 		// booting guest's sshd restarting drops it so (EOF).
