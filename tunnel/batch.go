@@ -131,13 +131,16 @@ func (b *batchConn) fail(err error) {
 // small reply it sends while an earlier one is unacknowledged waits for
 // our ACK, which Linux delays up to 40 ms. Quick ACKs remove that stall
 // (the edge's p99 in make bench went from 44 ms to 7 ms). The setting
-// lapses by itself, so it is asked for after every read.
+// lapses by itself, so it is asked for again, after every read that
+// emptied the socket: a read that filled p left more waiting, so the
+// server is sending full segments, which Nagle does not hold, and we
+// read again at once (a download's reads, a setsockopt fewer each).
 func (b *batchConn) Read(p []byte) (int, error) {
 	n, err := b.Conn.Read(p)
 	if err != nil {
 		b.ended.Store(true)
 	}
-	if b.raw != nil {
+	if b.raw != nil && n < len(p) {
 		b.raw.Control(quickACK)
 	}
 	return n, err
