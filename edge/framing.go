@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -38,7 +39,6 @@ import (
 type framingConn struct {
 	net.Conn
 	out []byte // checked bytes not yet handed to the reader
-	buf []byte // read buffer, reused
 
 	head     []byte // the head being read
 	state    int
@@ -163,9 +163,6 @@ func (c *framingConn) Read(p []byte) (int, error) {
 		if c.refuse != nil {
 			return 0, c.answer()
 		}
-		if c.buf == nil {
-			c.buf = make([]byte, 32<<10)
-		}
 		if c.headTimeout > 0 && c.state == stHead && len(c.head) > 0 {
 			// A head began: it has headTimeout to end, however long the
 			// server would wait for it (IdleTimeout), and never longer
@@ -176,10 +173,7 @@ func (c *framingConn) Read(p []byte) (int, error) {
 			}
 			c.Conn.SetReadDeadline(d)
 		}
-		n, err := c.Conn.Read(c.buf)
-		if n > 0 {
-			c.feed(c.buf[:n])
-		}
+		err := c.readFeed()
 		if len(c.out) == 0 && c.refuse != nil {
 			return 0, c.answer()
 		}
@@ -204,6 +198,22 @@ func (c *framingConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// readBufs are the guard's read buffers, one per read under way: feed
+// copies what it keeps, so a connection holds none between reads (a
+// handshake's connection allocated one it read once with).
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// readFeed reads once from the connection and feeds what came.
+func (c *framingConn) readFeed() error {
+	b := readBufs.Get().(*[]byte)
+	defer readBufs.Put(b)
+	n, err := c.Conn.Read(*b)
+	if n > 0 {
+		c.feed((*b)[:n])
+	}
+	return err
+}
+
 // alive reads ahead for up to wait and reports whether the client is
 // still there: false once it closed its side. What it reads is kept for
 // the server's next reads (the guard buffers all it reads). Only while
@@ -213,15 +223,9 @@ func (c *framingConn) alive(wait time.Duration) bool {
 	if c.refuse != nil {
 		return false
 	}
-	if c.buf == nil {
-		c.buf = make([]byte, 32<<10)
-	}
 	c.Conn.SetReadDeadline(time.Now().Add(wait))
-	n, err := c.Conn.Read(c.buf)
+	err := c.readFeed()
 	c.Conn.SetReadDeadline(time.Time{})
-	if n > 0 {
-		c.feed(c.buf[:n])
-	}
 	var ne net.Error
 	return err == nil || errors.As(err, &ne) && ne.Timeout()
 }
@@ -231,7 +235,7 @@ func (c *framingConn) alive(wait time.Duration) bool {
 // start of a next head are released.
 func (c *framingConn) passThrough() {
 	c.out = append(c.out, c.head...)
-	c.head, c.state, c.buf = nil, stOpaque, nil
+	c.head, c.state = nil, stOpaque
 }
 
 // drained reports whether the reader has been handed exactly the heads of
