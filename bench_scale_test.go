@@ -69,7 +69,7 @@ func benchScale(t *testing.T, edge *child, out, edgeAddr string, roots *x509.Cer
 		return float64(n) / d.Seconds(), float64((testkit.CPUTime(pids...) - c0).Microseconds()) / float64(n)
 	}
 	x25519 := []tls.CurveID{tls.X25519, tls.CurveP256}
-	// Resumed handshakes, CPU only (the client waits for each ticket).
+	// Resumed handshakes, CPU only (each offers the same ticket).
 	var edgeHS, edgeHSCPU, mlkemHS, mlkemCPU, edgeResCPU []float64
 	peerHS, peerHSCPU, peerResCPU := make([][]float64, len(peers)), make([][]float64, len(peers)), make([][]float64, len(peers))
 	for range 2 {
@@ -86,9 +86,13 @@ func benchScale(t *testing.T, edge *child, out, edgeAddr string, roots *x509.Cer
 		r, c = hs(edgeAddr, "box.froog.test", []int{edge.Pid}, nil, false)
 		mlkemHS, mlkemCPU = append(mlkemHS, r), append(mlkemCPU, c)
 	}
-	// The edge's profile of handshakes, apart from the measured ones.
+	// The edge's profiles of handshakes, full and resumed, apart from the
+	// measured ones.
 	edge.do("cpu " + filepath.Join(out, "edge-cpu-tls.pprof"))
 	hs(edgeAddr, "box.froog.test", []int{edge.Pid}, x25519, false)
+	edge.do("cpu")
+	edge.do("cpu " + filepath.Join(out, "edge-cpu-tls-resumed.pprof"))
+	hs(edgeAddr, "box.froog.test", []int{edge.Pid}, x25519, true)
 	edge.do("cpu")
 	sc["tls_handshakes_s"], sc["tls_handshake_cpu_us"] = medianF(edgeHS), medianF(edgeHSCPU)
 	sc["tls_handshakes_s_mlkem"], sc["tls_handshake_cpu_us_mlkem"] = medianF(mlkemHS), medianF(mlkemCPU)
