@@ -347,26 +347,41 @@ func (d *Driver) pid(id string) int {
 	return pid
 }
 
+// Exited reports whether process pid has ended: gone, or a zombie whose
+// last thread is gone. A QEMU that died but is not reaped yet
+// (daemonized, its parent is init, which reaps it when it gets to it) is
+// a zombie: dead, once its last thread is gone. Its main thread shows Z
+// as soon as it exits, while the others may still be ending (one busy
+// writing the disk out), holding its files and the disk's lock: a new
+// QEMU on the disk fails with "Failed to get "write" lock".
+func Exited(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return true
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	if bytes.Contains(status, []byte("\nState:\tZ")) {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		return len(tasks) <= 1
+	}
+	return false
+}
+
 // alive reports whether the VM's QEMU process runs (and is QEMU: a pid
 // may be reused after a reboot of the host).
 func (d *Driver) alive(id string) bool {
 	pid := d.pid(id)
-	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+	if Exited(pid) {
 		return false
 	}
-	// A QEMU that died but is not reaped yet (daemonized, its parent is
-	// init) is a zombie: dead, once its last thread is gone. Its main
-	// thread shows Z as soon as it exits, while the others may still be
-	// ending (one busy writing the disk out), holding its files and the
-	// disk's lock: a new QEMU on the disk fails with "Failed to get
-	// "write" lock".
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return false
 	}
 	if bytes.Contains(status, []byte("\nState:\tZ")) {
-		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-		return len(tasks) > 1
+		return true // its other threads are still ending
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {

@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 
 // A QEMU whose main thread has exited (Z in /proc) while its other threads
 // still run holds its files, the disk's lock among them: alive until its
-// last thread is gone, so that a new boot on the disk waits for it.
+// last thread is gone, so that a new boot on the disk waits for it; then
+// dead, to the driver and to Exited (what the tests' check of a stopped
+// sandbox asks), though init has yet to reap it.
 func TestAliveUntilTheLastThread(t *testing.T) {
 	t.Parallel()
 	d := &Driver{o: Options{Dir: t.TempDir()}}
@@ -59,7 +61,7 @@ func TestAliveUntilTheLastThread(t *testing.T) {
 		b, _ := os.ReadFile(status)
 		return bytes.Contains(b, []byte("\nState:\tZ"))
 	})
-	if !d.alive(id) {
+	if !d.alive(id) || Exited(pid) {
 		t.Fatal("a process whose main thread exited and whose other threads run counts as dead")
 	}
 	// Killed and not reaped yet (no Wait): a zombie with no thread left,
@@ -70,7 +72,7 @@ func TestAliveUntilTheLastThread(t *testing.T) {
 		ts, err := os.ReadDir(tasks)
 		return err == nil && len(ts) == 1
 	})
-	if d.alive(id) {
+	if d.alive(id) || !Exited(pid) {
 		t.Fatal("a zombie with no thread left counts as alive")
 	}
 }

@@ -21,12 +21,14 @@ import (
 func Files(dir string, sb store.Sandbox) string { return filepath.Join(dir, "sandboxes", sb.ID) }
 
 // Alive reports whether sb's QEMU process runs: the one its pid file
-// names, or any process whose command line names its folder (so that a
-// VM whose folder was removed under it still counts).
+// names, unless it has exited (a zombie that init has yet to reap is
+// over, as the driver counts it), or any process whose command line
+// names its folder (so that a VM whose folder was removed under it still
+// counts).
 func Alive(dir string, sb store.Sandbox) bool {
 	folder := Files(dir, sb)
 	pid, err := os.ReadFile(filepath.Join(folder, "qemu.pid"))
-	if p, _ := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil && p > 0 && syscall.Kill(p, 0) == nil {
+	if p, _ := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil && !qemu.Exited(p) {
 		return true
 	}
 	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
