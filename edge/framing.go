@@ -199,8 +199,8 @@ func (c *framingConn) Read(p []byte) (int, error) {
 }
 
 // readBufs are the guard's read buffers, one per read under way: feed
-// copies what it keeps, so a connection holds none between reads (a
-// handshake's connection allocated one it read once with).
+// copies what it keeps, so a connection holds none between reads, and
+// one that reads once (a handshake, then its end) allocates none.
 var readBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // readFeed reads once from the connection and feeds what came.
