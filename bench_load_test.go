@@ -150,9 +150,10 @@ func runFixedRate(c *http.Client, url, cookie string, rate int, warm, d time.Dur
 // set, ones that resume a session (TLS 1.3 tickets, as a browser that
 // comes back does). It fails if a resumption was offered and not taken.
 // Each resumption offers the first ticket: a Go client keeps a ticket it
-// used, and the connection ends without waiting for the next one (the
-// server has made and sent it by then), so that resumed handshakes come
-// as fast as full ones, and the two figures are taken at like rates.
+// used, and the connection ends without reading the next one (the
+// server makes and sends it with the handshake, read or not), so that
+// resumed handshakes come as fast as full ones, and the two figures are
+// taken at like rates.
 func handshakes(addr, name string, curves []tls.CurveID, conc int, d time.Duration, resume bool) (int, error) {
 	// The server's certificate is what it costs the server; the bench
 	// client need not verify it too.
