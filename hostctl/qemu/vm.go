@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -405,7 +406,36 @@ func (d *Driver) kill(id string) error {
 		}
 	}
 	os.Remove(d.file(id, "qemu.pid"))
+	// A QEMU of the sandbox that the pid file does not name ends too: a
+	// stopped sandbox keeps no process, whatever the file says.
+	for _, pid := range qemusOf(id) {
+		d.o.Logger.Warn("qemu: a QEMU of the sandbox that its pid file does not name; ending it", slog.String("sandbox", id), slog.Int("pid", pid))
+		syscall.Kill(pid, syscall.SIGKILL)
+		for deadline := time.Now().Add(30 * time.Second); !Exited(pid); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("qemu: a QEMU of %s (pid %d) does not exit after SIGKILL", id, pid)
+			}
+		}
+	}
 	return nil
+}
+
+// qemusOf lists the processes started as the sandbox's QEMU (-name
+// froog-ID) that have not exited.
+func qemusOf(id string) []int {
+	want := []byte("\x00-name\x00froog-" + id + "\x00")
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var pids []int
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err != nil || !bytes.Contains(b, want) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil && !Exited(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // attach connects to a running VM's monitor, or returns nil.

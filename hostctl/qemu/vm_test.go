@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,4 +132,31 @@ func FuzzPanicSummary(f *testing.F) {
 			t.Fatalf("summary %q for a console that panicked: %v", s, panicked)
 		}
 	})
+}
+
+// A QEMU of the sandbox that its pid file does not name (here there is
+// no pid file) ends with the sandbox's stop: a stopped sandbox keeps no
+// process. The stand-in is a shell whose command line names the sandbox
+// as a QEMU's does (-name froog-ID).
+func TestKillEndsAQEMUThePidFileDoesNotName(t *testing.T) {
+	t.Parallel()
+	d := &Driver{o: Options{Dir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}}
+	const id = "sbx_stray"
+	other := exec.Command("sh", "-c", "while :; do sleep 1; done", "-name", "froog-"+id+"x")
+	stray := exec.Command("sh", "-c", "while :; do sleep 1; done", "-name", "froog-"+id)
+	for _, c := range []*exec.Cmd{other, stray} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	}
+	if err := d.kill(id); err != nil {
+		t.Fatal(err)
+	}
+	if !Exited(stray.Process.Pid) {
+		t.Fatal("the sandbox's QEMU that its pid file does not name outlived the kill")
+	}
+	if Exited(other.Process.Pid) {
+		t.Fatal("the kill ended another sandbox's QEMU (froog-IDx)")
+	}
 }
