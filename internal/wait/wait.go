@@ -18,8 +18,14 @@ const (
 // whether it held. cond is checked at least once, and last at the
 // deadline.
 func Until(timeout time.Duration, cond func() bool) bool {
+	return UntilEvery(timeout, every, cond)
+}
+
+// UntilEvery is Until for a cond that is costly to check (a screenshot):
+// the poll backs off to every period at most.
+func UntilEvery(timeout, period time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
-	for d := first; ; d = min(2*d, every) {
+	for d := first; ; d = min(2*d, period) {
 		if cond() {
 			return true
 		}

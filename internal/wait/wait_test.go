@@ -43,6 +43,19 @@ func TestUntil(t *testing.T) {
 	}
 }
 
+// UntilEvery polls no faster than its period once it has backed off:
+// over 300 ms at a period of 100 ms, a few polls, not Until's dozens.
+func TestUntilEveryPacesThePoll(t *testing.T) {
+	calls := 0
+	if wait.UntilEvery(300*time.Millisecond, 100*time.Millisecond, func() bool { calls++; return false }) {
+		t.Fatal("a condition that never holds held")
+	}
+	// 1, 2, 4, ... 64 ms, then every 100: at most 10 calls in 300 ms.
+	if calls < 3 || calls > 10 {
+		t.Fatalf("%d polls in 300 ms at a period of 100 ms", calls)
+	}
+}
+
 // fakeTB records Fatalf instead of ending the test.
 type fakeTB struct {
 	testing.TB
