@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -27,9 +28,9 @@ import (
 
 // Driver is a driver under test.
 type Driver struct {
-	// Open makes the driver on dir; called again on the same dir it is
-	// another process after a restart.
-	Open func(t *testing.T, dir string) hostctl.Driver
+	// Open makes the driver on dir, logging to log; called again on the
+	// same dir it is another process after a restart.
+	Open func(t *testing.T, dir string, log *slog.Logger) hostctl.Driver
 	// Signer is the control key the driver's sandboxes accept.
 	Signer ssh.Signer
 	// Kill ends a running sandbox from outside, as a crash would; nil
@@ -49,6 +50,11 @@ type Driver struct {
 }
 
 var ctx = context.Background()
+
+// suiteLog is the controller's and the driver's log: on the test binary's
+// stderr, which go test shows when the package fails (what the driver did
+// before a check failed is in it).
+var suiteLog = slog.New(slog.NewTextHandler(os.Stderr, nil))
 
 // suite is what one Run shares: the store, the driver's folder, the
 // controller in use.
@@ -81,8 +87,8 @@ func (r rig) controller(warm time.Duration) {
 	if r.stop != nil {
 		r.stop()
 	}
-	r.drv = r.d.Open(r.top, r.dir)
-	ctl, err := hostctl.New(hostctl.Options{Store: r.st, Driver: r.drv, HostName: "test", Rescan: 200 * time.Millisecond, WarmWindow: warm,
+	r.drv = r.d.Open(r.top, r.dir, suiteLog)
+	ctl, err := hostctl.New(hostctl.Options{Store: r.st, Driver: r.drv, Logger: suiteLog, HostName: "test", Rescan: 200 * time.Millisecond, WarmWindow: warm,
 		MinFreeMemory: 1 << 30, MemoryCheck: 100 * time.Millisecond, MemAvailable: func() (uint64, error) {
 			if r.lowMemory.Load() {
 				return 1 << 20, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -387,11 +388,11 @@ func TestDriverSuite(t *testing.T) {
 			return false
 		},
 		Files: func(dir string, sb store.Sandbox) string { return filepath.Join(dir, sb.ID) },
-		Open: func(t *testing.T, dir string) hostctl.Driver {
+		Open: func(t *testing.T, dir string, log *slog.Logger) hostctl.Driver {
 			if d := drivers[dir]; d != nil {
 				return d
 			}
-			d, err := local.New(local.Options{Dir: dir, ControlKey: signer.PublicKey()})
+			d, err := local.New(local.Options{Dir: dir, ControlKey: signer.PublicKey(), Logger: log})
 			if err != nil {
 				t.Fatal(err)
 			}

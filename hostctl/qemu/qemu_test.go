@@ -2,6 +2,7 @@ package qemu_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,8 +54,8 @@ func TestDriverSuite(t *testing.T) {
 		AccountKeys: true,
 		Alive:       qemutest.Alive,
 		Files:       qemutest.Files,
-		Open: func(t *testing.T, dir string) hostctl.Driver {
-			d := newDriver(t, dir, kernel, initrd, signer)
+		Open: func(t *testing.T, dir string, log *slog.Logger) hostctl.Driver {
+			d := newDriver(t, dir, kernel, initrd, signer, log)
 			t.Cleanup(func() { qemutest.StopAll(d, dir) })
 			return d
 		},
@@ -62,8 +63,8 @@ func TestDriverSuite(t *testing.T) {
 	})
 }
 
-func newDriver(t testing.TB, dir, kernel, initrd string, signer ssh.Signer) *qemu.Driver {
-	d, err := qemu.New(qemu.Options{Dir: dir, Kernel: kernel, Initrd: initrd, ControlKey: signer,
+func newDriver(t testing.TB, dir, kernel, initrd string, signer ssh.Signer, log *slog.Logger) *qemu.Driver {
+	d, err := qemu.New(qemu.Options{Dir: dir, Kernel: kernel, Initrd: initrd, ControlKey: signer, Logger: log,
 		DiskSize: 256 << 20, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 256}}})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +81,7 @@ func BenchmarkVM(b *testing.B) {
 	kernel, initrd := tinyvm(b)
 	signer := testkit.NewKey(b)
 	dir := b.TempDir()
-	d := newDriver(b, dir, kernel, initrd, signer)
+	d := newDriver(b, dir, kernel, initrd, signer, nil)
 	b.Cleanup(func() { qemutest.StopAll(d, dir) })
 	sb := &store.Sandbox{ID: "sbx_bench", Name: "bench", Size: "default"}
 	var cold, warm, save, restore, stop time.Duration

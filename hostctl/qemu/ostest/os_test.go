@@ -4,6 +4,7 @@
 package ostest
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -40,8 +41,8 @@ func TestDriverSuiteOSImage(t *testing.T) {
 		AccountKeys: true,
 		Alive:       qemutest.Alive,
 		Files:       qemutest.Files,
-		Open: func(t *testing.T, dir string) hostctl.Driver {
-			d, err := qemu.New(qemu.Options{Dir: dir, Images: map[string]qemu.Image{"debian-13": img}, ControlKey: signer,
+		Open: func(t *testing.T, dir string, log *slog.Logger) hostctl.Driver {
+			d, err := qemu.New(qemu.Options{Dir: dir, Images: map[string]qemu.Image{"debian-13": img}, ControlKey: signer, Logger: log,
 				DiskSize: 4 << 30, Sizes: map[string]qemu.Size{"default": {CPUs: 2, MemoryMB: 768}}})
 			if err != nil {
 				t.Fatal(err)
