@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"go/ast"
@@ -209,6 +211,33 @@ var capRows = map[string]capRow{
 			return "the receiver got no ping (" + a.Status + ")"
 		}}
 	}},
+	// A ticket opens no request: it resumes the TLS session it came from,
+	// at any edge; used, it resumes, and past its key's life it does not.
+	"TLS session ticket": {mint: func(t *testing.T, r *capRig, event string) *minted {
+		host := r.privateURL(t).host
+		tr := r.https.Transport.(*http.Transport)
+		cache := tls.NewLRUClientSessionCache(1)
+		connect := func() string {
+			c, err := tr.DialContext(context.Background(), "tcp", host+":443")
+			if err != nil {
+				return err.Error()
+			}
+			tc := tls.Client(c, &tls.Config{ServerName: host, RootCAs: tr.TLSClientConfig.RootCAs, ClientSessionCache: cache})
+			defer tc.Close()
+			// A request read to its end: TLS 1.3 sends the ticket after
+			// the handshake, and the client keeps it as it reads.
+			fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host)
+			if _, err := io.Copy(io.Discard, tc); err != nil {
+				return err.Error()
+			}
+			if !tc.ConnectionState().DidResume {
+				return "a full handshake: the ticket did not resume the session"
+			}
+			return ""
+		}
+		connect() // the ticket
+		return &minted{use: connect}
+	}, long: true},
 	"Signed file link": {mint: func(t *testing.T, r *capRig, event string) *minted {
 		name := r.sandbox(t)
 		id, c := r.newKey(t, `"preset": "admin"`)

@@ -4,6 +4,9 @@
 //     dispatch: by SNI to the views' server, else by ALPN to a
 //     protocol's), the HTTP listener that redirects to HTTPS, tracked
 //     connections and Close;
+//   - tickets.go: the TLS session tickets' keys, shared by every edge
+//     through the store (sealed with the deployment's secret, rotated,
+//     retired), so that a session resumes at any edge;
 //   - views.go: the views' server (desktops, browser views, walls), for
 //     the connections made for them;
 //   - framing.go: the HTTP/1.1 smuggling guard under fasthttp;

@@ -117,6 +117,11 @@ type Options struct {
 	// OpenSecret opens an inbox's sealed verify secret (bound to its URL's
 	// id); nil: an inbox that verifies answers 503, storing nothing.
 	OpenSecret func(sealed []byte, urlID string) (string, error)
+	// Tickets seal the TLS session tickets with the keys every edge
+	// shares (tickets.go), so that a session resumes at any edge; the
+	// caller runs them (TicketKeys.Run). nil: Go's own keys, made by each
+	// edge process, which resume only there.
+	Tickets *TicketKeys
 	// Registerer gets the edge's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger     // access log; nil discards

@@ -163,13 +163,17 @@ var aeadSuites = []uint16{
 // tlsConfig is the TLS of the edge's HTTPS listener (froogd's only one:
 // the API and metrics listeners are plain HTTP, for a proxy or loopback).
 func (s *Server) tlsConfig() *tls.Config {
-	return &tls.Config{
+	cfg := &tls.Config{
 		GetCertificate: s.o.GetCertificate,
 		MinVersion:     tls.VersionTLS12,
 		CipherSuites:   aeadSuites,
 		// acme-tls/1 stays offered for TLS-ALPN-01 challenges.
 		NextProtos: []string{"h2", "http/1.1", "acme-tls/1"},
 	}
+	if t := s.o.Tickets; t != nil {
+		cfg.WrapSession, cfg.UnwrapSession = t.wrap, t.unwrap
+	}
+	return cfg
 }
 
 // handshake completes TLS and hands the connection to the server of its

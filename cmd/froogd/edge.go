@@ -47,7 +47,7 @@ func (c *edgeConfig) bind(f flags) {
 	f.str(&c.TrafficAddr, "traffic-addr", "", "internal address where this edge serves URLs' recent requests (the owners' traffic view) to froogd api processes (--edge-traffic), with a key made from --secret-key-file; empty: none")
 	f.num(&c.DrainSecs, "drain-secs", 30, "on SIGTERM, how long requests in flight may take to finish before their connections are cut")
 	f.num(&c.DrainDelaySecs, "drain-delay-secs", 0, "on SIGTERM, how long to keep accepting with /readyz failing before the listeners close, so that load balancers take this edge out first")
-	f.str(&c.SecretKeyFile, "secret-key-file", "", "the 32-byte key file every API and edge process shares (the API's --secret-key-file): desktop sessions are signed with a key made from it; without it this edge serves no desktops")
+	f.str(&c.SecretKeyFile, "secret-key-file", "", "the 32-byte key file every API and edge process shares (the API's --secret-key-file): desktop sessions are signed with a key made from it, and the keys of the TLS session tickets every edge opens are sealed with it in the store; without it this edge serves no desktops, and its tickets resume only at itself")
 	bindDesktopBrowser(f, &c.DesktopBrowser)
 	bindHTTP3(f, &c.HTTP3)
 	bindUpstreamIdle(f, &c.UpstreamIdleSecs)
@@ -180,6 +180,10 @@ func startEdge(p *proc, c edgeConfig, sh parts, secret []byte, tlsLn, httpLn net
 		}
 		p.onClose(func() { dsk.Close() })
 		o.Views = dsk
+		if o.Tickets, err = edge.NewTicketKeys(sh.store, secret, now, sh.log); err != nil {
+			return nil, nil, err
+		}
+		p.Go(func(ctx context.Context) error { o.Tickets.Run(ctx); return nil })
 	}
 	srv, err := edge.New(o)
 	if err != nil {

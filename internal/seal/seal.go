@@ -71,3 +71,7 @@ func SandboxFileAD(sandboxID, path string) string { return "file:" + sandboxID +
 // SandboxSetupAD binds a sandbox's own one-off setup script (a create's
 // setup) to the sandbox.
 func SandboxSetupAD(sandboxID string) string { return "setup:" + sandboxID }
+
+// TicketKeyAD binds a TLS session ticket key (the edges') to its name in
+// the store.
+func TicketKeyAD(name string) string { return "tls-ticket-key:" + name }
