@@ -5,6 +5,7 @@ package froog_test
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
@@ -148,8 +149,19 @@ func benchEdgeProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Session tickets as a deployed edge seals them (froogd edge with its
+	// --secret-key-file): the resumed handshakes are measured through them.
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	tickets, err := edge.NewTicketKeys(st, secret, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tickets.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
 	srv, err := edge.New(edge.Options{Routes: routes, Sandboxes: st, Dialer: tun, GetCertificate: ca.GetCertificate, Logger: slog.New(slog.DiscardHandler),
-		RateLimit: -1, MaxConnsPerIP: 1 << 20, HTTP3: true}) // the bench is one address
+		RateLimit: -1, MaxConnsPerIP: 1 << 20, HTTP3: true, Tickets: tickets}) // the bench is one address
 	if err != nil {
 		t.Fatal(err)
 	}

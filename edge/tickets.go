@@ -139,7 +139,7 @@ func (k *TicketKeys) Refresh(ctx context.Context) error {
 		case !ok:
 			k.log.Warn("tls: a ticket key of a name froog does not make; ignored", slog.String("key", name))
 		case now.Sub(made) >= ticketKeyRetire:
-			if err := k.kv.KVDelete(ctx, name); err != nil {
+			if err := k.kv.KVDelete(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) { // or another edge did
 				return err
 			}
 		default:

@@ -158,6 +158,35 @@ func TestTicketKeyRotatesAndRetires(t *testing.T) {
 	}
 }
 
+// staleList is a store whose list of keys was read before another edge
+// changed it.
+type staleList struct {
+	TicketStore
+	names []string
+}
+
+func (s staleList) KVList(context.Context, string) ([]string, error) { return s.names, nil }
+
+// Two edges that retire the same key at once: the second finds it gone,
+// and its refresh goes on.
+func TestTicketKeyRetiredByAnotherEdge(t *testing.T) {
+	t.Parallel()
+	r := newTicketRig(t)
+	_, ka := r.edge(secretKey(1))
+	names, _ := r.st.KVList(context.Background(), ticketKeyPrefix)
+	r.clock.Advance(ticketKeyRetire)
+	if err := ka.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	kb, err := NewTicketKeys(staleList{r.st, names}, secretKey(1), r.clock.Now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kb.Refresh(context.Background()); err != nil {
+		t.Fatalf("a refresh that retires a key another edge retired: %v", err)
+	}
+}
+
 // An edge whose secret key is another's (another deployment's, or a
 // mistake) opens none of the store's keys: it makes its own, says so
 // without the key, and resumes nothing the others sealed.
