@@ -188,8 +188,8 @@ func TestTicketKeyRetiredByAnotherEdge(t *testing.T) {
 }
 
 // An edge whose secret key is another's (another deployment's, or a
-// mistake) opens none of the store's keys: it makes its own, says so
-// without the key, and resumes nothing the others sealed.
+// mistake) opens none of the store's keys: it says so, without the key,
+// seals with its spare one, and resumes nothing the others sealed.
 func TestTicketKeysOfAnotherSecret(t *testing.T) {
 	t.Parallel()
 	r := newTicketRig(t)
