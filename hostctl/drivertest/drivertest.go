@@ -178,6 +178,38 @@ func (r rig) shAs(signer ssh.Signer, sb store.Sandbox, cmd string) (string, erro
 	return run(c, cmd)
 }
 
+// keepsTime checks that the sandbox's clock runs at the host's rate:
+// its uptime across a second of the host's, read over one connection,
+// within the host's time between the reads (from the first's end to the
+// second's start, and from the first's start to the second's end), give
+// or take a fifth. A guest kernel that mismeasured its TSC runs its clock
+// many times fast, and every timeout in it (its SSH server's) with it.
+func (r rig) keepsTime(sb store.Sandbox) {
+	r.t.Helper()
+	c, err := dial(r.d.Signer, sb)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer c.Close()
+	uptime := func() (float64, time.Time, time.Time) {
+		start := time.Now()
+		out, err := run(c, "cat /proc/uptime")
+		end := time.Now()
+		var up float64
+		if _, serr := fmt.Sscanf(out, "%f", &up); err != nil || serr != nil {
+			r.t.Fatalf("the sandbox's uptime: %q, %v", out, err)
+		}
+		return up, start, end
+	}
+	u0, s0, e0 := uptime()
+	time.Sleep(time.Second) // the span measured; nothing to poll for
+	u1, s1, e1 := uptime()
+	lo, hi := s1.Sub(e0).Seconds(), e1.Sub(s0).Seconds()
+	if d := u1 - u0; d < 0.8*lo-0.05 || d > 1.2*hi+0.05 {
+		r.t.Fatalf("the sandbox's clock went %.2f s while the host's went %.2f–%.2f s", d, lo, hi)
+	}
+}
+
 // dial logs in as user with signer, against the pinned key. A connection
 // dropped before its handshake ends (EOF: a TCG guest on a loaded machine
 // can be too slow to take it up before user-mode networking gives up) is
@@ -301,6 +333,7 @@ func Run(t *testing.T, d Driver) {
 	if pinned != "" && first.SSHHostKey != pinned {
 		t.Fatalf("the key in use %q is not the one pinned before the boot %q", first.SSHHostKey, pinned)
 	}
+	r.keepsTime(first)
 	// Who gets in: the account's keys where the driver admits them.
 	if r.loggedIn(laptop, first) != d.AccountKeys {
 		t.Fatalf("the account's key logs in: %v, want %v", !d.AccountKeys, d.AccountKeys)

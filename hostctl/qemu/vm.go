@@ -68,7 +68,7 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox, accel string, inco
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		// Appended to: a restored VM's console goes on where it was.
 		"-chardev", "file,id=console,append=on,path=" + d.file(sb.ID, "console.log"), "-serial", "chardev:console",
-		"-kernel", img.Kernel, "-initrd", img.Initrd, "-append", cmdline(img.Cmdline, accel),
+		"-kernel", img.Kernel, "-initrd", img.Initrd, "-append", cmdline(img.Cmdline, accel, hostTSCkHz()),
 		"-drive", "file=" + d.file(sb.ID, "disk.qcow2") + ",if=virtio,format=qcow2,cache=writeback",
 		"-drive", "file=" + d.file(sb.ID, "seed.iso") + ",if=virtio,format=raw,readonly=on",
 		"-netdev", netdev,
@@ -111,17 +111,27 @@ func (d *Driver) boot(ctx context.Context, sb *store.Sandbox, accel string, inco
 }
 
 // cmdline is the guest kernel's command line under accel: the image's,
-// and under TCG tsc=reliable. A TCG guest's TSC comes from QEMU's one
-// monotonic clock, but on a loaded host the kernel's clocksource
-// watchdog sees its reads delayed (the vCPU thread waits for a core),
-// marks it unstable and moves to the HPET, whose every read QEMU then
-// emulates: both Debian guests of a boot run on a load of 20 did, 220
-// and 700 s into their boots. Under KVM the image's line is kept.
-func cmdline(image, accel string) string {
+// and under TCG tsc=reliable and, where it is known (tscKHz above 0),
+// the TSC's frequency. A TCG guest's TSC is the host's, but on a loaded
+// host the kernel's clocksource watchdog sees its reads delayed (the vCPU
+// thread waits for a core), marks it unstable and moves to the HPET,
+// whose every read QEMU then emulates: both Debian guests of a boot run
+// on a load of 20 did, 220 and 700 s into their boots. With the watchdog
+// off, the TSC's rate must be right from the start, and the kernel's own
+// measure of it is not: a Debian 13 guest booted beside make test's
+// other VMs timed the emulated PIT at 38.6 MHz against the HPET's
+// 2,695, took the PIT's (the kernel's rule when the two differ), and its
+// clock ran 70 times fast (its SSH server's timeouts with it).
+// tsc_early_khz skips that measure. Under KVM the image's line is kept.
+func cmdline(image, accel string, tscKHz int) string {
 	if accel != "tcg" {
 		return image
 	}
-	return strings.TrimSpace(image + " tsc=reliable")
+	line := image + " tsc=reliable"
+	if tscKHz > 0 {
+		line += " tsc_early_khz=" + strconv.Itoa(tscKHz)
+	}
+	return strings.TrimSpace(line)
 }
 
 // kvmProgress checks a guest that KVM was chosen for without being asked:
