@@ -284,13 +284,16 @@ func (d *Driver) Stop(ctx context.Context, sb *store.Sandbox) error {
 
 func (d *Driver) stopLocked(ctx context.Context, id string) error {
 	if vm := d.attach(id); vm != nil {
-		// quit ends QEMU after flushing what it holds of the disk.
+		// quit ends QEMU after flushing what it holds of the disk. QEMU
+		// removes its pid file as it quits, long before it has exited
+		// (its memory freed, its threads ended): the wait is on the pid.
+		pid := d.pid(id)
 		err := vm.api(ctx).Quit()
 		vm.close()
-		for deadline := time.Now().Add(10 * time.Second); d.alive(id) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(10 * time.Second); !Exited(pid) && time.Now().Before(deadline); {
 			time.Sleep(50 * time.Millisecond)
 		}
-		if err != nil && !d.alive(id) && !strings.Contains(err.Error(), "closed") {
+		if err != nil && Exited(pid) && !strings.Contains(err.Error(), "closed") {
 			d.o.Logger.Warn("qemu: quit", slog.String("sandbox", id), slog.String("error", err.Error()))
 		}
 	}

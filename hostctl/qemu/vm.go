@@ -416,7 +416,8 @@ func (d *Driver) kill(id string) error {
 		}
 	}
 	os.Remove(d.file(id, "qemu.pid"))
-	// A QEMU of the sandbox that the pid file does not name ends too: a
+	// A QEMU of the sandbox that the pid file does not name ends too (one
+	// still exiting 10 s after its quit, which removed the file first): a
 	// stopped sandbox keeps no process, whatever the file says.
 	for _, pid := range qemusOf(id) {
 		d.o.Logger.Warn("qemu: a QEMU of the sandbox that its pid file does not name; ending it", slog.String("sandbox", id), slog.Int("pid", pid))
