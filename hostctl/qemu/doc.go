@@ -19,8 +19,9 @@
 // tunnel.DialSSH), tap.go (--net tap: the bridge, addresses, IPv4 and IPv6 isolation),
 // spoof.go (each tap's guard: the guest's own MAC and addresses only, no
 // router advertisements or DHCP servers),
-// ports.go (the open ports of a sandbox's IPv6 address: hostctl.Firewall)
-// and seed.go (the seed ISO).
+// ports.go (the open ports of a sandbox's IPv6 address: hostctl.Firewall),
+// tsc_amd64.go and tsc_other.go (the host's TSC rate, which a TCG guest is
+// told) and seed.go (the seed ISO).
 //
 // It must not import api or edge (hostctl's rule); it logs in to guests
 // only through tunnel.DialSSH, the one pinned-host-key dial.
