@@ -1,6 +1,9 @@
 package qemu
 
-import "testing"
+import (
+	"runtime"
+	"testing"
+)
 
 // Under TCG the guest's TSC is trusted (its clocksource watchdog would
 // otherwise trade it for the emulated HPET on a loaded host), at the
@@ -29,10 +32,10 @@ func TestCmdline(t *testing.T) {
 // calibration against the HPET, kept only within 1 %).
 func TestHostTSCkHz(t *testing.T) {
 	t.Parallel()
-	khz := hostTSCkHz()
-	if khz == 0 {
+	if runtime.GOARCH != "amd64" {
 		t.Skip("not an x86 host: the guest measures its TSC itself")
 	}
+	khz := hostTSCkHz()
 	if khz < 100_000 || khz > 10_000_000 {
 		t.Fatalf("the host's TSC at %d kHz", khz)
 	}
