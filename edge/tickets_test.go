@@ -19,14 +19,14 @@ import (
 // ticketRig is edges (their TLS configurations, as tlsConfig makes them)
 // sharing one store, a CA and a clock.
 type ticketRig struct {
-	t     *testing.T
+	t     testing.TB
 	st    *embedded.Store
 	ca    *certs.LocalCA
 	clock *testkit.FakeClock
 	logs  *syncbuf.Buffer
 }
 
-func newTicketRig(t *testing.T) *ticketRig {
+func newTicketRig(t testing.TB) *ticketRig {
 	t.Helper()
 	st, err := embedded.Open(t.TempDir())
 	if err != nil {
@@ -264,48 +264,19 @@ func FuzzTicketUnwrap(f *testing.F) {
 // BenchmarkResumedHandshake: a TLS 1.3 handshake that resumes, server and
 // client over a pipe, with Go's own ticket keys and with the shared ones.
 func BenchmarkResumedHandshake(b *testing.B) {
-	st, err := embedded.Open(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	ca, err := certs.OpenLocalCA(b.TempDir(), "froog.test")
-	if err != nil {
-		b.Fatal(err)
-	}
-	k, err := NewTicketKeys(st, secretKey(1), nil, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := k.Refresh(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	for _, bb := range []struct {
-		name    string
-		tickets *TicketKeys
-	}{{"go-keys", nil}, {"shared-keys", k}} {
-		cfg := (&Server{o: Options{GetCertificate: ca.GetCertificate, Tickets: bb.tickets}}).tlsConfig()
-		b.Run(bb.name, func(b *testing.B) {
+	for _, shared := range []bool{false, true} {
+		b.Run(map[bool]string{false: "go-keys", true: "shared-keys"}[shared], func(b *testing.B) {
+			r := newTicketRig(b)
+			cfg := (&Server{o: Options{GetCertificate: r.ca.GetCertificate}}).tlsConfig()
+			if shared {
+				cfg, _ = r.edge(secretKey(1))
+			}
 			cache := tls.NewLRUClientSessionCache(1)
 			resumed := 0
 			for b.Loop() {
-				sc, cc := net.Pipe()
-				go func() {
-					defer sc.Close()
-					c := tls.Server(sc, cfg)
-					if c.Handshake() == nil {
-						c.Write([]byte{1})
-					}
-				}()
-				c := tls.Client(cc, &tls.Config{ServerName: "a.froog.test", RootCAs: ca.Pool(), ClientSessionCache: cache})
-				if err := c.Handshake(); err != nil {
-					b.Fatal(err)
-				}
-				c.Read(make([]byte, 1))
-				if c.ConnectionState().DidResume {
+				if r.connect(cfg, tls.VersionTLS13, cache) {
 					resumed++
 				}
-				c.Close()
 			}
 			if resumed == 0 {
 				b.Fatal("no handshake resumed")
