@@ -32,12 +32,18 @@ func TestMain(m *testing.M) {
 // cli runs froog-desktop with home as HOME.
 func cli(t *testing.T, home string, args ...string) (string, string, int) {
 	t.Helper()
+	return cliIn(t, home, "", []string{"PATH=" + os.Getenv("PATH")}, args...)
+}
+
+// cliIn runs froog-desktop with stdin and extra environment.
+func cliIn(t *testing.T, home, stdin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := &exec.Cmd{Path: exe, Args: append([]string{Name}, args...), Dir: home,
-		Env: []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8"}}
+		Env: cliEnv(home, env...), Stdin: strings.NewReader(stdin)}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err = cmd.Run()
@@ -48,6 +54,18 @@ func cli(t *testing.T, home string, args ...string) (string, string, int) {
 		t.Fatalf("froog-desktop %v: %v", args, err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// cliEnv is the environment the tests run froog-desktop in: HOME, LANG,
+// the race detector's options as this run has them (make test sets
+// GORACE so that a race-built binary does not sleep a second as it
+// exits; the supervisor is this binary too), and extra.
+func cliEnv(home string, extra ...string) []string {
+	env := []string{"HOME=" + home, "LANG=C.UTF-8"}
+	if v, ok := os.LookupEnv("GORACE"); ok {
+		env = append(env, "GORACE="+v)
+	}
+	return append(env, extra...)
 }
 
 // start runs froog-desktop start with args and returns what it printed.

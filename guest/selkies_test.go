@@ -2,10 +2,8 @@ package guest
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -42,27 +40,6 @@ type fakeSelkiesRun struct {
 	Args        []string `json:"args"`
 	Display     string   `json:"display"`
 	TokenSHA256 string   `json:"token_sha256"`
-}
-
-// cliIn runs froog-desktop with stdin and extra environment.
-func cliIn(t *testing.T, home, stdin string, env []string, args ...string) (string, string, int) {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := &exec.Cmd{Path: exe, Args: append([]string{Name}, args...), Dir: home,
-		Env: append([]string{"HOME=" + home, "LANG=C.UTF-8"}, env...), Stdin: strings.NewReader(stdin)}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err = cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("froog-desktop %v: %v", args, err)
-	}
-	return out.String(), errb.String(), code
 }
 
 func readRuns(t *testing.T, path string) []fakeSelkiesRun {

@@ -211,7 +211,7 @@ func TestDesktopSoundTwoScreensOneBus(t *testing.T) {
 	var servers []string
 	for range 2 {
 		home := t.TempDir()
-		env := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "DBUS_SESSION_BUS_ADDRESS=" + bus}
+		env := cliEnv(home, "PATH="+os.Getenv("PATH"), "DBUS_SESSION_BUS_ADDRESS="+bus)
 		stop := &exec.Cmd{Path: exe, Args: []string{Name, "stop"}, Dir: home, Env: env}
 		t.Cleanup(func() { stop.Run() })
 		out, err := (&exec.Cmd{Path: exe, Args: []string{Name, "start"}, Dir: home, Env: env}).Output()
