@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -196,84 +195,5 @@ func TestViewerStreamX264Chromium(t *testing.T) {
 			t.Fatalf("%s: the page never showed %v over H.264 (status %q; the stand-in: %d provisions, %d bad, %d encodes, %d connections; screenshot in %s)",
 				c.name, c.colour, line, p, bad, enc, conns, art)
 		}
-	}
-}
-
-// BenchmarkStreamVsVNC compares the two transports on the same
-// full-screen motion: ffmpeg plays a scrolling test picture full-screen on
-// an Xvnc display (SDL), which the stand-in's encoder (x11grab → libx264,
-// 30 fps) and Xvnc's own VNC server both send; headless Chromium shows it
-// through the edge's handler, once over the stream and once over VNC
-// (noVNC, Tight, quality 6). Over a 5 s window it reports the frames a
-// second the page drew, the data rate it received, and this process's
-// CPU (the edge; for the stream also the stand-in's relay and its
-// reading of ffmpeg's output) as a share of one core.
-func BenchmarkStreamVsVNC(b *testing.B) {
-	const w, h, fps = 640, 360, 30
-	vncPort, display := xDesktop(b, w, h, "#000000")
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		b.Skip("ffmpeg is not installed")
-	}
-	motion := exec.Command("ffmpeg", "-loglevel", "error", "-re", "-f", "lavfi", "-i", fmt.Sprintf("testsrc2=size=%dx%d:rate=%d", w, h, fps),
-		"-vf", "scroll=horizontal=0.004", "-f", "sdl", "-window_fullscreen", "1", "motion")
-	motion.Env = append(os.Environ(), "DISPLAY="+display)
-	if err := motion.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { motion.Process.Kill(); motion.Wait() }()
-	fake := newFakeSelkies(b, SelkiesMaster(testKey, viewA.ID, viewA.Kind), fakeGreen)
-	fake.w, fake.h = w, h
-	x264Source(b, display, w, h, fps, fake)
-	hs, _ := newStreamHarness(b, viewA, vncPort, fake.port())
-
-	actx := browser.Start(b, 1000, 600)
-	for _, c := range []struct{ name, query, status string }{
-		{"selkies-h264", "", "H.264"},
-		{"vnc", "?transport=vnc", "VNC"},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			ctx, cancel := chromedp.NewContext(actx)
-			defer cancel()
-			ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
-			defer cancel()
-			if err := chromedp.Do(ctx, chromedp.Navigate(hs.ts.URL+"/"+c.query+"#"+hs.link(false))); err != nil {
-				b.Fatal(err)
-			}
-			// The page's counts so far: pictures drawn, bytes received.
-			stat := func() (frames, bytes float64, line string) {
-				v, _ := chromedp.Run(ctx, chromedp.Evaluate[[]any](`(() => { const s = document.getElementById('status'), c = s.counts();
-					return [c.frames, c.bytes, s.textContent]; })()`))
-				if len(v) == 3 {
-					frames, _ = v[0].(float64)
-					bytes, _ = v[1].(float64)
-					line, _ = v[2].(string)
-				}
-				return
-			}
-			if !wait.Until(30*time.Second, func() bool { f, _, l := stat(); return f > 0 && strings.Contains(l, c.status) }) {
-				_, _, l := stat()
-				b.Fatalf("no %s frames: %q", c.status, l)
-			}
-			time.Sleep(3 * time.Second) // past the first frames and any backlog
-			b.ResetTimer()
-			frames0, bytes0, _ := stat()
-			fake.mu.Lock()
-			sent0 := fake.framesSent
-			fake.mu.Unlock()
-			cpu0, t0 := cpuTime(), time.Now()
-			time.Sleep(5 * time.Second)
-			frames1, bytes1, _ := stat()
-			elapsed := time.Since(t0)
-			cpu := cpuTime() - cpu0
-			b.StopTimer()
-			b.ReportMetric((frames1-frames0)/elapsed.Seconds(), "fps")
-			if c.name != "vnc" {
-				fake.mu.Lock()
-				b.ReportMetric(float64(fake.framesSent-sent0)/elapsed.Seconds(), "encoded-fps")
-				fake.mu.Unlock()
-			}
-			b.ReportMetric((bytes1-bytes0)*8/elapsed.Seconds()/1e3, "kbit/s")
-			b.ReportMetric(100*cpu.Seconds()/elapsed.Seconds(), "edge-cpu-%")
-		})
 	}
 }

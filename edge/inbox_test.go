@@ -75,7 +75,7 @@ func githubSig(secret string, body []byte) string {
 // verified with secret when it is not empty.
 func (r *rig) inboxURL(label string, port int, token, secret string) store.URL {
 	r.t.Helper()
-	u := r.host(label, port, token == "", token)
+	r.host(label, port, token == "", token)
 	u, err := r.st.PutURL(ctx, r.sb.ID, port, func(old *store.URL, _ *store.AuditEvent) (store.URL, error) {
 		u := *old
 		u.Inbox = &store.Inbox{Method: "POST", PathPrefix: "/webhooks/"}

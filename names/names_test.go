@@ -66,13 +66,6 @@ func FuzzLabel(f *testing.F) {
 	})
 }
 
-func BenchmarkLabel(b *testing.B) {
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		Label("my-box-3000-k7f2qx.froog.test:8443", "froog.test")
-	}
-}
-
 func TestSplitHostPort(t *testing.T) {
 	tests := []struct {
 		host, name, port string

@@ -5,9 +5,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"testing"
-	"time"
-
-	"froog.tech/froog/store"
 )
 
 // TestLayerMatchesMap runs random sets and deletes on a layer, cloning
@@ -66,20 +63,5 @@ func TestLayerMatchesMap(t *testing.T) {
 	check(&l, want, "last")
 	for i, v := range old {
 		check(&v.l, v.want, fmt.Sprint("version ", i))
-	}
-}
-
-// BenchmarkTableChange is one change to a table of 100,000 URLs, as the
-// feed applies it: clone, put, and flatten when due.
-func BenchmarkTableChange(b *testing.B) {
-	tb := tableWith(100_000).cur.Load()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		tb = tb.clone()
-		tb.putURL(&store.URL{ID: fmt.Sprint("new_", i%5000), Hostname: fmt.Sprint("new-", i%5000), SandboxID: "sbx_2", Port: i % 5000, CreatedAt: time.Time{}})
-		if tb.heavy() {
-			tb = tb.flat()
-		}
 	}
 }

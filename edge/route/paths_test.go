@@ -117,14 +117,6 @@ func TestPortForAllocs(t *testing.T) {
 	}
 }
 
-func BenchmarkPortFor(b *testing.B) {
-	rt := NewRoute(&store.URL{Port: 3000, Routes: []store.PathRoute{{Prefix: "/api/", Port: 8000}, {Prefix: "/api/v2/", Port: 8002}}}, nil, time.Time{})
-	b.ReportAllocs()
-	for b.Loop() {
-		rt.PortFor("/api/v2/users/7")
-	}
-}
-
 // A port is served while any route points at it, as a URL's own port or
 // as another's path route: the edge keeps its idle connections.
 func TestServesPathRoutes(t *testing.T) {

@@ -46,26 +46,6 @@ func TestTableRename(t *testing.T) {
 	}
 }
 
-func BenchmarkLookup(b *testing.B) {
-	rs := tableWith(100_000)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		rs.Lookup("box-50000-abcdef.froog.test:8443")
-	}
-}
-
-func BenchmarkCheck(b *testing.B) {
-	rt := &Route{TokenHash: store.HashSecret("pt_own"), viewers: map[string]time.Time{}}
-	now := time.Now()
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		if _, ok := rt.Check("pt_own", now); !ok {
-			b.Fatal("refused")
-		}
-	}
-}
-
 func TestOwnerOfViews(t *testing.T) {
 	tb := newTable()
 	tb.putSandbox(&store.Sandbox{ID: "sbx_0123456789abcdef", AccountID: "acct_00000000000000aa"})

@@ -3,12 +3,8 @@ package qemu_test
 import (
 	"context"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +16,6 @@ import (
 	"froog.tech/froog/hostctl/qemu/qemutest"
 	"froog.tech/froog/internal/testimage"
 	"froog.tech/froog/internal/testkit"
-	"froog.tech/froog/store"
 )
 
 var ctx = context.Background()
@@ -70,68 +65,4 @@ func newDriver(t testing.TB, dir, kernel, initrd string, signer ssh.Signer, log 
 		t.Fatal(err)
 	}
 	return d
-}
-
-// BenchmarkVM: cold start to SSH-ready, warm resume to SSH-ready, stop,
-// saving a paused VM's memory (and ending its process), restoring it to
-// SSH-ready, and the resident memory of an idle VM's QEMU process (1 vCPU,
-// 256 MB), under the accelerator this machine gives (TCG here). Every
-// start includes writing the authorized keys over SSH.
-func BenchmarkVM(b *testing.B) {
-	kernel, initrd := tinyvm(b)
-	signer := testkit.NewKey(b)
-	dir := b.TempDir()
-	d := newDriver(b, dir, kernel, initrd, signer, nil)
-	b.Cleanup(func() { qemutest.StopAll(d, dir) })
-	sb := &store.Sandbox{ID: "sbx_bench", Name: "bench", Size: "default"}
-	var cold, warm, save, restore, stop time.Duration
-	var rss int
-	timed := func(total *time.Duration, fn func() error) {
-		t0 := time.Now()
-		if err := fn(); err != nil {
-			b.Fatal(err)
-		}
-		*total += time.Since(t0)
-	}
-	start := func() error { _, err := d.Start(ctx, sb, nil); return err }
-	// Where KVM was chosen, one start first, untimed: --accel auto tries
-	// KVM on a driver's first boot, and may fall back to TCG.
-	if d.Accel() == "kvm" {
-		if err := start(); err != nil {
-			b.Fatal(err)
-		}
-		if err := d.Stop(ctx, sb); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		timed(&cold, start)
-		time.Sleep(time.Second) // idle
-		pid, _ := os.ReadFile(filepath.Join(dir, "sandboxes", sb.ID, "qemu.pid"))
-		status, _ := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/status")
-		if m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(status); m != nil {
-			kb, _ := strconv.Atoi(string(m[1]))
-			rss += kb
-		}
-		if err := d.Pause(ctx, sb); err != nil {
-			b.Fatal(err)
-		}
-		timed(&warm, start)
-		if err := d.Pause(ctx, sb); err != nil {
-			b.Fatal(err)
-		}
-		timed(&save, func() error { return d.Save(ctx, sb) })
-		timed(&restore, start)
-		timed(&stop, func() error { return d.Stop(ctx, sb) })
-	}
-	n := float64(b.N)
-	b.ReportMetric(cold.Seconds()*1000/n, "ms/cold-start")
-	b.ReportMetric(warm.Seconds()*1000/n, "ms/warm-resume")
-	b.ReportMetric(save.Seconds()*1000/n, "ms/save-memory")
-	b.ReportMetric(restore.Seconds()*1000/n, "ms/restore-memory")
-	b.ReportMetric(stop.Seconds()*1000/n, "ms/stop")
-	b.ReportMetric(float64(rss)/1024/n, "MB-rss-idle")
-	b.ReportMetric(0, "ns/op")
-	b.Logf("accelerator: %s", d.Accel())
 }
