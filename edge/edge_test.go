@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -809,5 +810,46 @@ func TestWebsocketGoingAway(t *testing.T) {
 	_, _, err = conn.ReadMessage()
 	if !websocket.IsCloseError(err, websocket.CloseGoingAway) {
 		t.Fatalf("the edge stopping: %v, want a close frame 1001", err)
+	}
+}
+
+// An app that answers before it has read the request body: over HTTP/2
+// its answer comes through, and the edge's writer of that body (a
+// goroutine beside the answer's read) ends before the exchange does. It
+// could go on reading the client's stream after net/http had freed it,
+// and set its read deadline then: a nil dereference that ended the
+// process (seen under make test's load; the window is the writer's next
+// read after the handler's return, which an idle machine seldom hits).
+func TestAnswerBeforeTheBodyH2(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, embeddedStore(t))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.WriteHeader(http.StatusRequestEntityTooLarge) // without a look at the body
+	}))
+	defer srv.Close()
+	r.host("early-1-ffffff", srv.Listener.Addr().(*net.TCPAddr).Port, true, "")
+	c := r.client(r.addr, true)
+	for range 20 {
+		// A body that goes on until the answer has come.
+		pr, pw := io.Pipe()
+		go func() {
+			chunk := make([]byte, 16<<10)
+			for {
+				if _, err := pw.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+		req, _ := http.NewRequest("POST", "https://early-1-ffffff."+domain+"/", pr)
+		res, err := c.Do(req)
+		pw.CloseWithError(errors.New("answered"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("%d, want the app's 413", res.StatusCode)
+		}
 	}
 }

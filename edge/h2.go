@@ -3,12 +3,14 @@ package edge
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -33,6 +35,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Alt-Svc", s.altSvc)
 	}
 	x := &h2Exchange{s: s, w: w, r: r}
+	defer x.end()
 	s.serve(x, &x.f, proto)
 }
 
@@ -42,6 +45,21 @@ type h2Exchange struct {
 	w http.ResponseWriter
 	r *http.Request
 	f flow // one allocation for the exchange and its flow
+
+	// ended: the handler has returned, and net/http has freed the
+	// stream. The proxy's writer of the request body, a goroutine that
+	// can outlive the handler (net/http's ReverseProxy says so), sets
+	// the stream's read deadline as it reads: set after the return, it
+	// was a nil dereference in net/http that ended the process.
+	mu    sync.Mutex
+	ended bool
+}
+
+// end marks the handler's return: no read deadline is set after it.
+func (x *h2Exchange) end() {
+	x.mu.Lock()
+	x.ended = true
+	x.mu.Unlock()
 }
 
 func (x *h2Exchange) head(c *call, hp *hops) bool {
@@ -105,8 +123,16 @@ func (x *h2Exchange) setBody(b []byte) {
 }
 
 func (x *h2Exchange) setReadDeadline(t time.Time) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.ended {
+		return errExchangeEnded
+	}
 	return http.NewResponseController(x.w).SetReadDeadline(t)
 }
+
+// errExchangeEnded: the request's handler has returned.
+var errExchangeEnded = errors.New("the exchange has ended")
 
 // watch: the request's context ends when its client goes.
 func (x *h2Exchange) watch() (context.Context, func()) { return x.r.Context(), func() {} }
