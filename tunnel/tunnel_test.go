@@ -315,7 +315,10 @@ func TestRedialAfterCut(t *testing.T) {
 // dial makes a new one.
 func TestKeepAliveClosesDeadConnection(t *testing.T) {
 	var logs syncbuf.Buffer
-	r := newRig(t, tunnel.Options{KeepAlive: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	// A second: the keepalive's answer must come within it, and under
+	// make test's load a real sshd took longer than the 100 ms this had
+	// (the first GET, before the freeze, found the connection closed).
+	r := newRig(t, tunnel.Options{KeepAlive: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	_, base := upstream(t)
 	c := r.httpClient()
 	get(t, c, base+"/1")
