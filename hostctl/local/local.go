@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -267,9 +268,9 @@ func pidsOf(id string) []int {
 }
 
 // tagged says whether process pid carries the sandbox's tag. A process in
-// the middle of an execve shows an empty environment for a moment, and a
-// read that spans the exec ends short (the old image goes away under it):
-// so "untagged" is believed only from two reads that agree, within
+// the middle of an execve shows an empty environment for a moment (and a
+// read that spanned the exec would end short: readEnviron reads once): so
+// "untagged" is believed only from two reads that agree, within
 // execWait — else a supervisor that execs as its sandbox stops keeps its
 // process group, and whatever in it dropped the tag, alive. Kernel
 // threads and zombies have no environment: not read again.
@@ -279,7 +280,7 @@ func tagged(pid int, id string) bool {
 	deadline := time.Now().Add(execWait)
 	var last []byte
 	for {
-		env, err := os.ReadFile(path)
+		env, err := readEnviron(path)
 		if err != nil {
 			return false
 		}
@@ -298,6 +299,33 @@ func tagged(pid int, id string) bool {
 		}
 	}
 }
+
+// readEnviron reads a process's environment in one read: the file is the
+// memory of the process as it was when opened, and once the process execs
+// that memory is gone, so a second read ends early. os.ReadFile's first
+// read is 512 bytes: a process that kept exec'ing showed its environment
+// cut at 512 bytes twice in a row, tag missing, under the suite's load.
+func readEnviron(path string) ([]byte, error) {
+	for size := 16 << 10; ; size *= 2 {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		b := make([]byte, size)
+		n, err := f.Read(b) // one read(2)
+		f.Close()
+		if err == io.EOF {
+			n, err = 0, nil
+		}
+		if err != nil || n < size || size >= maxEnviron {
+			return b[:n], err
+		}
+	}
+}
+
+// maxEnviron bounds readEnviron: Linux caps a process's arguments and
+// environment at a quarter of its stack limit, 2 MiB by default.
+const maxEnviron = 8 << 20
 
 // execWait bounds how long tagged reads again an empty environment: an
 // exec on a loaded machine (TCG guests, a parallel test phase) took over

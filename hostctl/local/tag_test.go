@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -18,7 +19,9 @@ func TestTaggedWhileExecing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("sh", script)
-	cmd.Env = append(os.Environ(), tagVar+"=sb-execing")
+	// A large environment, the tag last: it takes many reads for a reader
+	// that reads in pieces, each a chance for an exec to cut it short.
+	cmd.Env = append(os.Environ(), "FILLER="+strings.Repeat("x", 100<<10), tagVar+"=sb-execing")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
