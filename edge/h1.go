@@ -208,12 +208,6 @@ func (x *h1Exchange) respond(status int, body []byte) {
 func (x *h1Exchange) drain(s *Server, closing bool) {
 	ctx := x.ctx
 	req := &ctx.Request
-	closeLingering := func() {
-		ctx.SetConnectionClose()
-		if fc, ok := ctx.Conn().(*framingConn); ok {
-			fc.lingerOnClose()
-		}
-	}
 	if closing {
 		ctx.SetConnectionClose()
 	}
@@ -221,7 +215,7 @@ func (x *h1Exchange) drain(s *Server, closing bool) {
 	case req.MayContinue() && !x.continued:
 		// Refused before 100 Continue: the client should not send the
 		// body, but may have started (RFC 9110 §10.1.1).
-		closeLingering()
+		closeLingering(ctx)
 		return
 	case !req.IsBodyStream():
 		return // read whole already (up to 64 KiB)
@@ -232,9 +226,20 @@ func (x *h1Exchange) drain(s *Server, closing bool) {
 	in := countingReader{r: ctx.RequestBodyStream(), n: new(atomic.Int64)}
 	s.paced(&in, ctx.Conn().SetReadDeadline)
 	if n, _ := io.Copy(io.Discard, io.LimitReader(&in, maxDrainedBody+1)); n > maxDrainedBody {
-		closeLingering()
+		closeLingering(ctx)
 	} else if in.err != nil {
 		ctx.SetConnectionClose()
+	}
+}
+
+// closeLingering closes the connection after the answer, reading away
+// first what the client still sends of a body no one read: closed with
+// bytes unread, a connection ends in a reset that can take the answer
+// with it.
+func closeLingering(ctx *fasthttp.RequestCtx) {
+	ctx.SetConnectionClose()
+	if fc, ok := ctx.Conn().(*framingConn); ok {
+		fc.lingerOnClose()
 	}
 }
 

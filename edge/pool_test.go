@@ -343,3 +343,45 @@ func TestH1AnswersInItsOwnVersion(t *testing.T) {
 		t.Fatalf("the client got %q, want an HTTP/1.1 answer with the body chunked", wire)
 	}
 }
+
+// TestStreamedBodyNotSentTwice: a request whose body streams, found its
+// pooled connection closed by the app, is not sent again on a new one
+// (its body is spent: a PUT went again with none), though its method is
+// idempotent; a request with no body is.
+func TestStreamedBodyNotSentTwice(t *testing.T) {
+	t.Parallel()
+	const size = 100 << 10 // past what fasthttp reads with the head: it streams
+	var conns, later atomic.Int64
+	s, _, _ := newPoolEdge(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if conns.Add(1) == 1 {
+			// The first connection answers once, then takes the next
+			// request and closes unanswered: an idle close that crossed it.
+			if readHead(br) != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			if readHead(br) == nil {
+				io.CopyN(io.Discard, br, size)
+			}
+			return
+		}
+		if readHead(br) == nil {
+			later.Add(1)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+		}
+	})
+	if a, _ := through(t, s, "h1", "GET", "one.froog.test", "/", nil, ""); a.status != 200 {
+		t.Fatalf("GET: %d %s", a.status, a.body)
+	}
+	var ctx fasthttp.RequestCtx
+	ctx.Init2(benchConn{}, discardLogger{}, false)
+	ctx.Request.Header.SetMethod("PUT")
+	ctx.Request.SetRequestURI("/file")
+	ctx.Request.Header.SetHost("one.froog.test")
+	ctx.Request.SetBodyStream(io.LimitReader(zeros{}, size), size)
+	s.serveH1(&ctx)
+	if st := ctx.Response.StatusCode(); st != 502 || later.Load() != 0 {
+		t.Fatalf("PUT on a connection the app closed: %d, and %d requests on a new one; want 502 and none", st, later.Load())
+	}
+}

@@ -71,6 +71,7 @@ type upConn struct {
 	run    runKey // the sandbox's run it was dialled in
 	since  time.Time
 	reused bool // taken from the pool, not dialled: it may have been closed meanwhile
+	cut    bool // the app answered before it had the request's whole body (answeredEarly)
 	head   headLimit
 	br     *bufio.Reader // the answer's reader while a request is on it
 }
@@ -387,10 +388,13 @@ func (s *Server) forwardH1(ctx *fasthttp.RequestCtx, d *decision, in *countingRe
 	req.UseHostHeader = true
 	req.URI().DisablePathNormalizing = true
 	up := fasthttp.AcquireResponse()
-	c, err := s.roundTripH1(d.rt, d.port, req, up, rec)
+	c, err := s.roundTripH1(d.rt, d.port, req, in, up, rec)
 	if err != nil {
 		fasthttp.ReleaseResponse(up)
 		return false, err
+	}
+	if c.cut {
+		closeLingering(ctx) // the client may still be sending the body
 	}
 	keep := !up.ConnectionClose() && up.Header.ContentLength() >= -1 // -2: the body ends with the connection
 	rh := &ctx.Response.Header
@@ -456,10 +460,12 @@ func (s *Server) closeDelimited(ctx *fasthttp.RequestCtx, body *bodyTail) {
 }
 
 // roundTripH1 writes req on a connection to port of rt's sandbox and reads the head
-// of the answer into up (its body streams from the connection).
-func (s *Server) roundTripH1(rt *route.Route, port int, req *fasthttp.Request, up *fasthttp.Response, rec *record) (*upConn, error) {
+// of the answer into up (its body streams from the connection). in is the
+// client's body when it streams.
+func (s *Server) roundTripH1(rt *route.Route, port int, req *fasthttp.Request, in *countingReader, up *fasthttp.Response, rec *record) (*upConn, error) {
 	h := &req.Header
 	idempotent := h.IsGet() || h.IsHead() || h.IsOptions() || h.IsPut() || h.IsDelete()
+	streamed := in.r != nil // asked here: req.Write spends the stream and forgets it
 	for {
 		c, err := s.connect(context.Background(), route.Port{SandboxID: rt.SandboxID, Port: port}, rec)
 		if err != nil {
@@ -468,18 +474,42 @@ func (s *Server) roundTripH1(rt *route.Route, port int, req *fasthttp.Request, u
 		up.Reset()
 		up.Header.DisableNormalizing()
 		up.StreamBody, up.SkipBody = true, h.IsHead()
-		if err = c.write(req.Write); err == nil {
+		err = c.write(req.Write)
+		if err == nil {
 			if err = up.Read(c.br); err == nil {
 				rec.firstByte = time.Since(rec.start)
 				return c, nil
 			}
+		} else if streamed && in.err == nil && c.answeredEarly(up) {
+			rec.firstByte = time.Since(rec.start)
+			return c, nil
 		}
 		s.upstreams.done(c, false)
-		if !retryable(c, idempotent, req.IsBodyStream(), err) {
+		if !retryable(c, idempotent, streamed, err) {
 			return nil, err
 		}
 	}
 }
+
+// answeredEarly reads the head of an answer into up after the request's
+// body could not all be written, the client's side of it sound: an app
+// may answer before it has read the body (a 413 for one too large) and
+// close, which ends the write. What it sent before closing is already
+// here, so the read is bounded by earlyAnswerWait. The connection is not
+// kept.
+func (c *upConn) answeredEarly(up *fasthttp.Response) bool {
+	c.SetReadDeadline(time.Now().Add(earlyAnswerWait))
+	if up.Read(c.br) != nil {
+		return false
+	}
+	c.SetReadDeadline(time.Time{})
+	up.SetConnectionClose()
+	c.cut = true
+	return true
+}
+
+// earlyAnswerWait bounds answeredEarly's read.
+const earlyAnswerWait = time.Second
 
 // dropHeaders deletes the headers drop reports, each distinct spelling
 // once (a deletion walks every header). It reports false, deleting
