@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,6 +69,9 @@ type suite struct {
 	stop func()
 	// lowMemory: the host reports less available memory than hostctl keeps.
 	lowMemory atomic.Bool
+	// conns: sh's connections, one per sandbox address (shConn).
+	mu    sync.Mutex
+	conns map[string]*ssh.Client
 }
 
 // rig is the suite seen from one test: its checks fail t, the test that
@@ -158,14 +162,47 @@ func (r rig) setDesired(id, desired string) {
 }
 
 // sh runs cmd in the sandbox as user, over SSH with its pinned host key
-// and the control key.
+// and the control key, on the sandbox's connection (shConn).
 func (r rig) sh(sb store.Sandbox, cmd string) string {
 	r.t.Helper()
-	out, err := r.shAs(r.d.Signer, sb, cmd)
+	out, err := run(r.shConn(sb), cmd)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	return out
+}
+
+// shConn is the control key's connection to sb, logged in once for its
+// address and host key and kept for the suite: a new login cost a Debian
+// guest under TCG over a CPU-second (sshd, PAM), a session on an open
+// connection a tenth. A connection that the sandbox's stop or its
+// process's end closed is replaced by a new login; what logs in is
+// checked with loggedIn, which logs in each time.
+func (r rig) shConn(sb store.Sandbox) *ssh.Client {
+	r.t.Helper()
+	key := sb.ID + " " + sb.SSHHost + ":" + strconv.Itoa(sb.SSHPort) + " " + sb.SSHHostKey
+	r.mu.Lock()
+	c := r.conns[key]
+	r.mu.Unlock()
+	if c != nil {
+		// A round trip on the connection: one that is gone answers an
+		// error at once (its guest's end closed the socket).
+		if _, _, err := c.SendRequest("keepalive@froog.test", true, nil); err == nil {
+			return c
+		}
+		c.Close()
+	}
+	c, err := dial(r.d.Signer, sb)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.mu.Lock()
+	if r.conns == nil {
+		r.conns = map[string]*ssh.Client{}
+	}
+	r.conns[key] = c
+	r.mu.Unlock()
+	return c
 }
 
 // shAs runs cmd as user, logged in with signer, against the pinned key.
@@ -186,11 +223,7 @@ func (r rig) shAs(signer ssh.Signer, sb store.Sandbox, cmd string) (string, erro
 // many times fast, and every timeout in it (its SSH server's) with it.
 func (r rig) keepsTime(sb store.Sandbox) {
 	r.t.Helper()
-	c, err := dial(r.d.Signer, sb)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer c.Close()
+	c := r.shConn(sb)
 	uptime := func() (float64, time.Time, time.Time) {
 		start := time.Now()
 		out, err := run(c, "cat /proc/uptime")
@@ -310,6 +343,9 @@ func Run(t *testing.T, d Driver) {
 	}
 	r := rig{t: t, suite: &suite{top: t, d: d, dir: t.TempDir(), st: st, acct: acct}}
 	t.Cleanup(func() {
+		for _, c := range r.conns {
+			c.Close()
+		}
 		if r.stop != nil {
 			r.stop()
 		}
@@ -344,11 +380,7 @@ func Run(t *testing.T, d Driver) {
 	// run. (Debian 12's dropbear closed a new session when an earlier
 	// one's process ended before its exec request arrived.)
 	t.Run("sessions", func(t *testing.T) {
-		c, err := dial(d.Signer, first)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := r.on(t).shConn(first)
 		errs := make(chan error, 16)
 		for w := range 16 {
 			go func() {
