@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,11 +26,14 @@ func standIn(t *testing.T, d *Driver, id string, greet <-chan struct{}) (console
 	if err := os.MkdirAll(d.dir(id), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// In a group of its own, ended whole: the sleep is the shell's child,
+	// and outlived it by ten minutes.
 	vm := exec.Command("sh", "-c", "sleep 600", "froog-"+id)
+	vm.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := vm.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { vm.Process.Kill(); vm.Wait() })
+	t.Cleanup(func() { syscall.Kill(-vm.Process.Pid, syscall.SIGKILL); vm.Wait() })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
