@@ -277,10 +277,13 @@ func pidsOf(id string) []int {
 func tagged(pid int, id string) bool {
 	want := []byte(tagVar + "=" + id + "\x00")
 	path := "/proc/" + strconv.Itoa(pid) + "/environ"
-	deadline := time.Now().Add(execWait)
+	var deadline time.Time // execWait from the first read's end
 	var last []byte
 	for {
 		env, err := readEnviron(path)
+		if deadline.IsZero() {
+			deadline = time.Now().Add(execWait)
+		}
 		if err != nil {
 			return false
 		}
@@ -327,10 +330,13 @@ func readEnviron(path string) ([]byte, error) {
 // environment at a quarter of its stack limit, 2 MiB by default.
 const maxEnviron = 8 << 20
 
-// execWait bounds how long tagged reads again an empty environment: an
-// exec on a loaded machine (TCG guests, a parallel test phase) took over
-// 50 ms of wall time. Only a process in an exec, or one started with an
-// empty environment (none on a usual host), costs it.
+// execWait bounds how long tagged reads again an empty environment, from
+// the end of its first read: an exec on a loaded machine (TCG guests, a
+// parallel test phase) took over 50 ms of wall time, and a read that met
+// an exec waited for it (the exec's lock) 1.3 s once, then came back
+// empty, the new image's environment not yet set. Only a process in an
+// exec, or one started with an empty environment (none on a usual host),
+// costs it.
 const execWait = time.Second
 
 // pfKthread is the kernel-thread bit of /proc/PID/stat's flags (field 9).
