@@ -44,6 +44,7 @@ func (d *Driver) Start(ctx context.Context, sb *store.Sandbox, keys []string) (h
 	}
 	if trial && err != nil {
 		d.accel = "tcg"
+		kvmFailed.Store(true)
 	}
 	d.mu.Unlock()
 	if trial && err != nil {

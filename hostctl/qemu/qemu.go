@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -103,6 +104,12 @@ type Driver struct {
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
 }
+
+// kvmFailed: a driver of this process tried KVM (auto) and it did not
+// work. Every auto driver of the process then boots with TCG rather than
+// trying again: a try is a guest that writes nothing for 10 s, with a core
+// busy all the while (a test binary makes many drivers).
+var kvmFailed atomic.Bool
 
 var _ hostctl.Driver = (*Driver)(nil)
 var _ hostctl.Pauser = (*Driver)(nil)
@@ -230,6 +237,9 @@ func sizes(table map[string]Size, cpus, memoryMB int) map[string]Size {
 func (d *Driver) Accel() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.auto && d.accel == "kvm" && kvmFailed.Load() {
+		d.accel = "tcg"
+	}
 	return d.accel
 }
 
