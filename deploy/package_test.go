@@ -256,7 +256,10 @@ func buildDeb(t *testing.T) string {
 			return
 		}
 		cmd := exec.Command("./package.sh")
-		cmd.Env = append(os.Environ(), "DIST="+debDir)
+		// gzip at its fastest, not dpkg-deb's xz: the same package,
+		// built in 6 CPU-seconds rather than 28, and unpacked faster in
+		// the TCG guest that installs it.
+		cmd.Env = append(os.Environ(), "DIST="+debDir, "DPKG_DEB_COMPRESSOR_TYPE=gzip", "DPKG_DEB_COMPRESSOR_LEVEL=1")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			debErr = fmt.Errorf("package.sh: %v\n%s", err, out)
