@@ -12,11 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
+	"froog.tech/froog/hostctl/qemu/qemutest"
 	"froog.tech/froog/internal/testimage"
 	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
@@ -148,8 +150,17 @@ func tinyGuest(t *testing.T) string {
 	if name := t.Name(); !strings.HasPrefix(name, vmTests) && !strings.Contains(name, "Bench") {
 		t.Fatalf("%s boots a VM: name it %s… so that make test runs it in its VM phase", name, vmTests)
 	}
-	return testimage.Dir(t, "tinyvm")
+	dir := testimage.Dir(t, "tinyvm")
+	// The accelerator, found once (qemutest.Accel) for every froogd the
+	// binary starts (FROOG_ACCEL in their environment): --accel auto's
+	// own try of KVM is the qemu package's to test.
+	accelOnce.Do(func() {
+		os.Setenv("FROOG_ACCEL", qemutest.Accel(t, filepath.Join(dir, "vmlinux"), filepath.Join(dir, "initramfs.gz")))
+	})
+	return dir
 }
+
+var accelOnce sync.Once
 
 // vmTests begins the name of every froogd test that boots a VM.
 const vmTests = "TestQEMU"

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"froog.tech/froog/hostctl/qemu"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/store"
 )
 
@@ -58,4 +60,31 @@ func StopAll(d *qemu.Driver, dir string) {
 	for _, id := range ids {
 		d.Stop(context.Background(), &store.Sandbox{ID: id.Name()})
 	}
+}
+
+// Accel is the accelerator --accel auto settles on here: TCG where
+// /dev/kvm does not open; where it does, a driver's first boot tries KVM
+// (here a boot of the test guest, kernel and initrd) and falls back to
+// TCG when its guest does not run. A test binary that starts many froogd
+// processes asks once and hands them the answer (FROOG_ACCEL), rather
+// than have each try: on a host whose KVM does not work, a try is 10 s
+// of a busy core.
+func Accel(t testing.TB, kernel, initrd string) string {
+	t.Helper()
+	dir := t.TempDir()
+	d, err := qemu.New(qemu.Options{Dir: dir, Kernel: kernel, Initrd: initrd, ControlKey: testkit.NewKey(t),
+		DiskSize: 64 << 20, Sizes: map[string]qemu.Size{"default": {CPUs: 1, MemoryMB: 256}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Accel() == "tcg" {
+		return "tcg"
+	}
+	defer StopAll(d, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := d.Start(ctx, &store.Sandbox{ID: "sbx_accel", Name: "accel", Size: "default"}, nil); err != nil {
+		t.Fatalf("the test guest's boot that tries KVM: %v", err)
+	}
+	return d.Accel()
 }
