@@ -5,11 +5,11 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 REDOCLY := @redocly/cli@2.77.0
 # FUZZTIME is how long `make fuzz` runs each fuzz target.
 FUZZTIME ?= 20s
-# make test runs two lines of packages side by side, one package of each
-# at a time (the packages are CPU-bound, and two is this machine's cores):
-# the in-process packages, LONG_PKGS first, in one; in the other e2e
-# (the longest) without its VM tests (VM_TESTS, by name: its tinyGuest
-# fails a test that boots a VM under another name). Then, once both have
+# make test runs two lines of packages side by side (most packages are
+# CPU-bound, and two is this machine's cores): the in-process packages,
+# one at a time, LONG_PKGS first, in one; in the other e2e (the longest)
+# without its VM tests (VM_TESTS, by name: its tinyGuest fails a test
+# that boots a VM under another name), then AFTER_E2E. Then, once both have
 # ended, the VM phase, so that CPU-heavy VM boots (TCG: minutes of a core
 # each) never share the machine with the other tests: an OS image's boot
 # beside cmd/froogd ran past its budget (issue #34), and on a machine
@@ -39,12 +39,13 @@ FUZZTIME ?= 20s
 OS_PKGS := ./hostctl/qemu/ostest/ ./deploy/
 VM_PKGS := $(OS_PKGS) ./hostctl/qemu/...
 TINYVM_PKGS = $(filter-out $(shell $(GO) list $(OS_PKGS)),$(shell $(GO) list ./hostctl/qemu/...))
-# LONG_PKGS start the in-process line, longest first; AFTER_E2E, the
-# next longest, run in e2e's line once e2e has ended, so that the two
-# lines end near each other rather than one running long with a core
-# idle.
+# LONG_PKGS start the in-process line, longest first. AFTER_E2E run in
+# e2e's line once e2e has ended, AFTER_E2E_P of them at a time: packages
+# that mostly wait (on timers, the processes and servers they start)
+# rather than compute: one at a time, they would leave a core idle.
 LONG_PKGS := ./api/ ./deploy/image/ ./store/embedded/ ./api/contract/
-AFTER_E2E := ./store/pg/ ./edge/ ./certs/ ./guest/
+AFTER_E2E := ./store/pg/ ./edge/ ./desktop/ ./guest/ ./certs/ ./hostctl/ ./hostctl/local/ ./tunnel/
+AFTER_E2E_P := 4
 VM_TESTS := ^TestQEMU
 # SHORT_FLAGS are make test-short's own: the race detector doubles its
 # CPU, and make test runs every test with it.
@@ -111,7 +112,7 @@ test: ## install what the tests need, then run every test (with the race detecto
 	rc=0; \
 	$(GO) test $(TEST_FLAGS) -p 1 -parallel $(E2E_PARALLEL) $(LONG_PKGS) $(TEST_PKGS) & inprocess=$$!; \
 	$(GO) test $(E2E_FLAGS) -parallel $(E2E_PARALLEL) -skip '$(VM_TESTS)' ./e2e/ || rc=1; \
-	$(GO) test $(TEST_FLAGS) -p 1 -parallel $(E2E_PARALLEL) $(AFTER_E2E) || rc=1; \
+	$(GO) test $(TEST_FLAGS) -p $(AFTER_E2E_P) -parallel $(E2E_PARALLEL) $(AFTER_E2E) || rc=1; \
 	wait $$inprocess || rc=1; \
 	echo "make test: the VM phase"; \
 	$(GO) test $(TEST_FLAGS) -p 2 $(OS_PKGS) & osimage=$$!; \
