@@ -96,7 +96,11 @@ func standIn(t *testing.T, d *Driver, id string, greet <-chan struct{}) (console
 // fixed 3 minutes.)
 func TestEndpointFollowsBootProgress(t *testing.T) {
 	t.Parallel()
-	const stall = 400 * time.Millisecond
+	// The guest writes a line every stall/pace. On a loaded machine a
+	// goroutine's sleep can overrun by hundreds of milliseconds, and a
+	// line late by the rest of the budget reads as a stall: the pace
+	// leaves it seven intervals of slack.
+	const stall, pace = 2 * time.Second, 8
 	lines := []string{
 		"[    0.000000] Linux version 6.12.117+deb13-amd64",
 		"[    7.677544] Run /init as init process",
@@ -108,7 +112,7 @@ func TestEndpointFollowsBootProgress(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		lines   int  // console lines written, one every stall/2
+		lines   int  // console lines written, one every stall/pace
 		greet   bool // sshd answers after the last line
 		wantErr []string
 	}{
@@ -130,7 +134,7 @@ func TestEndpointFollowsBootProgress(t *testing.T) {
 			go func() {
 				for _, l := range lines[:tt.lines] {
 					console.WriteString(l + "\n")
-					time.Sleep(stall / 2) // the guest's pace, not a wait for the test
+					time.Sleep(stall / pace) // the guest's pace, not a wait for the test
 				}
 				if tt.greet {
 					close(greet)
@@ -141,7 +145,7 @@ func TestEndpointFollowsBootProgress(t *testing.T) {
 			took := time.Since(start)
 			if tt.wantErr == nil {
 				if err != nil {
-					t.Fatalf("after %v: %v; want the endpoint of a guest whose console went on for %v", took, err, time.Duration(tt.lines)*stall/2)
+					t.Fatalf("after %v: %v; want the endpoint of a guest whose console went on for %v", took, err, time.Duration(tt.lines)*stall/pace)
 				}
 				return
 			}
