@@ -21,8 +21,9 @@
 // The files: local.go (the Driver: Start, Stop, Pause, Delete, the
 // folders), sshd.go (one sandbox's SSH server: exec sessions and
 // direct-tcpip), sftp.go (its sftp subsystem, confined to the home
-// folder), ports.go (which ports a sandbox's own processes listen on) and
-// snapshots.go (snapshots as copies of the home folder).
+// folder), ports.go (which ports a sandbox's own processes listen on),
+// diag.go (the host's listening sockets, from the kernel's socket
+// diagnostics) and snapshots.go (snapshots as copies of the home folder).
 //
 // Each sandbox's commands have froog-desktop on their PATH (a folder of
 // the driver's with a symlink to froogd, Options.DesktopExe), so the

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sandboxes of this driver share the host's ports: a second sandbox's
@@ -33,12 +35,14 @@ var listenOwners owners
 
 // owners caches which sandbox holds each listening socket, by the
 // socket's inode: an inode names one socket for as long as it exists,
-// and the process tree that holds it keeps its sandbox tag, so each
-// listening socket is looked up in every process's open files once, not
-// on every dial. (That look-up reads a link per open file on the host:
-// tens of milliseconds, and a burst of dials, each doing it, took the
-// process's CPU for seconds.) /proc/net is still read on every call, so
-// a socket that appeared since is seen; sockets no longer listening are
+// and the process tree that holds it keeps its sandbox tag, so a socket
+// is looked up in every process's open files once, not on every dial,
+// and only once a dial asks for its port. (That look-up reads a link per
+// open file on the host: tens of milliseconds, and a burst of dials,
+// each doing it, took the process's CPU for seconds. Sockets of other
+// ports come and go all the time on a busy host, and would each cost
+// the next dial a look-up.) The listening sockets are still read on
+// every call, so a socket that appeared since is seen; sockets no longer listening are
 // dropped from the cache.
 type owners struct {
 	mu   sync.Mutex // held across a look-up, so that a burst makes one
@@ -49,9 +53,16 @@ type owners struct {
 	lookUp    func(inodes map[string]bool) map[string]string
 }
 
-// procListening gives the host's listening TCP sockets, IPv4 and IPv6.
+// procListening gives the host's listening TCP sockets, IPv4 and IPv6:
+// from sock_diag (diagListening), or where that is refused (a sandbox of
+// its own around froogd), from /proc/net.
 func procListening() []listenLine {
 	var lines []listenLine
+	v4, err4 := diagListening(unix.AF_INET)
+	v6, err6 := diagListening(unix.AF_INET6)
+	if err4 == nil && err6 == nil {
+		return append(v4, v6...)
+	}
 	for _, f := range procNet {
 		b, _ := os.ReadFile(f)
 		lines = append(lines, listenLines(b)...)
@@ -71,7 +82,7 @@ func (o *owners) heldByOther(id string, port int) string {
 	unknown := map[string]bool{}
 	for _, l := range lines {
 		listening[l.inode] = true
-		if _, ok := o.tags[l.inode]; !ok {
+		if _, ok := o.tags[l.inode]; !ok && l.port == port {
 			unknown[l.inode] = true
 		}
 	}
