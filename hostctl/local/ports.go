@@ -42,8 +42,8 @@ var listenOwners owners
 // each doing it, took the process's CPU for seconds. Sockets of other
 // ports come and go all the time on a busy host, and would each cost
 // the next dial a look-up.) The listening sockets are still read on
-// every call, so a socket that appeared since is seen; sockets no longer listening are
-// dropped from the cache.
+// every call, so a socket that appeared since is seen; sockets no longer
+// listening are dropped from the cache.
 type owners struct {
 	mu   sync.Mutex // held across a look-up, so that a burst makes one
 	tags map[string]string
@@ -54,8 +54,8 @@ type owners struct {
 }
 
 // procListening gives the host's listening TCP sockets, IPv4 and IPv6:
-// from sock_diag (diagListening), or where that is refused (a sandbox of
-// its own around froogd), from /proc/net.
+// from sock_diag (diagListening), or where the kernel refuses that (a
+// seccomp filter, say), from /proc/net.
 func procListening() []listenLine {
 	var lines []listenLine
 	v4, err4 := diagListening(unix.AF_INET)
