@@ -378,8 +378,16 @@ func TestConcurrentStarts(t *testing.T) {
 			t.Errorf("start %d: port %d given twice", i, st.VNCPort)
 		}
 		seen[st.VNCPort] = true
-		if probeRFB(st.VNCPort) != nil {
-			t.Errorf("start %d: port %d does not speak RFB", i, st.VNCPort)
+		// Ten desktops come up at once beside the rest of the suite: an
+		// X server busy with its clients can take longer than one probe's
+		// 2 s to greet. One that has died never will.
+		var err error
+		if !wait.Until(10*time.Second, func() bool { err = probeRFB(st.VNCPort); return err == nil }) {
+			var procs []string
+			for _, p := range GroupPids(st.PID) {
+				procs = append(procs, commOf(p))
+			}
+			t.Errorf("start %d: port %d does not speak RFB: %v; its supervisor's group: %v", i, st.VNCPort, err, procs)
 		}
 	}
 }
