@@ -101,15 +101,13 @@ func FuzzParseDiag(f *testing.F) {
 	f.Add(diagMsg(unix.SOCK_DIAG_BY_FAMILY, inetDiagMsg(3000, 11)))
 	f.Add(diagMsg(unix.NLMSG_DONE, make([]byte, 4)))
 	f.Add(diagMsg(unix.NLMSG_ERROR, nil))
+	// Any datagram: no panic (a message shorter than it says), and a
+	// datagram that fails gives no sockets. (A port and an inode read
+	// from fixed-size fields cannot be out of range: nothing to check.)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		lines, _, err := parseDiag(b)
 		if err != nil && lines != nil {
 			t.Errorf("an error with sockets: %v, %v", lines, err)
-		}
-		for _, l := range lines {
-			if l.port < 0 || l.port > 65535 || l.inode == "" {
-				t.Errorf("a socket out of range: %+v", l)
-			}
 		}
 	})
 }
