@@ -15,10 +15,15 @@ import (
 // still be fine, and a guest that hangs should fail as soon as that is
 // clear. Progress is the console advancing, or QEMU being busy (a TCG
 // guest that boots burns CPU; one that hangs, or whose sshd is not coming,
-// idles). A boot fails after BootTimeout without either, or after
-// bootLimit × BootTimeout in all, and says which stage it stalled in.
+// idles). A boot fails after BootTimeout without either (earlyStall
+// before the guest's own init), or after bootLimit × BootTimeout in all,
+// and says which stage it stalled in.
 const (
 	bootLimit = 5
+	// earlyStall bounds a stall before the guest's init runs: the firmware,
+	// the kernel and the initramfs never leave QEMU idle for long, and a
+	// guest that does is hung (stallError.early).
+	earlyStall = time.Minute
 	// busyShare of one CPU, over a second or more, counts as progress.
 	busyShare = 0.2
 	// clkTck is the unit of /proc/PID/stat's CPU times (USER_HZ).
@@ -57,11 +62,27 @@ func (w *bootWatch) observe(now time.Time, console []byte, cpu uint64) error {
 	if now.Sub(w.start) > w.limit {
 		return fmt.Errorf("still booting after %v, the limit (at %s)", w.limit, w.stage)
 	}
-	if idle := now.Sub(w.progressed); idle > w.stall {
-		return fmt.Errorf("no progress for %v (console still, QEMU idle), %v after the boot began: stalled at %s",
-			w.stall, now.Sub(w.start).Round(time.Second), w.stage)
+	stall, early := w.stall, earlyStage(w.stage)
+	if early {
+		stall = min(stall, earlyStall)
+	}
+	if now.Sub(w.progressed) > stall {
+		return &stallError{stall: stall, after: now.Sub(w.start).Round(time.Second), stage: w.stage, early: early}
 	}
 	return nil
+}
+
+// stallError is a boot that stopped: console still and QEMU idle.
+type stallError struct {
+	stall, after time.Duration
+	stage        string
+	// early: before the guest's init ran, so nothing of the sandbox has
+	// run either and the guest may be booted again.
+	early bool
+}
+
+func (e *stallError) Error() string {
+	return fmt.Sprintf("no progress for %v (console still, QEMU idle), %v after the boot began: stalled at %s", e.stall, e.after, e.stage)
 }
 
 // sshdUp says whether the console shows the guest's sshd started: from
@@ -86,8 +107,8 @@ var stages = []struct {
 	marker string
 	stage  string
 }{
-	{"Linux version", "the kernel"},
-	{"Run /init", "the initramfs"},
+	{"Linux version", stageKernel},
+	{"Run /init", stageInitramfs},
 	{"systemd[1]", "systemd's start-up"},
 	{"Welcome to", "systemd's start-up"},
 	{"froog-init: ", "froog-init (the seed given; the network and sshd next)"},
@@ -100,9 +121,22 @@ var stages = []struct {
 
 var cloudInit = regexp.MustCompile(`Cloud-init v\. \S+ (?:running '([^']+)'|(finished) at)`)
 
+// The stages before the guest's own init (tinyvm's init is its
+// initramfs, and says "tinyvm: " once it has done anything of the
+// sandbox's).
+const (
+	stageNothing   = "nothing on the console yet (firmware, or the kernel loading)"
+	stageKernel    = "the kernel"
+	stageInitramfs = "the initramfs"
+)
+
+func earlyStage(stage string) bool {
+	return stage == stageNothing || stage == stageKernel || stage == stageInitramfs
+}
+
 // bootStage names where the boot is, from its console.
 func bootStage(console []byte) string {
-	stage, at := "nothing on the console yet (firmware, or the kernel loading)", -1
+	stage, at := stageNothing, -1
 	for _, s := range stages {
 		if i := bytes.LastIndex(console, []byte(s.marker)); i >= 0 && i >= at {
 			stage, at = s.stage, i

@@ -181,3 +181,39 @@ func TestBootStage(t *testing.T) {
 		}
 	}
 }
+
+// Before the guest's init runs, a minute of standing still is a hang
+// (stallError.early, and the boot may be tried again); after it, the
+// budget is BootTimeout's.
+func TestStallBudgetByStage(t *testing.T) {
+	t.Parallel()
+	const stall = 3 * time.Minute
+	tests := []struct {
+		console   string
+		idle      time.Duration
+		wantEarly bool
+		wantErr   bool
+	}{
+		{"", 61 * time.Second, true, true},
+		{"Linux version 6.12\n", 59 * time.Second, true, false},
+		{"Linux version 6.12\nRun /init as init process\n", 61 * time.Second, true, true},
+		{"Run /init\ntinyvm: home on /dev/vda\n", 61 * time.Second, false, false},
+		{"Run /init\ntinyvm: home on /dev/vda\n", stall + time.Second, false, true},
+		{"Run /init\nsystemd[1]: hi\n", 2 * time.Minute, false, false},
+		{"box login: ", stall + time.Second, false, true},
+	}
+	for _, tt := range tests {
+		t0 := time.Unix(1000, 0)
+		w := newBootWatch(stall, t0)
+		w.observe(t0, []byte(tt.console), 100) // QEMU idle from here on
+		err := w.observe(t0.Add(tt.idle), []byte(tt.console), 100)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("%q idle %v: %v; want an error: %v", tt.console, tt.idle, err, tt.wantErr)
+			continue
+		}
+		var se *stallError
+		if err != nil && (!errors.As(err, &se) || se.early != tt.wantEarly) {
+			t.Errorf("%q idle %v: %#v; want a stallError, early %v", tt.console, tt.idle, err, tt.wantEarly)
+		}
+	}
+}

@@ -108,8 +108,22 @@ func (d *Driver) start(ctx context.Context, sb *store.Sandbox, keys []string) (h
 			return hostctl.Endpoint{}, accel, err
 		}
 		ep, err := d.endpoint(ctx, sb.ID)
-		if err == nil || boot == bootsAfterPanics || d.alive(sb.ID) {
+		if err == nil || boot == bootsAfterFaults {
 			return ep, accel, err
+		}
+		var stalled *stallError
+		if d.alive(sb.ID) {
+			if !errors.As(err, &stalled) || !stalled.early {
+				return ep, accel, err
+			}
+			d.o.Logger.Warn("qemu: the guest hung before its init ran; booting it again",
+				slog.String("sandbox", sb.ID), slog.Int("boot", boot), slog.String("error", stalled.Error()),
+				slog.String("virtio", d.virtioQueues(ctx, sb.ID)), slog.String("console", d.consoleTail(sb.ID)))
+			if err := d.kill(sb.ID); err != nil {
+				return ep, accel, err
+			}
+			hostctl.ReportProgress(ctx, "the guest hung while booting; booting again")
+			continue
 		}
 		console, _ := os.ReadFile(d.file(sb.ID, "console.log"))
 		summary := panicSummary(console)
@@ -122,14 +136,21 @@ func (d *Driver) start(ctx context.Context, sb *store.Sandbox, keys []string) (h
 	}
 }
 
-// bootsAfterPanics is how many boots a guest gets, one after another,
-// while its kernel panics in each. Debian 13's kernel (6.12) with two
-// vCPUs under TCG panicked in early boot in 1 of 60 boots on a loaded
-// host: "Oops: int3" in an interrupt, at a site the kernel was patching
-// on the other vCPU (a static key: text_poke_bp's int3, still seen there
-// by QEMU's multi-threaded TCG after the patch was done). Nothing of the
-// sandbox has run by then, and the next boot goes by.
-const bootsAfterPanics = 3
+// bootsAfterFaults is how many boots a guest gets, one after another,
+// while each fails before its init has run: its kernel panics, or it
+// hangs with QEMU idle (stallError.early). Nothing of the sandbox has run
+// by then, and under TCG both happen to boots that the next one goes by:
+//   - Debian 13's kernel (6.12) with two vCPUs panicked in early boot in 1
+//     of 60 boots on a loaded host: "Oops: int3" in an interrupt, at a
+//     site the kernel was patching on the other vCPU (a static key:
+//     text_poke_bp's int3, still seen there by QEMU's multi-threaded TCG
+//     after the patch was done);
+//   - the test guest (one vCPU) stood still in its initramfs in 1 of some
+//     hundreds of boots on a loaded host, QEMU idle, its last line
+//     virtio_blk's size of its first disk (the log's virtio line has
+//     QEMU's side of each queue, to tell a request QEMU never took or
+//     finished from a completion the guest never saw).
+const bootsAfterFaults = 3
 
 // writeSeed writes the seed of the next cold boot: the host key, the keys
 // that may log in, the name and the network.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -178,7 +179,7 @@ func (d *Driver) endpoint(ctx context.Context, id string) (hostctl.Endpoint, err
 		}
 		console, _ := os.ReadFile(d.file(id, "console.log"))
 		if err := w.observe(time.Now(), console, cpuTicks(d.pid(id))); err != nil {
-			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s's SSH server did not answer: %v; last console lines: %s", id, err, d.consoleTail(id))
+			return hostctl.Endpoint{}, fmt.Errorf("qemu: %s's SSH server did not answer: %w; last console lines: %s", id, err, d.consoleTail(id))
 		}
 		if len(console) > 0 { // a restored or resumed guest writes nothing: it is not booting
 			hostctl.ReportProgress(ctx, "booting: "+w.stage)
@@ -286,6 +287,40 @@ func (c *greetedConn) Read(p []byte) (int, error) {
 // consoleTail is what the console says of the guest's end: when its
 // kernel panicked, the panic's summary (panicSummary), else its last whole
 // lines, up to 400 bytes.
+// virtioQueues is QEMU's side of the VM's virtio queues (QEMU 7.0 and
+// later), for a guest that hangs: per queue, how far the guest's
+// requests go (avail), how many QEMU took and holds (taken, in use), how
+// many it finished (used) and told the guest of (signalled).
+func (d *Driver) virtioQueues(ctx context.Context, id string) string {
+	m := d.attach(id)
+	if m == nil {
+		return "no monitor"
+	}
+	defer m.close()
+	var devices []struct{ Name, Path string }
+	if err := m.run(ctx, "x-query-virtio", nil, &devices); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, dev := range devices {
+		for q := 0; q < 8; q++ {
+			var st struct {
+				Avail     uint16 `json:"shadow-avail-idx"`
+				Taken     uint16 `json:"last-avail-idx"`
+				InUse     uint32 `json:"inuse"`
+				Used      uint16 `json:"used-idx"`
+				Signalled uint16 `json:"signalled-used"`
+			}
+			if m.run(ctx, "x-query-virtio-queue-status", map[string]any{"path": dev.Path, "queue": q}, &st) != nil {
+				break // past its last queue
+			}
+			fmt.Fprintf(&b, "%s %s q%d: avail %d taken %d in use %d used %d signalled %d; ",
+				dev.Name, path.Base(path.Dir(dev.Path)), q, st.Avail, st.Taken, st.InUse, st.Used, st.Signalled)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}
+
 func (d *Driver) consoleTail(id string) string {
 	b, _ := os.ReadFile(d.file(id, "console.log"))
 	if s := panicSummary(b); s != "" {
