@@ -145,8 +145,8 @@ func (d *Driver) start(ctx context.Context, sb *store.Sandbox, keys []string) (h
 //     site the kernel was patching on the other vCPU (a static key:
 //     text_poke_bp's int3, still seen there by QEMU's multi-threaded TCG
 //     after the patch was done);
-//   - the test guest (one vCPU) stood still in its initramfs in 1 of some
-//     hundreds of boots on a loaded host, QEMU idle, its last line
+//   - the test guest (one vCPU) stood still in its initramfs once in six
+//     runs of make test on a loaded host, QEMU idle, its last line
 //     virtio_blk's size of its first disk (the log's virtio line has
 //     QEMU's side of each queue, to tell a request QEMU never took or
 //     finished from a completion the guest never saw).

@@ -284,9 +284,6 @@ func (c *greetedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// consoleTail is what the console says of the guest's end: when its
-// kernel panicked, the panic's summary (panicSummary), else its last whole
-// lines, up to 400 bytes.
 // virtioQueues is QEMU's side of the VM's virtio queues (QEMU 7.0 and
 // later), for a guest that hangs: per queue, how far the guest's
 // requests go (avail), how many QEMU took and holds (taken, in use), how
@@ -303,7 +300,7 @@ func (d *Driver) virtioQueues(ctx context.Context, id string) string {
 	}
 	var b strings.Builder
 	for _, dev := range devices {
-		for q := 0; q < 8; q++ {
+		for q := range 8 {
 			var st struct {
 				Avail     uint16 `json:"shadow-avail-idx"`
 				Taken     uint16 `json:"last-avail-idx"`
@@ -321,6 +318,9 @@ func (d *Driver) virtioQueues(ctx context.Context, id string) string {
 	return strings.TrimSuffix(b.String(), "; ")
 }
 
+// consoleTail is what the console says of the guest's end: when its
+// kernel panicked, the panic's summary (panicSummary), else its last whole
+// lines, up to 400 bytes.
 func (d *Driver) consoleTail(id string) string {
 	b, _ := os.ReadFile(d.file(id, "console.log"))
 	if s := panicSummary(b); s != "" {
