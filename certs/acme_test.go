@@ -26,6 +26,7 @@ import (
 	"froog.tech/froog/edge/route"
 	"froog.tech/froog/internal/loopback"
 	"froog.tech/froog/internal/syncbuf"
+	"froog.tech/froog/internal/testkit"
 	"froog.tech/froog/internal/wait"
 	"froog.tech/froog/store"
 	"froog.tech/froog/store/pg"
@@ -75,7 +76,8 @@ func newACMERig(t testing.TB, validity time.Duration, edit func(*certs.ACMEOptio
 		t.Fatal(err)
 	}
 	ao := certs.ACMEOptions{Store: st, Names: routes, CA: ca.Directory, Roots: roots,
-		HTTPPort: httpLn.Addr().(*net.TCPAddr).Port, TLSPort: tlsLn.Addr().(*net.TCPAddr).Port}
+		HTTPPort: httpLn.Addr().(*net.TCPAddr).Port, TLSPort: tlsLn.Addr().(*net.TCPAddr).Port,
+		Logger: slog.New(slog.NewTextHandler(testkit.LogWriter(t), nil))} // why an order failed, when a test does
 	if edit != nil {
 		edit(&ao)
 	}
@@ -137,14 +139,16 @@ func (r *acmeRig) handshake(name string) (*x509.Certificate, error) {
 }
 
 // eventually retries the handshake while the feed brings a change and
-// the order goes through: a minute, as a whole order (account, order,
-// challenge, Pebble's check, finalization) under the race detector took
-// over 20 s on a machine busy with TCG guests.
+// the order goes through: a whole order (account, order, challenge,
+// Pebble's check, finalization) under the race detector took over 20 s
+// on a machine busy with TCG guests, and an order that fails is tried
+// again by certmagic a minute later (its first retry interval), as in
+// production. The rig's log (shown on failure) says why one failed.
 func (r *acmeRig) eventually(name string) *x509.Certificate {
 	r.t.Helper()
 	var leaf *x509.Certificate
 	var err error
-	if !wait.Until(time.Minute, func() bool { leaf, err = r.handshake(name); return err == nil }) {
+	if !wait.Until(150*time.Second, func() bool { leaf, err = r.handshake(name); return err == nil }) {
 		r.t.Fatalf("never a certificate for %s: %v", name, err)
 	}
 	return leaf

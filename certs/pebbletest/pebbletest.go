@@ -7,7 +7,6 @@ package pebbletest
 import (
 	"crypto/x509"
 	"encoding/pem"
-	"io"
 	"log"
 	"net"
 	"net/http"
@@ -24,6 +23,8 @@ import (
 	"github.com/letsencrypt/pebble/v2/va"
 	"github.com/letsencrypt/pebble/v2/wfe"
 	"github.com/miekg/dns"
+
+	"froog.tech/froog/internal/testkit"
 )
 
 // CA is a running Pebble.
@@ -54,10 +55,7 @@ func Start(t testing.TB, httpPort, tlsPort int, validity time.Duration) *CA {
 		os.Setenv("PEBBLE_WFE_NONCEREJECT", "0") // no made-up badNonce errors
 		os.Setenv("PEBBLE_AUTHZREUSE", "0")      // every order proves control again
 	})
-	logger := log.New(io.Discard, "", 0)
-	if testing.Verbose() {
-		logger = log.New(testWriter{t}, "pebble ", 0)
-	}
+	logger := log.New(testkit.LogWriter(t), "pebble ", 0) // shown when the test fails
 	resolver := serveDNS(t)
 	store := db.NewMemoryStore()
 	profiles := map[string]ca.Profile{"default": {Description: "test", ValidityPeriod: uint64(validity / time.Second)}}
@@ -124,11 +122,4 @@ func serveDNS(t testing.TB) string {
 	go srv.ActivateAndServe()
 	t.Cleanup(func() { srv.Shutdown() })
 	return ln.Addr().String()
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

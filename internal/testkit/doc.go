@@ -3,7 +3,8 @@
 // to the test (FakeSSHServer), a fake clock (FakeClock), a VNC client
 // (RFB, over TCP or a websocket: WSStream), the colours of a picture
 // (RGBAt, Near), a process's CPU time and /proc fields (CPUTime,
-// ProcStat), a bare git repository to clone (BareRepo). Waiting with a deadline is
+// ProcStat), a bare git repository to clone (BareRepo), a server's log
+// into the test's (LogWriter). Waiting with a deadline is
 // internal/wait; sandboxes that really run, with the
 // tunnel to them, are internal/testkit/live.
 //
