@@ -130,7 +130,7 @@ bench: ## run the benchmarks into .bench/ (the edge against nginx, Caddy, frp an
 	FROOG_BENCH=1 FROOG_LOAD=full $(GO) test -tags bench -count=1 -run '^(TestLoad|TestDesktopBench|TestDesktopSoundBench|TestWallBench|TestAutoStartBench|TestFilesBenchQEMU)$$' -v -timeout 40m ./e2e
 	FROOG_BENCH=1 $(GO) test -tags bench -count=1 -run '^TestFilesBench$$' -v -timeout 10m ./api
 	FROOG_BENCH=1 $(GO) test -tags bench -count=1 -run '^TestInboxBench$$' -v -timeout 10m ./edge
-	$(GO) test -tags bench -run '^$$' -bench . -benchmem $(BENCH_PKGS)
+	$(GO) test -tags bench -run '^$$' -bench . -benchtime 500ms -benchmem $(BENCH_PKGS)
 	FROOG_BENCH=1 $(GO) test -tags bench -count=1 -run '^TestPerformanceReport$$' .
 
 fuzz: ## run every fuzz target for FUZZTIME each (20s), one at a time; failing inputs land in testdata/fuzz

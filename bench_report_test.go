@@ -130,7 +130,7 @@ func writePerformance(dir, out string, at time.Time, cpu string) error {
 	fmt.Fprintf(&md, "absolute figures move with the machine. What each part measures, and the aims:\n[development.md](development.md#reading-make-bench).\n\n")
 
 	fmt.Fprintf(&md, "## The edge against the best peer\n\nFor each figure, the peer that did best at it in this run (the stacks are below).\n\n%s", res.againstBest())
-	fmt.Fprintf(&md, "\n## The stacks\n\nEvery stack reaches the same upstream (nginx serving a small page and a 256 MiB file; a Go sink for\nuploads) on the same machine; the CPU counted is that of the processes in bold, over the measured part.\nA stack answering fewer requests a second than offered is saturated, and its p99 is the queue it built.\n\n%s", res.stacks())
+	fmt.Fprintf(&md, "\n## The stacks\n\nEvery stack reaches the same upstream (nginx serving a small page and a 128 MiB file; a Go sink for\nuploads) on the same machine; the CPU counted is that of the processes in bold, over the measured part.\nA stack answering fewer requests a second than offered is saturated, and its p99 is the queue it built.\n\n%s", res.stacks())
 	sc := res.Scale
 
 	// The edge's scale figures have no peer: each is read against its aim.

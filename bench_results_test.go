@@ -17,7 +17,7 @@ type pathResult struct {
 	Chain           string        `json:"chain,omitempty"` // what a request goes through
 	Peer            bool          `json:"peer,omitempty"`  // a peer the edge is measured against
 	Small           []smallResult `json:"small,omitempty"` // one a fixed rate
-	MBps            float64       `json:"mb_s"`            // 256 MiB download
+	MBps            float64       `json:"mb_s"`            // 128 MiB download
 	MBpsRange       [2]float64    `json:"mb_s_range"`
 	CPUPerMB        float64       `json:"cpu_ms_per_mb"`
 	CPUPerMBRange   [2]float64    `json:"cpu_ms_per_mb_range"`

@@ -21,8 +21,9 @@ import (
 
 // TestAutoStartBench measures auto-start (make bench; FROOG_BENCH=1): the
 // time from a request to a stopped sandbox to the first byte of the app's
-// answer, 20 wakes each, with the local driver, with the qemu driver after
-// a warm stop (the VM paused) and after a cold one (the VM ended), and the
+// answer, with the local driver and the qemu driver after a warm stop (the
+// VM paused), 20 wakes each, and after a cold one (the VM ended), 10 wakes
+// (each a boot of the test guest: 5 s under TCG), and the
 // edge's own share: from the moment hostctl reports the sandbox running
 // (its started_at) to the first byte. Results in .bench/autostart.json.
 func TestAutoStartBench(t *testing.T) {
@@ -30,7 +31,6 @@ func TestAutoStartBench(t *testing.T) {
 	if os.Getenv("FROOG_BENCH") == "" {
 		t.Skip("a benchmark: make bench runs it (FROOG_BENCH=1)")
 	}
-	const wakes = 20
 	tiny := tinyGuest(t)
 	qemu := []string{"--driver", "qemu", "--kernel", filepath.Join(tiny, "vmlinux"), "--initrd", filepath.Join(tiny, "initramfs.gz"),
 		"--vm-cpus", "1", "--vm-memory-mb", "256", "--vm-disk-gb", "1"}
@@ -46,10 +46,11 @@ func TestAutoStartBench(t *testing.T) {
 		app       string        // the command that serves index.html on port %d
 		slow      time.Duration // a wake that takes longer is logged, with froogd's last lines
 		sandboxes int           // woken in turns
+		wakes     int
 	}{
-		{"local", nil, "python3 -m http.server %d", time.Second, 1},
-		{"qemu-warm", qemu, "busybox httpd -f -p %d -h .", 5 * time.Second, 1},
-		{"qemu-cold", append(slices.Clone(qemu), "--warm-secs", "1"), "busybox httpd -f -p %d -h .", 20 * time.Second, 2},
+		{"local", nil, "python3 -m http.server %d", time.Second, 1, 20},
+		{"qemu-warm", qemu, "busybox httpd -f -p %d -h .", 5 * time.Second, 1, 20},
+		{"qemu-cold", append(slices.Clone(qemu), "--warm-secs", "1"), "busybox httpd -f -p %d -h .", 20 * time.Second, 2, 10},
 	} {
 		// FROOG_BENCH_AUTOSTART=local,qemu-warm runs some, when working on them.
 		if only := os.Getenv("FROOG_BENCH_AUTOSTART"); only != "" && !slices.Contains(strings.Split(only, ","), run.name) {
@@ -62,7 +63,7 @@ func TestAutoStartBench(t *testing.T) {
 		// times a minute: past its limit a wake is refused, and at 20 a
 		// minute the fast paths' wakes would wait on the limit, not on
 		// the start.
-		key := adminAccount(t, []string{"--data", data}, "--name", "bench", "--starts-per-minute", fmt.Sprint(2*wakes))
+		key := adminAccount(t, []string{"--data", data}, "--name", "bench", "--starts-per-minute", fmt.Sprint(2*run.wakes))
 		args := append([]string{"dev", "--data", data, "--api-addr", "127.0.0.1:0", "--edge-addr", "127.0.0.1:0",
 			"--edge-http-addr", "127.0.0.1:0", "--domain", "froog.test", "--rate-limit", "0"}, run.args...)
 		p, m := start(t, regexp.MustCompile(`API:\s+(http://\S+)/v1(?s:.*)Edge:\s+https://(\S+) `), args...)
@@ -99,7 +100,7 @@ func TestAutoStartBench(t *testing.T) {
 		for _, sb := range sbs {
 			stop(sb)
 		}
-		for i := 0; i < wakes; i++ {
+		for i := 0; i < run.wakes; i++ {
 			sb := sbs[i%len(sbs)]
 			wait.For(t, 2*time.Minute, sb.name+" stops", func() bool {
 				var st struct{ State string }
@@ -155,9 +156,9 @@ func TestAutoStartBench(t *testing.T) {
 			stop(sb) // with two, it stops and rests while the other wakes
 		}
 		p.stop(t)
-		r := result{Path: run.name, P50Ms: ms(pct(total, 50)), P99Ms: ms(pct(total, 99)), HoldP50Ms: ms(pct(hold, 50)), Wakes: wakes}
+		r := result{Path: run.name, P50Ms: ms(pct(total, 50)), P99Ms: ms(pct(total, 99)), HoldP50Ms: ms(pct(hold, 50)), Wakes: run.wakes}
 		t.Logf("%-10s first byte p50 %7.1f ms  p99 %7.1f ms  edge's share p50 %5.1f ms (%d wakes in %v)",
-			r.Path, r.P50Ms, r.P99Ms, r.HoldP50Ms, wakes, time.Since(runBegan).Round(time.Second))
+			r.Path, r.P50Ms, r.P99Ms, r.HoldP50Ms, run.wakes, time.Since(runBegan).Round(time.Second))
 		results = append(results, r)
 	}
 	os.MkdirAll("../.bench", 0o755)

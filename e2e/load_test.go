@@ -31,13 +31,13 @@ import (
 // afterwards the edge holds no more goroutines or file descriptors than
 // before and its memory is back near where it started. In make test it
 // runs small (200 clients, 10 s); FROOG_LOAD=full (make bench) runs 1,000
-// clients on 100 URLs for 60 s. Clients come from 20 loopback addresses,
+// clients on 100 URLs for 30 s. Clients come from 20 loopback addresses,
 // as from many machines (the edge limits each address).
 func TestLoad(t *testing.T) {
 	// Alone: it loads the machine on purpose; beside others its deadlines would measure them.
 	clients, urls, dur := 200, 20, 8*time.Second
 	if os.Getenv("FROOG_LOAD") == "full" {
-		clients, urls, dur = 1000, 100, 60*time.Second
+		clients, urls, dur = 1000, 100, 30*time.Second
 	}
 	metrics := fmt.Sprintf("127.0.0.1:%d", loopback.FreePort(t))
 	// Pooled connections to the apps idle out after 2 s rather than 30:
