@@ -77,7 +77,7 @@ export GORACE
 # 2-core machine take minutes, and go test's default of 10 is too tight.
 TEST_TIMEOUT ?= 30m
 # BENCH_PKGS: the packages with Go benchmarks (building every package's
-# test binary for -bench took a minute of make bench's fifteen).
+# test binary for -bench took a minute of make bench).
 BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u)
 
 # VERSION is the release's (deploy/version.sh: the tag, or a snapshot
