@@ -1,18 +1,18 @@
 package testkit
 
 import (
-	"strings"
+	"io"
 	"sync"
 	"testing"
 )
 
-// LogWriter is an io.Writer into tb's log (shown when the test fails, or
-// with -v), one log line a write, for the log of a server the test runs.
-// Writes after the test has ended are dropped: a goroutine the test
-// could not stop (a library's background job) must not panic the binary
-// by logging into a finished test.
-func LogWriter(tb testing.TB) *TestLog {
-	w := &TestLog{tb: tb}
+// LogWriter writes into tb's output (shown when the test fails, or with
+// -v), for the log of a server the test runs. It is tb.Output, but for
+// one thing: writes after the test has ended are dropped, where
+// tb.Output's would panic the binary, because a goroutine the test could
+// not stop (a library's background job) may still log.
+func LogWriter(tb testing.TB) io.Writer {
+	w := &testLog{out: tb.Output()}
 	tb.Cleanup(func() {
 		w.mu.Lock()
 		w.done = true
@@ -21,18 +21,17 @@ func LogWriter(tb testing.TB) *TestLog {
 	return w
 }
 
-// TestLog is LogWriter's writer.
-type TestLog struct {
-	tb   testing.TB
+type testLog struct {
+	out  io.Writer
 	mu   sync.Mutex
 	done bool
 }
 
-func (w *TestLog) Write(p []byte) (int, error) {
+func (w *testLog) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.done {
-		w.tb.Log(strings.TrimRight(string(p), "\n"))
+	if w.done {
+		return len(p), nil
 	}
-	return len(p), nil
+	return w.out.Write(p)
 }

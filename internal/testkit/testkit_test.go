@@ -2,6 +2,7 @@ package testkit_test
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"strconv"
 	"testing"
@@ -67,4 +68,39 @@ func TestProc(t *testing.T) {
 	if testkit.ProcStat(-1) != nil || testkit.CPUTime(-1) != 0 {
 		t.Error("a process that is not there has a stat")
 	}
+}
+
+// A server's log written after its test ended is dropped: there
+// tb.Output's writer panics (once no test above it runs either).
+func TestLogWriterAfterTheTest(t *testing.T) {
+	tb := &fakeEndingTB{TB: t}
+	w := testkit.LogWriter(tb)
+	if n, err := w.Write([]byte("during\n")); n != 7 || err != nil || tb.out.String() != "during\n" {
+		t.Fatalf("write during the test: %d, %v, output %q", n, err, tb.out.String())
+	}
+	for _, f := range tb.cleanups {
+		f()
+	}
+	tb.ended = true
+	if n, err := w.Write([]byte("after\n")); n != 6 || err != nil {
+		t.Fatalf("write after the test: %d, %v", n, err)
+	}
+}
+
+// fakeEndingTB is a test that ends when told to: its output panics
+// after, as testing's does when no test above it runs.
+type fakeEndingTB struct {
+	testing.TB
+	cleanups []func()
+	ended    bool
+	out      bytes.Buffer
+}
+
+func (f *fakeEndingTB) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
+func (f *fakeEndingTB) Output() io.Writer { return f }
+func (f *fakeEndingTB) Write(p []byte) (int, error) {
+	if f.ended {
+		panic("Write called after the test has completed")
+	}
+	return f.out.Write(p)
 }
